@@ -1,0 +1,186 @@
+"""The benchmark suite as data: load and validate `campaigns/suite/<name>.yaml`.
+
+Benchmarks and aggregates are declared in YAML so a researcher adds an aggregate (or a
+benchmark) without touching code. Everything downstream (evaluator, analysis) reads a
+`Suite`, never a hard-coded list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SUITE_DIR = REPO_ROOT / "campaigns" / "suite"
+
+AggregateKind = Literal["domain_mean", "mean", "item_weighted"]
+_AGG_KINDS = ("domain_mean", "mean", "item_weighted")
+_GRADERS = ("math", "multiple_choice", "knights_knaves")
+
+
+class SuiteError(ValueError):
+    """A suite file is malformed; the message names the file, the field and the fix."""
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    id: str
+    domain: str
+    n_items: int
+    grader: str
+    max_gen_toks: int
+    temperature: float = 0.0
+    top_p: float = 1.0
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    name: str
+    kind: AggregateKind
+    benchmarks: tuple[str, ...]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Gates:
+    min_parse_rate: float = 0.5
+    max_truncation_rate: float = 0.2
+    require_item_count: bool = True
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    version: str
+    domains: tuple[str, ...]
+    benchmarks: tuple[Benchmark, ...]
+    aggregates: tuple[Aggregate, ...]
+    gates: Gates
+    path: Path | None = None
+
+    @property
+    def benchmark_ids(self) -> list[str]:
+        return [b.id for b in self.benchmarks]
+
+    def benchmark(self, bid: str) -> Benchmark:
+        for b in self.benchmarks:
+            if b.id == bid:
+                return b
+        raise KeyError(f"unknown benchmark {bid!r} in suite {self.name!r}; known: {', '.join(self.benchmark_ids)}")
+
+    def domain_of(self) -> dict[str, str]:
+        return {b.id: b.domain for b in self.benchmarks}
+
+    def item_counts(self) -> dict[str, int]:
+        return {b.id: b.n_items for b in self.benchmarks}
+
+    def by_domain(self) -> dict[str, list[str]]:
+        return {d: [b.id for b in self.benchmarks if b.domain == d] for d in self.domains}
+
+    def aggregate(self, name: str) -> Aggregate:
+        for a in self.aggregates:
+            if a.name == name:
+                return a
+        known = ", ".join(a.name for a in self.aggregates)
+        raise KeyError(f"unknown aggregate {name!r}; the suite {self.name!r} declares: {known}")
+
+    @property
+    def aggregate_names(self) -> list[str]:
+        return [a.name for a in self.aggregates]
+
+
+def _err(path: Path | str, where: str, msg: str) -> SuiteError:
+    return SuiteError(f"{path}: {where}: {msg}")
+
+
+def load_suite(name_or_path: str | Path = "db12") -> Suite:
+    """Load a suite by name (`campaigns/suite/<name>.yaml`) or by path, validating every field."""
+    p = Path(name_or_path)
+    if not p.suffix:
+        p = SUITE_DIR / f"{name_or_path}.yaml"
+    if not p.is_file():
+        raise SuiteError(f"{p}: suite file not found; pass a name from {SUITE_DIR} or a path to a YAML file")
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        raise SuiteError(f"{p}: not valid YAML: {e}") from e
+    return parse_suite(raw, p)
+
+
+def parse_suite(raw: Any, path: Path | str = "<suite>") -> Suite:
+    if not isinstance(raw, dict):
+        raise _err(path, "top level", "expected a mapping with keys name, domains, benchmarks, aggregates")
+    for key in ("name", "domains", "benchmarks", "aggregates"):
+        if key not in raw:
+            raise _err(path, key, "required key is missing")
+    domains = tuple(str(d) for d in raw["domains"])
+    gen = raw.get("generation") or {}
+    benches: list[Benchmark] = []
+    seen: set[str] = set()
+    for i, b in enumerate(raw["benchmarks"]):
+        where = f"benchmarks[{i}]"
+        if not isinstance(b, dict):
+            raise _err(path, where, "expected a mapping with id, domain, n_items, grader")
+        for key in ("id", "domain", "n_items", "grader"):
+            if key not in b:
+                raise _err(path, f"{where}.{key}", "required key is missing")
+        bid = str(b["id"])
+        if bid in seen:
+            raise _err(path, f"{where}.id", f"duplicate benchmark id {bid!r}")
+        seen.add(bid)
+        if b["domain"] not in domains:
+            raise _err(path, f"{where}.domain", f"{b['domain']!r} is not one of the declared domains {list(domains)}")
+        if not isinstance(b["n_items"], int) or isinstance(b["n_items"], bool) or b["n_items"] <= 0:
+            raise _err(path, f"{where}.n_items", f"must be a positive integer, got {b['n_items']!r}")
+        if b["grader"] not in _GRADERS:
+            raise _err(path, f"{where}.grader", f"{b['grader']!r} is not a known grader; use one of {list(_GRADERS)}")
+        g = {**(gen.get(b["domain"]) or {}), **{k: b[k] for k in ("max_gen_toks", "temperature", "top_p") if k in b}}
+        max_gen = g.get("max_gen_toks", 8192)
+        if not isinstance(max_gen, int) or max_gen <= 0:
+            raise _err(path, f"{where}.max_gen_toks", f"must be a positive integer, got {max_gen!r}")
+        benches.append(
+            Benchmark(
+                id=bid,
+                domain=str(b["domain"]),
+                n_items=int(b["n_items"]),
+                grader=str(b["grader"]),
+                max_gen_toks=int(max_gen),
+                temperature=float(g.get("temperature", 0.0)),
+                top_p=float(g.get("top_p", 1.0)),
+                options=dict(b.get("options") or {}),
+            )
+        )
+    ids = [b.id for b in benches]
+    aggs: list[Aggregate] = []
+    for i, a in enumerate(raw["aggregates"]):
+        where = f"aggregates[{i}]"
+        if not isinstance(a, dict) or "name" not in a or "kind" not in a:
+            raise _err(path, where, "expected a mapping with name, kind and benchmarks")
+        if a["kind"] not in _AGG_KINDS:
+            raise _err(path, f"{where}.kind", f"{a['kind']!r} is not one of {list(_AGG_KINDS)}")
+        members = a.get("benchmarks", "all")
+        if members == "all":
+            members = ids
+        if not isinstance(members, list) or not members:
+            raise _err(path, f"{where}.benchmarks", "must be 'all' or a non-empty list of benchmark ids")
+        unknown = [m for m in members if m not in ids]
+        if unknown:
+            raise _err(path, f"{where}.benchmarks", f"unknown benchmark(s) {unknown}; declared: {ids}")
+        aggs.append(Aggregate(name=str(a["name"]), kind=a["kind"], benchmarks=tuple(members),
+                              description=str(a.get("description", ""))))
+    names = [a.name for a in aggs]
+    if len(set(names)) != len(names):
+        raise _err(path, "aggregates", f"duplicate aggregate names in {names}")
+    gates_raw = raw.get("gates") or {}
+    gates = Gates(
+        min_parse_rate=float(gates_raw.get("min_parse_rate", 0.5)),
+        max_truncation_rate=float(gates_raw.get("max_truncation_rate", 0.2)),
+        require_item_count=bool(gates_raw.get("require_item_count", True)),
+    )
+    return Suite(name=str(raw["name"]), version=str(raw.get("version", "0")), domains=domains,
+                 benchmarks=tuple(benches), aggregates=tuple(aggs), gates=gates,
+                 path=Path(path) if not isinstance(path, Path) else path)

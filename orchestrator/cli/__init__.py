@@ -1,0 +1,29 @@
+"""The `campaign` command line: one Typer app; each area registers its own commands."""
+
+from __future__ import annotations
+
+import typer
+
+from orchestrator.cli import (
+    analysis_commands,
+    campaign_commands,
+    eval_commands,
+    policy_commands,
+    train_commands,
+    tune_commands,
+)
+
+app = typer.Typer(
+    name="campaign",
+    help="Windtunnel: matched-seed comparisons of RLVR data policies.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+for _module in (analysis_commands, policy_commands, eval_commands, train_commands, campaign_commands, tune_commands):
+    _module.register(app)
+
+
+def main() -> None:
+    app()

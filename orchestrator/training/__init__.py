@@ -1,0 +1,1 @@
+"""Training backends behind one interface: the verl launcher (GPU) and the local GRPO backend (CPU)."""
