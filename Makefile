@@ -11,11 +11,11 @@ PYTEST_ARGS ?=
 venv: $(STAMP)
 
 # torch first, pinned to the CPU wheel on disk: a bare `torch` requirement pulls several GB of CUDA.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade "pip>=24,<27"
 	$(BIN)/pip install --quiet "torch==2.13.0"
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[test]"
 	touch $(STAMP)
 
 demo: $(STAMP)
