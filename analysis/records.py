@@ -1,0 +1,393 @@
+"""Records I/O: long Parquet/CSV and the wide released CSV, validated cell by cell.
+
+Every problem is collected (file, row, column, fix) before anything is raised, so a user fixes a
+file in one pass. Missing scores stay NaN; 0.0 is a score. A CSV row with too few fields (a
+truncated file) is an error, never silently NaN-filled.
+"""
+
+from __future__ import annotations
+
+import csv
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.atomic import atomic_path
+from analysis.schema import (
+    MECHANISMS,
+    RECORD_COLUMNS,
+    REQUIRED_LONG,
+    WIDE_ID_COLUMNS,
+    WIDE_OPTIONAL,
+    Problem,
+    RecordsError,
+    mechanism_of,
+)
+from evaluation.suite import Suite, load_suite
+
+_MISSING_TOKENS = {"", "nan", "na", "none", "null"}
+
+
+class UnknownPolicyWarning(UserWarning):
+    """A policy outside the study's table got mechanism "unknown"."""
+
+
+def _suite(suite: Suite | str | None) -> Suite:
+    if suite is None:
+        return load_suite("db12")
+    return load_suite(suite) if isinstance(suite, str) else suite
+
+
+# ----------------------------------------------------------------------------- raw reading
+
+def _read_csv_raw(path: Path) -> tuple[pd.DataFrame | None, list[Problem]]:
+    """Read every cell as text, checking each line has exactly as many fields as the header."""
+    f = str(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.reader(fh))
+    except UnicodeDecodeError as e:
+        return None, [Problem(f, None, None, f"not UTF-8 text ({e}); save the file as UTF-8 CSV")]
+    except csv.Error as e:
+        return None, [Problem(f, None, None, f"not valid CSV: {e}")]
+    if not rows or not any(cell.strip() for cell in rows[0]):
+        return None, [Problem(f, None, None, "file is empty; expected a header line and one row per record")]
+    header = [h.strip() for h in rows[0]]
+    problems: list[Problem] = []
+    dup = sorted({h for h in header if header.count(h) > 1})
+    for h in dup:
+        problems.append(Problem(f, None, h, "column appears more than once in the header; keep one"))
+    data: list[list[str]] = []
+    for i, row in enumerate(rows[1:], start=1):
+        if not row:  # a blank line
+            continue
+        if len(row) != len(header):
+            problems.append(Problem(
+                f, i, header[min(len(row), len(header)) - 1] if len(row) < len(header) else None,
+                f"has {len(row)} fields but the header has {len(header)} "
+                f"({'file truncated or a field missing' if len(row) < len(header) else 'extra field(s)'}); "
+                "fix or remove this line"))
+            continue
+        data.append(row)
+    if problems:
+        return None, problems
+    if not data:
+        return None, [Problem(f, None, None, "has a header but no data rows")]
+    return pd.DataFrame(data, columns=header, dtype=object), []
+
+
+def _read_raw(path: Path) -> pd.DataFrame:
+    f = str(path)
+    if not path.is_file():
+        raise RecordsError([Problem(f, None, None, "file not found")])
+    ext = path.suffix.lower()
+    if ext == ".csv":
+        raw, problems = _read_csv_raw(path)
+        if problems:
+            raise RecordsError(problems)
+        return raw
+    if ext in (".parquet", ".pq"):
+        try:
+            raw = pd.read_parquet(path)
+        except Exception as e:  # pyarrow raises several types for a damaged file
+            raise RecordsError([Problem(f, None, None, f"not a readable Parquet file ({type(e).__name__}: {e})")]) from e
+        if raw.empty:
+            raise RecordsError([Problem(f, None, None, "contains no records")])
+        return raw.reset_index(drop=True)
+    raise RecordsError([Problem(f, None, None, f"unsupported extension {ext!r}; use .csv or .parquet")])
+
+
+# ----------------------------------------------------------------------------- cell checks
+
+def _blank(s: pd.Series) -> np.ndarray:
+    txt = s.astype(str).str.strip().str.lower()
+    return (s.isna() | txt.isin(_MISSING_TOKENS)).to_numpy()
+
+
+def _numbers(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(values with NaN for blanks, mask of non-blank cells that are not numbers)."""
+    blank = _blank(s)
+    vals = pd.to_numeric(s.where(~blank).astype(object).map(lambda v: str(v).strip() if isinstance(v, str) else v),
+                         errors="coerce").to_numpy(dtype=float)
+    bad = ~blank & np.isnan(vals)
+    return vals, bad
+
+
+def _rows(mask: np.ndarray) -> list[int]:
+    return (np.flatnonzero(mask) + 1).tolist()
+
+
+def _check_text(raw: pd.DataFrame, col: str, f: str, problems: list[Problem]) -> None:
+    for r in _rows(_blank(raw[col])):
+        problems.append(Problem(f, r, col, "is empty; every record needs a value here"))
+
+
+def _check_int(raw: pd.DataFrame, col: str, f: str, problems: list[Problem]) -> np.ndarray:
+    vals, bad = _numbers(raw[col])
+    blank = _blank(raw[col])
+    nonint = ~bad & ~blank & (np.isinf(vals) | (np.nan_to_num(vals) != np.floor(np.nan_to_num(vals))))
+    for r in _rows(blank):
+        problems.append(Problem(f, r, col, "is empty; expected an integer"))
+    for r in _rows(bad | nonint):
+        problems.append(Problem(f, r, col, f"{raw[col].iloc[r - 1]!r} is not an integer"))
+    return vals
+
+
+def _check_score(raw: pd.DataFrame, col: str, f: str, problems: list[Problem], hi: float = 100.0) -> np.ndarray:
+    vals, bad = _numbers(raw[col])
+    for r in _rows(bad):
+        problems.append(Problem(f, r, col, f"{raw[col].iloc[r - 1]!r} is not a number; "
+                                           "write a number, or leave the cell blank for a missing score"))
+    out = ~np.isnan(vals) & ((vals < 0) | (vals > hi) | np.isinf(vals))
+    for r in _rows(out):
+        problems.append(Problem(f, r, col, f"{vals[r - 1]!r} is outside [0, {hi:g}]"))
+    return vals
+
+
+def _check_duplicates(keys: pd.DataFrame, f: str, col: str, problems: list[Problem]) -> None:
+    dup = keys.duplicated(keep=False).to_numpy()
+    if not dup.any():
+        return
+    first: dict[tuple, int] = {}
+    for r, key in zip(_rows(dup), keys[dup].itertuples(index=False, name=None)):
+        if key in first:
+            problems.append(Problem(f, r, col, f"duplicate of row {first[key]} for "
+                                               f"{dict(zip(keys.columns, key))}; keep one"))
+        else:
+            first[key] = r
+
+
+def _derive_mechanism(policies: pd.Series) -> np.ndarray:
+    mech = policies.map(mechanism_of).to_numpy(dtype=object)
+    unknown = sorted(set(policies[mech == "unknown"]))
+    if unknown:
+        warnings.warn(f"policies {unknown} are not in the study's policy table; mechanism set to 'unknown' "
+                      "(add a 'mechanism' column to set it)", UnknownPolicyWarning, stacklevel=3)
+    return mech
+
+
+def _check_mechanism(raw: pd.DataFrame, f: str, problems: list[Problem]) -> None:
+    bad = ~raw["mechanism"].astype(str).str.strip().isin(MECHANISMS).to_numpy()
+    for r in _rows(bad):
+        problems.append(Problem(f, r, "mechanism", f"{raw['mechanism'].iloc[r - 1]!r} is not one of {list(MECHANISMS)}"))
+
+
+def recover_n_correct(accuracy: np.ndarray, n_items: np.ndarray) -> np.ndarray:
+    """Correct-item counts behind percentages, or NaN when not uniquely recoverable.
+
+    accuracy, n_items: (k,). A value is recoverable when it equals 100*k/n exactly, or when it is
+    within a 1-decimal rounding (0.05) of exactly one such k (100/n > 0.1, i.e. n < 1000).
+    """
+    acc = np.asarray(accuracy, dtype=float)
+    n = np.asarray(n_items, dtype=float)
+    k = np.round(acc * n / 100.0)
+    err = np.abs(100.0 * k / n - acc)
+    ok = (err <= 1e-6) | ((100.0 / n > 0.1) & (err <= 0.05 + 1e-9))
+    return np.where(ok & ~np.isnan(acc), k, np.nan)
+
+
+# ----------------------------------------------------------------------------- wide / long parsing
+
+def is_wide(columns: pd.Index | list[str]) -> bool:
+    cols = set(columns)
+    return "benchmark" not in cols and {"run_id", "method"} <= cols
+
+
+def _from_wide(raw: pd.DataFrame, f: str, suite: Suite) -> pd.DataFrame:
+    problems: list[Problem] = []
+    cols = list(raw.columns)
+    required = [c for c in WIDE_ID_COLUMNS if c != "regime"]
+    for c in required:
+        if c not in cols:
+            problems.append(Problem(f, None, c, f"required column is missing; the wide header starts "
+                                                f"{', '.join(WIDE_ID_COLUMNS)}"))
+    bench = suite.benchmark_ids
+    for b in bench:
+        if b not in cols:
+            problems.append(Problem(f, None, b, f"missing column for benchmark {b!r} of suite {suite.name!r}; "
+                                                "add it (blank cells mean a missing score)"))
+    known = set(WIDE_ID_COLUMNS) | set(WIDE_OPTIONAL) | set(bench)
+    for c in cols:
+        if c not in known:
+            problems.append(Problem(f, None, c, f"unknown column: not an id column and not a benchmark of suite "
+                                                f"{suite.name!r} ({', '.join(bench)})"))
+    present = [c for c in required if c in cols]
+    for c in ("run_id", "campaign", "model", "method"):
+        if c in present:
+            _check_text(raw, c, f, problems)
+    seed = _check_int(raw, "seed", f, problems) if "seed" in cols else None
+    steps = _check_int(raw, "steps", f, problems) if "steps" in cols else None
+    scores = {b: _check_score(raw, b, f, problems) for b in bench if b in cols}
+    if "mechanism" in cols:
+        _check_mechanism(raw, f, problems)
+    if "run_id" in cols and "steps" in cols:
+        _check_duplicates(raw[["run_id", "steps"]].astype(str), f, "run_id", problems)
+    if problems:
+        raise RecordsError(problems)
+
+    n_runs, n_b = len(raw), len(bench)
+    text = lambda c, default="": (raw[c].astype(str).str.strip() if c in cols  # noqa: E731
+                                  else pd.Series([default] * n_runs)).to_numpy(dtype=object)
+    run_id = text("run_id")
+    policy = text("method")
+    mech = (raw["mechanism"].astype(str).str.strip().to_numpy(dtype=object) if "mechanism" in cols
+            else _derive_mechanism(pd.Series(policy)))
+    regime = np.where(_blank(raw["regime"]), "", text("regime")) if "regime" in cols else text("regime")
+    run_key = np.where(_blank(raw["run_key"]), run_id, text("run_key")) if "run_key" in cols else run_id
+    acc = np.column_stack([scores[b] for b in bench]).reshape(-1)  # run-major
+    n_items = np.tile(np.array([suite.item_counts()[b] for b in bench]), n_runs)
+    rep = lambda a: np.repeat(np.asarray(a, dtype=object), n_b)  # noqa: E731
+    out = pd.DataFrame({
+        "run_key": rep(run_key), "run_id": rep(run_id), "campaign": rep(text("campaign")),
+        "model": rep(text("model")), "policy": rep(policy), "mechanism": rep(mech),
+        "seed": np.repeat(seed.astype(np.int64), n_b), "step": np.repeat(steps.astype(np.int64), n_b),
+        "regime": rep(regime), "benchmark": np.tile(np.array(bench, dtype=object), n_runs),
+        "domain": np.tile(np.array([suite.domain_of()[b] for b in bench], dtype=object), n_runs),
+        "n_items": n_items.astype(np.int64), "n_correct": recover_n_correct(acc, n_items),
+        "accuracy": acc, "parse_rate": np.nan, "truncation_rate": np.nan,
+        "suite_version": rep(text("suite_version")), "harness_version": rep(text("harness_version")),
+        "config_hash": rep(text("config_hash")),
+    })
+    return _typed(out)
+
+
+def _from_long(raw: pd.DataFrame, f: str, suite: Suite) -> pd.DataFrame:
+    problems: list[Problem] = []
+    cols = list(raw.columns)
+    for c in REQUIRED_LONG:
+        if c not in cols:
+            problems.append(Problem(f, None, c, "required column is missing (long records need "
+                                                f"{', '.join(REQUIRED_LONG)})"))
+    for c in cols:
+        if c not in RECORD_COLUMNS:
+            problems.append(Problem(f, None, c, f"unknown column; Record columns are {', '.join(RECORD_COLUMNS)}"))
+    for c in ("run_id", "campaign", "model", "policy", "benchmark"):
+        if c in cols:
+            _check_text(raw, c, f, problems)
+    ints = {c: _check_int(raw, c, f, problems) for c in ("seed", "step") if c in cols}
+    if "n_items" in cols:
+        ints["n_items"] = _check_int(raw, "n_items", f, problems)
+    floats = {}
+    if "accuracy" in cols:
+        floats["accuracy"] = _check_score(raw, "accuracy", f, problems)
+    for c in ("parse_rate", "truncation_rate"):
+        if c in cols:
+            floats[c] = _check_score(raw, c, f, problems, hi=1.0)
+    if "n_correct" in cols:
+        vals, bad = _numbers(raw["n_correct"])
+        for r in _rows(bad | (vals < 0)):
+            problems.append(Problem(f, r, "n_correct", f"{raw['n_correct'].iloc[r - 1]!r} is not a count >= 0"))
+        floats["n_correct"] = vals
+    if "benchmark" in cols:
+        bench = raw["benchmark"].astype(str).str.strip()
+        unknown = ~bench.isin(suite.benchmark_ids).to_numpy() & ~_blank(raw["benchmark"])
+        for r in _rows(unknown):
+            problems.append(Problem(f, r, "benchmark", f"{bench.iloc[r - 1]!r} is not a benchmark of suite "
+                                                       f"{suite.name!r} ({', '.join(suite.benchmark_ids)})"))
+        if "domain" in cols:
+            expect = bench.map(suite.domain_of())
+            wrong = (~unknown & (raw["domain"].astype(str).str.strip() != expect)).to_numpy()
+            for r in _rows(wrong):
+                problems.append(Problem(f, r, "domain", f"{raw['domain'].iloc[r - 1]!r} but suite {suite.name!r} "
+                                                        f"puts {bench.iloc[r - 1]!r} in {expect.iloc[r - 1]!r}"))
+    if "mechanism" in cols:
+        _check_mechanism(raw, f, problems)
+    key_col = "run_key" if "run_key" in cols else "run_id"
+    if {key_col, "step", "benchmark"} <= set(cols):
+        _check_duplicates(raw[[key_col, "step", "benchmark"]].astype(str).apply(lambda s: s.str.strip()),
+                          f, "benchmark", problems)
+    if problems:
+        raise RecordsError(problems)
+
+    n = len(raw)
+    text = lambda c: raw[c].astype(str).str.strip().to_numpy(dtype=object)  # noqa: E731
+    out = pd.DataFrame({c: (text(c) if c in cols else np.full(n, "", dtype=object))
+                        for c, t in RECORD_COLUMNS.items() if t == "str"})
+    for c in ("regime", "suite_version", "harness_version", "config_hash", "run_key"):
+        if c in cols:
+            out[c] = np.where(_blank(raw[c]), "", out[c])
+    out["run_key"] = np.where(out["run_key"] == "", out["run_id"], out["run_key"])
+    if "mechanism" not in cols:
+        out["mechanism"] = _derive_mechanism(out["policy"])
+    out["domain"] = out["benchmark"].map(suite.domain_of())
+    out["seed"] = ints["seed"].astype(np.int64)
+    out["step"] = ints["step"].astype(np.int64)
+    counts = out["benchmark"].map(suite.item_counts()).to_numpy(dtype=np.int64)
+    out["n_items"] = ints["n_items"].astype(np.int64) if "n_items" in ints else counts
+    for c in ("n_correct", "accuracy", "parse_rate", "truncation_rate"):
+        out[c] = floats.get(c, np.full(n, np.nan))
+    return _typed(out[list(RECORD_COLUMNS)])
+
+
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    """Cast to the schema's dtypes, in canonical column order."""
+    out = pd.DataFrame(index=df.index)
+    for c, t in RECORD_COLUMNS.items():
+        if t == "str":
+            out[c] = df[c].astype(str)
+        elif t == "int":
+            out[c] = df[c].astype(np.int64)
+        else:
+            out[c] = df[c].astype(np.float64)
+    return out.reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------- public API
+
+def read_records(path: str | Path, suite: Suite | str | None = None) -> pd.DataFrame:
+    """Read long (Parquet/CSV) or wide released-format records; validate; return long Records.
+
+    Raises RecordsError listing every problem (file, 1-based data row, column, fix).
+    """
+    p = Path(path)
+    s = _suite(suite)
+    raw = _read_raw(p)
+    raw.columns = [str(c).strip() for c in raw.columns]
+    return _from_wide(raw, str(p), s) if is_wide(raw.columns) else _from_long(raw, str(p), s)
+
+
+def normalise_records(df: pd.DataFrame, suite: Suite | str | None = None) -> pd.DataFrame:
+    """Validate an in-memory long DataFrame exactly as a file would be (source named '<dataframe>')."""
+    return _from_long(df.reset_index(drop=True).astype(object), "<dataframe>", _suite(suite))
+
+
+def write_records(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write long Records atomically; format by extension (.parquet or .csv). Missing stays NaN/blank."""
+    p = Path(path)
+    missing = [c for c in RECORD_COLUMNS if c not in df.columns]
+    if missing:
+        raise RecordsError([Problem("<dataframe>", None, c, "Record column missing; build records with "
+                                                            "analysis.records.normalise_records") for c in missing])
+    out = _typed(df)
+    ext = p.suffix.lower()
+    if ext not in (".parquet", ".pq", ".csv"):
+        raise RecordsError([Problem(str(p), None, None, f"unsupported extension {ext!r}; use .csv or .parquet")])
+    with atomic_path(p) as tmp:
+        if ext == ".csv":
+            out.to_csv(tmp, index=False)
+        else:
+            out.to_parquet(tmp, index=False)
+    return p
+
+
+def to_wide(df: pd.DataFrame, suite: Suite | str | None = None) -> pd.DataFrame:
+    """One row per run x step, one column per benchmark, in the released CSV's column order."""
+    s = _suite(suite)
+    ids = ["run_key", "run_id", "campaign", "model", "policy", "seed", "step", "regime"]
+    wide = df.set_index(ids + ["benchmark"])["accuracy"].unstack("benchmark")
+    wide = wide.reindex(columns=s.benchmark_ids).reset_index()
+    wide = wide.rename(columns={"policy": "method", "step": "steps"})
+    extra = ["run_key"] if (wide["run_key"] != wide["run_id"]).any() else []
+    wide = wide[list(WIDE_ID_COLUMNS) + s.benchmark_ids + extra]
+    wide.columns.name = None
+    return wide
+
+
+def write_wide(df: pd.DataFrame, path: str | Path, suite: Suite | str | None = None) -> Path:
+    """Atomic wide CSV export matching `released_runs_171.csv` (blank cell = missing score)."""
+    p = Path(path)
+    with atomic_path(p) as tmp:
+        to_wide(df, suite).to_csv(tmp, index=False)
+    return p
