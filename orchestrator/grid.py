@@ -1,0 +1,214 @@
+"""Grid expansion: a `CampaignSpec` becomes the list of `RunSpec`s, each with its `run_key`.
+
+`run_key` is a short sha256 of the canonical JSON of everything that changes what is trained
+(model, resolved recipe, policy with its params, seed, corpus identity, steps, regime), so the
+same cell in two campaigns, or after an edit to an unrelated key, keeps its key, while any
+change to what is trained gives a new one (STUDY L19: resolved config hashes per run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.data import CorpusError, corpus_identity
+from orchestrator.spec import CampaignSpec, SpecError, load_yaml_mapping
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def short_hash(obj: Any, n: int = 16) -> str:
+    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()[:n]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One grid cell: everything a stage needs to train, evaluate and record one run."""
+
+    run_key: str
+    run_id: str  # <campaign>/<model>/<policy>[@<regime>]/s<seed>
+    campaign: str  # top-level campaign (ledger)
+    sub_campaign: str
+    group: str  # record `campaign` column
+    model: str
+    policy: str
+    mechanism: str
+    reference: str  # campaign-local reference policy for paired comparison
+    seed: int
+    steps: int
+    save_freq: int
+    regime: str
+    recipe_name: str
+    backend: str
+    suite: str
+    gpus: int
+    est_hours: float
+    model_cfg: dict[str, Any] = field(default_factory=dict)
+    recipe_cfg: dict[str, Any] = field(default_factory=dict)
+    policy_cfg: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    evaluation: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def config_hash(self) -> str:
+        """Hash of the full resolved config (incl. evaluation options), recorded per Record."""
+        return short_hash(self.to_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return canonical_json(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
+        return cls(**d)
+
+
+class _Resolver:
+    """Loads model/recipe/policy YAMLs by name from the config root, once each."""
+
+    def __init__(self, spec: CampaignSpec):
+        self.spec = spec
+        self.root = Path(spec.config_root)
+        self._cache: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def _load(self, group: str, name: str, key: str) -> dict[str, Any]:
+        ck = (group, name)
+        if ck not in self._cache:
+            path = self.root / group / f"{name}.yaml"
+            if path.exists():
+                self._cache[ck] = load_yaml_mapping(path, group)
+            elif group == "model" and name in self.spec.model_defs:
+                self._cache[ck] = dict(self.spec.model_defs[name])
+            else:
+                avail = sorted(p.stem for p in (self.root / group).glob("*.yaml")) if (self.root / group).is_dir() else []
+                extra = f" or model_defs ({sorted(self.spec.model_defs)})" if group == "model" else ""
+                raise SpecError(
+                    f"{self.spec.source}: key '{key}': {group} '{name}' not found at {path}; "
+                    f"use one of {avail}{extra}"
+                )
+        return self._cache[ck]
+
+    def model(self, name: str, key: str) -> dict[str, Any]:
+        return self._load("model", name, key)
+
+    def recipe(self, name: str, key: str) -> dict[str, Any]:
+        return self._load("recipe", name, key)
+
+    def policy(self, name: str, key: str) -> tuple[dict[str, Any], str]:
+        cfg = self._load("policy", name, key)
+        mech = str(cfg.get("mechanism", "none" if name == "baseline" else ""))
+        if mech not in ("none", "select", "reweight", "mix"):
+            raise SpecError(
+                f"{self.root / 'policy' / (name + '.yaml')}: key 'mechanism': '{mech}' is not one of none|select|reweight|mix"
+            )
+        return cfg, mech
+
+
+def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec]:
+    """All RunSpecs of a campaign, in seed-major order (seed, sub-campaign, group, model, policy).
+
+    Raises `SpecError` for unknown names, a missing reference policy in a group, duplicate cells,
+    or a sub-campaign whose run count differs from its declared `expected_runs`.
+    """
+    res = _Resolver(spec)
+    runs: list[RunSpec] = []
+    seen: dict[str, str] = {}
+    for sub_name, sub in spec.resolved_sub_campaigns().items():
+        n_sub = 0
+        for gi, g in enumerate(sub.groups):
+            gkey = f"sub_campaigns.{sub_name}.groups.{gi}" if spec.sub_campaigns else ""
+            seeds = g.seeds if g.seeds is not None else spec.seeds
+            steps = g.steps or spec.steps
+            save_freq = g.save_freq or spec.save_freq or steps
+            pols = {p: res.policy(p, f"{gkey}.policies" if gkey else "policies") for p in g.policies}
+            for model in g.models:
+                mcfg = res.model(model, f"{gkey}.models" if gkey else "models")
+                mcomp = spec.compute.for_model(model)
+                for pol, (pcfg, mech) in pols.items():
+                    recipe = g.recipe_by_mechanism.get(mech) or g.recipe_by_model.get(model) or g.recipe or spec.recipe
+                    if not recipe:
+                        raise SpecError(f"{spec.source}: key '{gkey or 'recipe'}.recipe': no recipe for {model}/{pol}; set recipe")
+                    rcfg = res.recipe(recipe, f"{gkey}.recipe" if gkey else "recipe")
+                    ref = pol if mech == "none" else spec.baselines.get(mech, "")
+                    for seed in seeds:
+                        try:
+                            data = corpus_identity(spec.data, g.regime, data_root)
+                        except CorpusError as exc:
+                            raise SpecError(f"{spec.source}: key '{gkey}.regime': {exc}") from None
+                        key_obj = {
+                            "model": mcfg, "recipe": rcfg, "policy": {"name": pol, **pcfg}, "seed": seed,
+                            "data": data, "steps": steps, "save_freq": save_freq, "regime": g.regime,
+                        }
+                        run_key = short_hash(key_obj)
+                        run_id = f"{g.campaign}/{model}/{pol}{'@' + g.regime if g.regime else ''}/s{seed}"
+                        where = f"{sub_name}/{g.campaign}"
+                        if run_key in seen:
+                            raise SpecError(
+                                f"{spec.source}: key '{gkey or 'policies'}': run {run_id} is listed twice "
+                                f"({seen[run_key]} and {where}); remove one"
+                            )
+                        seen[run_key] = where
+                        runs.append(RunSpec(
+                            run_key=run_key, run_id=run_id, campaign=spec.name, sub_campaign=sub_name,
+                            group=g.campaign, model=model, policy=pol, mechanism=mech, reference=ref,
+                            seed=seed, steps=steps, save_freq=save_freq, regime=g.regime, recipe_name=recipe,
+                            backend=spec.backend, suite=spec.suite, gpus=mcomp.gpus, est_hours=mcomp.hours * steps / spec.compute.hours_at_steps,
+                            model_cfg=mcfg, recipe_cfg=rcfg, policy_cfg=pcfg, data=data,
+                            evaluation=dict(spec.evaluation),
+                        ))
+                        n_sub += 1
+        if sub.expected_runs is not None and n_sub != sub.expected_runs:
+            raise SpecError(
+                f"{spec.source}: key 'sub_campaigns.{sub_name}.expected_runs': declares {sub.expected_runs} "
+                f"runs but the groups expand to {n_sub}; fix the groups or the count"
+            )
+    if spec.expected_runs is not None and len(runs) != spec.expected_runs:
+        raise SpecError(
+            f"{spec.source}: key 'expected_runs': declares {spec.expected_runs} runs but the campaign "
+            f"expands to {len(runs)}; fix the sub-campaigns or the count"
+        )
+    runs.sort(key=lambda r: r.seed)  # stable: seed-major, spec order within a seed
+    return runs
+
+
+def missing_references(runs: list[RunSpec]) -> list[str]:
+    """Runs whose campaign-local reference (same group, model, regime, steps, seed) is not planned."""
+    have = {(r.group, r.model, r.regime, r.steps, r.seed, r.policy) for r in runs}
+    return [
+        r.run_id for r in runs
+        if r.reference and (r.group, r.model, r.regime, r.steps, r.seed, r.reference) not in have
+    ]
+
+
+def accounting(spec: CampaignSpec, runs: list[RunSpec]) -> dict[str, Any]:
+    """Counts by sub-campaign, model, policy, seed; GPU-hours = Σ per-model hours × GPUs.
+
+    The estimate uses `compute.models.<m>.{gpus,hours}` (defaults `compute.gpus_per_run`,
+    `compute.hours_per_run`): wall hours per run on its GPUs, times the GPUs it holds.
+    """
+    by = lambda attr: dict(sorted(Counter(getattr(r, attr) for r in runs).items()))  # noqa: E731
+    gpu_h = Counter()
+    for r in runs:
+        gpu_h[r.sub_campaign] += r.gpus * r.est_hours
+    subs = spec.resolved_sub_campaigns()
+    return {
+        "campaign": spec.name,
+        "total_runs": len(runs),
+        "by_sub_campaign": {s: sum(1 for r in runs if r.sub_campaign == s) for s in subs},
+        "by_campaign_label": by("group"),
+        "by_model": by("model"),
+        "by_policy": by("policy"),
+        "by_seed": {str(k): v for k, v in by("seed").items()},
+        "by_regime": {k or "standard": v for k, v in by("regime").items()},
+        "gpu_hours": round(sum(gpu_h.values()), 1),
+        "gpu_hours_by_sub_campaign": {k: round(v, 1) for k, v in gpu_h.items()},
+        "missing_references": missing_references(runs),
+    }

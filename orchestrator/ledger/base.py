@@ -1,0 +1,89 @@
+"""Ledger interface (Optuna-storage style): a small abstract base; implementations by URL."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from orchestrator.ledger.states import RunState
+
+
+@dataclass
+class RunRow:
+    campaign: str
+    run_key: str
+    run_id: str
+    state: str
+    order: int
+    gpus: int
+    spec_json: str
+    stage: str = ""
+    reason: str = ""
+    attempts: int = 0
+    submission_id: str = ""
+    lease_owner: str = ""
+    lease_expires: float = 0.0
+    next_try_at: float = 0.0
+    failure_class: str = ""
+    mlflow_run_id: str = ""
+    compute: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    updated_at: float = 0.0
+
+
+@dataclass
+class UpsertDiff:
+    """What a (re)submission changed: run_ids new, changed (new run_key) and unchanged; removed."""
+
+    new: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: len(getattr(self, k)) for k in ("new", "changed", "unchanged", "removed")} | {
+            "changed_ids": self.changed[:50], "removed_ids": self.removed[:50]}
+
+
+class Ledger(abc.ABC):
+    @abc.abstractmethod
+    def upsert_campaign(self, name: str, spec_json: str, runs: Iterable[dict[str, Any]]) -> UpsertDiff:
+        """Idempotent by run_key; a run_id whose run_key changed supersedes (cancels) the old row."""
+
+    @abc.abstractmethod
+    def runs(self, campaign: str, states: Iterable[str] | None = None) -> list[RunRow]: ...
+
+    @abc.abstractmethod
+    def get(self, campaign: str, run_key: str) -> RunRow: ...
+
+    @abc.abstractmethod
+    def transition(self, campaign: str, run_key: str, to: RunState | str, *, expect: RunState | str | None = None,
+                   stage: str | None = None, reason: str | None = None, **fields: Any) -> RunRow: ...
+
+    @abc.abstractmethod
+    def update(self, campaign: str, run_key: str, **fields: Any) -> None: ...
+
+    @abc.abstractmethod
+    def claim(self, campaign: str, run_key: str, owner: str, ttl_s: float) -> bool: ...
+
+    @abc.abstractmethod
+    def heartbeat(self, owner: str, ttl_s: float) -> int: ...
+
+    @abc.abstractmethod
+    def release(self, campaign: str, run_key: str, owner: str) -> None: ...
+
+    @abc.abstractmethod
+    def add_attempt(self, campaign: str, run_key: str, stage: str, submission_id: str) -> int: ...
+
+    @abc.abstractmethod
+    def end_attempt(self, campaign: str, submission_id: str, status: str, reason: str = "", failure_class: str = "") -> None: ...
+
+    @abc.abstractmethod
+    def attempts(self, campaign: str, run_key: str | None = None) -> list[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    def events(self, campaign: str, run_key: str | None = None) -> list[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    def campaigns(self) -> list[str]: ...

@@ -1,0 +1,276 @@
+"""SQLAlchemy ledger: SQLite in WAL mode by default (`sqlite:///<workdir>/ledger.db`), any URL.
+
+All writes are single short transactions; state changes use compare-and-set on the current
+state, so two orchestrators (or a restarted one) can never both advance the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterable
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from orchestrator.ledger.base import Ledger, RunRow, UpsertDiff
+from orchestrator.ledger.states import IllegalTransition, RunState, check
+
+meta = sa.MetaData()
+campaigns_t = sa.Table(
+    "campaigns", meta,
+    sa.Column("name", sa.String, primary_key=True),
+    sa.Column("spec_json", sa.Text, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+runs_t = sa.Table(
+    "runs", meta,
+    sa.Column("campaign", sa.String, primary_key=True),
+    sa.Column("run_key", sa.String, primary_key=True),
+    sa.Column("run_id", sa.String, nullable=False, index=True),
+    sa.Column("state", sa.String, nullable=False, index=True),
+    sa.Column("order", sa.Integer, nullable=False),
+    sa.Column("gpus", sa.Integer, nullable=False),
+    sa.Column("spec_json", sa.Text, nullable=False),
+    sa.Column("stage", sa.String, nullable=False, default=""),
+    sa.Column("reason", sa.Text, nullable=False, default=""),
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("submission_id", sa.String, nullable=False, default=""),
+    sa.Column("lease_owner", sa.String, nullable=False, default=""),
+    sa.Column("lease_expires", sa.Float, nullable=False, default=0.0),
+    sa.Column("next_try_at", sa.Float, nullable=False, default=0.0),
+    sa.Column("failure_class", sa.String, nullable=False, default=""),
+    sa.Column("mlflow_run_id", sa.String, nullable=False, default=""),
+    sa.Column("compute_json", sa.Text, nullable=False, default="{}"),
+    sa.Column("outputs_json", sa.Text, nullable=False, default="{}"),
+    sa.Column("updated_at", sa.Float, nullable=False, default=0.0),
+)
+attempts_t = sa.Table(
+    "attempts", meta,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("campaign", sa.String, nullable=False),
+    sa.Column("run_key", sa.String, nullable=False, index=True),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("stage", sa.String, nullable=False),
+    sa.Column("submission_id", sa.String, nullable=False, unique=True),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("ended_at", sa.Float),
+    sa.Column("status", sa.String, nullable=False, default="running"),
+    sa.Column("reason", sa.Text, nullable=False, default=""),
+    sa.Column("failure_class", sa.String, nullable=False, default=""),
+)
+events_t = sa.Table(
+    "events", meta,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("ts", sa.Float, nullable=False),
+    sa.Column("campaign", sa.String, nullable=False, index=True),
+    sa.Column("run_key", sa.String, nullable=False, default=""),
+    sa.Column("kind", sa.String, nullable=False),
+    sa.Column("src", sa.String, nullable=False, default=""),
+    sa.Column("dst", sa.String, nullable=False, default=""),
+    sa.Column("detail", sa.Text, nullable=False, default=""),
+)
+
+_JSON_FIELDS = {"compute": "compute_json", "outputs": "outputs_json"}
+
+
+def _row(r: Any) -> RunRow:
+    m = dict(r._mapping)
+    return RunRow(
+        campaign=m["campaign"], run_key=m["run_key"], run_id=m["run_id"], state=m["state"], order=m["order"],
+        gpus=m["gpus"], spec_json=m["spec_json"], stage=m["stage"], reason=m["reason"], attempts=m["attempts"],
+        submission_id=m["submission_id"], lease_owner=m["lease_owner"], lease_expires=m["lease_expires"],
+        next_try_at=m["next_try_at"], failure_class=m["failure_class"], mlflow_run_id=m["mlflow_run_id"],
+        compute=json.loads(m["compute_json"] or "{}"), outputs=json.loads(m["outputs_json"] or "{}"),
+        updated_at=m["updated_at"],
+    )
+
+
+class SQLLedger(Ledger):
+    def __init__(self, url: str):
+        self.url = url
+        self.engine = sa.create_engine(url, future=True)
+        if url.startswith("sqlite"):
+            @event.listens_for(self.engine, "connect")
+            def _pragma(dbapi_conn, _rec):  # noqa: ANN001
+                cur = dbapi_conn.cursor()
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA synchronous=NORMAL")
+                cur.execute("PRAGMA busy_timeout=30000")
+                cur.close()
+        meta.create_all(self.engine)
+
+    # -- campaigns and runs ----------------------------------------------------------------
+    def upsert_campaign(self, name: str, spec_json: str, runs: Iterable[dict[str, Any]]) -> UpsertDiff:
+        now = time.time()
+        runs = list(runs)
+        diff = UpsertDiff()
+        with self.engine.begin() as c:
+            if c.execute(sa.select(campaigns_t.c.name).where(campaigns_t.c.name == name)).first():
+                c.execute(campaigns_t.update().where(campaigns_t.c.name == name).values(spec_json=spec_json, updated_at=now))
+            else:
+                c.execute(campaigns_t.insert().values(name=name, spec_json=spec_json, created_at=now, updated_at=now))
+            existing = {
+                r.run_key: (r.run_id, r.state)
+                for r in c.execute(sa.select(runs_t.c.run_key, runs_t.c.run_id, runs_t.c.state).where(runs_t.c.campaign == name))
+            }
+            live_by_id = {rid: k for k, (rid, st) in existing.items() if not (st == "cancelled")}
+            new_rows, events, superseded = [], [], []
+            seen_ids = set()
+            for i, r in enumerate(runs):
+                seen_ids.add(r["run_id"])
+                if r["run_key"] in existing:
+                    diff.unchanged.append(r["run_id"])
+                    continue
+                old = live_by_id.get(r["run_id"])
+                (diff.changed if old else diff.new).append(r["run_id"])
+                if old:
+                    superseded.append(old)
+                new_rows.append({
+                    "campaign": name, "run_key": r["run_key"], "run_id": r["run_id"], "state": "planned",
+                    "order": i, "gpus": int(r.get("gpus", 0)), "spec_json": r["spec_json"], "stage": "", "reason": "",
+                    "attempts": 0, "submission_id": "", "lease_owner": "", "lease_expires": 0.0, "next_try_at": 0.0,
+                    "failure_class": "", "mlflow_run_id": "", "compute_json": "{}", "outputs_json": "{}", "updated_at": now,
+                })
+                events.append({"ts": now, "campaign": name, "run_key": r["run_key"], "kind": "planned", "src": "",
+                               "dst": "planned", "detail": r["run_id"]})
+            for k in superseded:
+                st = existing[k][1]
+                if st not in ("recorded", "cancelled"):
+                    c.execute(runs_t.update().where((runs_t.c.campaign == name) & (runs_t.c.run_key == k))
+                              .values(state="cancelled", reason="superseded by a changed spec", updated_at=now))
+                    events.append({"ts": now, "campaign": name, "run_key": k, "kind": "superseded", "src": st,
+                                   "dst": "cancelled", "detail": ""})
+            diff.removed = sorted(rid for rid in live_by_id if rid not in seen_ids)
+            if new_rows:
+                c.execute(runs_t.insert(), new_rows)
+            if events:
+                c.execute(events_t.insert(), events)
+        return diff
+
+    def campaigns(self) -> list[str]:
+        with self.engine.connect() as c:
+            return [r[0] for r in c.execute(sa.select(campaigns_t.c.name).order_by(campaigns_t.c.created_at))]
+
+    def campaign_spec(self, name: str) -> str | None:
+        with self.engine.connect() as c:
+            r = c.execute(sa.select(campaigns_t.c.spec_json).where(campaigns_t.c.name == name)).first()
+        return r[0] if r else None
+
+    def runs(self, campaign: str, states: Iterable[str] | None = None) -> list[RunRow]:
+        q = sa.select(runs_t).where(runs_t.c.campaign == campaign)
+        if states is not None:
+            q = q.where(runs_t.c.state.in_([RunState(s).value for s in states]))
+        with self.engine.connect() as c:
+            return [_row(r) for r in c.execute(q.order_by(runs_t.c.order))]
+
+    def get(self, campaign: str, run_key: str) -> RunRow:
+        with self.engine.connect() as c:
+            r = c.execute(sa.select(runs_t).where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))).first()
+        if r is None:
+            raise KeyError(f"run {run_key} not in campaign {campaign}")
+        return _row(r)
+
+    def find(self, campaign: str, ident: str) -> list[RunRow]:
+        """Runs whose run_key or run_id equals `ident`, or whose run_id starts with it."""
+        return [r for r in self.runs(campaign) if r.run_key == ident or r.run_id == ident or r.run_id.startswith(ident)]
+
+    @staticmethod
+    def _values(fields: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for k, v in fields.items():
+            out[_JSON_FIELDS.get(k, k)] = json.dumps(v, sort_keys=True, default=str) if k in _JSON_FIELDS else v
+        return out
+
+    def transition(self, campaign: str, run_key: str, to: RunState | str, *, expect: RunState | str | None = None,
+                   stage: str | None = None, reason: str | None = None, **fields: Any) -> RunRow:
+        to = RunState(to)
+        now = time.time()
+        with self.engine.begin() as c:
+            cur = c.execute(sa.select(runs_t.c.state).where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))).first()
+            if cur is None:
+                raise KeyError(f"run {run_key} not in campaign {campaign}")
+            src = RunState(cur[0])
+            if expect is not None and src != RunState(expect):
+                raise IllegalTransition(f"run {run_key}: expected state {RunState(expect).value}, found {src.value}")
+            check(src, to)
+            vals = {"state": to.value, "updated_at": now, **self._values(fields)}
+            if stage is not None:
+                vals["stage"] = stage
+            if reason is not None:
+                vals["reason"] = reason
+            res = c.execute(runs_t.update().where(
+                (runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key) & (runs_t.c.state == src.value)).values(**vals))
+            if res.rowcount != 1:
+                raise IllegalTransition(f"run {run_key}: state changed concurrently")
+            c.execute(events_t.insert().values(ts=now, campaign=campaign, run_key=run_key, kind="transition",
+                                               src=src.value, dst=to.value, detail=reason or stage or ""))
+        return self.get(campaign, run_key)
+
+    def update(self, campaign: str, run_key: str, **fields: Any) -> None:
+        if "state" in fields:
+            raise ValueError("use transition() to change state")
+        with self.engine.begin() as c:
+            c.execute(runs_t.update().where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))
+                      .values(updated_at=time.time(), **self._values(fields)))
+
+    # -- leases ------------------------------------------------------------------------------
+    def claim(self, campaign: str, run_key: str, owner: str, ttl_s: float) -> bool:
+        now = time.time()
+        with self.engine.begin() as c:
+            res = c.execute(runs_t.update().where(
+                (runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key)
+                & ((runs_t.c.lease_owner == "") | (runs_t.c.lease_expires < now) | (runs_t.c.lease_owner == owner))
+            ).values(lease_owner=owner, lease_expires=now + ttl_s))
+            return res.rowcount == 1
+
+    def heartbeat(self, owner: str, ttl_s: float) -> int:
+        with self.engine.begin() as c:
+            return c.execute(runs_t.update().where(runs_t.c.lease_owner == owner)
+                             .values(lease_expires=time.time() + ttl_s)).rowcount
+
+    def release(self, campaign: str, run_key: str, owner: str) -> None:
+        with self.engine.begin() as c:
+            c.execute(runs_t.update().where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key)
+                                            & (runs_t.c.lease_owner == owner)).values(lease_owner="", lease_expires=0.0))
+
+    # -- attempts and events -----------------------------------------------------------------
+    def add_attempt(self, campaign: str, run_key: str, stage: str, submission_id: str) -> int:
+        now = time.time()
+        with self.engine.begin() as c:
+            n = c.execute(sa.select(runs_t.c.attempts).where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))).scalar_one() + 1
+            c.execute(attempts_t.insert().values(campaign=campaign, run_key=run_key, attempt=n, stage=stage,
+                                                 submission_id=submission_id, started_at=now, status="running",
+                                                 reason="", failure_class=""))
+            c.execute(runs_t.update().where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))
+                      .values(attempts=n, submission_id=submission_id, updated_at=now))
+            c.execute(events_t.insert().values(ts=now, campaign=campaign, run_key=run_key, kind="submitted", src="",
+                                               dst="", detail=submission_id))
+        return n
+
+    def end_attempt(self, campaign: str, submission_id: str, status: str, reason: str = "", failure_class: str = "") -> None:
+        with self.engine.begin() as c:
+            c.execute(attempts_t.update().where((attempts_t.c.campaign == campaign) & (attempts_t.c.submission_id == submission_id))
+                      .values(ended_at=time.time(), status=status, reason=reason, failure_class=failure_class))
+
+    def attempts(self, campaign: str, run_key: str | None = None) -> list[dict[str, Any]]:
+        q = sa.select(attempts_t).where(attempts_t.c.campaign == campaign)
+        if run_key:
+            q = q.where(attempts_t.c.run_key == run_key)
+        with self.engine.connect() as c:
+            return [dict(r._mapping) for r in c.execute(q.order_by(attempts_t.c.id))]
+
+    def event(self, campaign: str, kind: str, detail: str = "", run_key: str = "") -> None:
+        with self.engine.begin() as c:
+            c.execute(events_t.insert().values(ts=time.time(), campaign=campaign, run_key=run_key, kind=kind, src="", dst="", detail=detail))
+
+    def events(self, campaign: str, run_key: str | None = None) -> list[dict[str, Any]]:
+        q = sa.select(events_t).where(events_t.c.campaign == campaign)
+        if run_key:
+            q = q.where(events_t.c.run_key == run_key)
+        with self.engine.connect() as c:
+            return [dict(r._mapping) for r in c.execute(q.order_by(events_t.c.id))]
+
+    def close(self) -> None:
+        self.engine.dispose()

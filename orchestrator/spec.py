@@ -1,0 +1,224 @@
+"""Campaign specs: compose `campaigns/` with Hydra, validate into a typed `CampaignSpec`.
+
+A campaign is a Hydra primary config (`campaigns/demo.yaml`, or a directory such as
+`campaigns/paper/` whose `campaign.yaml` pulls in one file per sub-campaign through its
+defaults list). Composing with the Hydra compose API means every key can be overridden on the
+command line (`campaign plan campaigns/paper seeds=[1,2,3]`). Validation is strict (unknown keys
+are errors, see STUDY P15) and every error names the file, the key and the fix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+MECHANISMS = ("none", "select", "reweight", "mix")
+DEFAULT_BASELINES = {"select": "baseline", "reweight": "baseline", "mix": "static"}
+
+
+class SpecError(ValueError):
+    """A campaign spec is malformed; the message names the file, the key and the fix."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelCompute(_Strict):
+    """Resources of one run of a model: GPUs it holds and the wall hours it takes."""
+
+    gpus: int = Field(ge=0)
+    hours: float = Field(gt=0)
+
+
+class ComputeSpec(_Strict):
+    """Cluster shape and per-model costs used for admission and the GPU-hour estimate."""
+
+    gpus_per_run: int = Field(default=8, ge=0)
+    hours_per_run: float = Field(default=7.7, gt=0)
+    models: dict[str, ModelCompute] = Field(default_factory=dict)
+    nodes: int = Field(default=1, ge=1)
+    gpus_per_node: int = Field(default=8, ge=0)
+    cpus_per_run: int = Field(default=1, ge=0)
+    hours_at_steps: int = Field(default=300, gt=0)  # `hours` are per this many steps; scaled linearly
+
+    def for_model(self, model: str) -> ModelCompute:
+        return self.models.get(model, ModelCompute(gpus=self.gpus_per_run, hours=self.hours_per_run))
+
+
+class DataSpec(_Strict):
+    """Which training corpus the recipes read; regimes derive variants from it (orchestrator.data)."""
+
+    corpus: Literal["multidomain_3", "synthetic"] = "multidomain_3"
+    seed: int = 42
+    root: str | None = None  # where built corpora live; default <workdir>/data
+
+
+class GroupSpec(_Strict):
+    """One block of the grid: models × policies × seeds under one record campaign label."""
+
+    campaign: str  # the record `campaign` column (e.g. main, mixer, crossfamily)
+    models: list[str] = Field(min_length=1)
+    policies: list[str] = Field(min_length=1)
+    seeds: list[int] | None = None
+    steps: int | None = Field(default=None, gt=0)
+    save_freq: int | None = Field(default=None, gt=0)
+    regime: str = ""
+    recipe: str | None = None
+    recipe_by_model: dict[str, str] = Field(default_factory=dict)
+    recipe_by_mechanism: dict[str, str] = Field(default_factory=dict)
+    note: str = ""
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds_unique(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError(f"seeds {v} contain duplicates; list each seed once")
+        return v
+
+
+class SubCampaignSpec(_Strict):
+    description: str = ""
+    expected_runs: int | None = Field(default=None, ge=0)
+    groups: list[GroupSpec] = Field(min_length=1)
+
+
+class RetrySpec(_Strict):
+    max_attempts: int = Field(default=3, ge=1)
+    backoff_s: float = Field(default=5.0, ge=0)
+    backoff_max_s: float = Field(default=300.0, ge=0)
+
+
+class CampaignSpec(_Strict):
+    """A validated campaign. Flat campaigns (models/policies at top level) get one sub-campaign."""
+
+    name: str
+    suite: str = "db12"
+    seeds: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
+    steps: int = Field(default=300, gt=0)
+    save_freq: int | None = Field(default=None, gt=0)
+    recipe: str | None = None
+    models: list[str] = Field(default_factory=list)
+    policies: list[str] = Field(default_factory=list)
+    regime: str = ""
+    backend: Literal["local", "verl"] = "verl"
+    baselines: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_BASELINES))
+    data: DataSpec = Field(default_factory=DataSpec)
+    compute: ComputeSpec = Field(default_factory=ComputeSpec)
+    retries: RetrySpec = Field(default_factory=RetrySpec)
+    evaluation: dict[str, Any] = Field(default_factory=dict)  # evaluator options (limit, data_dir, backend)
+    model_defs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    sub_campaigns: dict[str, SubCampaignSpec] = Field(default_factory=dict)
+    expected_runs: int | None = Field(default=None, ge=0)
+    # Filled in by the loader, not by users:
+    source: str = ""
+    config_root: str = ""
+    overrides: list[str] = Field(default_factory=list)
+
+    @field_validator("baselines")
+    @classmethod
+    def _baselines_known(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = sorted(set(v) - {"select", "reweight", "mix"})
+        if bad:
+            raise ValueError(f"unknown mechanism(s) {bad}; keys are select, reweight, mix")
+        return {**DEFAULT_BASELINES, **v}
+
+    def resolved_sub_campaigns(self) -> dict[str, SubCampaignSpec]:
+        """Sub-campaigns, with a flat campaign's top-level grid as the single sub-campaign `main`."""
+        if self.sub_campaigns:
+            return dict(self.sub_campaigns)
+        group = GroupSpec(campaign=self.name, models=self.models, policies=self.policies, regime=self.regime)
+        return {"main": SubCampaignSpec(groups=[group], expected_runs=self.expected_runs)}
+
+
+def resolve_campaign_path(campaign: str | Path) -> tuple[Path, str]:
+    """(config root, Hydra config name) for a campaign file or directory.
+
+    The config root is the directory that holds the `model/ recipe/ policy/ suite/` groups: the
+    nearest ancestor that has a `policy` or `recipe` directory, else the file's parent.
+    """
+    path = Path(campaign).expanduser().resolve()
+    if path.is_dir():
+        primary = path / "campaign.yaml"
+        if not primary.exists():
+            raise SpecError(f"{path}: a campaign directory needs a campaign.yaml (the primary config)")
+    elif path.suffix in (".yaml", ".yml") and path.exists():
+        primary = path
+    elif path.with_suffix(".yaml").exists():
+        primary = path.with_suffix(".yaml")
+    else:
+        raise SpecError(f"{campaign}: no such campaign file or directory; pass e.g. campaigns/demo.yaml")
+    root = primary.parent
+    for cand in (primary.parent, *primary.parent.parents):
+        if (cand / "policy").is_dir() or (cand / "recipe").is_dir():
+            root = cand
+            break
+    name = primary.relative_to(root).with_suffix("").as_posix()
+    return root, name
+
+
+def _compose(root: Path, name: str, overrides: list[str]) -> dict[str, Any]:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(root), version_base=None, job_name="campaign"):
+            cfg = compose(config_name=name, overrides=list(overrides))
+        data = OmegaConf.to_container(cfg, resolve=True)
+    except Exception as exc:  # Hydra raises several unrelated types for bad overrides/configs
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SpecError(f"{root / name}.yaml: cannot compose with overrides {list(overrides)}: {msg}") from None
+    finally:
+        GlobalHydra.instance().clear()
+    if not isinstance(data, dict):
+        raise SpecError(f"{root / name}.yaml: the campaign must be a mapping")
+    return data
+
+
+def _file_for_key(root: Path, name: str, loc: tuple[Any, ...]) -> Path:
+    """The file a failing key most likely came from (sub-campaign files for sub_campaigns.<x>)."""
+    primary = root / f"{name}.yaml"
+    if len(loc) >= 2 and loc[0] == "sub_campaigns":
+        cand = primary.parent / f"{loc[1]}.yaml"
+        if cand.exists():
+            return cand
+    return primary
+
+
+def load_campaign(campaign: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> CampaignSpec:
+    """Compose and validate a campaign; raise `SpecError` naming file, key and fix."""
+    root, name = resolve_campaign_path(campaign)
+    data = _compose(root, name, list(overrides))
+    data.pop("defaults", None)
+    data.setdefault("name", Path(name).parts[0])
+    try:
+        spec = CampaignSpec.model_validate(
+            {**data, "source": str(root / f"{name}.yaml"), "config_root": str(root), "overrides": list(overrides)}
+        )
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            key = ".".join(str(p) for p in loc)
+            fix = "remove it (unknown key) or fix its spelling" if err["type"] == "extra_forbidden" else err["msg"]
+            problems.append(f"{_file_for_key(root, name, loc)}: key '{key}': {fix}")
+        raise SpecError("; ".join(problems)) from None
+    if not spec.sub_campaigns and (not spec.models or not spec.policies):
+        raise SpecError(f"{spec.source}: key 'models'/'policies': a flat campaign needs both lists (or sub_campaigns)")
+    return spec
+
+
+def load_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
+    """Read a YAML mapping with `safe_load`; errors name the file."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: invalid YAML for {what}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: a {what} file must be a mapping")
+    return data
