@@ -1,0 +1,405 @@
+"""Paired, seed-matched comparison of each policy with its campaign-local reference.
+
+Small pure functions over arrays in the style of rliable: `d` is always a (n_seeds, n_metrics)
+matrix of paired differences d_s = A(method, s) - A(reference, s) without NaN. SD is the
+sample SD (n-1). Everything a user quotes comes with its definition:
+
+* t CI: mean +/- t(1-(1-level)/2, n-1) * sd / sqrt(n).
+* bootstrap CI: percentile interval of the mean over resampled seeds (multinomial counts, one
+  matrix product for all resamples); each metric column is sorted first, so the result depends
+  only on the set of differences, not on how seeds are labelled.
+* permutation p: two-sided sign-flip test of mean = 0; exact enumeration when 2^n <= 100,000,
+  else Monte Carlo with the observed sign pattern counted.
+* Holm / BH: over the family = all method-vs-reference comparisons of one (campaign, model,
+  regime, step) and one metric (A/A rows excluded), applied to the paired-t p-values.
+* TOST: two one-sided paired t-tests against +/- margin; p = max of the two.
+* MDE: smallest true mean difference detectable with 80% power at alpha .05 (two-sided paired
+  t, statsmodels TTestPower) at the current n and observed sd.
+* seeds needed: smallest n with 80% power for `effect` at the observed sd.
+* probability of improvement: `p_improve_seeds` = share of seeds with d > 0 (ties count 1/2);
+  `p_improve_posterior` = P(mean d > 0) under the flat-prior t posterior, t_{n-1} cdf of mean/se.
+"""
+
+from __future__ import annotations
+
+import warnings
+import zlib
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower, ttest_power
+
+from analysis.aggregates import run_table
+from analysis.schema import DEFAULT_REFERENCE, GROUP_KEYS
+from evaluation.suite import Suite
+
+MAX_EXACT = 100_000
+
+
+class UnpairedWarning(UserWarning):
+    """Runs without a partner at the same seed were dropped from a paired comparison."""
+
+
+# ----------------------------------------------------------------------------- array statistics
+
+def mean_sd(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """d: (n, m) -> mean (m,), sample sd (m,) with ddof=1 (exactly 0 for a constant column; NaN if n < 2)."""
+    d = np.asarray(d, dtype=float)
+    mean = d.mean(axis=0)
+    sd = d.std(axis=0, ddof=1) if d.shape[0] > 1 else np.full(d.shape[1], np.nan)
+    return mean, np.where(np.ptp(d, axis=0) == 0, 0.0, sd) if d.shape[0] > 1 else sd
+
+
+def t_interval(d: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """d: (n, m) -> (lo (m,), hi (m,)) paired t interval with df = n-1."""
+    n = d.shape[0]
+    mean, sd = mean_sd(d)
+    half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / np.sqrt(n) if n > 1 else np.full_like(mean, np.nan)
+    return mean - half, mean + half
+
+
+def t_pvalue(d: np.ndarray) -> np.ndarray:
+    """d: (n, m) -> two-sided paired t p-value (m,); a zero-variance column gives 0 if mean != 0 else 1."""
+    n = d.shape[0]
+    mean, sd = mean_sd(d)
+    if n < 2:
+        return np.full_like(mean, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tstat = mean / (sd / np.sqrt(n))
+    p = 2 * stats.t.sf(np.abs(tstat), n - 1)
+    return np.where(sd == 0, np.where(mean == 0, 1.0, 0.0), p)
+
+
+def bootstrap_interval(d: np.ndarray, rng: np.random.Generator, n_resamples: int = 10_000,
+                       level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """d: (n, m) -> percentile bootstrap interval of the mean (lo (m,), hi (m,)).
+
+    Resamples seeds with replacement: counts (B, n) ~ Multinomial(n, 1/n); means = counts @ d / n.
+    """
+    n = d.shape[0]
+    ds = np.sort(d, axis=0)  # labelling-invariant (see module doc)
+    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(float)
+    means = counts @ ds / n
+    lo, hi = np.quantile(means, [0.5 - level / 2, 0.5 + level / 2], axis=0)
+    const = np.ptp(d, axis=0) == 0
+    return np.where(const, ds[0], lo), np.where(const, ds[0], hi)
+
+
+@lru_cache(maxsize=32)
+def _sign_matrix(n: int) -> np.ndarray:
+    """All 2^n sign patterns, (2^n, n) of +/-1."""
+    bits = (np.arange(2 ** n)[:, None] >> np.arange(n)[None, :]) & 1
+    return 1.0 - 2.0 * bits
+
+
+def sign_flip_pvalue(d: np.ndarray, rng: np.random.Generator, n_mc: int = 10_000) -> np.ndarray:
+    """d: (n, m) -> two-sided sign-flip permutation p-value of mean = 0 (m,)."""
+    n = d.shape[0]
+    ds = np.sort(d, axis=0)
+    obs = np.abs(ds.mean(axis=0))
+    if 2 ** n <= MAX_EXACT:
+        null = np.abs(_sign_matrix(n) @ ds / n)
+        return (null >= obs - 1e-12 * (1 + obs)).mean(axis=0)
+    signs = rng.choice(np.array([-1.0, 1.0]), size=(n_mc, n))
+    null = np.abs(signs @ ds / n)
+    return (1 + (null >= obs - 1e-12 * (1 + obs)).sum(axis=0)) / (n_mc + 1)
+
+
+def adjust(p: np.ndarray, method: str, family: np.ndarray | None = None) -> np.ndarray:
+    """Holm ("holm") or Benjamini-Hochberg ("fdr_bh") adjusted p, each family separately; NaN stays NaN.
+
+    p: (k,); family: (k,) labels (None = one family). Same values as statsmodels `multipletests`
+    (checked in the tests) but vectorised over all families at once.
+    """
+    p = np.asarray(p, dtype=float)
+    fam = np.zeros(len(p), dtype=np.int64) if family is None else pd.factorize(pd.Series(family))[0]
+    out = np.full_like(p, np.nan)
+    ok = ~np.isnan(p)
+    if not ok.any():
+        return out
+    df = pd.DataFrame({"fam": fam[ok], "p": p[ok], "pos": np.flatnonzero(ok)}).sort_values(["fam", "p"], kind="stable")
+    g = df.groupby("fam", sort=False)
+    m = g["p"].transform("size").to_numpy(float)
+    i = g.cumcount().to_numpy(float) + 1.0  # rank within family
+    if method == "holm":
+        raw = np.minimum(1.0, (m - i + 1.0) * df["p"].to_numpy())
+        adj = pd.Series(raw, index=df.index).groupby(df["fam"].to_numpy(), sort=False).cummax().to_numpy()
+    elif method == "fdr_bh":
+        raw = np.minimum(1.0, m / i * df["p"].to_numpy())
+        rev = pd.Series(raw[::-1], index=df.index[::-1])
+        adj = rev.groupby(df["fam"].to_numpy()[::-1], sort=False).cummin().to_numpy()[::-1]
+    else:
+        raise ValueError(f"unknown adjustment {method!r}; use 'holm' or 'fdr_bh'")
+    out[df["pos"].to_numpy()] = adj
+    return out
+
+
+def tost_pvalue(d: np.ndarray, margin: float) -> np.ndarray:
+    """d: (n, m) -> TOST p (m,) for equivalence within +/- margin (small p = equivalent)."""
+    n = d.shape[0]
+    mean, sd = mean_sd(d)
+    if n < 2:
+        return np.full_like(mean, np.nan)
+    se = sd / np.sqrt(n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_lo = stats.t.sf((mean + margin) / se, n - 1)  # H0: mean <= -margin
+        p_hi = stats.t.cdf((mean - margin) / se, n - 1)  # H0: mean >= +margin
+    p = np.maximum(p_lo, p_hi)
+    return np.where(sd == 0, np.where(np.abs(mean) < margin, 0.0, 1.0), p)
+
+
+@lru_cache(maxsize=256)
+def _mde_dz(n: int, alpha: float, power: float) -> float:
+    if n < 2:
+        return float("nan")
+    return float(TTestPower().solve_power(effect_size=None, nobs=n, alpha=alpha, power=power))
+
+
+def mde(n: int, sd: np.ndarray, alpha: float = 0.05, power: float = 0.8) -> np.ndarray:
+    """Minimum detectable mean difference (score points) at n seeds: d_z(n) * sd, shape of sd."""
+    return _mde_dz(int(n), alpha, power) * np.asarray(sd, dtype=float)
+
+
+def _power(dz: np.ndarray, n: np.ndarray, alpha: float) -> np.ndarray:
+    """Two-sided paired-t power (statsmodels `ttest_power`); where its noncentral-t tail returns NaN
+    (large noncentrality) the normal approximation with the t critical value is used instead."""
+    pw = np.asarray(ttest_power(dz, n, alpha), dtype=float)
+    bad = np.isnan(pw)
+    if bad.any():
+        crit = stats.t.isf(alpha / 2, n[bad] - 1)
+        nc = dz[bad] * np.sqrt(n[bad])
+        pw[bad] = stats.norm.sf(crit - nc) + stats.norm.cdf(-crit - nc)
+    return pw
+
+
+def seeds_needed(effect: float, sd: np.ndarray, alpha: float = 0.05, power: float = 0.8,
+                 max_n: int = 100_000) -> np.ndarray:
+    """Smallest n (>= 2) whose paired t-test has `power` for a true difference `effect` (m,).
+
+    Vectorised bisection on statsmodels' `ttest_power`; NaN when sd is NaN or n would exceed max_n.
+    """
+    sd = np.asarray(sd, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dz = np.where(sd == 0, np.inf, abs(effect) / sd)
+    lo = np.full(sd.shape, 1.0)  # power(lo) < target (n=1 has no test)
+    hi = np.full(sd.shape, float(max_n))
+    ok = ~np.isnan(dz) & (effect != 0)
+    finite = np.where(np.isfinite(dz), dz, 1e6)
+    enough = np.zeros(sd.shape, bool)
+    enough[ok] = _power(finite[ok], hi[ok], alpha) >= power
+    while True:
+        active = ok & enough & (hi - lo > 1)
+        if not active.any():
+            break
+        mid = np.floor((lo + hi) / 2)
+        pw = np.zeros(sd.shape)
+        pw[active] = _power(finite[active], mid[active], alpha)
+        up = active & (pw >= power)
+        hi = np.where(up, mid, hi)
+        lo = np.where(active & ~up, mid, lo)
+    return np.where(ok & enough, np.maximum(hi, 2), np.nan)
+
+
+def prob_improvement(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """d: (n, m) -> (share of seeds with d > 0, ties 1/2; P(mean > 0) under the flat-prior t posterior)."""
+    n = d.shape[0]
+    share = ((d > 0).sum(axis=0) + 0.5 * (d == 0).sum(axis=0)) / n
+    mean, sd = mean_sd(d)
+    if n < 2:
+        return share, np.full_like(mean, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        post = stats.t.cdf(mean / (sd / np.sqrt(n)), n - 1)
+    post = np.where(sd == 0, np.where(mean > 0, 1.0, np.where(mean < 0, 0.0, 0.5)), post)
+    return share, post
+
+
+# ----------------------------------------------------------------------------- the comparison table
+
+@dataclass
+class PairedResult:
+    """table: one row per comparison x metric; dropped: one message per dropped run/seed/comparison."""
+
+    table: pd.DataFrame
+    dropped: list[str] = field(default_factory=list)
+
+
+def metric_columns(suite: Suite, aggregates: list[str] | None = None) -> list[tuple[str, str]]:
+    """(metric_type, name) for aggregates, domains and benchmarks, in report order."""
+    aggs = aggregates or suite.aggregate_names
+    return ([("aggregate", a) for a in aggs] + [("domain", d) for d in suite.domains]
+            + [("benchmark", b) for b in suite.benchmark_ids])
+
+
+def _rng(seed: int, key: str) -> np.random.Generator:
+    """One generator per comparison, so filtering other comparisons never changes this one."""
+    return np.random.default_rng([seed, zlib.crc32(key.encode())])
+
+
+def _stats_block(d: np.ndarray, rng: np.random.Generator, *, n_resamples: int, level: float,
+                 margin: float | None, effect: float) -> dict[str, np.ndarray]:
+    n = d.shape[0]
+    mean, sd = mean_sd(d)
+    t_lo, t_hi = t_interval(d, level)
+    b_lo, b_hi = bootstrap_interval(d, rng, n_resamples, level)
+    share, post = prob_improvement(d)
+    return {
+        "n": np.full(mean.shape, float(n)), "mean_diff": mean, "sd": sd, "t_lo": t_lo, "t_hi": t_hi,
+        "boot_lo": b_lo, "boot_hi": b_hi, "p_t": t_pvalue(d), "p_perm": sign_flip_pvalue(d, rng),
+        "p_tost": tost_pvalue(d, margin) if margin is not None else np.full(mean.shape, np.nan),
+        "mde": mde(n, sd), "p_improve_seeds": share,
+        "p_improve_posterior": post,
+    }
+
+
+def _pair(mrows: np.ndarray, rrows: np.ndarray, seeds: np.ndarray, run_ids: np.ndarray, label: str,
+          dropped: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Align two configurations' run rows on seed -> (method rows, reference rows, seeds), sorted by seed.
+
+    Runs without a partner at the same seed (and extra runs at a repeated seed) are reported.
+    """
+    out = []
+    for name, rows in (("method", mrows), ("reference", rrows)):
+        _, first = np.unique(seeds[rows], return_index=True)
+        if len(first) < len(rows):
+            extra = np.setdiff1d(np.arange(len(rows)), first)
+            dropped.append(f"{label}: {name} has several runs at seed(s) {sorted(set(seeds[rows[extra]].tolist()))}; "
+                           f"kept the first, dropped {sorted(run_ids[rows[extra]].tolist())}")
+        out.append(rows[np.sort(first)])
+    m, r = out
+    common, im, ir = np.intersect1d(seeds[m], seeds[r], return_indices=True)
+    lonely = sorted(run_ids[np.setdiff1d(m, m[im])].tolist() + run_ids[np.setdiff1d(r, r[ir])].tolist())
+    if lonely:
+        dropped.append(f"{label}: no partner at the same seed, dropped {lonely}")
+    return m[im], r[ir], common
+
+
+def _jobs(runs: pd.DataFrame, overrides: dict[str, str], dropped: list[str]) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+    """(identity, method run rows, reference run rows) for every comparison, plus the A/A rows."""
+    cfg = runs.groupby(list(GROUP_KEYS) + ["policy"], sort=True).indices
+    groups: dict[tuple, dict[str, np.ndarray]] = {}
+    for key, rows in cfg.items():
+        groups.setdefault(key[:-1], {})[key[-1]] = rows
+    mech_col = runs["mechanism"].to_numpy()
+    jobs = []
+    for gkey, pols in groups.items():
+        ident = dict(zip(GROUP_KEYS, gkey))
+        label0 = "/".join(str(v) for v in gkey if v != "")
+        for pol, rows in pols.items():
+            mech = mech_col[rows[0]]
+            ref = overrides.get(pol, DEFAULT_REFERENCE.get(mech))
+            if ref is None or ref == pol:
+                if mech == "unknown" and pol not in overrides:
+                    dropped.append(f"{label0}/{pol}: mechanism unknown and no --reference-map entry; not compared")
+                continue
+            if ref not in pols:
+                dropped.append(f"{label0}/{pol}: reference {ref!r} has no runs in this campaign group; not compared")
+                continue
+            jobs.append(({**ident, "policy": pol, "reference": ref, "reference_campaign": ident["campaign"],
+                          "mechanism": mech, "kind": "effect"}, rows, pols[ref]))
+    # A/A noise floor: static (mixer trainer) vs baseline at the same model/regime/step, any campaign.
+    for gkey, pols in groups.items():
+        if "static" not in pols:
+            continue
+        ident = dict(zip(GROUP_KEYS, gkey))
+        for hkey, hpols in groups.items():
+            if hkey[1:] == gkey[1:] and "baseline" in hpols:
+                jobs.append(({**ident, "policy": "static", "reference": "baseline", "reference_campaign": hkey[0],
+                              "mechanism": "mix", "kind": "aa_noise_floor"}, pols["static"], hpols["baseline"]))
+    return jobs
+
+
+def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: dict[str, str] | None = None,
+                       aggregates: list[str] | None = None, margin: float | None = None, effect: float = 1.0,
+                       n_resamples: int = 10_000, level: float = 0.95, seed: int = 0,
+                       runs: pd.DataFrame | None = None) -> PairedResult:
+    """Every policy vs its campaign-local reference, per aggregate, domain and benchmark.
+
+    reference_map: policy -> reference policy, overriding the default by mechanism
+    (select/reweight -> baseline, mix -> static). `static` vs `baseline` at the same
+    (model, regime, step) is added as kind="aa_noise_floor", never as a method effect.
+    Unpaired runs are dropped, listed in `.dropped` and warned about (UnpairedWarning).
+    `runs` (a precomputed `run_table`) skips recomputing the per-run aggregates.
+    """
+    runs = run_table(records, suite) if runs is None else runs
+    metrics = metric_columns(suite, aggregates)
+    cols = [name for _, name in metrics]
+    n_m = len(cols)
+    dropped: list[str] = []
+    jobs = _jobs(runs, reference_map or {}, dropped)
+    values = runs[cols].to_numpy(float)
+    seeds = runs["seed"].to_numpy()
+    run_ids = runs["run_id"].to_numpy().astype(str)
+
+    idents: list[dict] = []
+    blocks: list[dict[str, np.ndarray]] = []
+    for ident, mrows, rrows in jobs:
+        label = "/".join(str(ident[k]) for k in GROUP_KEYS if ident[k] != "") + \
+            f"/{ident['policy']} vs {ident['reference']}"
+        m, r, common = _pair(mrows, rrows, seeds, run_ids, label, dropped)
+        if len(common) == 0:
+            dropped.append(f"{label}: no seed pairs; not compared")
+            continue
+        x, y = values[m], values[r]
+        d = x - y
+        valid = ~np.isnan(d)
+        block: dict[str, np.ndarray] = {"method_mean": np.full(n_m, np.nan), "reference_mean": np.full(n_m, np.nan),
+                                        "seeds": np.full(n_m, "", dtype=object)}
+        # Columns sharing a pattern of valid seeds are computed together (usually one pattern).
+        patterns, inverse = np.unique(valid.T, axis=0, return_inverse=True)
+        for k, rows_ok in enumerate(patterns):
+            j = np.flatnonzero(inverse.reshape(-1) == k)
+            if not rows_ok.all():
+                dropped.append(f"{label}: seed(s) {common[~rows_ok].tolist()} missing for "
+                               f"{[cols[c] for c in j][:6]}{' ...' if len(j) > 6 else ''}; dropped from those metrics")
+            if not rows_ok.any():
+                continue
+            sub = d[np.ix_(rows_ok, j)]
+            res = _stats_block(sub, _rng(seed, f"{label}|{k}"), n_resamples=n_resamples, level=level,
+                               margin=margin, effect=effect)
+            for key, v in res.items():
+                block.setdefault(key, np.full(n_m, np.nan))[j] = v
+            block["method_mean"][j] = x[np.ix_(rows_ok, j)].mean(axis=0)
+            block["reference_mean"][j] = y[np.ix_(rows_ok, j)].mean(axis=0)
+            block["seeds"][j] = ",".join(str(v) for v in common[rows_ok])
+        if "n" in block:
+            idents.append(ident)
+            blocks.append(block)
+
+    if not blocks:
+        table = pd.DataFrame({c: pd.Series(dtype=float) for c in TABLE_COLUMNS})
+    else:
+        data: dict[str, np.ndarray] = {k: np.repeat(np.array([i[k] for i in idents], dtype=object), n_m)
+                                       for k in idents[0]}
+        data["metric_type"] = np.tile(np.array([t for t, _ in metrics], dtype=object), len(blocks))
+        data["metric"] = np.tile(np.array(cols, dtype=object), len(blocks))
+        for key in blocks[0]:
+            data[key] = np.concatenate([b.get(key, np.full(n_m, np.nan)) for b in blocks])
+        table = pd.DataFrame(data)
+        table["step"] = table["step"].astype(np.int64)
+    table["margin"] = np.nan if margin is None else margin
+    table["effect"] = effect
+    table["seeds_needed"] = seeds_needed(effect, table["sd"].to_numpy(float)) if len(table) else np.nan
+    table["p_holm"] = np.nan
+    table["p_bh"] = np.nan
+    eff = (table["kind"] == "effect").to_numpy()
+    if eff.any():
+        sub = table[eff]
+        fam = (sub["campaign"].astype(str) + "\x1f" + sub["model"].astype(str) + "\x1f" + sub["regime"].astype(str)
+               + "\x1f" + sub["step"].astype(str) + "\x1f" + sub["metric"].astype(str)).to_numpy()
+        table.loc[eff, "p_holm"] = adjust(sub["p_t"].to_numpy(float), "holm", fam)
+        table.loc[eff, "p_bh"] = adjust(sub["p_t"].to_numpy(float), "fdr_bh", fam)
+    for msg in dropped:
+        warnings.warn(msg, UnpairedWarning, stacklevel=2)
+    return PairedResult(table[TABLE_COLUMNS].reset_index(drop=True), dropped)
+
+
+TABLE_COLUMNS = [
+    "campaign", "model", "regime", "step", "policy", "reference", "reference_campaign", "mechanism", "kind",
+    "metric_type", "metric", "n", "seeds", "method_mean", "reference_mean", "mean_diff", "sd", "t_lo", "t_hi",
+    "boot_lo", "boot_hi", "p_t", "p_perm", "p_holm", "p_bh", "margin", "p_tost", "mde", "effect",
+    "seeds_needed", "p_improve_seeds", "p_improve_posterior",
+]
