@@ -1,0 +1,55 @@
+"""Pure conversions between verl/TransferQueue data and `StepBatch` (no Ray, no trainer state), so the
+trainer subclass stays thin and these are testable on plain tensors."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from policies.batch import StepBatch, dense_ids
+from policies.errors import PolicyConfigError
+
+
+def to_list(value: Any) -> list:
+    """A TensorDict non-tensor entry (NonTensorStack / ndarray / list) as a Python list."""
+    if hasattr(value, "tolist"):
+        out = value.tolist()
+    else:
+        out = list(value)
+    return list(out)
+
+
+def build_step_batch(
+    padded: Mapping[str, Tensor],
+    uids: Sequence[str],
+    tags: Sequence[Mapping[str, Any]],
+    *,
+    domains: Sequence[str] | None = None,
+    domain_names: Sequence[str] | None = None,
+) -> StepBatch:
+    """`padded` holds right-padded (B, L) `advantages`, `response_mask`, `rm_scores` (reward on the last
+    token) and optionally `old_log_probs`. Group ids are dense from the uid strings; rows tagged
+    `is_padding` (added by `_balance_batch`, copies of the first real row) are marked padding."""
+    mask = padded["response_mask"]
+    is_padding = torch.tensor([bool(t.get("is_padding", False)) for t in tags], dtype=torch.bool)
+    rewards = (padded["rm_scores"].float() * mask.float()).sum(-1)
+    dom = None
+    if domains is not None:
+        names = list(domain_names or [])
+        index = {n: i for i, n in enumerate(names)}
+        bad = sorted({str(d) for d, p in zip(domains, is_padding.tolist()) if not p and str(d) not in index})
+        if bad:
+            raise PolicyConfigError(f"windtunnel: rollout domain(s) {bad} not in the policy's domains {names}; "
+                                    "fix +windtunnel.domains or the dataset's domain column")
+        dom = torch.tensor([index.get(str(d), 0) for d in domains], dtype=torch.long)
+    return StepBatch(
+        advantages=padded["advantages"].float(),
+        rewards=rewards,
+        response_mask=mask,
+        group=dense_ids([str(u) for u in uids]),
+        old_log_probs=padded.get("old_log_probs"),
+        domain=dom,
+        is_padding=is_padding,
+    )

@@ -1,0 +1,46 @@
+"""What the verl launcher needs to activate the plugin (called by orchestrator/training's verl launcher)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import yaml
+
+from policies.errors import PolicyConfigError
+
+PLUGIN_MODULE = "policies.verl.plugin"
+ENTRY_POINT = "windtunnel"
+
+
+def launcher_env() -> dict[str, str]:
+    """Environment for the `main_ppo` process: import the plugin with plain importlib before entry points,
+    so a broken plugin aborts `import verl` instead of being skipped silently (VERL.md §2)."""
+    return {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
+
+
+def launcher_overrides(policy_path: str | Path, *, seed: int | None = None, domains: Sequence[str] | None = None,
+                       domain_key: str = "domain") -> list[str]:
+    """Hydra override strings for `python -m verl.trainer.main_ppo` that activate the policy plugin.
+
+    Every policy, `baseline` included, runs through `windtunnel_sync` so selectors and their baseline share
+    one code path (for `mechanism: none` the hook writes nothing). The policy file is passed by absolute
+    path; the env-var override propagates the plugin import to Ray workers when attaching to a cluster."""
+    path = Path(policy_path).resolve()
+    if not path.is_file():
+        raise PolicyConfigError(f"{path}: policy file not found")
+    cfg = yaml.safe_load(path.read_text()) or {}
+    if any(c in str(path) for c in " ,=[]{}'\""):
+        raise PolicyConfigError(f"{path}: policy path contains characters Hydra overrides cannot carry; move the file")
+    out = [
+        "trainer.v1.trainer_mode=windtunnel_sync",
+        f"+windtunnel.policy={path}",
+        f"+windtunnel.domain_key={domain_key}",
+        f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={PLUGIN_MODULE}",
+    ]
+    if seed is not None:
+        out.append(f"+windtunnel.seed={int(seed)}")
+    doms = list(domains) if domains else list(cfg.get("domains") or [])
+    if doms:
+        out.append(f"+windtunnel.domains=[{','.join(doms)}]")
+    return out

@@ -1,0 +1,166 @@
+"""`windtunnel_sync`: verl 0.9.1's v1 sync trainer with the data-policy hook (VERL.md §3).
+
+- After verl's own `_compute_advantage` it reads the fields the policy needs from the TransferQueue, builds a
+  `StepBatch`, runs the policy and writes `rollout_is_weights` *multiplied into* any weights verl's rollout
+  correction wrote (P8), plus `advantages` when the policy recomputes them. It returns the meta from its OWN
+  `kv_batch_put`: super's meta has a frozen `fields` list, and returning it makes the worker skip the new
+  field, silently ignoring the weights (VERL.md §3.3).
+- Mixers: the same hook feeds the step's per-domain signals to the policy; `_fetch_one_gen_batch` draws the
+  next prompts from per-domain pools with `DomainSampler` in the policy's proportions, so mixing changes
+  what is rolled out (P12). Target and realised proportions and an inert flag are logged.
+- Metrics go through verl's metrics dict as `windtunnel/<key>`.
+
+Config (Hydra overrides; `policies.verl.launcher.launcher_overrides` writes them):
+`trainer.v1.trainer_mode=windtunnel_sync`, `+windtunnel.policy=<abs path to a policy YAML>` (an inline
+mapping `+windtunnel.policy={name: ..., ...}` also works), optional `+windtunnel.seed` (default `data.seed`),
+`+windtunnel.domains=[math,logic,science]`, `+windtunnel.domain_key=domain` (dataset column).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import numpy as np
+import torch
+import transfer_queue as tq
+from omegaconf import DictConfig, OmegaConf
+from tensordict import TensorDict
+from verl.trainer.ppo.v1 import PPOTrainerSync, register_trainer
+from verl.utils import tensordict_utils as tu
+from verl.utils.dataset.rl_dataset import collate_fn
+from verl.workers.utils.padding import response_to_nested
+
+from policies.errors import PolicyConfigError
+from policies.policy import DataPolicy, load_policy
+from policies.sampler import DomainSampler, is_inert
+from policies.verl.bridge import build_step_batch, to_list
+
+TRAINER_NAME = "windtunnel_sync"
+METRIC_PREFIX = "windtunnel/"
+
+
+def policy_from_config(config: DictConfig) -> DataPolicy | None:
+    """Build the policy named by `windtunnel.policy` (path or mapping); None when the block is absent."""
+    block = config.get("windtunnel", None)
+    if block is None or block.get("policy", None) is None:
+        return None
+    src = block.get("policy")
+    source: Any = OmegaConf.to_container(src, resolve=True) if isinstance(src, DictConfig) else str(src)
+    seed = block.get("seed", None)
+    if seed is None:
+        seed = config.data.get("seed", 0) or 0
+    domains = block.get("domains", None)
+    domains = list(domains) if domains is not None else None
+    return load_policy(source, seed=int(seed), domains=domains, rollout_n=int(config.actor_rollout_ref.rollout.n))
+
+
+@register_trainer(TRAINER_NAME)
+class WindtunnelTrainer(PPOTrainerSync):
+    """PPOTrainerSync + the Windtunnel data-policy hook (see the module docstring)."""
+
+    def __init__(self, config: DictConfig) -> None:
+        super().__init__(config)
+        self.wt_policy = policy_from_config(config)
+        block = config.get("windtunnel", None) or {}
+        self.wt_domain_key: str = block.get("domain_key", "domain")
+        self.wt_sampler: DomainSampler | None = None
+        self.wt_pending_metrics: dict[str, float] = {}
+
+    # ---- selection / reweighting / mixer feedback ------------------------------------------------
+    def _compute_advantage(self, batch, metrics: dict):
+        batch = super()._compute_advantage(batch, metrics)
+        policy = self.wt_policy
+        if policy is None or policy.mechanism == "none":
+            return batch
+        step = int(getattr(self, "global_steps", 0) or 0)
+        existing = list(batch.fields or [])
+        select = ["uid", "response_mask", "rm_scores", "advantages"]
+        if policy.scorer is not None and "old_log_probs" in policy.scorer.reads:
+            select.append("old_log_probs")
+        if policy.mechanism == "mix":
+            select.append(self.wt_domain_key)
+        has_is = "rollout_is_weights" in existing
+        if has_is:
+            select.append("rollout_is_weights")
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=select)
+        jagged_mask = data["response_mask"]
+        uids = to_list(data["uid"])
+        domains = to_list(data[self.wt_domain_key]) if policy.mechanism == "mix" else None
+        padded = {k: data[k].to_padded_tensor(0.0) if k != "response_mask" else data[k].to_padded_tensor(0)
+                  for k in ("response_mask", "rm_scores", "advantages", "old_log_probs", "rollout_is_weights") if k in select}
+        sb = build_step_batch(padded, uids, batch.tags, domains=domains, domain_names=policy.domains or None)
+        out = {f"{METRIC_PREFIX}{k}": float(v) for k, v in self.wt_pending_metrics.items()}
+        self.wt_pending_metrics = {}
+        if policy.mechanism == "mix":
+            out.update({f"{METRIC_PREFIX}{k}": v for k, v in policy.observe(sb, step=step).items()})
+            metrics.update(out)
+            return batch
+        res = policy.apply(sb, step=step)
+        out.update({f"{METRIC_PREFIX}{k}": float(v) for k, v in res.diagnostics.items()})
+        metrics.update(out)
+        fields: dict[str, Any] = {}
+        if res.weights is not None:
+            w = res.weights
+            if has_is:
+                w = w * padded["rollout_is_weights"].float()  # multiply, never overwrite (P8)
+            fields["rollout_is_weights"] = response_to_nested(w, jagged_mask)
+        if res.advantages is not None:
+            fields["advantages"] = response_to_nested(res.advantages, jagged_mask)
+        if not fields:
+            return batch
+        meta = tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id,
+                               fields=TensorDict(fields, batch_size=len(batch)))
+        # Return OUR put's meta (its `fields` lists every persisted field, incl. ours); keep the step's tags
+        # and batch-level extra_info, which the put does not carry.
+        if not meta.tags or len(meta.tags) != len(batch.keys):
+            meta.tags = batch.tags
+        if batch.extra_info:
+            meta.extra_info = {**(meta.extra_info or {}), **batch.extra_info}
+        return meta
+
+    # ---- mixing before rollout -----------------------------------------------------------------
+    def _wt_build_sampler(self) -> DomainSampler:
+        policy = self.wt_policy
+        key = self.wt_domain_key
+        frame = self.train_dataset.dataframe
+        if key not in frame.column_names:
+            raise PolicyConfigError(f"windtunnel: the training data has no {key!r} column (columns: {frame.column_names}); "
+                                    "add it or set +windtunnel.domain_key")
+        names = policy.domains
+        index = {n: i for i, n in enumerate(names)}
+        values = [str(v) for v in frame[key]]
+        bad = sorted(set(values) - set(index))
+        if bad:
+            raise PolicyConfigError(f"windtunnel: domain values {bad[:5]} in column {key!r} are not in the policy's domains {names}")
+        gen_bs = self.config.data.get("gen_batch_size", None) or self.config.data.train_batch_size
+        return DomainSampler(np.array([index[v] for v in values]), batch_size=int(gen_bs), seed=self.wt_policy.seed,
+                             n_domains=len(names), names=names)
+
+    def _fetch_one_gen_batch(self) -> TensorDict:
+        policy = self.wt_policy
+        if policy is None or policy.mechanism != "mix":
+            return super()._fetch_one_gen_batch()
+        if self.wt_sampler is None:
+            self.wt_sampler = self._wt_build_sampler()
+        idx = self.wt_sampler.sample(policy.proportions())
+        batch_dict = collate_fn([self.train_dataset[int(i)] for i in idx])
+        batch_dict["uid"] = np.array([str(uuid.uuid4()) for _ in range(len(idx))], dtype=object)
+        diag = dict(self.wt_sampler.last_diagnostics)
+        diag["mix_inert"] = float(is_inert(self.wt_sampler.history[-50:]) and len(self.wt_sampler.history) >= 10)
+        self.wt_pending_metrics.update(diag)
+        return tu.get_tensordict(batch_dict)
+
+    def _save_checkpoint(self, *args: Any, **kwargs: Any):  # mixing state is not in verl's data.pt
+        out = super()._save_checkpoint(*args, **kwargs)
+        if self.wt_policy is not None and self.wt_policy.mechanism == "mix":
+            import os
+
+            folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
+            os.makedirs(folder, exist_ok=True)
+            state = {"policy": self.wt_policy.state_dict(),
+                     "sampler": self.wt_sampler.state_dict() if self.wt_sampler else None}
+            tmp = os.path.join(folder, "windtunnel_mix.pt.tmp")
+            torch.save(state, tmp)
+            os.replace(tmp, os.path.join(folder, "windtunnel_mix.pt"))
+        return out
