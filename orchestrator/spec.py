@@ -104,7 +104,7 @@ class CampaignSpec(_Strict):
     models: list[str] = Field(default_factory=list)
     policies: list[str] = Field(default_factory=list)
     regime: str = ""
-    backend: Literal["local", "verl"] = "verl"
+    backend: Literal["local", "verl", "noop"] = "verl"  # noop: no model, same job path (tests)
     baselines: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_BASELINES))
     data: DataSpec = Field(default_factory=DataSpec)
     compute: ComputeSpec = Field(default_factory=ComputeSpec)

@@ -1,9 +1,405 @@
-"""`campaign` commands for the campaign area."""
+"""`campaign plan|submit|status|watch|resume|cancel|retry|logs|demo` and `campaign data train`.
+
+Heavy imports (Ray, MLflow, pandas, Hydra) happen inside the commands so `campaign --help` is fast.
+Exit codes: 2 bad input (spec, records, unknown campaign/run), 3 cluster unreachable (no run is
+marked failed), 1 runs ended failed.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+err = Console(stderr=True)
+out = Console()
+
+REPO = Path(__file__).resolve().parents[2]
+WORKDIR_HELP = "work directory holding ledger.db, mlflow.db, the local Ray head and run outputs"
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    err.print(f"[red]error:[/red] {msg}", markup=True, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _plan(campaign: str, overrides: list[str] | None, data_root: Path | None = None):  # noqa: ANN202
+    from orchestrator.data import CorpusError
+    from orchestrator.session import plan
+    from orchestrator.spec import SpecError
+
+    try:
+        return plan(campaign, overrides or [], data_root=data_root)
+    except (SpecError, CorpusError) as exc:
+        _fail(str(exc))
+
+
+def _session(workdir: Path, ledger_url: str | None = None, ray_address: str | None = None):  # noqa: ANN202
+    from orchestrator.session import Session
+
+    return Session(workdir=workdir, ledger_url=ledger_url, ray_address=ray_address)
+
+
+def _require_campaign(sess, campaign: str) -> None:  # noqa: ANN001
+    if sess.ledger.campaign_spec(campaign) is None:
+        known = sess.ledger.campaigns()
+        _fail(f"campaign '{campaign}' is not in the ledger {sess.ledger.url}; known: {known or 'none'}; run `campaign submit` first")
+
+
+def status_matrix(sess, campaign: str) -> Table:  # noqa: ANN001
+    """Policies × seeds per (group, model, regime): one glyph per run's state."""
+    glyph = {"planned": "·", "queued": "q", "training": "[yellow]T[/]", "trained": "t", "evaluating": "[yellow]E[/]",
+             "recorded": "[green]✓[/]", "failed": "[red]✗[/]", "cancelled": "[dim]c[/]"}
+    rows = [r for r in sess.ledger.runs(campaign) if not (r.state == "cancelled" and "superseded" in r.reason)]
+    specs = [json.loads(r.spec_json) for r in rows]
+    seeds = sorted({s["seed"] for s in specs})
+    t = Table(title=f"{campaign}: states by policy × seed", show_lines=False)
+    t.add_column("group / model / regime")
+    t.add_column("policy")
+    for s in seeds:
+        t.add_column(f"s{s}", justify="center")
+    cells: dict[tuple, dict[int, str]] = {}
+    for r, s in zip(rows, specs):
+        key = (f"{s['group']}/{s['model']}{'/' + s['regime'] if s['regime'] else ''}", s["policy"])
+        cells.setdefault(key, {})[s["seed"]] = glyph.get(r.state, r.state)
+    for (grp, pol), by_seed in cells.items():
+        t.add_row(grp, pol, *[by_seed.get(s, "") for s in seeds])
+    return t
+
+
+def _counts_line(counts: dict[str, int]) -> str:
+    order = ["planned", "queued", "training", "trained", "evaluating", "recorded", "failed", "cancelled"]
+    return "  ".join(f"{k}={counts[k]}" for k in order if counts.get(k))
+
+
+def drive(sess, campaign: str, *, timeout_s: float | None = None, quiet: bool = False,  # noqa: ANN001
+          max_parallel: int | None = None, poll_s: float | None = None) -> dict[str, int]:
+    """Run the scheduler loop with a Rich progress bar until the campaign has nothing pending."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from orchestrator.executor import ClusterUnreachable
+
+    cfg = sess.default_config(campaign)
+    if max_parallel:
+        cfg.max_parallel = max_parallel
+    if poll_s is not None:
+        cfg.poll_s = poll_s
+    total = len([r for r in sess.ledger.runs(campaign) if r.state != "cancelled"])
+    try:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.fields[states]}"), TimeElapsedColumn(), console=err, disable=quiet) as prog:
+            task = prog.add_task(campaign, total=total, states="")
+
+            def tick(counts: dict[str, int]) -> None:
+                done = counts.get("recorded", 0) + counts.get("failed", 0)
+                prog.update(task, completed=done, states=_counts_line(counts))
+
+            def change(row, what: str) -> None:  # noqa: ANN001
+                if not quiet:
+                    prog.console.print(f"  {row.run_id}: {what}", highlight=False)
+
+            sched = sess.scheduler(campaign, cfg, on_change=change)
+            counts = sched.run(timeout_s=timeout_s, on_tick=tick)
+    except ClusterUnreachable as exc:
+        _fail(f"{exc}; no run was marked failed — fix the address or start the cluster, then `campaign resume`", 3)
+    sess.ingest(campaign)
+    sess.collect_records(campaign)
+    return counts
 
 
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the main app."""
+
+    @app.command("plan")
+    def plan_cmd(
+        campaign: str = typer.Argument(..., help="campaign file or directory, e.g. campaigns/paper"),
+        overrides: Optional[list[str]] = typer.Argument(None, help="Hydra overrides, e.g. seeds=[1,2,3]"),
+        as_json: bool = typer.Option(False, "--json", help="print the accounting as JSON"),
+        runs: bool = typer.Option(False, "--runs", help="also list every run (id, run_key)"),
+    ) -> None:
+        """Expand a campaign into runs and print the accounting and GPU-hour estimate (submits nothing)."""
+        from orchestrator.grid import accounting
+
+        spec, rs = _plan(campaign, overrides)
+        acc = accounting(spec, rs)
+        if runs:
+            acc["runs"] = [{"run_id": r.run_id, "run_key": r.run_key, "sub_campaign": r.sub_campaign} for r in rs]
+        if as_json:
+            typer.echo(json.dumps(acc, indent=2))
+            return
+        out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs, ≈{acc['gpu_hours']:,} GPU-hours "
+                  f"({spec.compute.nodes}×{spec.compute.gpus_per_node} GPUs)")
+        for title, key in (("sub-campaign", "by_sub_campaign"), ("record campaign", "by_campaign_label"),
+                           ("model", "by_model"), ("policy", "by_policy"), ("seed", "by_seed"), ("regime", "by_regime")):
+            t = Table(title=f"runs by {title}")
+            t.add_column(title)
+            t.add_column("runs", justify="right")
+            if key == "by_sub_campaign":
+                t.add_column("GPU-h", justify="right")
+            for k, v in acc[key].items():
+                extra = [f"{acc['gpu_hours_by_sub_campaign'].get(k, 0):,}"] if key == "by_sub_campaign" else []
+                t.add_row(str(k), str(v), *extra)
+            out.print(t)
+        if acc["missing_references"]:
+            err.print(f"warning: {len(acc['missing_references'])} runs lack their campaign-local reference, "
+                      f"e.g. {acc['missing_references'][:3]}")
+
+    @app.command("submit")
+    def submit_cmd(
+        campaign: str = typer.Argument(..., help="campaign file or directory"),
+        overrides: Optional[list[str]] = typer.Argument(None, help="Hydra overrides"),
+        workdir: Path = typer.Option(..., "--workdir", help=WORKDIR_HELP),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray dashboard address; default: a local head"),
+        ledger_url: Optional[str] = typer.Option(None, "--ledger-url", help="SQLAlchemy URL; default sqlite:///<workdir>/ledger.db"),
+        wait: bool = typer.Option(True, "--wait/--no-wait", help="drive the campaign to completion"),
+        max_parallel: Optional[int] = typer.Option(None, "--max-parallel", help="cap on concurrent jobs"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="show new/changed/unchanged without writing"),
+    ) -> None:
+        """Register a campaign in the ledger (idempotent by run_key) and run it."""
+        spec, rs = _plan(campaign, overrides, data_root=workdir / "data")
+        if dry_run:
+            from orchestrator.ledger.sql import SQLLedger
+
+            url = ledger_url or f"sqlite:///{workdir.resolve() / 'ledger.db'}"
+            have = set()
+            if ledger_url or (workdir / "ledger.db").exists():
+                have = {(r.run_id, r.run_key) for r in SQLLedger(url).runs(spec.name)}
+            ids = {rid for rid, _ in have}
+            new = [r.run_id for r in rs if r.run_id not in ids]
+            unchanged = [r.run_id for r in rs if (r.run_id, r.run_key) in have]
+            typer.echo(json.dumps({"new": len(new), "changed": len(rs) - len(new) - len(unchanged),
+                                   "unchanged": len(unchanged)}))
+            return
+        sess = _session(workdir, ledger_url, ray_address)
+        diff = sess.submit(spec, rs)
+        out.print(f"[bold]{spec.name}[/]: {len(diff.new)} new, {len(diff.changed)} changed, "
+                  f"{len(diff.unchanged)} unchanged, {len(diff.removed)} no longer in the spec")
+        for rid in diff.changed[:10]:
+            out.print(f"  changed: {rid} (old run superseded)")
+        if not wait:
+            return
+        counts = drive(sess, spec.name, max_parallel=max_parallel)
+        out.print(status_matrix(sess, spec.name))
+        if counts.get("failed"):
+            raise typer.Exit(1)
+
+    @app.command("resume")
+    def resume_cmd(
+        campaign: str = typer.Argument(..., help="campaign name in the ledger"),
+        workdir: Path = typer.Option(..., "--workdir", help=WORKDIR_HELP),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address"),
+        ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
+        max_parallel: Optional[int] = typer.Option(None, "--max-parallel"),
+        timeout: Optional[float] = typer.Option(None, "--timeout", help="stop driving after this many seconds"),
+    ) -> None:
+        """Pick up a campaign after a crash: reattach to running jobs, resubmit lost ones, continue."""
+        sess = _session(workdir, ledger_url, ray_address)
+        _require_campaign(sess, campaign)
+        counts = drive(sess, campaign, timeout_s=timeout, max_parallel=max_parallel)
+        out.print(status_matrix(sess, campaign))
+        if counts.get("failed"):
+            raise typer.Exit(1)
+
+    @app.command("status")
+    def status_cmd(
+        campaign: Optional[str] = typer.Argument(None, help="campaign name; default: all in the ledger"),
+        workdir: Path = typer.Option(..., "--workdir", help=WORKDIR_HELP),
+        ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
+        as_json: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Counts by state and a policies × seeds matrix per campaign (reads the ledger only)."""
+        if not ledger_url and not (workdir / "ledger.db").exists():
+            _fail(f"{workdir / 'ledger.db'}: no ledger in this work directory; pass --workdir of a submitted campaign")
+        sess = _session(workdir, ledger_url)
+        names = [campaign] if campaign else sess.ledger.campaigns()
+        if campaign:
+            _require_campaign(sess, campaign)
+        if as_json:
+            res = []
+            for n in names:
+                st = sess.status(n)
+                st["runs"] = [{"run_id": r.run_id, "run_key": r.run_key, "state": r.state, "stage": r.stage,
+                               "reason": r.reason, "attempts": r.attempts, "compute": r.compute}
+                              for r in sess.ledger.runs(n)]
+                res.append(st)
+            typer.echo(json.dumps(res if not campaign else res[0], indent=2, default=str))
+            return
+        for n in names:
+            st = sess.status(n)
+            out.print(f"[bold]{n}[/]: {st['total']} runs  {_counts_line(st['states'])}")
+            out.print(status_matrix(sess, n))
+            for r in sess.ledger.runs(n, ["failed"]):
+                out.print(f"  [red]failed[/] {r.run_id} ({r.stage}): {r.reason}", highlight=False)
+
+    @app.command("watch")
+    def watch_cmd(
+        campaign: str = typer.Argument(...),
+        workdir: Path = typer.Option(..., "--workdir", help=WORKDIR_HELP),
+        ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
+        interval: float = typer.Option(2.0, "--interval"),
+        once: bool = typer.Option(False, "--once", help="render once and exit"),
+    ) -> None:
+        """Live status matrix (read-only; the orchestrator driving the campaign is `submit`/`resume`)."""
+        from rich.live import Live
+
+        sess = _session(workdir, ledger_url)
+        _require_campaign(sess, campaign)
+        with Live(status_matrix(sess, campaign), console=out, refresh_per_second=1) as live:
+            while not once:
+                st = sess.status(campaign)["states"]
+                if not any(st.get(k) for k in ("planned", "queued", "training", "trained", "evaluating")):
+                    break
+                time.sleep(interval)
+                live.update(status_matrix(sess, campaign))
+
+    def _select(sess, campaign: str, runs: list[str] | None):  # noqa: ANN001, ANN202
+        _require_campaign(sess, campaign)
+        if not runs:
+            return sess.ledger.runs(campaign)
+        picked = []
+        for ident in runs:
+            found = sess.ledger.find(campaign, ident)
+            if not found:
+                _fail(f"run '{ident}' matches no run_key or run_id in campaign {campaign}")
+            picked += found
+        return picked
+
+    @app.command("cancel")
+    def cancel_cmd(
+        campaign: str = typer.Argument(...),
+        runs: Optional[list[str]] = typer.Argument(None, help="run ids/keys or id prefixes; default all"),
+        workdir: Path = typer.Option(..., "--workdir", help=WORKDIR_HELP),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address"),
+        ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
+    ) -> None:
+        """Cancel runs (stopping their jobs); they can be brought back with `campaign retry`."""
+        from orchestrator.executor import ClusterUnreachable
+
+        sess = _session(workdir, ledger_url, ray_address)
+        rows = _select(sess, campaign, runs)
+        try:
+            n = sess.scheduler(campaign).cancel(rows)
+        except ClusterUnreachable as exc:
+            _fail(f"{exc}; nothing was cancelled", 3)
+        out.print(f"cancelled {n} run(s)")
+
+    @app.command("retry")
+    def retry_cmd(
+        campaign: str = typer.Argument(...),
+        runs: Optional[list[str]] = typer.Argument(None, help="run ids/keys; default every failed/cancelled run"),
+        workdir: Path = typer.Option(..., "--workdir", help=WORKDIR_HELP),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address"),
+        ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
+        wait: bool = typer.Option(True, "--wait/--no-wait"),
+    ) -> None:
+        """Requeue failed or cancelled runs with a fresh retry budget (verified stages are skipped)."""
+        sess = _session(workdir, ledger_url, ray_address)
+        rows = _select(sess, campaign, runs)
+        n = sess.scheduler(campaign).retry(rows) if rows else 0
+        out.print(f"requeued {n} run(s)")
+        if wait and n:
+            counts = drive(sess, campaign)
+            out.print(status_matrix(sess, campaign))
+            if counts.get("failed"):
+                raise typer.Exit(1)
+
+    @app.command("logs")
+    def logs_cmd(
+        campaign: str = typer.Argument(...),
+        run: str = typer.Argument(..., help="run id or run_key"),
+        workdir: Path = typer.Option(..., "--workdir", help=WORKDIR_HELP),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address"),
+        ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
+        attempt: Optional[int] = typer.Option(None, "--attempt", help="attempt number; default the latest"),
+    ) -> None:
+        """Attempts and events of a run from the ledger, and its job's log from the cluster."""
+        from orchestrator.executor import ClusterUnreachable
+
+        sess = _session(workdir, ledger_url, ray_address)
+        rows = _select(sess, campaign, [run])
+        row = rows[0]
+        atts = sess.ledger.attempts(campaign, row.run_key)
+        for a in atts:
+            out.print(f"attempt {a['attempt']} {a['stage']} {a['submission_id']}: {a['status']} "
+                      f"{a['failure_class']} {a['reason']}", highlight=False)
+        chosen = [a for a in atts if attempt is None or a["attempt"] == attempt]
+        if not chosen:
+            _fail(f"run {row.run_id} has no attempt {attempt}")
+        try:
+            typer.echo(sess.executor.logs(chosen[-1]["submission_id"]))
+        except ClusterUnreachable as exc:
+            _fail(f"{exc}; the ledger's attempts are shown above", 3)
+
+    @app.command("demo")
+    def demo_cmd(
+        workdir: Optional[Path] = typer.Option(None, "--workdir", help="default: a fresh temporary directory"),
+        records: Optional[Path] = typer.Option(None, "--records", help="only print the analysis tables of this records file"),
+        campaign_file: Path = typer.Option(REPO / "campaigns" / "demo.yaml", "--campaign", help="campaign file to run"),
+        overrides: Optional[list[str]] = typer.Argument(None, help="Hydra overrides of the demo campaign"),
+        keep_ray: bool = typer.Option(False, "--keep-ray", help="leave the local Ray head running"),
+    ) -> None:
+        """Run campaigns/demo.yaml end to end on CPU and print the paired-comparison tables."""
+        from orchestrator.demo import print_analysis, run_demo
+
+        if records is not None:
+            print_analysis(records, out=out, fail=_fail)
+            return
+        wd = workdir or Path(tempfile.mkdtemp(prefix="windtunnel-demo-"))
+        run_demo(wd, campaign_file, overrides or [], out=out, err=err, fail=_fail, drive=drive,
+                 status_matrix=status_matrix, keep_ray=keep_ray)
+
+    _register_data(app)
+
+
+def _register_data(app: typer.Typer) -> None:
+    """`campaign data train` — attached to an existing `data` group (the training area's) if any."""
+    group = next((g.typer_instance for g in app.registered_groups if g.name == "data"), None)
+    if group is None:
+        group = typer.Typer(help="Build training corpora and evaluation data.", no_args_is_help=True)
+        app.add_typer(group, name="data")
+
+    @group.command("train")
+    def data_train_cmd(
+        out_dir: Path = typer.Option(..., "--out", help="data root; corpora go to <out>/multidomain_3/<regime>/"),
+        regimes: list[str] = typer.Option(["sub25_25pct_data_subset", "noise20_20pct_label_noise"], "--regime"),
+        per_domain: int = typer.Option(5000, "--per-domain"),
+        test_per_domain: int = typer.Option(200, "--test-per-domain"),
+        seed: int = typer.Option(42, "--seed"),
+        sources_dir: Optional[Path] = typer.Option(None, "--sources", help="directory of <source>.jsonl files instead of downloading"),
+        cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="datasets cache"),
+    ) -> None:
+        """Build the study's 15,000-prompt multidomain_3 corpus and its regime variants (content-hashed)."""
+        from orchestrator.data import CorpusError, build_multidomain, build_variants, load_sources, parse_regime
+
+        try:
+            for r in regimes:
+                parse_regime(r)
+            if sources_dir is not None:
+                sources = {}
+                for name in ("gsm8k", "deepscaler", "kk_train", "kk_test", "sciq_train", "sciq_val"):
+                    p = sources_dir / f"{name}.jsonl"
+                    if not p.exists():
+                        _fail(f"{p}: missing source file; provide one JSON object per line")
+                    sources[name] = [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
+            else:
+                try:
+                    sources = load_sources(cache_dir)
+                except Exception as exc:  # noqa: BLE001 - network/cache errors are user-facing here
+                    _fail(f"cannot load the public sources ({type(exc).__name__}: {str(exc)[:200]}); "
+                          "use --sources DIR with local jsonl files or a populated --cache-dir")
+            train, test = build_multidomain(sources, per_domain=per_domain, test_per_domain=test_per_domain, seed=seed)
+            mans = build_variants(train, test, out_dir, "multidomain_3", regimes, seed)
+        except CorpusError as exc:
+            _fail(str(exc))
+        for name, m in mans.items():
+            out.print(f"{name}: {m['train_rows']} train rows, sha256 {m['train_sha256'][:16]}…")
+
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

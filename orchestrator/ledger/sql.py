@@ -249,6 +249,27 @@ class SQLLedger(Ledger):
                                                dst="", detail=submission_id))
         return n
 
+    def start_attempt(self, campaign: str, run_key: str, src: RunState | str, dst: RunState | str, stage: str,
+                      submission_id: str) -> int:
+        """Record a new attempt and move the run into its active state, in one transaction."""
+        now = time.time()
+        check(src, dst)
+        with self.engine.begin() as c:
+            cur = c.execute(sa.select(runs_t.c.state, runs_t.c.attempts).where(
+                (runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))).first()
+            if cur is None or cur[0] != RunState(src).value:
+                raise IllegalTransition(f"run {run_key}: expected state {RunState(src).value}, found {cur and cur[0]}")
+            n = cur[1] + 1
+            c.execute(attempts_t.insert().values(campaign=campaign, run_key=run_key, attempt=n, stage=stage,
+                                                 submission_id=submission_id, started_at=now, status="running",
+                                                 reason="", failure_class=""))
+            c.execute(runs_t.update().where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))
+                      .values(attempts=n, submission_id=submission_id, state=RunState(dst).value, stage=stage,
+                              reason="", updated_at=now))
+            c.execute(events_t.insert().values(ts=now, campaign=campaign, run_key=run_key, kind="transition",
+                                               src=RunState(src).value, dst=RunState(dst).value, detail=submission_id))
+        return n
+
     def end_attempt(self, campaign: str, submission_id: str, status: str, reason: str = "", failure_class: str = "") -> None:
         with self.engine.begin() as c:
             c.execute(attempts_t.update().where((attempts_t.c.campaign == campaign) & (attempts_t.c.submission_id == submission_id))

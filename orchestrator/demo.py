@@ -1,0 +1,100 @@
+"""`campaign demo`: the whole data flow on CPU — local Ray, ledger, training, evaluation, records,
+MLflow, analysis — on `campaigns/demo.yaml`, and the paired-comparison tables at the end."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+from rich.console import Console
+
+
+def print_analysis(records: Path, *, out: Console, fail: Callable[..., Any], suite: str = "db12",
+                   n_resamples: int = 2000) -> None:
+    """Per-configuration table and paired comparisons (every aggregate) of a records file."""
+    from analysis.paired import paired_comparisons
+    from analysis.records import read_records
+    from analysis.schema import RecordsError
+    from analysis.tables import build_tables, paired_table, render_table
+    from evaluation.suite import load_suite
+
+    s = load_suite(suite)
+    try:
+        df = read_records(records, suite=s)
+    except RecordsError as exc:
+        fail(str(exc))
+        return
+    except (FileNotFoundError, IsADirectoryError) as exc:
+        fail(f"{records}: cannot read records ({exc}); pass a records CSV/Parquet")
+        return
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        paired = paired_comparisons(df, s, n_resamples=n_resamples)
+        tables = [t for t in build_tables(df, s, paired=paired, n_resamples=n_resamples)
+                  if t.name != "paired" and not t.display.empty]
+    out.print(f"[bold]{records}[/]: {df['run_id'].nunique()} runs, {len(df)} records", highlight=False)
+    for t in tables:
+        out.print(render_table(t, "md"), markup=False, highlight=False)
+    for metric in s.aggregate_names:
+        out.print(render_table(paired_table(paired.table, metric), "md"), markup=False, highlight=False)
+    if paired.dropped:
+        out.print(f"_dropped: {len(paired.dropped)} (e.g. {paired.dropped[0]})_", markup=False, highlight=False)
+    for w in caught[:3]:
+        out.print(f"_warning: {w.message}_", markup=False, highlight=False)
+
+
+def prepare_data(workdir: Path, spec: Any) -> Path:
+    """Evaluation fixtures for the demo (contract 4 schema) from the training area's generator."""
+    from orchestrator.training.synthetic import write_eval_fixtures
+
+    data_dir = workdir / "data" / "eval"
+    if not (data_dir / "math500.parquet").exists():
+        write_eval_fixtures(data_dir, seed=int(spec.evaluation.get("fixture_seed", 42)),
+                            n_items=int(spec.evaluation.get("fixture_items", 16)), suite=spec.suite)
+    return data_dir
+
+
+def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: Console, err: Console,
+             fail: Callable[..., Any], drive: Callable[..., dict], status_matrix: Callable[..., Any],
+             keep_ray: bool = False) -> Path | None:
+    from orchestrator.executor.local_head import stop_head
+    from orchestrator.session import Session, plan
+    from orchestrator.spec import SpecError
+
+    t0 = time.time()
+    workdir = Path(workdir).resolve()
+    try:
+        spec, runs = plan(campaign_file, overrides, data_root=workdir / "data")
+    except SpecError as exc:
+        fail(str(exc))
+        return None
+    out.print(f"[bold]demo[/]: {len(runs)} runs ({', '.join(dict.fromkeys(r.policy for r in runs))} × seeds "
+              f"{sorted({r.seed for r in runs})}) in {workdir}", highlight=False)
+    workdir.mkdir(parents=True, exist_ok=True)
+    prepare_data(workdir, spec)
+    sess = Session(workdir=workdir)
+    try:
+        diff = sess.submit(spec, runs)
+        out.print(f"ledger: {len(diff.new)} new, {len(diff.unchanged)} unchanged; starting local Ray…")
+        counts = drive(sess, spec.name)
+        out.print(status_matrix(sess, spec.name))
+        records = sess.collect_records(spec.name)
+        if counts.get("failed"):
+            for r in sess.ledger.runs(spec.name, ["failed"]):
+                err.print(f"failed {r.run_id} ({r.stage}): {r.reason}", highlight=False)
+        if records is None:
+            fail("no run was recorded; see `campaign status demo --workdir " + str(workdir) + "`", 1)
+            return None
+        out.print(f"records: {records}\nMLflow: mlflow ui --backend-store-uri sqlite:///{workdir / 'mlflow.db'}",
+                  highlight=False)
+        print_analysis(records, out=out, fail=fail, suite=spec.suite)
+        out.print(f"[bold]demo finished in {time.time() - t0:.0f} s[/]")
+        if counts.get("failed"):
+            fail(f"{counts['failed']} run(s) failed", 1)
+        return records
+    finally:
+        sess.close()
+        if not keep_ray:
+            stop_head(workdir)

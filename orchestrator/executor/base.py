@@ -1,0 +1,56 @@
+"""Executor interface: submit a stage job by a deterministic `submission_id`, poll it, stop it.
+
+Implementations are chosen by address (Optuna-style): the Ray Jobs API for a local head or a
+cluster. The orchestrator, not the job, accounts GPUs (verl allocates its own inside a job).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+
+class ClusterUnreachable(RuntimeError):
+    """The cluster could not be contacted. Never a run failure (rule 5): runs stay as they are."""
+
+
+class DuplicateSubmission(RuntimeError):
+    """The submission_id already exists on the cluster: the caller reattaches instead of resubmitting."""
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: str  # PENDING | RUNNING | SUCCEEDED | FAILED | STOPPED | MISSING
+    message: str = ""
+    exit_code: int | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.state in ("SUCCEEDED", "FAILED", "STOPPED")
+
+
+class Executor(abc.ABC):
+    address: str
+
+    @abc.abstractmethod
+    def ping(self) -> None:
+        """Raise ClusterUnreachable when the cluster does not answer."""
+
+    @abc.abstractmethod
+    def submit(self, submission_id: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+               num_cpus: float = 0, num_gpus: float = 0) -> None: ...
+
+    @abc.abstractmethod
+    def status(self, submission_id: str) -> JobStatus: ...
+
+    @abc.abstractmethod
+    def logs(self, submission_id: str) -> str: ...
+
+    @abc.abstractmethod
+    def stop(self, submission_id: str) -> bool: ...
+
+
+def submission_id(run_key: str, stage: str, attempt: int) -> str:
+    """Deterministic per (run, stage, attempt): a restarted orchestrator finds its job again."""
+    return f"wt-{run_key}-{stage}-a{attempt}"

@@ -1,0 +1,139 @@
+"""A local Ray head on 127.0.0.1 owned by a work directory, reused across orchestrator restarts.
+
+`ray start --head` is run as an argv list with free ports, `--temp-dir=<workdir>/ray`, dashboard
+on loopback, and `RAY_AUTH_MODE=token` with the token in `<workdir>/ray_auth_token` (mode 0600)
+— the same settings the client and the jobs use. `<workdir>/ray_head.json` records the address,
+so a restarted orchestrator reattaches to the same head (and its running jobs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from orchestrator.executor.base import ClusterUnreachable
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def token_file(workdir: Path) -> Path:
+    """The workdir's Ray token (created once, mode 0600; 256-bit hex like Ray's own generator)."""
+    path = Path(workdir).resolve() / "ray_auth_token"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+    os.chmod(path, 0o600)
+    return path
+
+
+def _ray_bin() -> str:
+    return str(Path(sys.executable).with_name("ray"))
+
+
+def _env(workdir: Path) -> dict[str, str]:
+    repo = str(Path(__file__).resolve().parents[2])
+    return {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_file(workdir)),
+            "PYTHONPATH": repo + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
+            "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def _alive(address: str) -> bool:
+    host, port = address.split("//")[-1].split(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _temp_dir(workdir: Path) -> Path:
+    """`<workdir>/ray`, or a short /tmp path when that is too long for Ray's unix sockets (107 chars)."""
+    if os.environ.get("WT_RAY_TMP"):
+        return Path(os.environ["WT_RAY_TMP"])
+    tmp = workdir / "ray"
+    if len(str(tmp)) > 40:
+        import hashlib
+
+        tmp = Path("/tmp") / f"wt-ray-{hashlib.sha256(str(workdir).encode()).hexdigest()[:10]}"
+    return tmp
+
+
+def ensure_head(workdir: Path, *, num_cpus: int = 4, num_gpus: int = 0, timeout_s: float = 60) -> str:
+    """Address (http://127.0.0.1:port) of this workdir's head, starting one if none is alive."""
+    workdir = Path(workdir).resolve()
+    state = workdir / "ray_head.json"
+    if state.exists():
+        info = json.loads(state.read_text())
+        if _alive(info["dashboard"]):
+            return info["dashboard"]
+    gcs_port, dash_port = _free_port(), _free_port()
+    tmp = _temp_dir(workdir)
+    tmp.mkdir(parents=True, exist_ok=True)
+    argv = [
+        _ray_bin(), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={gcs_port}",
+        "--dashboard-host=127.0.0.1", f"--dashboard-port={dash_port}", f"--temp-dir={tmp}",
+        f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}", "--include-dashboard=true",
+        "--disable-usage-stats",
+    ]
+    proc = subprocess.run(argv, env=_env(workdir), cwd=str(Path(__file__).resolve().parents[2]),
+                          capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        raise ClusterUnreachable(f"could not start a local Ray head: {proc.stderr.strip()[-800:]}")
+    address = f"http://127.0.0.1:{dash_port}"
+    deadline = time.time() + timeout_s
+    while not _alive(address):
+        if time.time() > deadline:
+            raise ClusterUnreachable(f"local Ray head started but its dashboard {address} does not answer")
+        time.sleep(0.2)
+    tmpf = state.with_suffix(".tmp")
+    tmpf.write_text(json.dumps({"dashboard": address, "gcs": f"127.0.0.1:{gcs_port}", "temp_dir": str(tmp)}))
+    os.replace(tmpf, state)
+    return address
+
+
+def stop_head(workdir: Path) -> None:
+    """Stop only this workdir's head (by its GCS address), never every Ray on the machine."""
+    workdir = Path(workdir).resolve()
+    state = workdir / "ray_head.json"
+    if not state.exists():
+        return
+    info = json.loads(state.read_text())
+    # `ray stop` has no per-address form; kill the head's processes recorded in its session dir.
+    tmp = Path(info["temp_dir"])
+    pids = []
+    sess = tmp / "session_latest"
+    if sess.exists():
+        import psutil
+
+        me = os.getpid()
+        for p in psutil.process_iter(["pid", "cmdline"]):
+            try:
+                cmd = " ".join(p.info["cmdline"] or [])
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            if str(tmp) in cmd and p.info["pid"] != me:
+                pids.append(p)
+        for p in pids:
+            try:
+                p.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(pids, timeout=10)
+        for p in pids:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+    state.unlink(missing_ok=True)

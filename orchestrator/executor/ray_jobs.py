@@ -1,0 +1,109 @@
+"""Ray Jobs executor (JobSubmissionClient), with token auth configured consistently.
+
+Ray Jobs takes the entrypoint as one command string; we build it from an argv list with
+`shlex.join`, so no caller ever composes a shell string (rule 6).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from orchestrator.executor.base import ClusterUnreachable, DuplicateSubmission, Executor, JobStatus
+
+_UNREACHABLE_HINTS = ("connection refused", "failed to connect", "max retries exceeded", "timed out",
+                      "name or service not known", "connectionerror", "newconnectionerror", "cannot connect")
+
+
+def configure_token_auth(token_file: Path | None) -> None:
+    """Token auth for this process (the Ray client): RAY_AUTH_MODE=token + the workdir token file."""
+    if token_file is None:
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN_PATH"] = str(token_file)
+    os.environ.pop("RAY_AUTH_TOKEN", None)
+    try:  # refresh Ray's cached config/token if ray was already imported (as Ray itself does)
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
+    except Exception:  # noqa: BLE001 - older/newer Ray without these hooks: env vars suffice
+        pass
+
+
+class RayJobsExecutor(Executor):
+    def __init__(self, address: str, *, token_file: Path | None = None, job_env: Mapping[str, str] | None = None):
+        self.address = address if "://" in address else f"http://{address}"
+        self.token_file = token_file
+        self.job_env = dict(job_env or {})
+        configure_token_auth(token_file)
+        self._client = None
+
+    @property
+    def client(self):  # noqa: ANN201
+        if self._client is None:
+            from ray.job_submission import JobSubmissionClient
+
+            try:
+                self._client = JobSubmissionClient(self.address)
+            except Exception as exc:  # noqa: BLE001
+                raise ClusterUnreachable(f"Ray at {self.address} is unreachable: {exc}") from None
+        return self._client
+
+    def _call(self, fn, *a, **kw):  # noqa: ANN001, ANN202
+        try:
+            return fn(*a, **kw)
+        except (ConnectionError, TimeoutError) as exc:
+            raise ClusterUnreachable(f"Ray at {self.address} is unreachable: {exc}") from None
+        except RuntimeError as exc:
+            msg = str(exc).lower()
+            if any(h in msg for h in _UNREACHABLE_HINTS):
+                raise ClusterUnreachable(f"Ray at {self.address} is unreachable: {exc}") from None
+            raise
+        except Exception as exc:  # requests exceptions
+            if any(h in (type(exc).__name__ + str(exc)).lower() for h in _UNREACHABLE_HINTS):
+                raise ClusterUnreachable(f"Ray at {self.address} is unreachable: {exc}") from None
+            raise
+
+    def ping(self) -> None:
+        self._call(lambda: self.client.get_version())
+
+    def submit(self, submission_id: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+               num_cpus: float = 0, num_gpus: float = 0) -> None:
+        entrypoint = shlex.join([str(a) for a in argv])
+        env_vars = {**self.job_env, **(env or {})}
+        if self.token_file is not None:
+            env_vars |= {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.token_file)}
+        try:
+            self._call(self.client.submit_job, entrypoint=entrypoint, submission_id=submission_id,
+                       runtime_env={"env_vars": env_vars}, entrypoint_num_cpus=num_cpus,
+                       entrypoint_num_gpus=num_gpus or None)
+        except RuntimeError as exc:
+            # Ray refuses a reused submission_id with HTTP 500 "... already exists": reattach.
+            if "already exists" in str(exc) or "already been used" in str(exc):
+                raise DuplicateSubmission(submission_id) from None
+            raise
+
+    def status(self, submission_id: str) -> JobStatus:
+        try:
+            info = self._call(self.client.get_job_info, submission_id)
+        except RuntimeError as exc:
+            if "does not exist" in str(exc) or "404" in str(exc) or "not found" in str(exc).lower():
+                return JobStatus("MISSING", str(exc))
+            raise
+        return JobStatus(str(info.status.value if hasattr(info.status, "value") else info.status),
+                         info.message or "", getattr(info, "driver_exit_code", None))
+
+    def logs(self, submission_id: str) -> str:
+        try:
+            return self._call(self.client.get_job_logs, submission_id)
+        except RuntimeError as exc:
+            return f"<no logs: {exc}>"
+
+    def stop(self, submission_id: str) -> bool:
+        try:
+            return bool(self._call(self.client.stop_job, submission_id))
+        except RuntimeError:
+            return False

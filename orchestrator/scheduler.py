@@ -1,0 +1,257 @@
+"""The scheduler: admits runs to the executor within a GPU budget, watches them, retries, records.
+
+One `step()` reconciles every active run with its job (reattaching by `submission_id` after a
+restart), then admits waiting runs in seed-major order while they fit the GPU capacity (first
+fit, so a partial campaign already pairs up by seed). Failures are classified; deterministic
+configuration errors go straight to `failed`, others retry with exponential backoff up to
+`max_attempts` per stage, then `failed` (dead letter). An unreachable cluster raises
+`ClusterUnreachable` and changes no run (rule 5). "Done" is written only after the stage's
+outputs verify (rule 4). Every state change goes through the ledger's state machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from orchestrator.executor.base import DuplicateSubmission, Executor, submission_id
+from orchestrator.grid import RunSpec
+from orchestrator.ledger import RunState, SQLLedger
+from orchestrator.ledger.base import RunRow
+from orchestrator.stages import run_dir, verify_evaluate, verify_train, write_run_spec
+
+S = RunState
+WAITING = {S.queued: "train", S.trained: "evaluate"}
+ACTIVE = {S.training: "train", S.evaluating: "evaluate"}
+
+
+@dataclass
+class SchedulerConfig:
+    capacity_gpus: int = 0
+    max_parallel: int = 2
+    poll_s: float = 1.0
+    lease_ttl_s: float = 60.0
+    max_attempts: int = 3
+    backoff_s: float = 5.0
+    backoff_max_s: float = 300.0
+    cpus_per_job: float = 1.0
+    eval_gpus: int = 1
+
+
+def classify_failure(message: str, logs: str, exit_code: int | None) -> str:
+    """config (deterministic: not retried) | oom | infra | error."""
+    text = f"{message}\n{logs[-4000:]}".lower()
+    if exit_code == 2 or "windtunnel-stage-error: config" in text:
+        return "config"
+    if "out of memory" in text or "cuda oom" in text or "outofmemoryerror" in text:
+        return "oom"
+    if any(k in text for k in ("node died", "raylet", "nccl", "enginedeaderror", "illegal memory access", "killed")):
+        return "infra"
+    return "error"
+
+
+def orchestrator_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _owner_dead(owner: str) -> bool:
+    """A lease held by a process on this host that no longer exists (SIGKILLed orchestrator)."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+@dataclass
+class Scheduler:
+    ledger: SQLLedger
+    campaign: str
+    executor: Executor
+    workdir: Path
+    cfg: SchedulerConfig = field(default_factory=SchedulerConfig)
+    owner: str = field(default_factory=orchestrator_id)
+    on_change: Callable[[RunRow, str], None] | None = None  # (row, what) for progress/ingestion
+    python: str = sys.executable
+
+    def __post_init__(self) -> None:
+        self.workdir = Path(self.workdir).resolve()
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _spec(self, row: RunRow) -> RunSpec:
+        return RunSpec.from_dict(json.loads(row.spec_json))
+
+    def _need(self, row: RunRow, stage: str) -> int:
+        return row.gpus if stage == "train" else min(self.cfg.eval_gpus, row.gpus)
+
+    def _notify(self, row: RunRow, what: str) -> None:
+        if self.on_change:
+            self.on_change(row, what)
+
+    def _claim(self, row: RunRow) -> bool:
+        if row.lease_owner and row.lease_owner != self.owner and _owner_dead(row.lease_owner):
+            self.ledger.update(self.campaign, row.run_key, lease_expires=0.0)
+        return self.ledger.claim(self.campaign, row.run_key, self.owner, self.cfg.lease_ttl_s)
+
+    def enqueue(self) -> int:
+        n = 0
+        for row in self.ledger.runs(self.campaign, [S.planned]):
+            self.ledger.transition(self.campaign, row.run_key, S.queued, expect=S.planned)
+            n += 1
+        return n
+
+    def argv(self, stage: str, spec: RunSpec) -> list[str]:
+        path = write_run_spec(spec, self.workdir)
+        return [self.python, "-m", "orchestrator.stages", stage, "--run-spec", str(path), "--workdir", str(self.workdir)]
+
+    # -- one cycle -------------------------------------------------------------------------
+    def step(self) -> dict[str, int]:
+        self.ledger.heartbeat(self.owner, self.cfg.lease_ttl_s)
+        rows = self.ledger.runs(self.campaign)
+        used, n_active = 0, 0
+        for row in rows:
+            if S(row.state) in ACTIVE:
+                held = self._reconcile(row)
+                if held:
+                    used += self._need(row, ACTIVE[S(row.state)])
+                    n_active += 1
+        now = time.time()
+        waiting = [r for r in self.ledger.runs(self.campaign, list(WAITING)) if r.next_try_at <= now]
+        for row in waiting:  # already in seed-major order (ledger order = plan order)
+            if n_active >= self.cfg.max_parallel:
+                break
+            stage = WAITING[S(row.state)]
+            need = self._need(row, stage)
+            if self.cfg.capacity_gpus and used + need > self.cfg.capacity_gpus:
+                continue  # first fit: a smaller run may still fit
+            if not self._claim(row):
+                continue
+            self._submit(row, stage)
+            used += need
+            n_active += 1
+        counts: dict[str, int] = {}
+        for r in self.ledger.runs(self.campaign):
+            counts[r.state] = counts.get(r.state, 0) + 1
+        return counts
+
+    def _submit(self, row: RunRow, stage: str) -> None:
+        spec = self._spec(row)
+        sid = submission_id(row.run_key, stage, row.attempts + 1)
+        dst = S.training if stage == "train" else S.evaluating
+        self.ledger.start_attempt(self.campaign, row.run_key, row.state, dst, stage, sid)
+        try:
+            self.executor.submit(sid, self.argv(stage, spec), num_cpus=self.cfg.cpus_per_job)
+        except DuplicateSubmission:
+            pass  # a previous incarnation submitted it: reattach on the next poll
+        self._notify(self.ledger.get(self.campaign, row.run_key), f"submitted {stage}")
+
+    def _reconcile(self, row: RunRow) -> bool:
+        """Advance one active run from its job's status; True while it still holds resources."""
+        if row.lease_owner and row.lease_owner != self.owner and not self._claim(row):
+            return True  # another live orchestrator owns it: count its GPUs, leave it alone
+        self.ledger.claim(self.campaign, row.run_key, self.owner, self.cfg.lease_ttl_s)
+        stage = ACTIVE[S(row.state)]
+        st = self.executor.status(row.submission_id)
+        if st.state == "MISSING":  # ledger says submitted, cluster never saw it (crash or new head)
+            try:
+                self.executor.submit(row.submission_id, self.argv(stage, self._spec(row)), num_cpus=self.cfg.cpus_per_job)
+            except DuplicateSubmission:
+                pass
+            self.ledger.event(self.campaign, "resubmitted", row.submission_id, row.run_key)
+            return True
+        if not st.done:
+            return True
+        spec = self._spec(row)
+        if st.state == "SUCCEEDED":
+            verified = (verify_train if stage == "train" else verify_evaluate)(spec, self.workdir)
+            if verified is not None:
+                self.ledger.end_attempt(self.campaign, row.submission_id, "succeeded")
+                if stage == "train":
+                    r = self.ledger.transition(self.campaign, row.run_key, S.trained, expect=S.training,
+                                               compute=verified.get("compute", {}),
+                                               outputs={**row.outputs, "train": str(run_dir(self.workdir, row.run_key) / "train_done.json")})
+                else:
+                    compute = {**row.compute, "eval_wall_s": verified.get("eval_wall_s", 0.0)}
+                    r = self.ledger.transition(self.campaign, row.run_key, S.recorded, expect=S.evaluating, compute=compute,
+                                               outputs={**row.outputs, "records": verified["records"]})
+                self.ledger.release(self.campaign, row.run_key, self.owner)
+                self._notify(r, f"{stage} done")
+                return False
+            self._fail(row, stage, "outputs failed verification after the job succeeded", "error")
+            return False
+        logs = self.executor.logs(row.submission_id)
+        self._fail(row, stage, (st.message or st.state)[:500], classify_failure(st.message, logs, st.exit_code), logs)
+        return False
+
+    def _fail(self, row: RunRow, stage: str, reason: str, klass: str, logs: str = "") -> None:
+        tail = [ln for ln in logs.splitlines() if "windtunnel-stage-error" in ln]
+        reason = (tail[-1] if tail else reason)[:500]
+        self.ledger.end_attempt(self.campaign, row.submission_id, "failed", reason, klass)
+        failures = dict(row.outputs.get("failures", {}))
+        failures[stage] = failures.get(stage, 0) + 1
+        outputs = {**row.outputs, "failures": failures}
+        back = S.queued if stage == "train" else S.trained
+        if klass == "config" or failures[stage] >= self.cfg.max_attempts:
+            why = "deterministic configuration error" if klass == "config" else f"retry cap {self.cfg.max_attempts} reached"
+            r = self.ledger.transition(self.campaign, row.run_key, S.failed, stage=stage, reason=f"{why}: {reason}",
+                                       failure_class=klass, outputs=outputs)
+        else:
+            delay = min(self.cfg.backoff_s * 2 ** (failures[stage] - 1), self.cfg.backoff_max_s)
+            r = self.ledger.transition(self.campaign, row.run_key, back, reason=f"retrying after {klass}: {reason}",
+                                       failure_class=klass, next_try_at=time.time() + delay, outputs=outputs)
+        self.ledger.release(self.campaign, row.run_key, self.owner)
+        self._notify(r, f"{stage} failed ({klass})")
+
+    # -- loop ------------------------------------------------------------------------------
+    def pending(self) -> int:
+        rows = self.ledger.runs(self.campaign, [S.planned, S.queued, S.training, S.trained, S.evaluating])
+        return len(rows)
+
+    def run(self, *, timeout_s: float | None = None, on_tick: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]:
+        self.enqueue()
+        t0 = time.time()
+        while True:
+            counts = self.step()
+            if on_tick:
+                on_tick(counts)
+            if self.pending() == 0:
+                return counts
+            if timeout_s is not None and time.time() - t0 > timeout_s:
+                return counts
+            time.sleep(self.cfg.poll_s)
+
+    def cancel(self, rows: list[RunRow]) -> int:
+        n = 0
+        for row in rows:
+            if S(row.state) in (S.recorded, S.cancelled):
+                continue
+            if S(row.state) == S.failed:
+                continue
+            if S(row.state) in ACTIVE and row.submission_id:
+                self.executor.stop(row.submission_id)
+                self.ledger.end_attempt(self.campaign, row.submission_id, "cancelled")
+            self.ledger.transition(self.campaign, row.run_key, S.cancelled, reason="cancelled by user")
+            n += 1
+        return n
+
+    def retry(self, rows: list[RunRow]) -> int:
+        n = 0
+        for row in rows:
+            if S(row.state) not in (S.failed, S.cancelled):
+                continue
+            outputs = {k: v for k, v in row.outputs.items() if k != "failures"}
+            self.ledger.transition(self.campaign, row.run_key, S.queued, reason="retry requested",
+                                   next_try_at=0.0, failure_class="", outputs=outputs)
+            n += 1
+        return n

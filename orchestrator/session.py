@@ -1,0 +1,131 @@
+"""A campaign session in a work directory: plan → ledger → executor → scheduler → records/MLflow.
+
+Work directory layout (everything addressed from one place, STUDY L18):
+    ledger.db            run ledger (SQLite WAL) unless --ledger-url is given
+    mlflow.db, mlartifacts/   embedded MLflow store written only by the orchestrator
+    ray_head.json, ray_auth_token (0600), ray/   the local Ray head this workdir owns
+    runs/<run_key>/      run_spec.json, train/, train_done.json, eval/, records.parquet, eval_done.json
+    results/<campaign>/records.parquet   all recorded runs of a campaign (contract 1)
+    data/                built corpora and evaluation data
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from orchestrator.executor import ClusterUnreachable, RayJobsExecutor
+from orchestrator.executor.local_head import ensure_head, token_file
+from orchestrator.grid import RunSpec, expand
+from orchestrator.ledger import SQLLedger, UpsertDiff, open_ledger
+from orchestrator.ledger.base import RunRow
+from orchestrator.scheduler import Scheduler, SchedulerConfig
+from orchestrator.spec import CampaignSpec, load_campaign
+
+
+def plan(campaign: str | Path, overrides: list[str] | tuple[str, ...] = (), data_root: Path | None = None
+         ) -> tuple[CampaignSpec, list[RunSpec]]:
+    """Validate and expand a campaign; raises SpecError before anything is written."""
+    spec = load_campaign(campaign, list(overrides))
+    return spec, expand(spec, data_root=data_root)
+
+
+@dataclass
+class Session:
+    workdir: Path
+    ledger_url: str | None = None
+    ray_address: str | None = None
+    mlflow_uri: str | None = None
+
+    def __post_init__(self) -> None:
+        self.workdir = Path(self.workdir).resolve()
+        self._ledger: SQLLedger | None = None
+        self._executor: RayJobsExecutor | None = None
+
+    @property
+    def ledger(self) -> SQLLedger:
+        if self._ledger is None:
+            self._ledger = open_ledger(self.ledger_url or self.workdir)
+        return self._ledger
+
+    @property
+    def executor(self) -> RayJobsExecutor:
+        """The cluster's Jobs API; a local head on 127.0.0.1 owned by the workdir when no address."""
+        if self._executor is None:
+            if self.ray_address:
+                tok = token_file(self.workdir) if (self.workdir / "ray_auth_token").exists() else None
+                ex = RayJobsExecutor(self.ray_address, token_file=tok)
+            else:
+                self.workdir.mkdir(parents=True, exist_ok=True)
+                ex = RayJobsExecutor(ensure_head(self.workdir), token_file=token_file(self.workdir))
+            ex.ping()
+            self._executor = ex
+        return self._executor
+
+    def submit(self, spec: CampaignSpec, runs: list[RunSpec]) -> UpsertDiff:
+        rows = [{"run_key": r.run_key, "run_id": r.run_id, "gpus": r.gpus, "spec_json": r.to_json()} for r in runs]
+        return self.ledger.upsert_campaign(spec.name, spec.model_dump_json(), rows)
+
+    def scheduler(self, campaign: str, cfg: SchedulerConfig | None = None,
+                  on_change: Callable[[RunRow, str], None] | None = None) -> Scheduler:
+        return Scheduler(self.ledger, campaign, self.executor, self.workdir, cfg or self.default_config(campaign),
+                         on_change=on_change)
+
+    def default_config(self, campaign: str) -> SchedulerConfig:
+        spec_json = self.ledger.campaign_spec(campaign)
+        if spec_json is None:
+            raise KeyError(f"campaign {campaign!r} is not in the ledger at {self.ledger.url}; submit it first")
+        spec = CampaignSpec.model_validate_json(spec_json)
+        gpus = spec.compute.nodes * spec.compute.gpus_per_node
+        return SchedulerConfig(capacity_gpus=gpus, max_parallel=max(1, gpus) if gpus else 2,
+                               max_attempts=spec.retries.max_attempts, backoff_s=spec.retries.backoff_s,
+                               backoff_max_s=spec.retries.backoff_max_s, cpus_per_job=spec.compute.cpus_per_run)
+
+    def ingest(self, campaign: str) -> int:
+        """Write every recorded run's MLflow run (idempotent via the stored mlflow_run_id)."""
+        from orchestrator.mlflow_ingest import default_uri, ingest_run
+
+        uri = self.mlflow_uri or default_uri(self.workdir)
+        n = 0
+        for row in self.ledger.runs(campaign, ["recorded"]):
+            if row.outputs.get("mlflow_ingested"):
+                continue
+            spec = RunSpec.from_dict(json.loads(row.spec_json))
+            rid = ingest_run(uri, spec, self.workdir, row.mlflow_run_id)
+            self.ledger.update(campaign, row.run_key, mlflow_run_id=rid, outputs={**row.outputs, "mlflow_ingested": True})
+            n += 1
+        return n
+
+    def collect_records(self, campaign: str) -> Path | None:
+        """`results/<campaign>/records.parquet` from every recorded run (rebuilt, atomic)."""
+        import pandas as pd
+
+        from analysis.records import read_records, write_records
+
+        frames = []
+        for row in self.ledger.runs(campaign, ["recorded"]):
+            p = row.outputs.get("records")
+            if p and Path(p).exists():
+                frames.append(read_records(p))
+        if not frames:
+            return None
+        out = self.workdir / "results" / campaign / "records.parquet"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_records(pd.concat(frames, ignore_index=True), out)
+        return out
+
+    def status(self, campaign: str) -> dict[str, Any]:
+        rows = self.ledger.runs(campaign)
+        counts: dict[str, int] = {}
+        for r in rows:
+            counts[r.state] = counts.get(r.state, 0) + 1
+        return {"campaign": campaign, "total": len(rows), "states": counts}
+
+    def close(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
+
+
+__all__ = ["Session", "plan", "ClusterUnreachable"]

@@ -1,0 +1,287 @@
+"""Stage entrypoints run inside Ray Jobs: train (+ merge) and evaluate (+ record), idempotent.
+
+    python -m orchestrator.stages train    --run-spec <workdir>/runs/<key>/run_spec.json --workdir <workdir>
+    python -m orchestrator.stages evaluate --run-spec ... --workdir ...
+
+Each stage writes its outputs under `<workdir>/runs/<run_key>/`, then a `<stage>_done.json`
+manifest last (atomic), listing the files and their sha256. The orchestrator marks the ledger
+state only after `verify_<stage>` re-checks that manifest against the files (rule 4), and a stage
+whose manifest verifies is skipped on rerun. Jobs never write MLflow (SQLite allows one writer):
+they leave JSONL/Parquet the orchestrator ingests.
+
+Exit codes: 0 done, 2 deterministic configuration error (not retried), 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from orchestrator.grid import RunSpec
+
+EXIT_CONFIG = 2
+
+
+class StageConfigError(RuntimeError):
+    """A deterministic error in the run's configuration: retrying cannot help."""
+
+
+def run_dir(workdir: Path, run_key: str) -> Path:
+    return Path(workdir).resolve() / "runs" / run_key
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _atomic_json(path: Path, obj: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
+    os.replace(tmp, path)
+
+
+def write_run_spec(spec: RunSpec, workdir: Path) -> Path:
+    path = run_dir(workdir, spec.run_key) / "run_spec.json"
+    if not path.exists() or json.loads(path.read_text()) != spec.to_dict():
+        _atomic_json(path, spec.to_dict())
+    return path
+
+
+def _resolve(p: str | None, workdir: Path) -> Path | None:
+    if not p:
+        return None
+    path = Path(str(p).replace("${workdir}", str(workdir)))
+    return path if path.is_absolute() else Path(workdir) / path
+
+
+# ---- train + merge ---------------------------------------------------------------------------
+
+def _weights(ckpt: Path) -> list[Path]:
+    return sorted(ckpt.glob("*.safetensors")) or sorted(ckpt.glob("pytorch_model*.bin"))
+
+
+def merge(ckpt: Path) -> Path:
+    """An HF directory for a checkpoint: itself when it already is one, else verl's model merger."""
+    if (ckpt / "config.json").exists() and _weights(ckpt):
+        return ckpt
+    actor = ckpt / "actor" if (ckpt / "actor").is_dir() else ckpt
+    target = actor / "huggingface"
+    if (target / "config.json").exists() and _weights(target):
+        return target
+    argv = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
+            "--local_dir", str(actor), "--target_dir", str(target)]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0 or not _weights(target):
+        raise RuntimeError(f"merge of {actor} failed (rc={proc.returncode}): {proc.stderr[-800:]}")
+    return target
+
+
+def _train_files(spec: RunSpec, workdir: Path) -> list[str]:
+    if spec.data.get("corpus") == "synthetic":
+        return []  # the local backend generates the recipe's synthetic corpus (content in run_key via recipe)
+    from orchestrator.data import corpus_dir
+
+    root = _resolve(spec.data.get("root"), workdir) or Path(workdir) / "data"
+    train = corpus_dir(root, spec.data["corpus"], spec.regime) / "train.parquet"
+    if not train.exists():
+        raise StageConfigError(f"{train}: corpus not built; run `campaign data train --out {root}` first")
+    return [str(train)]
+
+
+def _noop_train(spec: RunSpec, out: Path) -> dict[str, Any]:
+    """The `noop` recipe: no model, same stage/ledger/executor path (used by fault tests)."""
+    r = spec.recipe_cfg
+    time.sleep(float(r.get("sleep_s", 0)))
+    if r.get("fail"):
+        raise RuntimeError(f"noop recipe configured to fail (run {spec.run_id})")
+    ckpt = out / "checkpoints" / f"global_step_{spec.steps}"
+    ckpt.mkdir(parents=True, exist_ok=True)
+    (ckpt / "config.json").write_text(json.dumps({"noop": True, "run_key": spec.run_key}))
+    (ckpt / "model.safetensors").write_bytes(spec.run_key.encode())
+    metrics = out / "metrics.jsonl"
+    metrics.write_text("".join(json.dumps({"step": s, "noop": 1.0}) + "\n" for s in range(1, spec.steps + 1)))
+    return {"checkpoints": [{"step": spec.steps, "path": str(ckpt)}], "metrics_path": str(metrics),
+            "compute": {"wall_s": float(r.get("sleep_s", 0)), "gpu_s": 0.0, "rollout_tokens": 0, "update_tokens": 0}}
+
+
+def stage_train(spec: RunSpec, workdir: Path) -> dict[str, Any]:
+    rd = run_dir(workdir, spec.run_key)
+    done = verify_train(spec, workdir)
+    if done is not None:
+        return done
+    out = rd / "train"
+    t0 = time.time()
+    if spec.backend == "noop":
+        result = _noop_train(spec, out)
+    else:
+        from orchestrator.training.backend import TrainingError, TrainRequest, get_backend
+
+        try:
+            req = TrainRequest(
+                run_id=spec.run_id, run_key=spec.run_key, policy=dict(spec.policy_cfg), seed=spec.seed, out_dir=out,
+                recipe=dict(spec.recipe_cfg), model_path=str(spec.model_cfg.get("path", f"builtin:{spec.model}")),
+                train_files=_train_files(spec, workdir), total_steps=spec.steps, save_freq=spec.save_freq,
+                extra={"model": dict(spec.model_cfg), "policy_name": spec.policy, "cache_dir": str(Path(workdir) / "cache"),
+                       "regime": spec.regime},
+            )
+            result = get_backend(spec.backend).train(req).to_json()
+        except TrainingError as exc:
+            msg = str(exc)
+            if "unknown" in msg or "must be" in msg or "invalid" in msg.lower():
+                raise StageConfigError(msg) from None
+            raise
+    ckpts = []
+    for c in sorted(result["checkpoints"], key=lambda c: c["step"]):
+        hf = merge(Path(c["path"]))
+        ckpts.append({"step": int(c["step"]), "path": str(hf),
+                      "weights_sha256": {p.name: sha256_file(p) for p in _weights(hf)}})
+    if not ckpts:
+        raise RuntimeError(f"training of {spec.run_id} produced no checkpoint")
+    compute = {"wall_s": round(time.time() - t0, 3), "gpu_s": 0.0, "rollout_tokens": 0, "update_tokens": 0,
+               **{k: v for k, v in result.get("compute", {}).items()}}
+    manifest = {"run_key": spec.run_key, "checkpoints": ckpts, "metrics_path": result["metrics_path"], "compute": compute}
+    _atomic_json(rd / "train_done.json", manifest)
+    return manifest
+
+
+def verify_train(spec: RunSpec, workdir: Path) -> dict[str, Any] | None:
+    """The train manifest when every listed checkpoint's weights still match their sha256."""
+    path = run_dir(workdir, spec.run_key) / "train_done.json"
+    if not path.exists():
+        return None
+    try:
+        m = json.loads(path.read_text())
+        if m.get("run_key") != spec.run_key or not m["checkpoints"]:
+            return None
+        for c in m["checkpoints"]:
+            d = Path(c["path"])
+            if not (d / "config.json").exists():
+                return None
+            for name, digest in c["weights_sha256"].items():
+                if not (d / name).exists() or sha256_file(d / name) != digest:
+                    return None
+        if not Path(m["metrics_path"]).exists():
+            return None
+        return m
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+# ---- evaluate + record -----------------------------------------------------------------------
+
+def run_meta(spec: RunSpec, step: int) -> dict[str, Any]:
+    return {"run_key": spec.run_key, "run_id": spec.run_id, "campaign": spec.group, "model": spec.model,
+            "policy": spec.policy, "mechanism": spec.mechanism, "seed": spec.seed, "step": step,
+            "regime": spec.regime, "config_hash": spec.config_hash}
+
+
+def _noop_records(spec: RunSpec, step: int) -> "Any":
+    """Noop runs have no model: every score is missing (NaN), never zero."""
+    import numpy as np
+    import pandas as pd
+
+    from evaluation.suite import load_suite
+
+    suite = load_suite(spec.suite)
+    rows = [{**run_meta(spec, step), "benchmark": b.id, "domain": b.domain, "n_items": b.n_items,
+             "n_correct": np.nan, "accuracy": np.nan, "parse_rate": np.nan, "truncation_rate": np.nan,
+             "suite_version": suite.version, "harness_version": "noop"} for b in suite.benchmarks]
+    return pd.DataFrame(rows)
+
+
+def stage_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any]:
+    import pandas as pd
+
+    from analysis.records import read_records, write_records
+
+    rd = run_dir(workdir, spec.run_key)
+    done = verify_evaluate(spec, workdir)
+    if done is not None:
+        return done
+    trained = verify_train(spec, workdir)
+    if trained is None:
+        raise StageConfigError(f"run {spec.run_id}: no verified training output; train it first")
+    opts = spec.evaluation
+    ckpts = trained["checkpoints"] if opts.get("all_checkpoints") else trained["checkpoints"][-1:]
+    t0 = time.time()
+    frames = []
+    for c in ckpts:
+        if spec.backend == "noop":
+            frames.append(_noop_records(spec, c["step"]))
+            continue
+        from evaluation.evaluator import evaluate_checkpoint
+
+        data_dir = _resolve(opts.get("data_dir"), workdir) or Path(workdir) / "data" / "eval"
+        frames.append(evaluate_checkpoint(
+            Path(c["path"]), suite=spec.suite, data_dir=data_dir, backend=opts.get("backend", "hf"),
+            run_meta=run_meta(spec, c["step"]), out=rd / "eval" / f"step_{c['step']}", limit=opts.get("limit"),
+            cache_dir=Path(workdir) / "cache" / "eval",
+        ))
+    records = rd / "records.parquet"
+    write_records(pd.concat(frames, ignore_index=True), records)
+    n = len(read_records(records, suite=spec.suite))  # re-read through the validating reader
+    manifest = {"run_key": spec.run_key, "records": str(records), "rows": n, "sha256": sha256_file(records),
+                "eval_wall_s": round(time.time() - t0, 3), "steps": [c["step"] for c in ckpts]}
+    _atomic_json(rd / "eval_done.json", manifest)
+    return manifest
+
+
+def verify_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any] | None:
+    path = run_dir(workdir, spec.run_key) / "eval_done.json"
+    if not path.exists():
+        return None
+    try:
+        m = json.loads(path.read_text())
+        rec = Path(m["records"])
+        if m.get("run_key") != spec.run_key or not rec.exists() or sha256_file(rec) != m["sha256"] or m["rows"] <= 0:
+            return None
+        return m
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+STAGES = {"train": (stage_train, verify_train), "evaluate": (stage_evaluate, verify_evaluate)}
+
+
+def load_run_spec(arg: str) -> RunSpec:
+    """`--run-spec` is a path to the run's JSON or the JSON itself."""
+    text = arg if arg.lstrip().startswith("{") else Path(arg).read_text()
+    return RunSpec.from_dict(json.loads(text))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m orchestrator.stages", description=__doc__.splitlines()[0])
+    ap.add_argument("stage", choices=sorted(STAGES))
+    ap.add_argument("--run-spec", required=True)
+    ap.add_argument("--workdir", required=True)
+    a = ap.parse_args(argv)
+    workdir = Path(a.workdir).resolve()
+    try:
+        spec = load_run_spec(a.run_spec)
+        out = STAGES[a.stage][0](spec, workdir)
+    except StageConfigError as exc:
+        print(f"windtunnel-stage-error: config: {exc}", file=sys.stderr, flush=True)
+        return EXIT_CONFIG
+    except Exception as exc:  # noqa: BLE001 - report, classify upstream, exit non-zero
+        traceback.print_exc()
+        print(f"windtunnel-stage-error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    print(json.dumps({"stage": a.stage, "ok": True, **{k: v for k, v in out.items() if k != "checkpoints"}}, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
