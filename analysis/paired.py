@@ -23,7 +23,6 @@ sample SD (n-1). Everything a user quotes comes with its definition:
 from __future__ import annotations
 
 import warnings
-import zlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -78,13 +77,26 @@ def bootstrap_interval(d: np.ndarray, rng: np.random.Generator, n_resamples: int
                        level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """d: (n, m) -> percentile bootstrap interval of the mean (lo (m,), hi (m,)).
 
-    Resamples seeds with replacement: counts (B, n) ~ Multinomial(n, 1/n); means = counts @ d / n.
+    Resamples seeds with replacement: counts (B, n) ~ Multinomial(n, 1/n); means = d.T @ counts.T / n.
+    Percentiles use the inverted-CDF definition (an actual resampled mean, no interpolation), which
+    lets small n be computed exactly on the distinct count vectors with their frequencies.
     """
-    n = d.shape[0]
+    n, m = d.shape
     ds = np.sort(d, axis=0)  # labelling-invariant (see module doc)
-    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(float)
-    means = counts @ ds / n
-    lo, hi = np.quantile(means, [0.5 - level / 2, 0.5 + level / 2], axis=0)
+    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_resamples)
+    q = np.array([0.5 - level / 2, 0.5 + level / 2])
+    k = np.maximum(np.ceil(q * n_resamples - 1e-9).astype(int) - 1, 0)  # inverted-CDF order statistics
+    if n <= 6:  # at most C(11, 6) = 462 distinct count vectors: sort those, weighted by frequency
+        uniq, freq = np.unique(counts, axis=0, return_counts=True)
+        means = ds.T @ uniq.T.astype(float) / n  # (m, U)
+        order = np.argsort(means, axis=1, kind="stable")
+        cum = np.cumsum(freq[order], axis=1)  # (m, U)
+        pos = np.stack([(cum <= kk).sum(axis=1) for kk in k], axis=1)  # first index with cum > k
+        lo, hi = np.take_along_axis(means, np.take_along_axis(order, pos, axis=1), axis=1).T
+    else:
+        means = ds.T @ counts.T.astype(float) / n  # (m, B), rows contiguous
+        means.partition(k, axis=1)  # in place: no copy of the (m, B) matrix
+        lo, hi = means[:, k[0]], means[:, k[1]]
     const = np.ptp(d, axis=0) == 0
     return np.where(const, ds[0], lo), np.where(const, ds[0], hi)
 
@@ -185,12 +197,19 @@ def seeds_needed(effect: float, sd: np.ndarray, alpha: float = 0.05, power: floa
     sd = np.asarray(sd, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         dz = np.where(sd == 0, np.inf, abs(effect) / sd)
-    lo = np.full(sd.shape, 1.0)  # power(lo) < target (n=1 has no test)
-    hi = np.full(sd.shape, float(max_n))
     ok = ~np.isnan(dz) & (effect != 0)
     finite = np.where(np.isfinite(dz), dz, 1e6)
+    # Bracket with the normal approximation: a t-test never has more power than the z-test at the
+    # same n, so n_z - 1 is a valid lower end; widen to max_n only where n_z + 8 is not enough.
+    z = stats.norm.isf(alpha / 2) + stats.norm.ppf(power)
+    n_z = np.ceil((z / np.maximum(finite, 1e-12)) ** 2)
+    lo = np.clip(n_z - 1, 1, max_n - 1)
+    hi = np.clip(n_z + 8, 2, max_n)
     enough = np.zeros(sd.shape, bool)
     enough[ok] = _power(finite[ok], hi[ok], alpha) >= power
+    wide = ok & ~enough
+    hi = np.where(wide, float(max_n), hi)
+    enough[wide] = _power(finite[wide], hi[wide], alpha) >= power
     while True:
         active = ok & enough & (hi - lo > 1)
         if not active.any():
@@ -232,11 +251,6 @@ def metric_columns(suite: Suite, aggregates: list[str] | None = None) -> list[tu
     aggs = aggregates or suite.aggregate_names
     return ([("aggregate", a) for a in aggs] + [("domain", d) for d in suite.domains]
             + [("benchmark", b) for b in suite.benchmark_ids])
-
-
-def _rng(seed: int, key: str) -> np.random.Generator:
-    """One generator per comparison, so filtering other comparisons never changes this one."""
-    return np.random.default_rng([seed, zlib.crc32(key.encode())])
 
 
 def _stats_block(d: np.ndarray, rng: np.random.Generator, *, n_resamples: int, level: float,
@@ -336,6 +350,7 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
 
     idents: list[dict] = []
     blocks: list[dict[str, np.ndarray]] = []
+    pieces: dict[int, list[tuple[int, np.ndarray, np.ndarray]]] = {}  # n -> [(block, columns, d (n, k))]
     for ident, mrows, rrows in jobs:
         label = "/".join(str(ident[k]) for k in GROUP_KEYS if ident[k] != "") + \
             f"/{ident['policy']} vs {ident['reference']}"
@@ -348,7 +363,7 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
         valid = ~np.isnan(d)
         block: dict[str, np.ndarray] = {"method_mean": np.full(n_m, np.nan), "reference_mean": np.full(n_m, np.nan),
                                         "seeds": np.full(n_m, "", dtype=object)}
-        # Columns sharing a pattern of valid seeds are computed together (usually one pattern).
+        # Columns sharing a pattern of valid seeds share n (usually one pattern for all metrics).
         patterns, inverse = np.unique(valid.T, axis=0, return_inverse=True)
         for k, rows_ok in enumerate(patterns):
             j = np.flatnonzero(inverse.reshape(-1) == k)
@@ -357,17 +372,26 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
                                f"{[cols[c] for c in j][:6]}{' ...' if len(j) > 6 else ''}; dropped from those metrics")
             if not rows_ok.any():
                 continue
-            sub = d[np.ix_(rows_ok, j)]
-            res = _stats_block(sub, _rng(seed, f"{label}|{k}"), n_resamples=n_resamples, level=level,
-                               margin=margin, effect=effect)
-            for key, v in res.items():
-                block.setdefault(key, np.full(n_m, np.nan))[j] = v
+            pieces.setdefault(int(rows_ok.sum()), []).append((len(blocks), j, d[np.ix_(rows_ok, j)]))
             block["method_mean"][j] = x[np.ix_(rows_ok, j)].mean(axis=0)
             block["reference_mean"][j] = y[np.ix_(rows_ok, j)].mean(axis=0)
             block["seeds"][j] = ",".join(str(v) for v in common[rows_ok])
-        if "n" in block:
-            idents.append(ident)
-            blocks.append(block)
+        idents.append(ident)
+        blocks.append(block)
+    # One vectorised pass per seed count n over every comparison and metric with that n. The
+    # resampling generator is seeded by (seed, n), so a comparison's intervals never depend on
+    # which other comparisons are in the same call.
+    for n, group in pieces.items():
+        big = np.concatenate([g[2] for g in group], axis=1)
+        res = _stats_block(big, np.random.default_rng([seed, n]), n_resamples=n_resamples, level=level,
+                           margin=margin, effect=effect)
+        offsets = np.cumsum([0] + [g[2].shape[1] for g in group])
+        for (b, j, _), lo, hi in zip(group, offsets[:-1], offsets[1:]):
+            for key, v in res.items():
+                blocks[b].setdefault(key, np.full(n_m, np.nan))[j] = v[lo:hi]
+    keep = [i for i, b in enumerate(blocks) if "n" in b]
+    idents = [idents[i] for i in keep]
+    blocks = [blocks[i] for i in keep]
 
     if not blocks:
         table = pd.DataFrame({c: pd.Series(dtype=float) for c in TABLE_COLUMNS})
@@ -378,6 +402,7 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
         data["metric"] = np.tile(np.array(cols, dtype=object), len(blocks))
         for key in blocks[0]:
             data[key] = np.concatenate([b.get(key, np.full(n_m, np.nan)) for b in blocks])
+        data["n"] = np.concatenate([b["n"] for b in blocks])
         table = pd.DataFrame(data)
         table["step"] = table["step"].astype(np.int64)
     table["margin"] = np.nan if margin is None else margin
