@@ -109,15 +109,19 @@ def config_summary(runs: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     n counts seeds with a non-missing value; a configuration's mean is NaN if any seed is NaN
     (so a missing run is visible, not averaged around).
     """
-    g = runs.groupby(list(CONFIG_KEYS), sort=False, dropna=False)[metrics]
-    mean = g.mean()
-    anynan = runs[metrics].isna().groupby([runs[k] for k in CONFIG_KEYS], sort=False, dropna=False).any()
-    mean = mean.mask(anynan.astype(bool))
-    sd = g.std(ddof=1).mask(anynan.astype(bool))
+    keys = runs[list(CONFIG_KEYS)]
+    codes = keys.groupby(list(CONFIG_KEYS), sort=False, dropna=False).ngroup().to_numpy()
+    first = np.unique(codes, return_index=True)[1]
+    x = pd.DataFrame(runs[metrics].to_numpy(float), columns=metrics)
+    g = x.groupby(codes, sort=True)
+    anynan = x.isna().groupby(codes, sort=True).any()
+    mean = g.mean().mask(anynan)
+    sd = g.std(ddof=1).mask(anynan)
     n = g.count()
-    out = pd.concat({"mean": mean, "sd": sd, "n": n}, axis=1)
-    out = out.swaplevel(0, 1, axis=1)
-    return out[[(m, s) for m in metrics for s in ("mean", "sd", "n")]]
+    out = pd.concat({"mean": mean, "sd": sd, "n": n}, axis=1).swaplevel(0, 1, axis=1)
+    out = out[[(m, s) for m in metrics for s in ("mean", "sd", "n")]]
+    out.index = pd.MultiIndex.from_frame(keys.iloc[first].reset_index(drop=True))
+    return out
 
 
 def domain_means_table(records: pd.DataFrame, suite: Suite) -> pd.DataFrame:

@@ -1,0 +1,257 @@
+"""The released study's tables, regenerated from records, plus sensitivity and paired tables.
+
+Each table is a selection of configurations (grouped by campaign/model/regime/step) with the
+study's method orders (STUDY.md §6.3). Cells are seed means +/- sample SD (n-1); the delta
+column is the paired difference in DB-12 vs the campaign-local reference with its paired-t
+95% CI. `Table.data` holds the numbers (CSV), `Table.display` the formatted cells (md, LaTeX).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.aggregates import SD_LABEL, config_summary, run_table
+from analysis.paired import PairedResult, paired_comparisons
+from analysis.schema import CONFIG_KEYS, GROUP_KEYS, ORDER_MAIN, ORDER_MIXER, ORDER_OTHER
+from analysis.sensitivity import leave_one_benchmark_out, rank_correlations
+from evaluation.suite import Suite
+
+FORMATS = ("md", "latex", "csv")
+
+
+@dataclass
+class Table:
+    name: str
+    title: str
+    data: pd.DataFrame
+    display: pd.DataFrame
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ConfigTableSpec:
+    name: str
+    title: str
+    select: Callable[[pd.DataFrame], pd.Series]
+    order: tuple[str, ...]
+
+
+def _size(model: str) -> float:
+    m = re.search(r"(\d+(?:\.\d+)?)\s*[bB]\b", model.replace("-", " "))
+    return float(m.group(1)) if m else float("inf")
+
+
+def _has(model: pd.Series, token: str) -> pd.Series:
+    return model.str.contains(token, case=False, regex=False)
+
+
+CONFIG_TABLES: tuple[ConfigTableSpec, ...] = (
+    ConfigTableSpec("main_7b", "Main round, 7B (selection and reweighting vs baseline)",
+                    lambda r: (r["campaign"] == "main") & _has(r["model"], "7B"), ORDER_MAIN),
+    ConfigTableSpec("main_05b", "Main round, 0.5B (selection and reweighting vs baseline)",
+                    lambda r: (r["campaign"] == "main") & _has(r["model"], "0.5B"), ORDER_MAIN),
+    ConfigTableSpec("mixer", "Mixer round (adaptive mixers vs static)",
+                    lambda r: r["campaign"] == "mixer", ORDER_MIXER),
+    ConfigTableSpec("crossfamily", "Cross-family (base models)",
+                    lambda r: r["campaign"] == "crossfamily", ORDER_OTHER),
+    ConfigTableSpec("constrained", "Constrained data (25% subset and 20% label noise)",
+                    lambda r: r["campaign"] == "constrained", ORDER_OTHER),
+    ConfigTableSpec("scale_curve", "Scale curve (0.5B to 7B Instruct; 0.5B and 7B rows from the main round)",
+                    lambda r: (r["campaign"] == "scale_curve")
+                    | ((r["campaign"] == "main") & r["policy"].isin(ORDER_OTHER)), ORDER_OTHER),
+    ConfigTableSpec("long_training", "Long training (1000 steps; 300-step main-round rows for reference)",
+                    lambda r: (r["campaign"] == "long_training")
+                    | ((r["campaign"] == "main") & _has(r["model"], "7B")
+                       & r["policy"].isin(set(r.loc[r["campaign"] == "long_training", "policy"]))), ORDER_OTHER),
+    ConfigTableSpec("three_domain", "Three-domain summary (per-domain seed means of every configuration)",
+                    lambda r: pd.Series(True, index=r.index), ORDER_MAIN + ORDER_MIXER),
+)
+EXTRA_TABLES = {
+    "aggregation_sensitivity": "Aggregation sensitivity (rank correlation of configuration rankings between aggregates)",
+    "leave_one_out": "Leave-one-benchmark-out (rank correlation with the full aggregate; worst benchmark per aggregate)",
+    "paired": "Paired comparisons vs campaign-local reference",
+}
+TABLE_NAMES = tuple(s.name for s in CONFIG_TABLES) + tuple(EXTRA_TABLES)
+
+
+def _fmt(x: float, nd: int = 2) -> str:
+    return "NaN" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{nd}f}"
+
+
+def _pm(mean: float, sd: float) -> str:
+    if np.isnan(mean):
+        return "NaN"
+    return f"{mean:.2f} ± {sd:.2f}" if not np.isnan(sd) else f"{mean:.2f}"
+
+
+def _ci(lo: float, hi: float) -> str:
+    return "" if np.isnan(lo) else f"[{lo:+.2f}, {hi:+.2f}]"
+
+
+def _sort_configs(df: pd.DataFrame, order: tuple[str, ...]) -> pd.DataFrame:
+    rank = {p: i for i, p in enumerate(order)}
+    key = pd.DataFrame({
+        "c": df["campaign"], "m": df["model"].map(_size), "mn": df["model"], "r": df["regime"], "s": df["step"],
+        "p": df["policy"].map(lambda p: rank.get(p, len(rank))), "pn": df["policy"]})
+    return df.loc[key.sort_values(list(key.columns), kind="stable").index]
+
+
+def _config_table(spec: ConfigTableSpec, runs: pd.DataFrame, suite: Suite, paired: pd.DataFrame) -> Table:
+    sel = runs[spec.select(runs).to_numpy(bool)]
+    if sel.empty:
+        return Table(spec.name, spec.title, pd.DataFrame(), pd.DataFrame(), note="no records match this table")
+    domain_only = spec.name == "three_domain"
+    metrics = list(suite.domains) + ([suite.aggregate_names[0]] if domain_only else suite.aggregate_names)
+    summ = config_summary(sel, metrics)
+    data = pd.DataFrame(index=summ.index)
+    data["n_seeds"] = summ[(metrics[0], "n")]
+    for m in metrics:
+        data[f"{m}_mean"] = summ[(m, "mean")]
+        data[f"{m}_sd"] = summ[(m, "sd")]
+    data = data.reset_index()
+    head = suite.aggregate_names[0]
+    d = paired[(paired["metric"] == head) & (paired["kind"] == "effect")]
+    d = d[list(CONFIG_KEYS) + ["reference", "mean_diff", "t_lo", "t_hi"]].rename(columns={
+        "mean_diff": f"delta_{head}", "t_lo": f"delta_{head}_lo", "t_hi": f"delta_{head}_hi"})
+    data = data.merge(d, on=list(CONFIG_KEYS), how="left")
+    data["reference"] = data["reference"].fillna("")
+    data = _sort_configs(data, spec.order).reset_index(drop=True)
+    shown = [k for k in GROUP_KEYS if data[k].nunique() > 1]
+    disp = pd.DataFrame({k: data[k].astype(str) for k in shown})
+    disp["policy"] = data["policy"]
+    disp["n"] = data["n_seeds"].astype(int).astype(str)
+    for m in metrics:
+        disp[m] = [_pm(a, b) for a, b in zip(data[f"{m}_mean"], data[f"{m}_sd"])]
+    disp[f"Δ {head} vs ref [95% CI]"] = [
+        "" if np.isnan(v) else f"{v:+.2f} {_ci(lo, hi)} vs {ref}"
+        for v, lo, hi, ref in zip(data[f"delta_{head}"], data[f"delta_{head}_lo"], data[f"delta_{head}_hi"],
+                                  data["reference"])]
+    note = (f"cells: seed mean ± {SD_LABEL}; Δ: paired difference vs the campaign-local reference, "
+            "paired t 95% CI (df = n-1)")
+    return Table(spec.name, spec.title, data, disp, note)
+
+
+def _sensitivity_table(runs: pd.DataFrame, suite: Suite) -> Table:
+    aggs = suite.aggregate_names
+    summ = config_summary(runs, aggs).xs("mean", axis=1, level=1)
+    pooled = rank_correlations(summ)
+    within = []
+    for _, part in summ.groupby(level=list(GROUP_KEYS), sort=True):
+        if len(part) >= 3:
+            within.append(rank_correlations(part))
+    data = pooled.rename(columns={"spearman": "spearman_pooled", "kendall": "kendall_pooled",
+                                  "n_configs": "n_configs_pooled"})
+    if within:
+        w = pd.concat(within).groupby(["aggregate_a", "aggregate_b"], sort=False)
+        med = w[["spearman", "kendall"]].median().rename(columns=lambda c: f"{c}_median_within_group")
+        med["n_groups"] = w.size()
+        data = data.merge(med.reset_index(), on=["aggregate_a", "aggregate_b"], how="left")
+    disp = data.copy()
+    for c in disp.columns:
+        if disp[c].dtype.kind == "f":
+            disp[c] = disp[c].map(lambda v: _fmt(v, 3))
+    note = ("Spearman rho / Kendall tau-b between configuration rankings; pooled over all configurations "
+            "and the median within each campaign/model/regime/step group (groups with >= 3 configurations)")
+    return Table("aggregation_sensitivity", EXTRA_TABLES["aggregation_sensitivity"], data, disp, note)
+
+
+def _lobo_table(runs: pd.DataFrame, suite: Suite) -> Table:
+    lobo = leave_one_benchmark_out(runs, suite)
+    if lobo.empty:
+        return Table("leave_one_out", EXTRA_TABLES["leave_one_out"], lobo, lobo, note="no configurations")
+    worst = lobo.loc[lobo.groupby("aggregate", sort=False)["spearman"].idxmin().dropna()]
+    data = lobo.groupby("aggregate", sort=False).agg(spearman_min=("spearman", "min"),
+                                                      spearman_median=("spearman", "median"),
+                                                      kendall_min=("kendall", "min"), n_configs=("n_configs", "max"))
+    data["most_influential_benchmark"] = worst.set_index("aggregate")["benchmark"]
+    data = data.reset_index()
+    disp = data.copy()
+    for c in ("spearman_min", "spearman_median", "kendall_min"):
+        disp[c] = disp[c].map(lambda v: _fmt(v, 3))
+    return Table("leave_one_out", EXTRA_TABLES["leave_one_out"], data, disp,
+                 note="pooled over all configurations in the records")
+
+
+def paired_table(paired: pd.DataFrame, metric: str) -> Table:
+    """The paired-comparison table for one metric (aggregate, domain or benchmark)."""
+    data = paired[paired["metric"] == metric].reset_index(drop=True)
+    shown = [k for k in GROUP_KEYS if data[k].nunique() > 1]
+    disp = pd.DataFrame({k: data[k].astype(str) for k in shown})
+    disp["policy"] = data["policy"]
+    disp["vs"] = np.where(data["kind"] == "aa_noise_floor",
+                          data["reference"] + " (" + data["reference_campaign"] + ", A/A noise floor)",
+                          data["reference"])
+    disp["n"] = data["n"].map(lambda v: _fmt(v, 0))
+    disp["Δ mean"] = data["mean_diff"].map(lambda v: f"{v:+.2f}")
+    disp["sd"] = data["sd"].map(_fmt)
+    disp["t 95% CI"] = [_ci(a, b) for a, b in zip(data["t_lo"], data["t_hi"])]
+    disp["bootstrap 95% CI"] = [_ci(a, b) for a, b in zip(data["boot_lo"], data["boot_hi"])]
+    for c, lab in (("p_t", "p (t)"), ("p_perm", "p (sign-flip)"), ("p_holm", "p Holm"), ("p_bh", "p BH")):
+        disp[lab] = data[c].map(lambda v: _fmt(v, 3))
+    disp["MDE"] = data["mde"].map(_fmt)
+    disp["P(d>0) seeds"] = data["p_improve_seeds"].map(lambda v: _fmt(v, 2))
+    note = (f"{metric}: d = method − reference per seed; sd = {SD_LABEL}; Holm/BH over the methods of one "
+            "campaign/model/regime/step; A/A rows (static vs baseline) estimate the noise floor and are "
+            "excluded from the family")
+    return Table("paired", f"{EXTRA_TABLES['paired']} ({metric})", data, disp, note)
+
+
+def build_tables(records: pd.DataFrame, suite: Suite, names: list[str] | None = None, *,
+                 paired: PairedResult | None = None, metric: str | None = None,
+                 n_resamples: int = 10_000, runs: pd.DataFrame | None = None) -> list[Table]:
+    """Build the named tables (default: all, in TABLE_NAMES order) from long records."""
+    wanted = list(names or TABLE_NAMES)
+    unknown = [n for n in wanted if n not in TABLE_NAMES]
+    if unknown:
+        raise KeyError(f"unknown table(s) {unknown}; choose from {', '.join(TABLE_NAMES)} or 'all'")
+    runs = run_table(records, suite) if runs is None else runs
+    if paired is None:
+        paired = paired_comparisons(records, suite, runs=runs, n_resamples=n_resamples)
+    specs = {s.name: s for s in CONFIG_TABLES}
+    out = []
+    for name in wanted:
+        if name in specs:
+            out.append(_config_table(specs[name], runs, suite, paired.table))
+        elif name == "aggregation_sensitivity":
+            out.append(_sensitivity_table(runs, suite))
+        elif name == "leave_one_out":
+            out.append(_lobo_table(runs, suite))
+        else:
+            out.append(paired_table(paired.table, metric or suite.aggregate_names[0]))
+    return out
+
+
+def _md(df: pd.DataFrame) -> str:
+    try:
+        return df.to_markdown(index=False)
+    except ImportError:  # tabulate missing: a plain pipe table
+        head = "| " + " | ".join(map(str, df.columns)) + " |"
+        sep = "|" + "|".join("---" for _ in df.columns) + "|"
+        body = ["| " + " | ".join(map(str, r)) + " |" for r in df.itertuples(index=False)]
+        return "\n".join([head, sep, *body])
+
+
+def render_table(t: Table, fmt: str) -> str:
+    """One table as Markdown (title heading + note), LaTeX (table env with caption) or CSV (numbers)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if fmt == "csv":
+        return t.data.to_csv(index=False) if not t.data.empty else ""
+    if fmt == "md":
+        body = _md(t.display) if not t.display.empty else f"_{t.note or 'empty'}_"
+        note = f"\n\n_{t.note}_" if t.note and not t.display.empty else ""
+        return f"## {t.title}\n\n{body}{note}\n"
+    if t.display.empty:
+        return f"% {t.title}: {t.note}\n"
+    return t.display.to_latex(index=False, caption=t.title, label=f"tab:{t.name}", escape=True)
+
+
+def render_tables(tables: list[Table], fmt: str) -> str:
+    if fmt == "csv":
+        return "\n".join(f"# {t.title}\n{render_table(t, fmt)}" for t in tables)
+    return "\n".join(render_table(t, fmt) for t in tables)
