@@ -1,0 +1,281 @@
+"""Intervention evidence: did each policy change what it claims to change (DESIGN.md rule 7)?
+
+Input: each run's per-step diagnostics (`<run_out>/metrics.jsonl`, one JSON object per step,
+written by the training backends from `PolicyResult.diagnostics` and `DomainSampler
+.last_diagnostics`) and its compute account (`TrainResult.compute`: wall_s, gpu_s,
+rollout_tokens, update_tokens). Output: one summary row per run, flags per policy checked
+*before* its scores are compared, and a compute-normalised comparison.
+
+Flags (per configuration = campaign, model, regime, policy; references are never flagged):
+* `inert_mixer`: a mixer whose realised domain proportions never moved more than `prop_tol`
+  from their first value in any run (the published mixers' failure, STUDY.md section 3.3);
+  without realised proportions the mixer is `unverified`, not passed.
+* `keeps_everything`: a selector whose mean kept fraction is >= 1 - `keep_tol` (e.g. gfpo k=8).
+* `flat_weights`: a reweighter whose mean weight_std is <= `weight_tol` (every weight equal).
+* `unverified`: the policy's runs have no diagnostics at all.
+
+Missing stays NaN: a CPU run has gpu_s = 0, so score per GPU-hour is NaN, not infinite.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+# Prefixes the verl trainer / MLflow use in front of the policy's own keys.
+_PREFIXES = ("windtunnel/", "dataflex/", "policy/", "train/")
+_REFERENCES = ("baseline", "static")
+_IDENT = ("run_key", "run_id", "campaign", "model", "regime", "policy", "mechanism", "seed")
+POLICY_KEYS = ("campaign", "model", "regime", "policy")
+
+
+class InterventionError(ValueError):
+    """Diagnostics that cannot be read; the message names the file, the line and the fix."""
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    prop_tol: float = 0.02
+    keep_tol: float = 0.01
+    weight_tol: float = 1e-3
+
+
+def _clean_key(k: str) -> str:
+    for p in _PREFIXES:
+        if k.startswith(p):
+            k = k[len(p):]
+    if k.startswith("prop_"):  # the reference code's `dataflex/prop_<d>` is a target proportion
+        k = "target_" + k
+    return k
+
+
+def read_metrics(path: str | Path) -> pd.DataFrame:
+    """One row per step from a metrics JSONL. Numeric values only; NaN where a key is absent.
+
+    Raises InterventionError naming the file and line for a line that is not a JSON object.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InterventionError(f"{p}: metrics file not found; the training backend writes <run_out>/metrics.jsonl")
+    rows: list[dict[str, float]] = []
+    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InterventionError(f"{p}: line {i}: not valid JSON ({e.msg}); each line must be one JSON object") from e
+        if not isinstance(obj, dict):
+            raise InterventionError(f"{p}: line {i}: expected a JSON object, got {type(obj).__name__}")
+        row = {}
+        for k, v in obj.items():
+            if isinstance(v, bool):
+                v = float(v)
+            if isinstance(v, (int, float)):
+                row[_clean_key(str(k))] = float(v)
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if "step" not in df.columns:
+        df["step"] = np.arange(1, len(df) + 1, dtype=float)
+    return df.sort_values("step").reset_index(drop=True)
+
+
+def _domains(df: pd.DataFrame, prefix: str) -> list[str]:
+    return sorted(c[len(prefix):] for c in df.columns if c.startswith(prefix))
+
+
+def _col(df: pd.DataFrame, name: str) -> pd.Series:
+    return df[name] if name in df.columns else pd.Series(np.nan, index=df.index)
+
+
+def summarise_metrics(df: pd.DataFrame) -> dict[str, float]:
+    """Per-run summary of one run's per-step diagnostics (all floats; NaN where not logged)."""
+    active = _col(df, "active")
+    on = df[active > 0] if active.notna().any() else df
+    out: dict[str, float] = {
+        "n_steps": float(len(df)),
+        "active_steps": float(len(on)),
+        "kept_frac_mean": float(_col(on, "kept_frac").mean()),
+        "kept_frac_min": float(_col(on, "kept_frac").min()),
+        "weight_std_mean": float(_col(on, "weight_std").mean()),
+        "weight_max_max": float(_col(on, "weight_max").max()),
+        "update_tokens_sum": float(_col(df, "update_tokens").sum(min_count=1)),
+        "valid_tokens_sum": float(_col(df, "valid_tokens").sum(min_count=1)),
+    }
+    out["update_token_frac"] = out["update_tokens_sum"] / out["valid_tokens_sum"] if out["valid_tokens_sum"] > 0 else math.nan
+    for kind in ("target", "realised"):
+        doms = _domains(df, f"{kind}_prop_")
+        if not doms:
+            out[f"{kind}_prop_move"] = math.nan
+            continue
+        h = df[[f"{kind}_prop_{d}" for d in doms]].to_numpy(dtype=float)
+        h = h[~np.isnan(h).all(axis=1)]
+        out[f"{kind}_prop_move"] = float(np.nanmax(np.abs(h - h[0]))) if len(h) >= 2 else math.nan
+        for j, d in enumerate(doms):
+            out[f"{kind}_prop_mean_{d}"] = float(np.nanmean(h[:, j])) if len(h) else math.nan
+    return out
+
+
+def run_summary(runs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per run. Each run: identity (run_key, run_id, campaign, model, regime, policy,
+    mechanism, seed), `metrics_path` (may be missing: diagnostics NaN) and `compute` (dict)."""
+    rows = []
+    for r in runs:
+        row: dict[str, Any] = {k: r.get(k, "" if k != "seed" else -1) for k in _IDENT}
+        mp = r.get("metrics_path")
+        diag = summarise_metrics(read_metrics(mp)) if mp and Path(mp).is_file() else {}
+        row["has_diagnostics"] = bool(diag)
+        row.update(diag)
+        comp = dict(r.get("compute") or {})
+        for k in ("wall_s", "gpu_s", "rollout_tokens", "update_tokens"):
+            v = comp.get(k)
+            row[f"compute_{k}"] = float(v) if v is not None else math.nan
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    for c in ("kept_frac_mean", "weight_std_mean", "realised_prop_move", "target_prop_move", "update_tokens_sum"):
+        if c not in df.columns:
+            df[c] = np.nan
+    return df
+
+
+def flag_policies(summary: pd.DataFrame, tol: Tolerances = Tolerances(),
+                  references: tuple[str, ...] = _REFERENCES) -> pd.DataFrame:
+    """Per configuration (campaign, model, regime, policy): evidence columns and `flag`.
+
+    flag is "" (acted), "inert_mixer", "keeps_everything", "flat_weights" or "unverified";
+    `reason` says which number triggered it.
+    """
+    out = []
+    for key, g in summary.groupby(list(POLICY_KEYS), sort=True):
+        mech = str(g["mechanism"].iloc[0])
+        row = dict(zip(POLICY_KEYS, key), mechanism=mech, n_runs=len(g),
+                   kept_frac=float(g["kept_frac_mean"].mean()), weight_std=float(g["weight_std_mean"].mean()),
+                   target_prop_move=float(g["target_prop_move"].max()),
+                   realised_prop_move=float(g["realised_prop_move"].max()))
+        flag, reason = "", ""
+        if key[-1] in references or mech == "none":
+            pass
+        elif not g["has_diagnostics"].any():
+            flag, reason = "unverified", "no per-step diagnostics for any run"
+        elif mech == "mix":
+            move = row["realised_prop_move"]
+            if math.isnan(move):
+                flag, reason = "unverified", "no realised_prop_<domain> logged: cannot show the data changed"
+            elif move <= tol.prop_tol:
+                flag = "inert_mixer"
+                reason = (f"realised proportions moved at most {move:.3f} (tolerance {tol.prop_tol}); "
+                          f"target moved {row['target_prop_move']:.3f}")
+        elif mech == "select":
+            if math.isnan(row["kept_frac"]):
+                flag, reason = "unverified", "no kept_frac logged"
+            elif row["kept_frac"] >= 1 - tol.keep_tol:
+                flag, reason = "keeps_everything", f"mean kept fraction {row['kept_frac']:.3f}"
+        elif mech == "reweight":
+            if math.isnan(row["weight_std"]):
+                flag, reason = "unverified", "no weight_std logged"
+            elif row["weight_std"] <= tol.weight_tol:
+                flag, reason = "flat_weights", f"mean weight_std {row['weight_std']:.2g}"
+        row["flag"], row["reason"] = flag, reason
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def _reference_of(policy: str, mechanism: str) -> str:
+    return "static" if mechanism == "mix" else "baseline"
+
+
+def compare_to_reference(summary: pd.DataFrame, scores: pd.DataFrame | None = None,
+                         score_col: str = "DB-12") -> pd.DataFrame:
+    """Per policy vs its campaign-local reference: what changed, and compute-normalised scores.
+
+    summary: `run_summary` rows. scores: optional per-run frame with run_id and `score_col`
+    (e.g. `analysis.aggregates.run_table` at the final step). Returns one row per
+    configuration with means over seeds and ratios to the reference (NaN when not computable).
+    """
+    s = summary.copy()
+    if scores is not None and score_col in scores.columns:
+        s = s.merge(scores[["run_id", score_col]].drop_duplicates("run_id"), on="run_id", how="left")
+        s["score"] = s[score_col]
+    else:
+        s["score"] = np.nan
+    gpu_h = s["compute_gpu_s"] / 3600.0
+    s["score_per_gpu_hour"] = np.where(gpu_h > 0, s["score"] / gpu_h.where(gpu_h > 0), np.nan)
+    upd = s["compute_update_tokens"].where(s["compute_update_tokens"].notna(), s["update_tokens_sum"])
+    s["score_per_Mtoken"] = np.where(upd > 0, s["score"] / (upd.where(upd > 0) / 1e6), np.nan)
+    s["update_tokens"] = upd
+    cols = ["kept_frac_mean", "weight_std_mean", "update_tokens", "compute_wall_s", "compute_gpu_s",
+            "realised_prop_move", "score", "score_per_gpu_hour", "score_per_Mtoken"]
+    per = s.groupby(list(POLICY_KEYS) + ["mechanism"], sort=True)[cols].mean().reset_index()
+    out = []
+    for _, r in per.iterrows():
+        ref = _reference_of(r["policy"], r["mechanism"])
+        m = per[(per["campaign"] == r["campaign"]) & (per["model"] == r["model"]) & (per["regime"] == r["regime"])
+                & (per["policy"] == ref)]
+        row = r.to_dict()
+        row["reference"] = ref if len(m) else ""
+        for c in ("update_tokens", "compute_wall_s", "compute_gpu_s", "score_per_gpu_hour", "score_per_Mtoken"):
+            base = float(m[c].iloc[0]) if len(m) else math.nan
+            row[f"{c}_ratio"] = float(r[c]) / base if base and not math.isnan(base) else math.nan
+        row["score_delta"] = float(r["score"]) - float(m["score"].iloc[0]) if len(m) else math.nan
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return "NaN" if math.isnan(v) else f"{v:.4g}"
+    return html.escape(str(v))
+
+
+def _table(df: pd.DataFrame, cols: list[str]) -> str:
+    cols = [c for c in cols if c in df.columns]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = []
+    for _, r in df.iterrows():
+        cls = ' class="flagged"' if str(r.get("flag", "")) not in ("", "nan") else ""
+        body.append(f"<tr{cls}>" + "".join(f"<td>{_fmt(r[c])}</td>" for c in cols) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def intervention_section_html(summary: pd.DataFrame, scores: pd.DataFrame | None = None,
+                              score_col: str = "DB-12", tol: Tolerances = Tolerances()) -> tuple[str, str]:
+    """(title, HTML body) for `analysis.report.build_report(..., extra_sections=[...])`."""
+    flags = flag_policies(summary, tol)
+    comp = compare_to_reference(summary, scores, score_col)
+    bad = flags[flags["flag"] != ""]
+    if len(bad):
+        items = "".join(
+            f"<li><b>{html.escape(r.policy)}</b> ({html.escape(r.campaign)}/{html.escape(r.model)}): "
+            f"{html.escape(r.flag)} — {html.escape(r.reason)}. Its score differences are not evidence about "
+            f"the policy.</li>" for r in bad.itertuples())
+        warn = f"<p><b>{len(bad)} configuration(s) show no effect; read their comparisons with this in mind:</b></p><ul>{items}</ul>"
+    else:
+        warn = "<p>Every policy's diagnostics show that it acted.</p>"
+    body = (
+        warn
+        + "<h3>What each policy changed (per configuration, means over seeds)</h3>"
+        + _table(flags, ["campaign", "model", "regime", "policy", "mechanism", "n_runs", "kept_frac", "weight_std",
+                         "target_prop_move", "realised_prop_move", "flag", "reason"])
+        + f"<h3>Compute and compute-normalised {html.escape(score_col)}</h3>"
+        + "<p>Ratios are to the campaign-local reference (baseline for select/reweight, static for mix). "
+          "Score per GPU-hour is NaN for CPU runs (gpu_s = 0).</p>"
+        + _table(comp, ["campaign", "model", "policy", "reference", "update_tokens", "update_tokens_ratio",
+                        "compute_wall_s", "compute_gpu_s", "score", "score_delta", "score_per_gpu_hour",
+                        "score_per_Mtoken", "score_per_Mtoken_ratio"])
+    )
+    return "Intervention evidence and compute", body
+
+
+def attach_to_records(records: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """Records with the run-level diagnostic summary joined on run_id (columns prefixed `diag_`)."""
+    cols = [c for c in summary.columns if c not in _IDENT and c != "has_diagnostics"]
+    right = summary[["run_id"] + cols].rename(columns={c: f"diag_{c}" for c in cols})
+    return records.merge(right, on="run_id", how="left")
