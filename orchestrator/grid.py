@@ -91,7 +91,7 @@ class _Resolver:
                 avail = sorted(p.stem for p in (self.root / group).glob("*.yaml")) if (self.root / group).is_dir() else []
                 extra = f" or model_defs ({sorted(self.spec.model_defs)})" if group == "model" else ""
                 raise SpecError(
-                    f"{self.spec.source}: key '{key}': {group} '{name}' not found at {path}; "
+                    f"{self.spec.file_for(key)}: key '{key}': {group} '{name}' not found at {path}; "
                     f"use one of {avail}{extra}"
                 )
         return self._cache[ck]
@@ -115,8 +115,9 @@ class _Resolver:
 def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec]:
     """All RunSpecs of a campaign, in seed-major order (seed, sub-campaign, group, model, policy).
 
-    Raises `SpecError` for unknown names, a missing reference policy in a group, duplicate cells,
-    or a sub-campaign whose run count differs from its declared `expected_runs`.
+    Raises `SpecError` for unknown names, duplicate cells, or (without command-line overrides,
+    which may legitimately change the grid) a run count that differs from a declared
+    `expected_runs`; with overrides the mismatch is reported by `accounting`.
     """
     res = _Resolver(spec)
     runs: list[RunSpec] = []
@@ -135,14 +136,14 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
                 for pol, (pcfg, mech) in pols.items():
                     recipe = g.recipe_by_mechanism.get(mech) or g.recipe_by_model.get(model) or g.recipe or spec.recipe
                     if not recipe:
-                        raise SpecError(f"{spec.source}: key '{gkey or 'recipe'}.recipe': no recipe for {model}/{pol}; set recipe")
+                        raise SpecError(f"{spec.file_for(gkey)}: key '{gkey or 'recipe'}.recipe': no recipe for {model}/{pol}; set recipe")
                     rcfg = res.recipe(recipe, f"{gkey}.recipe" if gkey else "recipe")
                     ref = pol if mech == "none" else spec.baselines.get(mech, "")
                     for seed in seeds:
                         try:
                             data = corpus_identity(spec.data, g.regime, data_root)
                         except CorpusError as exc:
-                            raise SpecError(f"{spec.source}: key '{gkey}.regime': {exc}") from None
+                            raise SpecError(f"{spec.file_for(gkey)}: key '{gkey}.regime': {exc}") from None
                         key_obj = {
                             "model": mcfg, "recipe": rcfg, "policy": {"name": pol, **pcfg}, "seed": seed,
                             "data": data, "steps": steps, "save_freq": save_freq, "regime": g.regime,
@@ -152,7 +153,7 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
                         where = f"{sub_name}/{g.campaign}"
                         if run_key in seen:
                             raise SpecError(
-                                f"{spec.source}: key '{gkey or 'policies'}': run {run_id} is listed twice "
+                                f"{spec.file_for(gkey)}: key '{gkey or 'policies'}': run {run_id} is listed twice "
                                 f"({seen[run_key]} and {where}); remove one"
                             )
                         seen[run_key] = where
@@ -165,12 +166,12 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
                             evaluation=dict(spec.evaluation),
                         ))
                         n_sub += 1
-        if sub.expected_runs is not None and n_sub != sub.expected_runs:
+        if sub.expected_runs is not None and n_sub != sub.expected_runs and not spec.overrides:
             raise SpecError(
-                f"{spec.source}: key 'sub_campaigns.{sub_name}.expected_runs': declares {sub.expected_runs} "
+                f"{spec.file_for('sub_campaigns.' + sub_name)}: key 'sub_campaigns.{sub_name}.expected_runs': declares {sub.expected_runs} "
                 f"runs but the groups expand to {n_sub}; fix the groups or the count"
             )
-    if spec.expected_runs is not None and len(runs) != spec.expected_runs:
+    if spec.expected_runs is not None and len(runs) != spec.expected_runs and not spec.overrides:
         raise SpecError(
             f"{spec.source}: key 'expected_runs': declares {spec.expected_runs} runs but the campaign "
             f"expands to {len(runs)}; fix the sub-campaigns or the count"
@@ -199,10 +200,16 @@ def accounting(spec: CampaignSpec, runs: list[RunSpec]) -> dict[str, Any]:
     for r in runs:
         gpu_h[r.sub_campaign] += r.gpus * r.est_hours
     subs = spec.resolved_sub_campaigns()
+    by_sub = {s: sum(1 for r in runs if r.sub_campaign == s) for s in subs}
+    mismatch = {s: {"expected": sub.expected_runs, "planned": by_sub[s]} for s, sub in subs.items()
+                if sub.expected_runs is not None and sub.expected_runs != by_sub[s]}
+    if spec.expected_runs is not None and spec.expected_runs != len(runs):
+        mismatch["total"] = {"expected": spec.expected_runs, "planned": len(runs)}
     return {
         "campaign": spec.name,
         "total_runs": len(runs),
-        "by_sub_campaign": {s: sum(1 for r in runs if r.sub_campaign == s) for s in subs},
+        "by_sub_campaign": by_sub,
+        "expected_runs_mismatch": mismatch,
         "by_campaign_label": by("group"),
         "by_model": by("model"),
         "by_policy": by("policy"),

@@ -12,6 +12,7 @@ Work directory layout (everything addressed from one place, STUDY L18):
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -55,7 +56,10 @@ class Session:
         """The cluster's Jobs API; a local head on 127.0.0.1 owned by the workdir when no address."""
         if self._executor is None:
             if self.ray_address:
-                tok = token_file(self.workdir) if (self.workdir / "ray_auth_token").exists() else None
+                # token: the workdir's (if it owns one) else RAY_AUTH_TOKEN_PATH of the environment
+                env_tok = os.environ.get("RAY_AUTH_TOKEN_PATH")
+                tok = (token_file(self.workdir) if (self.workdir / "ray_auth_token").exists()
+                       else Path(env_tok) if env_tok else None)
                 ex = RayJobsExecutor(self.ray_address, token_file=tok)
             else:
                 self.workdir.mkdir(parents=True, exist_ok=True)

@@ -118,6 +118,13 @@ class CampaignSpec(_Strict):
     config_root: str = ""
     overrides: list[str] = Field(default_factory=list)
 
+    @field_validator("seeds")
+    @classmethod
+    def _top_seeds_unique(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"seeds {v} contain duplicates; list each seed once")
+        return v
+
     @field_validator("baselines")
     @classmethod
     def _baselines_known(cls, v: dict[str, str]) -> dict[str, str]:
@@ -125,6 +132,15 @@ class CampaignSpec(_Strict):
         if bad:
             raise ValueError(f"unknown mechanism(s) {bad}; keys are select, reweight, mix")
         return {**DEFAULT_BASELINES, **v}
+
+    def file_for(self, key: str) -> str:
+        """The file a key of this spec came from (sub_campaigns.<x>... → <dir>/<x>.yaml when it exists)."""
+        parts = key.split(".")
+        if len(parts) >= 2 and parts[0] == "sub_campaigns":
+            cand = Path(self.source).parent / f"{parts[1]}.yaml"
+            if cand.exists():
+                return str(cand)
+        return self.source
 
     def resolved_sub_campaigns(self) -> dict[str, SubCampaignSpec]:
         """Sub-campaigns, with a flat campaign's top-level grid as the single sub-campaign `main`."""

@@ -101,9 +101,17 @@ def _train_files(spec: RunSpec, workdir: Path) -> list[str]:
     return [str(train)]
 
 
+def _log_execution(rd: Path, stage: str) -> None:
+    """Noop runs append one line per real execution, so tests can prove nothing ran twice."""
+    rd.mkdir(parents=True, exist_ok=True)
+    with open(rd / "executions.log", "a") as f:
+        f.write(f"{stage} {os.getpid()} {time.time()}\n")
+
+
 def _noop_train(spec: RunSpec, out: Path) -> dict[str, Any]:
     """The `noop` recipe: no model, same stage/ledger/executor path (used by fault tests)."""
     r = spec.recipe_cfg
+    _log_execution(out.parent, "train")
     time.sleep(float(r.get("sleep_s", 0)))
     if r.get("fail"):
         raise RuntimeError(f"noop recipe configured to fail (run {spec.run_id})")
@@ -220,6 +228,8 @@ def stage_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any]:
     frames = []
     for c in ckpts:
         if spec.backend == "noop":
+            _log_execution(rd, "evaluate")
+            time.sleep(float(spec.recipe_cfg.get("eval_sleep_s", 0)))
             frames.append(_noop_records(spec, c["step"]))
             continue
         from evaluation.evaluator import evaluate_checkpoint

@@ -1,0 +1,53 @@
+"""Fixtures: a campaigns tree in a temp dir (real policy YAMLs, small model/recipe files)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CAMPAIGN = [str(Path(sys.executable).with_name("campaign"))]
+
+PAPER_MODELS = ["qwen2.5-0.5b-instruct", "qwen2.5-1.5b-instruct", "qwen2.5-3b-instruct", "qwen2.5-7b-instruct",
+                "qwen2.5-7b-base", "qwen2.5-14b-base", "llama-3.1-8b-base"]
+
+
+def write_yaml(path: Path, obj) -> Path:  # noqa: ANN001
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(obj, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """campaigns/ with the repo's policy YAMLs and paper campaign, stub model/recipe files."""
+    root = tmp_path / "campaigns"
+    shutil.copytree(REPO / "campaigns" / "policy", root / "policy")
+    shutil.copytree(REPO / "campaigns" / "paper", root / "paper")
+    for m in PAPER_MODELS + ["m0"]:
+        write_yaml(root / "model" / f"{m}.yaml", {"name": m, "path": f"hf/{m}"})
+    for r in ("grpo_7b", "grpo_05b", "grpo_mix"):
+        write_yaml(root / "recipe" / f"{r}.yaml", {"name": r, "lr": 1e-6})
+    write_yaml(root / "recipe" / "noop.yaml", {"name": "noop", "sleep_s": 0.5})
+    write_yaml(root / "recipe" / "noop_fail.yaml", {"name": "noop_fail", "fail": True})
+    write_yaml(root / "small.yaml", {
+        "name": "small", "backend": "noop", "models": ["m0"], "recipe": "noop", "steps": 2,
+        "policies": ["baseline", "gfpo", "static", "reward_gap"], "seeds": [1, 2],
+        "compute": {"nodes": 1, "gpus_per_node": 0, "gpus_per_run": 0, "hours_per_run": 0.01},
+        "retries": {"max_attempts": 2, "backoff_s": 0.2, "backoff_max_s": 1},
+    })
+    return root
+
+
+@pytest.fixture
+def helpers():  # noqa: ANN201
+    """Shared helpers (importlib mode forbids importing conftest from tests)."""
+    class H:
+        repo = REPO
+        campaign = CAMPAIGN
+        write_yaml = staticmethod(write_yaml)
+    return H
