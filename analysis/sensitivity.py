@@ -7,8 +7,6 @@ value under both rankings (NaN with fewer than 3).
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -49,9 +47,12 @@ def corr_many(ref: np.ndarray, others: np.ndarray) -> tuple[np.ndarray, np.ndarr
 def rank_correlations(config_means: pd.DataFrame) -> pd.DataFrame:
     """config_means: (configs, aggregates) -> one row per aggregate pair: a, b, spearman, kendall, n_configs."""
     rows = []
-    for a, b in itertools.combinations(config_means.columns, 2):
-        rho, tau, n = corr_many(config_means[a].to_numpy(float), config_means[[b]].to_numpy(float))
-        rows.append({"aggregate_a": a, "aggregate_b": b, "spearman": rho[0], "kendall": tau[0], "n_configs": int(n[0])})
+    names = list(config_means.columns)
+    x = config_means.to_numpy(float)
+    for i, a in enumerate(names[:-1]):
+        rho, tau, n = corr_many(x[:, i], x[:, i + 1:])
+        rows += [{"aggregate_a": a, "aggregate_b": b, "spearman": rho[k], "kendall": tau[k], "n_configs": int(n[k])}
+                 for k, b in enumerate(names[i + 1:])]
     return pd.DataFrame(rows, columns=["aggregate_a", "aggregate_b", "spearman", "kendall", "n_configs"])
 
 

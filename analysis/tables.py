@@ -101,13 +101,14 @@ def _sort_configs(df: pd.DataFrame, order: tuple[str, ...]) -> pd.DataFrame:
     return df.loc[key.sort_values(list(key.columns), kind="stable").index]
 
 
-def _config_table(spec: ConfigTableSpec, runs: pd.DataFrame, suite: Suite, paired: pd.DataFrame) -> Table:
-    sel = runs[spec.select(runs).to_numpy(bool)]
-    if sel.empty:
+def _config_table(spec: ConfigTableSpec, summ_all: pd.DataFrame, suite: Suite, paired: pd.DataFrame) -> Table:
+    """summ_all: `config_summary` of every configuration over domains + aggregates (computed once)."""
+    keys = summ_all.index.to_frame(index=False)
+    summ = summ_all[spec.select(keys).to_numpy(bool)]
+    if summ.empty:
         return Table(spec.name, spec.title, pd.DataFrame(), pd.DataFrame(), note="no records match this table")
     domain_only = spec.name == "three_domain"
     metrics = list(suite.domains) + ([suite.aggregate_names[0]] if domain_only else suite.aggregate_names)
-    summ = config_summary(sel, metrics)
     data = pd.DataFrame(index=summ.index)
     data["n_seeds"] = summ[(metrics[0], "n")]
     for m in metrics:
@@ -136,14 +137,17 @@ def _config_table(spec: ConfigTableSpec, runs: pd.DataFrame, suite: Suite, paire
     return Table(spec.name, spec.title, data, disp, note)
 
 
-def _sensitivity_table(runs: pd.DataFrame, suite: Suite) -> Table:
+def _sensitivity_table(summ_all: pd.DataFrame, suite: Suite) -> Table:
     aggs = suite.aggregate_names
-    summ = config_summary(runs, aggs).xs("mean", axis=1, level=1)
+    summ = summ_all.xs("mean", axis=1, level=1)[aggs]
     pooled = rank_correlations(summ)
     within = []
-    for _, part in summ.groupby(level=list(GROUP_KEYS), sort=True):
-        if len(part) >= 3:
-            within.append(rank_correlations(part))
+    codes = pd.MultiIndex.from_frame(summ.index.to_frame(index=False)[list(GROUP_KEYS)]).factorize()[0]
+    values = summ.to_numpy(float)
+    for g in np.unique(codes):
+        rows = codes == g
+        if rows.sum() >= 3:
+            within.append(rank_correlations(pd.DataFrame(values[rows], columns=aggs)))
     data = pooled.rename(columns={"spearman": "spearman_pooled", "kendall": "kendall_pooled",
                                   "n_configs": "n_configs_pooled"})
     if within:
@@ -213,12 +217,13 @@ def build_tables(records: pd.DataFrame, suite: Suite, names: list[str] | None = 
     if paired is None:
         paired = paired_comparisons(records, suite, runs=runs, n_resamples=n_resamples)
     specs = {s.name: s for s in CONFIG_TABLES}
+    summ_all = config_summary(runs, list(suite.domains) + suite.aggregate_names)
     out = []
     for name in wanted:
         if name in specs:
-            out.append(_config_table(specs[name], runs, suite, paired.table))
+            out.append(_config_table(specs[name], summ_all, suite, paired.table))
         elif name == "aggregation_sensitivity":
-            out.append(_sensitivity_table(runs, suite))
+            out.append(_sensitivity_table(summ_all, suite))
         elif name == "leave_one_out":
             out.append(_lobo_table(runs, suite))
         else:
