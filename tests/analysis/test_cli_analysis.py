@@ -1,0 +1,158 @@
+"""`campaign tables|compare|sensitivity|report` on the released records, and the report rendered in Chromium."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+import statistics
+import subprocess
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from analysis.report import build_report
+from analysis.tables import CONFIG_TABLES, EXTRA_TABLES, TABLE_NAMES
+from orchestrator.cli import analysis_commands
+
+REPO = Path(__file__).resolve().parents[2]
+RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
+pytestmark = pytest.mark.skipif(not RELEASED.is_file(), reason="../shared/data/released_runs_171.csv not present")
+DOMAINS = {"math": ["math500", "aime24", "olympiadbench", "minerva_math", "gsm8k"],
+           "logic": ["kk_hard", "bbh_logical_deduction", "bbh_tracking", "zebra_logic_mc"],
+           "science": ["gpqa_diamond", "mmlu_pro_chemistry", "mmlu_pro_physics"]}
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    analysis_commands.register(app)
+    return app
+
+
+def _invoke(*args: str):  # noqa: ANN202
+    return CliRunner().invoke(_app(), list(args))
+
+
+def _released(campaign: str, model: str, method: str) -> list[dict[str, str]]:
+    with open(RELEASED, newline="") as f:
+        return [r for r in csv.DictReader(f) if (r["campaign"], r["model"], r["method"]) == (campaign, model, method)]
+
+
+def _db12(r: dict[str, str]) -> float:
+    return sum(sum(float(r[b]) for b in bs) / len(bs) for bs in DOMAINS.values()) / 3
+
+
+def test_tables_all_prints_every_table_with_hand_checked_cells() -> None:
+    res = _invoke("tables", str(RELEASED), "--table", "all", "--resamples", "500")
+    assert res.exit_code == 0, res.output
+    for spec in CONFIG_TABLES:
+        assert f"## {spec.title}" in res.output
+    for title in EXTRA_TABLES.values():
+        assert f"## {title}" in res.output
+    # one cell per study table, computed here from the CSV: seed mean ± sample SD of DB-12
+    vals = [_db12(r) for r in _released("crossfamily", "Llama-3.1-8B-base", "topk")]
+    cell = f"{statistics.mean(vals):.2f} ± {statistics.stdev(vals):.2f}"
+    section = res.output.split("## Cross-family")[1].split("\n## ")[0]
+    line = next(ln for ln in section.splitlines() if "Llama-3.1-8B-base" in ln and "| topk" in ln)
+    assert cell in line
+    # the math domain mean of the mixer's 7B static configuration
+    rows = _released("mixer", "Qwen2.5-7B-Instruct", "static")
+    math_mean = statistics.mean(sum(float(r[b]) for b in DOMAINS["math"]) / 5 for r in rows)
+    mixer = res.output.split("## Mixer round")[1].split("\n## ")[0]
+    assert any(f"{math_mean:.2f} ±" in ln for ln in mixer.splitlines() if "7B" in ln and "| static" in ln)
+
+
+@pytest.mark.parametrize("fmt", ["latex", "csv"])
+def test_tables_other_formats(fmt: str, tmp_path: Path) -> None:
+    res = _invoke("tables", str(RELEASED), "--table", "main_05b,paired", "--format", fmt, "--resamples", "200")
+    assert res.exit_code == 0, res.output
+    vals = [_db12(r) for r in _released("main", "Qwen2.5-0.5B-Instruct", "gfpo")]
+    if fmt == "latex":
+        assert "\\begin{table}" in res.output and "\\label{tab:main_05b}" in res.output
+        assert f"{statistics.mean(vals):.2f} ± {statistics.stdev(vals):.2f}" in res.output
+    else:
+        body = res.output.split("# Main round, 0.5B")[1].split("\n# ")[0].split("\n", 1)[1]
+        rows = list(csv.DictReader(io.StringIO(body)))
+        g = next(r for r in rows if r["policy"] == "gfpo")
+        assert float(g["DB-12_mean"]) == pytest.approx(statistics.mean(vals), abs=1e-9)
+        assert float(g["DB-12_sd"]) == pytest.approx(statistics.stdev(vals), abs=1e-9)
+    out = tmp_path / "tabs"
+    res = _invoke("tables", str(RELEASED), "--format", fmt, "--out", str(out), "--resamples", "200")
+    assert res.exit_code == 0
+    assert sorted(p.stem for p in out.iterdir()) == sorted(TABLE_NAMES)
+
+
+def test_unknown_table_and_bad_format_exit_2() -> None:
+    assert _invoke("tables", str(RELEASED), "--table", "figure9").exit_code == 2
+    assert _invoke("tables", str(RELEASED), "--format", "xlsx").exit_code == 2
+    assert _invoke("compare", str(RELEASED), "--reference-map", "topk").exit_code == 2
+    assert _invoke("compare", str(RELEASED), "--aggregate", "Nope-3").exit_code == 2
+    assert _invoke("sensitivity", str(RELEASED), "--model", "GPT-5").exit_code == 2
+
+
+COMPARISON_KEYS = {
+    "campaign", "model", "regime", "step", "policy", "reference", "reference_campaign", "mechanism", "kind",
+    "metric_type", "metric", "n", "seeds", "method_mean", "reference_mean", "mean_diff", "sd", "t_lo", "t_hi",
+    "boot_lo", "boot_hi", "p_t", "p_perm", "p_holm", "p_bh", "margin", "p_tost", "mde", "effect", "seeds_needed",
+    "p_improve_seeds", "p_improve_posterior"}
+
+
+def test_compare_json_shape_and_values() -> None:
+    res = _invoke("compare", str(RELEASED), "--campaign", "main", "--model", "Qwen2.5-7B-Instruct",
+                  "--aggregate", "DB-12", "--margin", "1.0", "--json", "--resamples", "500")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert set(doc) == {"suite", "aggregates", "margin", "effect", "n_resamples", "seed", "sd", "family",
+                        "comparisons", "dropped"}
+    assert doc["aggregates"] == ["DB-12"] and len(doc["comparisons"]) == 8
+    for c in doc["comparisons"]:
+        assert set(c) == COMPARISON_KEYS and c["reference"] == "baseline" and isinstance(c["n"], int)
+    gfpo = next(c for c in doc["comparisons"] if c["policy"] == "gfpo")
+    base = {r["seed"]: _db12(r) for r in _released("main", "Qwen2.5-7B-Instruct", "baseline")}
+    d = [_db12(r) - base[r["seed"]] for r in _released("main", "Qwen2.5-7B-Instruct", "gfpo")]
+    assert gfpo["mean_diff"] == pytest.approx(statistics.mean(d), abs=1e-9)
+    assert gfpo["sd"] == pytest.approx(statistics.stdev(d), abs=1e-9)
+    assert 0 <= gfpo["p_tost"] <= 1
+
+
+def test_sensitivity_json_shape() -> None:
+    res = _invoke("sensitivity", str(RELEASED), "--campaign", "crossfamily", "--json", "--resamples", "200")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert [g["model"] for g in doc["groups"]] == sorted(["Llama-3.1-8B-base", "Qwen2.5-14B-base", "Qwen2.5-7B-base"])
+    g = doc["groups"][0]
+    assert g["n_configs"] == 4 and len(g["aggregate_correlations"]) == 6
+    assert set(g["seed_stability"]) == {"aggregate", "n_resamples", "mean_kendall_tau", "configs"}
+    assert sum(c["p_top1"] for c in g["seed_stability"]["configs"]) == pytest.approx(1.0)
+
+
+def test_report_is_self_contained_and_renders_in_chromium(tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    build_report(RELEASED, out, extra_sections=[("Intervention evidence", "<p id='extra'>kept_frac moved</p>")],
+                 n_resamples=500)
+    doc = out.read_text()
+    assert doc.count("<img") == 3 and doc.count("data:image/png;base64,") == 3
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", doc)  # no external URL
+    assert "<p id='extra'>kept_frac moved</p>" in doc and "Main round, 7B" in doc
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium not installed (.ci/run installs it)")
+    prof = tmp_path / "profile"
+    res = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                          f"--user-data-dir={prof}", "--virtual-time-budget=5000", "--dump-dom", out.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    body = re.search(r"<body[^>]*>", res.stdout)
+    assert body, res.stderr[-2000:]
+    assert 'data-figures-rendered="yes"' in body.group(0) and 'data-figures-count="3"' in body.group(0)
+
+
+def test_report_command_writes_file(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    res = _invoke("report", str(RELEASED), "--out", str(out), "--resamples", "200")
+    assert res.exit_code == 0, res.output
+    assert out.stat().st_size > 10_000 and out.read_text().startswith("<!DOCTYPE html>")
