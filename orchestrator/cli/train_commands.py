@@ -1,9 +1,147 @@
-"""`campaign` commands for the train area."""
+"""`campaign train` (one run, local or verl backend) and `campaign data synthetic`."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Optional
+
 import typer
+from rich.console import Console
+
+err = Console(stderr=True)
+out = Console()
+
+
+def _fail(msg: str) -> None:
+    err.print(f"[red]error:[/red] {msg}", highlight=False, markup=True)
+    raise typer.Exit(2)
+
+
+def build_request(
+    *, backend: str, policy: Path, seed: int, out_dir: Path, recipe: str, steps: Optional[int],
+    save_freq: Optional[int], model: Optional[str], mlflow_uri: Optional[str], cache_dir: Optional[Path],
+    train_files: list[str] | None = None,
+):
+    """Resolve recipe, model and policy files into a `TrainRequest` (errors name the file and field)."""
+    import yaml
+
+    from orchestrator.training.backend import TrainingError, TrainRequest
+    from orchestrator.training.local import load_model_config, load_recipe
+    from orchestrator.training.warmup import content_hash
+
+    if not policy.is_file():
+        raise TrainingError(f"{policy}: policy file not found (see campaigns/policy/*.yaml)")
+    try:
+        pol = yaml.safe_load(policy.read_text())
+    except yaml.YAMLError as e:
+        raise TrainingError(f"{policy}: not valid YAML ({e})") from None
+    if not isinstance(pol, dict):
+        raise TrainingError(f"{policy}: expected a mapping with name/mechanism")
+    pol.setdefault("name", policy.stem)
+    rec = load_recipe(recipe)
+    if rec.get("backend", backend) != backend:
+        raise TrainingError(f"recipe {recipe!r} is for backend {rec.get('backend')!r}, not {backend!r}; pick another --recipe")
+    model_name = model or rec.get("model")
+    if not model_name:
+        raise TrainingError(f"recipe {recipe!r}: model: missing; pass --model campaigns/model/<name>.yaml or a name")
+    mcfg = load_model_config(model_name)
+    if "path" not in mcfg:
+        raise TrainingError(f"model {model_name!r}: path: missing (an HF id/directory or builtin:<name>)")
+    run_key = content_hash({"policy": pol, "seed": seed, "recipe": rec, "model": mcfg, "train_files": train_files or []})
+    extra: dict = {"model": mcfg, "policy_path": str(policy.resolve())}
+    if mlflow_uri:
+        extra["mlflow_uri"] = mlflow_uri
+    if cache_dir:
+        extra["cache_dir"] = str(cache_dir)
+    return TrainRequest(
+        run_id=f"{pol['name']}_s{seed}", run_key=run_key, policy=pol, seed=seed, out_dir=out_dir, recipe=rec,
+        model_path=str(mcfg["path"]), train_files=list(train_files or []), total_steps=int(steps or 0),
+        save_freq=int(save_freq or 0), extra=extra,
+    )
 
 
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the main app."""
+
+    @app.command("train")
+    def train(
+        policy: Path = typer.Option(..., "--policy", help="policy YAML, e.g. campaigns/policy/topk.yaml"),
+        seed: int = typer.Option(..., "--seed", help="run seed: data order, sampling and policy randomness"),
+        out: Path = typer.Option(..., "--out", help="run directory (checkpoints/, metrics.jsonl, result.json)"),
+        backend: str = typer.Option("local", "--backend", help="local (CPU, tiny models) or verl (GPU)"),
+        recipe: str = typer.Option("cpu_tiny", "--recipe", help="campaigns/recipe/<name>.yaml or a path"),
+        steps: Optional[int] = typer.Option(None, "--steps", help="override the recipe's total steps"),
+        save_freq: Optional[int] = typer.Option(None, "--save-freq", help="override the checkpoint interval"),
+        model: Optional[str] = typer.Option(None, "--model", help="campaigns/model/<name>.yaml (default: the recipe's)"),
+        train_file: Optional[list[str]] = typer.Option(None, "--train-file", help="Parquet in the study schema (repeatable)"),
+        mlflow_uri: Optional[str] = typer.Option(None, "--mlflow-uri", help="default sqlite:///<out>/mlflow.db"),
+        no_mlflow: bool = typer.Option(False, "--no-mlflow", help="write only metrics.jsonl"),
+        cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="base-model/data cache (default ~/.cache/windtunnel)"),
+    ) -> None:
+        """Train one policy at one seed and print the checkpoints and compute."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from orchestrator.training.backend import TrainingError, get_backend
+
+        if backend not in ("local", "verl"):
+            _fail(f"--backend: got {backend!r}; choose local or verl")
+        try:
+            uri = None if no_mlflow else (mlflow_uri or f"sqlite:///{out.resolve() / 'mlflow.db'}")
+            req = build_request(backend=backend, policy=policy, seed=seed, out_dir=out, recipe=recipe, steps=steps,
+                                save_freq=save_freq, model=model, mlflow_uri=uri, cache_dir=cache_dir,
+                                train_files=train_file)
+            if backend == "local":
+                from orchestrator.training.local import run_training
+
+                with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                              TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=err) as bar:
+                    task = bar.add_task(f"train {req.run_id}", total=req.total_steps or None, info="")
+
+                    def progress(step: int, total: int, row: dict) -> None:
+                        bar.update(task, completed=step, total=total,
+                                   info=f"reward {row.get('reward/mean', float('nan')):.3f}")
+
+                    result = run_training(req, progress=progress)
+            else:
+                result = get_backend(backend).train(req)
+        except TrainingError as e:
+            _fail(str(e))
+        except Exception as e:  # policy validation errors (PolicyConfigError) are user errors too
+            if type(e).__name__ == "PolicyConfigError":
+                _fail(str(e))
+            raise
+        out.mkdir(parents=True, exist_ok=True)
+        for c in result.checkpoints:
+            typer.echo(f"checkpoint step {c.step}: {c.path}")
+        typer.echo(f"metrics: {result.metrics_path}")
+        typer.echo("compute: " + json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in result.compute.items()}))
+
+    data_app = typer.Typer(help="Build datasets.", no_args_is_help=True)
+    existing = [g for g in app.registered_groups if g.name == "data"]
+    if existing:  # another area already registered `campaign data`: add our subcommand to it
+        data_app = existing[0].typer_instance
+    else:
+        app.add_typer(data_app, name="data")
+
+    @data_app.command("synthetic")
+    def synthetic_cmd(
+        out: Path = typer.Option(..., "--out", help="output directory"),
+        seed: int = typer.Option(42, "--seed", help="generator seed"),
+        per_domain: int = typer.Option(2000, "--per-domain", help="training prompts per domain"),
+        test_per_domain: int = typer.Option(32, "--test-per-domain", help="held-out prompts per domain"),
+        eval_items: int = typer.Option(16, "--eval-items", help="items per benchmark fixture"),
+        suite: str = typer.Option("db12", "--suite", help="suite whose benchmarks get fixtures"),
+    ) -> None:
+        """Write the synthetic corpus (train/test.parquet) and eval fixtures (eval/<benchmark>.parquet)."""
+        from orchestrator.training import synthetic
+
+        for name, val in (("--per-domain", per_domain), ("--test-per-domain", test_per_domain), ("--eval-items", eval_items)):
+            if val < 1:
+                _fail(f"{name}: got {val}; must be >= 1")
+        try:
+            paths = synthetic.write_corpus(out, seed=seed, train_per_domain=per_domain, test_per_domain=test_per_domain)
+            fixtures = synthetic.write_eval_fixtures(out / "eval", seed=seed, n_items=eval_items, suite=suite)
+        except (ValueError, KeyError, FileNotFoundError) as e:
+            _fail(f"synthetic data: {e}")
+        typer.echo(f"train: {paths['train']}\ntest: {paths['test']}\neval fixtures: {out / 'eval'} ({len(fixtures)} benchmarks)")

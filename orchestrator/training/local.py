@@ -1,0 +1,439 @@
+"""The local GRPO backend: real GRPO on a tiny model on CPU, with verl's own advantage and loss math.
+
+Why: verl cannot roll out on CPU (VERL.md §8), yet users and CI must run a real campaign without a
+GPU. This loop does its own rollouts with HF `generate`, scores them with the evaluation graders
+(`evaluation.reward.compute_score`, the same function verl calls), and reuses
+`compute_grpo_outcome_advantage`, the registered `vanilla` policy loss with `rollout_is_weights`
+and `token-mean` aggregation, and the `low_var_kl` penalty from `verl.trainer.ppo.core_algos`.
+The data policy acts where it acts in the verl plugin: selection/reweighting after advantages
+(its weights become `rollout_is_weights`), mixing through the `DomainSampler` before rollout.
+
+Determinism: every random draw comes from the run seed (data order, sampling, policy RNG), torch
+runs with deterministic algorithms on a fixed thread count, so the same seed gives bit-identical
+checkpoints and metrics (timing keys `time/*` excepted).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from orchestrator.training import rollout as ro
+from orchestrator.training import warmup
+from orchestrator.training.backend import Checkpoint, TrainingBackend, TrainingError, TrainRequest, TrainResult
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ProgressFn = Callable[[int, int, dict[str, Any]], None]
+
+
+# --- configuration ----------------------------------------------------------------------------
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise TrainingError(f"{path}: file not found") from None
+    except yaml.YAMLError as e:
+        raise TrainingError(f"{path}: not valid YAML ({e})") from None
+    if not isinstance(data, dict):
+        raise TrainingError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def load_recipe(name_or_path: str | Path) -> dict[str, Any]:
+    """A recipe by name (`campaigns/recipe/<name>.yaml`) or by path."""
+    p = Path(name_or_path)
+    if not p.suffix:
+        p = REPO_ROOT / "campaigns" / "recipe" / f"{name_or_path}.yaml"
+    return load_yaml(p)
+
+
+def load_model_config(name_or_path: str | Path) -> dict[str, Any]:
+    p = Path(name_or_path)
+    if not p.suffix:
+        p = REPO_ROOT / "campaigns" / "model" / f"{name_or_path}.yaml"
+    return load_yaml(p)
+
+
+def _section(recipe: dict, key: str) -> dict[str, Any]:
+    val = recipe.get(key, {}) or {}
+    if not isinstance(val, dict):
+        raise TrainingError(f"recipe {recipe.get('name', '?')!r}: {key}: expected a mapping, got {type(val).__name__}")
+    return val
+
+
+def _step_seed(seed: int, step: int, stream: int) -> int:
+    """Independent, reproducible 63-bit seeds per (run seed, step, stream)."""
+    return int(np.random.SeedSequence([seed, step, stream]).generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+
+class PromptPool:
+    """Training prompts as columns; `domain` dense ids in the recipe's domain order."""
+
+    def __init__(self, files: list[str | Path], domains: list[str]):
+        frames = []
+        for f in files:
+            try:
+                frames.append(pd.read_parquet(f))
+            except FileNotFoundError:
+                raise TrainingError(f"{f}: training file not found") from None
+        df = pd.concat(frames, ignore_index=True)
+        required = ["data_source", "prompt", "reward_model", "domain"]
+        missing = [c for c in required if c not in df.columns]
+        if missing:
+            raise TrainingError(f"{files}: missing column(s) {missing}; expected the study schema {required}")
+        unknown = sorted(set(df["domain"]) - set(domains))
+        if unknown:
+            raise TrainingError(f"{files}: domain value(s) {unknown} not in the recipe's data.domains {domains}")
+        self.df = df
+        self.messages = [list(p) for p in df["prompt"]]
+        self.ground_truth = [str(rm["ground_truth"]) for rm in df["reward_model"]]
+        self.data_source = df["data_source"].astype(str).tolist()
+        self.extra_info = [dict(e) if isinstance(e, dict) else {} for e in df.get("extra_info", [None] * len(df))]
+        self.domain_names = domains
+        self.domain = np.array([domains.index(d) for d in df["domain"]], dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.df)
+
+
+class ShuffledOrder:
+    """verl's RandomSampler with `data.seed`: a seeded permutation per epoch, drop_last batches."""
+
+    def __init__(self, n: int, batch_size: int, seed: int):
+        if n < batch_size:
+            raise TrainingError(f"training set has {n} prompts, fewer than prompts_per_step={batch_size}")
+        self.n, self.bs = n, batch_size
+        self.rng = np.random.default_rng(np.random.SeedSequence([seed, 0xDA7A]))
+        self.perm, self.pos = self.rng.permutation(n), 0
+
+    def next(self) -> np.ndarray:
+        if self.pos + self.bs > self.n:
+            self.perm, self.pos = self.rng.permutation(self.n), 0
+        out = self.perm[self.pos : self.pos + self.bs]
+        self.pos += self.bs
+        return out
+
+
+def score_responses(pool: PromptPool, idx: np.ndarray, texts: list[str], n: int) -> tuple[torch.Tensor, list[str]]:
+    """Rewards from the evaluation graders (one grader for training and evaluation)."""
+    from evaluation.reward import compute_score
+
+    scores, statuses = [], []
+    for row, text in enumerate(texts):
+        i = int(idx[row // n])
+        res = compute_score(pool.data_source[i], text, pool.ground_truth[i], pool.extra_info[i])
+        scores.append(float(res["score"]))
+        statuses.append(str(res.get("status", "ok")))
+    return torch.tensor(scores, dtype=torch.float32), statuses
+
+
+# --- checkpoints and metrics --------------------------------------------------------------------
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def save_checkpoint(model, tokenizer, out_dir: Path, step: int, meta: dict[str, Any]) -> Checkpoint:
+    """HF-format save into a temp dir, `completed.json` (with weight sha256) written last, then rename."""
+    final = out_dir / "checkpoints" / f"global_step_{step}"
+    tmp = final.with_name(f".global_step_{step}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    weights = sorted(tmp.glob("*.safetensors"))
+    info = {"step": step, "sha256": {w.name: sha256_file(w) for w in weights}, **meta}
+    (tmp / "completed.json").write_text(json.dumps(info, indent=1, sort_keys=True))
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return Checkpoint(step, final)
+
+
+def verify_checkpoint(path: Path) -> bool:
+    """True when `completed.json` exists and every weight file matches its recorded sha256."""
+    done = Path(path) / "completed.json"
+    if not done.exists():
+        return False
+    info = json.loads(done.read_text())
+    return bool(info.get("sha256")) and all(
+        (Path(path) / name).exists() and sha256_file(Path(path) / name) == digest for name, digest in info["sha256"].items()
+    )
+
+
+def _atomic_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True, default=str))
+    os.replace(tmp, path)
+
+
+# --- the loop -----------------------------------------------------------------------------------
+
+
+def _load_policy(req: TrainRequest, domains: list[str], n: int):
+    """The data policy, or None for stock GRPO (`mechanism: none`)."""
+    mech = (req.policy or {}).get("mechanism", "none")
+    try:
+        from policies import load_policy
+    except ImportError as e:
+        if mech == "none":
+            return None
+        raise TrainingError(f"policy {req.policy.get('name')!r} needs the policies package: {e}") from None
+    return load_policy(dict(req.policy), seed=req.seed, domains=domains, rollout_n=n)
+
+
+def _resolve_model(req: TrainRequest, recipe: dict, cache_root: Path) -> Path:
+    mp = req.model_path
+    if mp.startswith("builtin:"):
+        model_cfg = req.extra.get("model") or load_model_config(mp.split(":", 1)[1])
+        return warmup.base_model(model_cfg, recipe, cache_root)
+    p = Path(mp)
+    if not (p / "config.json").exists():
+        raise TrainingError(f"model_path {mp!r}: no config.json there; give an HF model directory or builtin:<model>")
+    return p
+
+
+@torch.no_grad()
+def heldout_reward(model, tokenizer, pool: PromptPool, max_new_tokens: int) -> dict[str, float]:
+    """Greedy mean reward per domain on the fixed held-out set."""
+    model.eval()
+    idx = np.arange(len(pool))
+    out = ro.generate(model, tokenizer, pool.messages, n=1, max_new_tokens=max_new_tokens, do_sample=False)
+    scores, _ = score_responses(pool, idx, out.texts, 1)
+    res = {"val/reward_mean": float(scores.mean())}
+    for d, name in enumerate(pool.domain_names):
+        sel = torch.from_numpy(pool.domain == d)
+        res[f"val/reward_mean/{name}"] = float(scores[sel].mean()) if bool(sel.any()) else float("nan")
+    return res
+
+
+def _finished(out: Path, config_hash: str) -> TrainResult | None:
+    """The earlier result of this exact request, if its final checkpoint verifies."""
+    rp = out / "result.json"
+    if not rp.exists():
+        return None
+    res = json.loads(rp.read_text())
+    if res.get("config_hash") != config_hash:
+        return None
+    cks = [Checkpoint(c["step"], Path(c["path"])) for c in res["checkpoints"]]
+    if not cks or not all(verify_checkpoint(c.path) for c in cks):
+        return None
+    return TrainResult(cks, Path(res["metrics_path"]), res["compute"])
+
+
+def run_training(req: TrainRequest, progress: ProgressFn | None = None) -> TrainResult:
+    """Train `req` on CPU; idempotent (a verified finished run is returned as is, a partial one restarts)."""
+    t0 = time.time()
+    recipe = req.recipe
+    data_cfg, roll_cfg = _section(recipe, "data"), _section(recipe, "rollout")
+    actor_cfg, trainer_cfg = _section(recipe, "actor"), _section(recipe, "trainer")
+    total_steps = int(req.total_steps or trainer_cfg.get("total_steps", 0))
+    save_freq = int(req.save_freq or trainer_cfg.get("save_freq", 0)) or total_steps
+    if total_steps < 1:
+        raise TrainingError("total_steps must be >= 1 (set it in the request or recipe trainer.total_steps)")
+    out = Path(req.out_dir).resolve()
+    config_hash = req.config_hash()
+    done = _finished(out, config_hash)
+    if done is not None:
+        return done
+    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+
+    # determinism: fixed threads, deterministic kernels, everything seeded from req.seed
+    torch.set_num_threads(int(trainer_cfg.get("num_threads", 1)))
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(_step_seed(req.seed, 0, 0))
+
+    cache_root = Path(req.extra.get("cache_dir") or warmup.default_cache_root())
+    domains = list(data_cfg.get("domains", ["math", "logic", "science"]))
+    corpus = warmup.synthetic_corpus(data_cfg, cache_root) if not req.train_files or not req.extra.get("val_files") else None
+    train_files = list(req.train_files) or [str(corpus["train"])]
+    val_files = list(req.extra.get("val_files") or [str(corpus["test"])])
+    pool, heldout = PromptPool(train_files, domains), PromptPool(val_files, domains)
+
+    model_dir = _resolve_model(req, recipe, cache_root)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from verl.trainer.ppo.core_algos import agg_loss, compute_grpo_outcome_advantage, get_policy_loss_fn, kl_penalty
+    from verl.workers.config.actor import FSDPActorConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+    ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+
+    n = int(roll_cfg.get("n", 8))
+    prompts_per_step = int(actor_cfg.get("prompts_per_step", 12))
+    max_new = int(roll_cfg.get("max_new_tokens", 20))
+    policy = _load_policy(req, domains, n)
+    mixing = policy is not None and policy.mechanism == "mix"
+    if mixing:
+        from policies import DomainSampler
+
+        sampler = DomainSampler(pool.domain, prompts_per_step, seed=_step_seed(req.seed, 0, 1), n_domains=len(domains), names=domains)
+    else:
+        order = ShuffledOrder(len(pool), prompts_per_step, req.seed)
+
+    loss_cfg = FSDPActorConfig(
+        strategy="fsdp",
+        rollout_n=n,
+        ppo_mini_batch_size=prompts_per_step,
+        ppo_micro_batch_size_per_gpu=prompts_per_step * n,
+        clip_ratio=float(actor_cfg.get("clip_ratio", 0.2)),
+        loss_agg_mode=str(actor_cfg.get("loss_agg_mode", "token-mean")),
+    )
+    policy_loss_fn = get_policy_loss_fn(str(actor_cfg.get("policy_loss", "vanilla")))
+    kl_coef = float(actor_cfg.get("kl_loss_coef", 0.001)) if actor_cfg.get("use_kl_loss", True) else 0.0
+    kl_type = str(actor_cfg.get("kl_loss_type", "low_var_kl"))
+    optim = torch.optim.AdamW(
+        model.parameters(),
+        lr=float(actor_cfg.get("lr", 1e-4)),
+        weight_decay=float(actor_cfg.get("weight_decay", 0.01)),
+        betas=(0.9, 0.999),
+    )
+    grad_clip = float(actor_cfg.get("grad_clip", 1.0))
+    eval_freq = int(trainer_cfg.get("eval_freq", save_freq))
+    ckpt_meta = {"run_id": req.run_id, "run_key": req.run_key, "config_hash": config_hash, "seed": req.seed}
+
+    metrics_path = out / "metrics.jsonl"
+    checkpoints: list[Checkpoint] = []
+    compute = {"wall_s": 0.0, "gpu_s": 0.0, "rollout_tokens": 0, "update_tokens": 0.0}
+    with open(metrics_path, "w") as mf:
+
+        def emit(row: dict[str, Any]) -> None:
+            mf.write(json.dumps(row, sort_keys=True) + "\n")
+            mf.flush()
+
+        if trainer_cfg.get("val_before_train", True):
+            emit({"step": 0, **heldout_reward(model, tokenizer, heldout, max_new)})
+
+        for step in range(1, total_steps + 1):
+            ts = time.time()
+            row: dict[str, Any] = {"step": step}
+            # 1. which prompts (mixers act here, before rollout)
+            if mixing:
+                idx = sampler.sample(policy.proportions(step))
+                row.update({f"mix/{k}": float(v) for k, v in sampler.last_diagnostics.items()})
+            else:
+                idx = order.next()
+            # 2. rollout
+            model.eval()
+            roll = ro.generate(
+                model,
+                tokenizer,
+                [pool.messages[i] for i in idx],
+                n=n,
+                max_new_tokens=max_new,
+                temperature=float(roll_cfg.get("temperature", 1.0)),
+                top_p=float(roll_cfg.get("top_p", 1.0)),
+                top_k=int(roll_cfg.get("top_k", 0)),
+                seed=_step_seed(req.seed, step, 2),
+            )
+            mask = roll.response_mask
+            rewards, statuses = score_responses(pool, idx, roll.texts, n)
+            group = torch.arange(len(idx)).repeat_interleave(n)
+            domain = torch.from_numpy(pool.domain[idx]).repeat_interleave(n)
+            # 3. GRPO advantages (verl)
+            last = (mask.sum(dim=1).long() - 1).clamp(min=0)
+            token_rewards = torch.zeros_like(mask)
+            token_rewards[torch.arange(mask.shape[0]), last] = rewards
+            advantages, _ = compute_grpo_outcome_advantage(
+                token_rewards, mask, index=group.numpy(),
+                norm_adv_by_std_in_grpo=bool(actor_cfg.get("norm_adv_by_std_in_grpo", True)),
+            )
+            input_ids, attn = roll.input_ids, roll.attention_mask
+            with torch.no_grad():
+                old_lp = ro.response_log_probs(model, input_ids, attn, mask.shape[1])
+                ref_lp = ro.response_log_probs(ref_model, input_ids, attn, mask.shape[1]) if kl_coef else None
+            # 4. the data policy, after advantages (selection / reweighting -> rollout_is_weights)
+            weights = None
+            if policy is not None:
+                from policies import StepBatch
+
+                batch = StepBatch(advantages=advantages, rewards=rewards, response_mask=mask, group=group,
+                                  old_log_probs=old_lp, domain=domain)
+                res = policy.apply(batch, step=step)
+                weights = res.weights
+                if res.advantages is not None:
+                    advantages = res.advantages
+                row.update({f"policy/{k}": float(v) for k, v in res.diagnostics.items()})
+                if mixing:
+                    row.update({f"policy/{k}": float(v) for k, v in policy.observe(batch, step=step).items()})
+            # 5. actor update: clipped PG with rollout_is_weights + KL to the reference (verl's functions)
+            model.train()
+            lp = ro.response_log_probs(model, input_ids, attn, mask.shape[1])
+            pg_loss, pg_metrics = policy_loss_fn(
+                old_log_prob=old_lp, log_prob=lp, advantages=advantages, response_mask=mask,
+                loss_agg_mode=loss_cfg.loss_agg_mode, config=loss_cfg, rollout_is_weights=weights,
+            )
+            loss = pg_loss
+            if kl_coef:
+                kl_loss = agg_loss(loss_mat=kl_penalty(lp, ref_lp, kl_type), loss_mask=mask, loss_agg_mode=loss_cfg.loss_agg_mode)
+                loss = loss + kl_coef * kl_loss
+                row["actor/kl_loss"] = float(kl_loss.detach())
+            optim.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            optim.step()
+            # 6. metrics
+            rollout_tokens = int(mask.sum())
+            update_tokens = float((mask * (weights > 0).float()).sum()) if weights is not None else float(rollout_tokens)
+            compute["rollout_tokens"] += rollout_tokens
+            compute["update_tokens"] += update_tokens
+            row.update({
+                "actor/pg_loss": float(pg_loss.detach()), "actor/grad_norm": float(grad_norm), **{k: float(v) for k, v in pg_metrics.items()},
+                "reward/mean": float(rewards.mean()),
+                "response/length_mean": float(mask.sum(dim=1).mean()),
+                "response/truncation_rate": float(roll.truncated.float().mean()),
+                "reward/no_answer_rate": float(np.mean([s == "no_answer" for s in statuses])),
+                "tokens/rollout": rollout_tokens, "tokens/update": update_tokens,
+            })
+            for d, name in enumerate(domains):
+                sel = domain == d
+                row[f"reward/mean/{name}"] = float(rewards[sel].mean()) if bool(sel.any()) else float("nan")
+                row[f"data/realised_prop_{name}"] = float(sel.float().mean())
+            if step % eval_freq == 0 or step == total_steps:
+                row.update(heldout_reward(model, tokenizer, heldout, max_new))
+            if step % save_freq == 0 or step == total_steps:
+                checkpoints.append(save_checkpoint(model, tokenizer, out, step, ckpt_meta))
+            row["time/step_s"] = time.time() - ts
+            emit(row)
+            if progress is not None:
+                progress(step, total_steps, row)
+
+    compute["wall_s"] = time.time() - t0
+    result = TrainResult(checkpoints, metrics_path, compute)
+    _atomic_json(out / "result.json", {**result.to_json(), "config_hash": config_hash, "run_id": req.run_id,
+                                        "run_key": req.run_key, "base_model": str(model_dir)})
+    if req.extra.get("mlflow_uri"):
+        from orchestrator import tracking
+
+        tracking.log_training_run(req.extra["mlflow_uri"], req, result)
+    return result
+
+
+class LocalBackend(TrainingBackend):
+    """CPU GRPO on tiny models (see the module docstring)."""
+
+    name = "local"
+
+    def train(self, req: TrainRequest) -> TrainResult:
+        return run_training(req)

@@ -1,0 +1,160 @@
+"""The tiny base model: build a random tiny Qwen2, then a short supervised warm-up on the answer format.
+
+Why: RL from a random initialisation earns no reward at all, so the CPU recipe starts from a model
+that already answers in the graders' format (and is right only part of the time: the warm-up labels
+carry deliberate noise, leaving headroom for GRPO to show learning). The result is saved HF-style and
+cached by the content hash of everything that determines it, so all runs of a campaign share it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from orchestrator.training import synthetic
+from orchestrator.training.tiny_model import build_tiny_model
+
+WARMUP_VERSION = 1  # bump when the warm-up procedure changes (invalidates caches)
+
+
+def default_cache_root() -> Path:
+    return Path(os.environ.get("WINDTUNNEL_CACHE", Path.home() / ".cache" / "windtunnel"))
+
+
+def content_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+class _Lock:
+    """Exclusive file lock so concurrent runs build a shared cache entry once."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.fh = open(path, "w")
+
+    def __enter__(self):
+        fcntl.flock(self.fh, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.fh, fcntl.LOCK_UN)
+        self.fh.close()
+
+
+def synthetic_corpus(data_cfg: dict, cache_root: Path | None = None) -> dict[str, Path]:
+    """Train/test Parquet of the recipe's synthetic corpus, generated once per content hash."""
+    cache_root = Path(cache_root or default_cache_root())
+    key = content_hash({"data": data_cfg, "v": WARMUP_VERSION})
+    d = cache_root / "data" / key
+    paths = {"train": d / "train.parquet", "test": d / "test.parquet"}
+    with _Lock(cache_root / "locks" / f"data-{key}.lock"):
+        if not all(p.exists() for p in paths.values()):
+            synthetic.write_corpus(
+                d,
+                seed=int(data_cfg.get("seed", 42)),
+                train_per_domain=int(data_cfg.get("train_per_domain", 2000)),
+                test_per_domain=int(data_cfg.get("test_per_domain", 32)),
+                domains=tuple(data_cfg.get("domains", synthetic.DOMAINS)),
+                levels=dict(data_cfg.get("levels", {})),
+            )
+    return paths
+
+
+def _noisy_response(rng: random.Random, domain: str, prompt: str, response: str, gold: str) -> str:
+    """A wrong answer in the right format (used for the warm-up's label noise)."""
+    if domain == "math":
+        wrong = str(int(gold) + rng.choice([-3, -2, -1, 1, 2, 3]))
+        return f"\\boxed{{{wrong}}}"
+    if domain == "logic":
+        import re
+
+        pairs = re.findall(r"(\w+) is a (knight|knave)", gold)
+        flip = rng.randrange(len(pairs))
+        parts = [f"{n} is a {('knave' if r == 'knight' else 'knight') if i == flip else r}" for i, (n, r) in enumerate(pairs)]
+        return f"{parts[0]}, and {parts[1]}."
+    letters = [c for c in synthetic.LETTERS if c != gold]
+    return f"Answer: {rng.choice(letters)}"
+
+
+def _sft_examples(train_path: Path, noise: float, seed: int) -> list[tuple[list[dict], str]]:
+    df = pd.read_parquet(train_path)
+    rng = random.Random(seed)
+    out = []
+    for row in df.itertuples(index=False):
+        gold = row.reward_model["ground_truth"]
+        good = {"math": f"\\boxed{{{gold}}}", "logic": gold, "science": f"Answer: {gold}"}[row.domain]
+        resp = _noisy_response(rng, row.domain, row.prompt[0]["content"], good, gold) if rng.random() < noise else good
+        out.append((list(row.prompt), resp))
+    return out
+
+
+def supervised_warmup(model_dir: Path, examples: list[tuple[list[dict], str]], cfg: dict) -> None:
+    """Teacher-forced cross-entropy on response tokens only; seeded, a few seconds on CPU."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    seed = int(cfg.get("seed", 0))
+    torch.manual_seed(seed)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=float(cfg.get("lr", 3e-3)), weight_decay=0.0)
+    rng = random.Random(seed)
+    bs, steps = int(cfg.get("batch_size", 32)), int(cfg.get("steps", 200))
+    for _ in range(steps):
+        batch = [examples[rng.randrange(len(examples))] for _ in range(bs)]
+        prompts = [tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m, _ in batch]
+        p_ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        r_ids = [tok(r + "<|im_end|>", add_special_tokens=False)["input_ids"] for _, r in batch]
+        width = max(len(p) + len(r) for p, r in zip(p_ids, r_ids))
+        ids = torch.full((bs, width), tok.pad_token_id)
+        labels = torch.full((bs, width), -100)
+        attn = torch.zeros((bs, width), dtype=torch.long)
+        for i, (p, r) in enumerate(zip(p_ids, r_ids)):
+            seq = p + r
+            ids[i, : len(seq)] = torch.tensor(seq)
+            labels[i, len(p) : len(seq)] = torch.tensor(r)
+            attn[i, : len(seq)] = 1
+        loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    model.save_pretrained(model_dir)
+
+
+def base_model(model_cfg: dict, recipe: dict, cache_root: Path | None = None) -> Path:
+    """Path of the warmed-up tiny base model for (model YAML, recipe data + warmup), built once."""
+    cache_root = Path(cache_root or default_cache_root())
+    data_cfg = dict(recipe.get("data", {}))
+    warm_cfg = dict(recipe.get("warmup", {}))
+    arch = dict(model_cfg.get("architecture", {}))
+    key = content_hash({"arch": arch, "data": data_cfg, "warmup": warm_cfg, "v": WARMUP_VERSION})
+    final = cache_root / "base_models" / key
+    with _Lock(cache_root / "locks" / f"model-{key}.lock"):
+        if (final / "completed.json").exists():
+            return final
+        corpus = synthetic_corpus(data_cfg, cache_root)
+        tmp = final.with_name(f".{key}.tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        build_tiny_model(
+            tmp,
+            corpus=synthetic.tokenizer_corpus(int(data_cfg.get("seed", 42))),
+            seed=int(warm_cfg.get("seed", 0)),
+            **arch,
+        )
+        examples = _sft_examples(corpus["train"], float(warm_cfg.get("label_noise", 0.0)), int(warm_cfg.get("seed", 0)))
+        if int(warm_cfg.get("steps", 0)) > 0:
+            supervised_warmup(tmp, examples, warm_cfg)
+        (tmp / "completed.json").write_text(json.dumps({"key": key, "arch": arch, "warmup": warm_cfg, "data": data_cfg}))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+    return final
