@@ -59,11 +59,14 @@ def _weight_stats(w_seq: Tensor | None, w_tok: Tensor | None, batch: StepBatch) 
     length = signals.response_length(batch)
     n_tok = float(length.sum())
     if w_tok is not None:
-        m = batch.mask
-        on = m > 0
-        vals = w_tok[on]
-        update = float((vals > 0).sum())
-        mean, std, mx = (float(vals.mean()), float(vals.std(unbiased=False)), float(vals.max())) if vals.numel() else (math.nan,) * 3
+        # token weights are zero outside the mask and >= 0: reduce without boolean indexing
+        if n_tok > 0:
+            mean = float(w_tok.sum(-1).double().sum()) / n_tok
+            sq = float(torch.linalg.vector_norm(w_tok).double() ** 2) / n_tok
+            std, mx = math.sqrt(max(sq - mean**2, 0.0)), float(w_tok.max())
+        else:
+            mean = std = mx = math.nan
+        update = float(torch.count_nonzero(w_tok))
     else:
         w = w_seq if w_seq is not None else batch.valid.float()
         has = length > 0
@@ -122,7 +125,8 @@ class DataPolicy:
         self.stats: DomainStats | None = None
         self._props: Tensor | None = None
         if isinstance(self.actuator, Mixer):
-            self.stats = DomainStats(len(self.domains), self.actuator.params["window"], self.actuator.params["window_unit"])
+            self.stats = DomainStats(len(self.domains), self.actuator.params["window"], self.actuator.params["window_unit"],
+                                     needs_abs_adv=self.actuator.params.get("signal") == "mean_abs_advantage")
             self._props = torch.full((len(self.domains),), 1.0 / len(self.domains))
 
     def __repr__(self) -> str:
@@ -139,14 +143,27 @@ class DataPolicy:
 
     @property
     def passes(self) -> float:
-        """Full (B, L) memory passes one `apply` needs (one read + one write each): declared for the benchmark."""
-        if self.mechanism in ("none", "mix"):
-            return 1.0  # the response-length reduction for diagnostics
-        p = 1.0 + 1.0  # response length (one read) + writing the (B, L) weights
+        """(B, L) memory passes one step needs, declared for the benchmark. One pass = one read + one write
+        of a (B, L) float32 tensor into existing memory. A fresh (B, L) output (the weights, recomputed
+        advantages) counts one more pass: the OS zeroes new pages before we write them (measured: a fresh
+        `mask * w` costs two preallocated passes)."""
+        if self.mechanism == "none":
+            return 0.5  # the response-length reduction for diagnostics (one read)
+        if self.mechanism == "mix":
+            return 0.5 + (3.0 if self.stats is not None and self.stats.needs_abs_adv else 0.0)
+        p = 0.5  # response length (one read of the mask)
+        token_level = self.scorer is not None and self.scorer.granularity == "token"
+        # sequence weights: write mask * w into a fresh tensor (1 + 1 fresh); token weights: the scorer's
+        # fresh exp output is reused in place (+1 fresh) and the stats are four reductions (sum, norm, max,
+        # count: 2)
+        p += 3.0 if token_level else 2.0
         p += self.scorer.passes if self.scorer else 0
         p += self.actuator.passes if self.actuator else 0
+        uses_abs_adv = self.scorer is not None and type(self.scorer).__name__ == "AdvantageMagnitude"
+        if self.actuator is not None and self.actuator.params.get("normalize") == "informative_tokens" and not uses_abs_adv:
+            p += 3.0  # mean |advantage| to find the informative rows
         if self.recompute_advantages:
-            p += 1.0
+            p += 2.0  # fresh (B, L) advantages: mask * a
         return p
 
     # ---- selection / reweighting ---------------------------------------------------------------
@@ -192,7 +209,7 @@ class DataPolicy:
         else:
             w = self.actuator.weigh(scores, batch)
             if w.dim() == 2:
-                w_tok, w_seq = w * batch.mask, None
+                w_tok, w_seq = w, None  # already zero outside the mask (Reweighter.raw contract)
             else:
                 w_seq = torch.where(valid, w, torch.zeros_like(w))
             kept_frac = 1.0

@@ -23,7 +23,8 @@ class Scorer:
     granularity: ClassVar[str] = "sequence"
     reads: ClassVar[tuple[str, ...]] = ()
     PARAMS: ClassVar[Mapping[str, Param]] = {}
-    passes: ClassVar[int] = 0  # full (B, L) memory passes the score needs
+    # (B, L) memory passes the score needs; one pass = one read + one write of a (B, L) float32 tensor
+    passes: ClassVar[float] = 0.0
 
     def __init__(self, **params: object) -> None:
         self.params = params
@@ -38,12 +39,12 @@ class AdvantageMagnitude(Scorer):
 
     reads = ("advantages", "response_mask")
     PARAMS = {"agg": Param(str, "mean", choices=("mean", "sum"), doc="token aggregation")}
-    passes = 2
+    passes = 3.0  # |adv| into a scratch buffer (1), times the mask in place (1.5), row sums (0.5)
 
     def score(self, batch: StepBatch) -> Tensor:
         if self.params["agg"] == "mean":
             return signals.mean_abs_advantage(batch)
-        return (batch.advantages.abs() * batch.mask).sum(-1)
+        return signals.mean_abs_advantage(batch) * signals.response_length(batch)
 
 
 @register_scorer("reward_difficulty")
@@ -51,7 +52,6 @@ class RewardDifficulty(Scorer):
     """r_i = the sequence's summed reward (the study's name; higher = easier for the model)."""
 
     reads = ("rewards", "response_mask")
-    passes = 1  # the response length read by gfpo's efficiency metric
 
     def score(self, batch: StepBatch) -> Tensor:
         return signals.sequence_reward(batch)
@@ -74,9 +74,10 @@ class TokenProb(Scorer):
 
     granularity = "token"
     reads = ("old_log_probs", "response_mask")
-    passes = 2
+    passes = 2.5  # exp (read + write), then an in-place multiply by the mask (two reads + one write)
 
     def score(self, batch: StepBatch) -> Tensor:
         if batch.old_log_probs is None:
             raise PolicyConfigError("scorer 'token_prob' needs StepBatch.old_log_probs (got None)")
-        return torch.exp(batch.old_log_probs.float()) * batch.mask
+        p = torch.exp(batch.old_log_probs.float())
+        return p.mul_(batch.mask)

@@ -68,18 +68,37 @@ def group_layout(batch: StepBatch) -> GroupLayout:
     return layout
 
 
+_SCRATCH: dict[tuple, Tensor] = {}
+
+
+def scratch(name: str, like: Tensor) -> Tensor:
+    """A reusable temporary shaped like `like`, for (B, L) intermediates that never leave the function that
+    asks for them. Reusing the pages each step saves a fresh 84 MB allocation (and its page faults) per
+    temporary at B = 2560, L = 8192. One buffer per (name, shape, dtype, device): not thread-safe."""
+    key = (name, tuple(like.shape), like.dtype, like.device)
+    buf = _SCRATCH.get(key)
+    if buf is None:
+        if len(_SCRATCH) > 8:
+            _SCRATCH.clear()
+        buf = _SCRATCH[key] = torch.empty_like(like)
+    return buf
+
+
 def response_length(batch: StepBatch) -> Tensor:
     """(B,) number of valid response tokens (0 for padding rows)."""
-    return batch.mask.sum(-1)
+    if "length" not in batch._cache:
+        batch._cache["length"] = batch.mask.sum(-1)
+    return batch._cache["length"]
 
 
 def mean_abs_advantage(batch: StepBatch) -> Tensor:
     """(B,) s_i = mean |advantage| over sequence i's valid tokens (0 for empty sequences)."""
     key = "mean_abs_adv"
     if key not in batch._cache:
-        m = batch.mask
-        s = (batch.advantages.abs() * m).sum(-1) / m.sum(-1).clamp_min(1.0)
-        batch._cache[key] = s
+        buf = scratch("abs_adv", batch.advantages)
+        torch.abs(batch.advantages, out=buf)
+        buf.mul_(batch.mask)
+        batch._cache[key] = buf.sum(-1) / response_length(batch).clamp_min(1.0)
     return batch._cache[key]
 
 

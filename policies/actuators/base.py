@@ -35,7 +35,7 @@ class Actuator:
     mechanism: ClassVar[str] = "none"
     granularity: ClassVar[str] = "sequence"
     PARAMS: ClassVar[Mapping[str, Param]] = {}
-    passes: ClassVar[int] = 0  # extra full (B, L) passes beyond the scorer's
+    passes: ClassVar[float] = 0.0  # extra (B, L) passes beyond the scorer's (1 = one read + one write)
     accepts_granularity: ClassVar[tuple[str, ...]] = ("sequence",)
 
     def __init__(self, **params: object) -> None:
@@ -65,6 +65,8 @@ class Reweighter(Actuator):
     mechanism = "reweight"
 
     def raw(self, scores: Tensor, batch: StepBatch) -> Tensor:  # pragma: no cover - abstract
+        """Unnormalised weights: (B,) per sequence, or (B, L) per token and already zero outside the
+        mask. May reuse (mutate) `scores`, which the policy hands over and does not read again."""
         raise NotImplementedError
 
     def weigh(self, scores: Tensor, batch: StepBatch) -> Tensor:
@@ -82,11 +84,12 @@ def normalise(w: Tensor, batch: StepBatch, unit: str) -> Tensor:
         else:
             denom = w[valid].mean()
     else:
-        m = batch.mask
-        if unit == "informative_tokens":
-            m = m * signals.informative(batch).float()[:, None]
-        tok = w if w.dim() == 2 else w[:, None]
-        denom = (tok * m).sum() / m.sum().clamp_min(1)
+        # token units: weighted by per-row token counts, so no (B, L) temporary is needed; token-level
+        # weights are already zero outside the mask (Reweighter.raw contract)
+        length = signals.response_length(batch)
+        rows = torch.ones_like(length, dtype=torch.bool) if unit == "tokens" else signals.informative(batch)
+        row_mass = w.sum(-1) if w.dim() == 2 else w * length
+        denom = row_mass[rows].sum() / length[rows].sum().clamp_min(1)
     if not bool(torch.isfinite(denom)) or float(denom) <= 0:
-        return torch.ones_like(w)
-    return w / denom
+        return torch.ones_like(w) * (batch.mask if w.dim() == 2 else batch.valid.float())
+    return w.div_(denom) if w.dim() == 2 else w / denom

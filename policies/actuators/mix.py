@@ -26,8 +26,9 @@ class DomainStats:
     cumulative visit counts (sequences seen per domain) for UCB. Domains never seen read 0.0 (the study's
     default), and their count stays 0 so a UCB bonus favours them."""
 
-    def __init__(self, n_domains: int, window: int, unit: str) -> None:
+    def __init__(self, n_domains: int, window: int, unit: str, needs_abs_adv: bool = True) -> None:
         self.d, self.window, self.unit = n_domains, window, unit
+        self.needs_abs_adv = needs_abs_adv  # mean |advantage| costs (B, L) passes; skip it when unused
         self.counts = torch.zeros(n_domains, dtype=torch.float64)
         self.steps_seen = 0
         # sequences unit: per-domain tail of the last `window` values; steps unit: (<= window, D) rows
@@ -37,7 +38,9 @@ class DomainStats:
     def update(self, batch: StepBatch) -> None:
         valid = batch.valid
         dom = batch.domain[valid]
-        values = {"reward": batch.rewards[valid].float(), "abs_adv": signals.mean_abs_advantage(batch)[valid].float()}
+        values = {"reward": batch.rewards[valid].float()}
+        if self.needs_abs_adv:
+            values["abs_adv"] = signals.mean_abs_advantage(batch)[valid].float()
         n = torch.bincount(dom, minlength=self.d)[: self.d].double()
         self.counts += n
         self.steps_seen += 1

@@ -22,11 +22,12 @@ class AdvantageReweight(Reweighter):
     granularity = "token"
     accepts_granularity = ("token",)
     PARAMS = {"alpha": Param(float, 0.5, low=0.0, high=1.0), "normalize": _norm("tokens")}
-    passes = 2
+    passes = 3.5  # in-place scale (1), add the mask (1.5), row sums for the normaliser (0.5), divide (0.5 of 1 counted in the write)
 
     def raw(self, scores: Tensor, batch: StepBatch) -> Tensor:
         a = self.params["alpha"]
-        return (a * scores + (1.0 - a)) * batch.mask
+        # scores are exp(log p) already zero outside the mask: a * p + (1 - a) * mask, in place
+        return scores.mul_(a).add_(batch.mask, alpha=1.0 - a)
 
 
 @register_actuator("per_advantage")
