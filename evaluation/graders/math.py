@@ -10,9 +10,12 @@ threads is safe.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import multiprocessing as mp
+import sys
 import threading
+import types
 from typing import Sequence
 
 from evaluation.graders.result import GradeResult
@@ -65,6 +68,22 @@ def _warm(_: int) -> int:
     return 0
 
 
+@contextlib.contextmanager
+def _without_main_module():
+    """Start spawn workers without re-importing the caller's `__main__`.
+
+    Workers only need this module. A spawn child normally re-runs the parent's main script,
+    which breaks scripts and notebooks that lack an `if __name__ == "__main__"` guard (and any
+    script doing heavy work at import). Workers are started inside this block only.
+    """
+    real = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = real
+
+
 class MathPool:
     """A spawn-context process pool with a parent-enforced per-item timeout and restart on overrun."""
 
@@ -78,7 +97,8 @@ class MathPool:
 
     def _ensure(self) -> mp.pool.Pool:
         if self._pool is None:
-            self._pool = mp.get_context("spawn").Pool(self.processes)
+            with _without_main_module():
+                self._pool = mp.get_context("spawn").Pool(self.processes)
             self._pool.map(_warm, range(self.processes))
         return self._pool
 

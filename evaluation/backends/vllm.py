@@ -1,0 +1,110 @@
+"""The vLLM backend (GPU only, `pip install -e .[gpu]`): argument building and the tracked engine.
+
+One engine per checkpoint serves every task of a `simple_evaluate` call (STUDY.md §5.6).
+Arguments guard the known failures: `max_model_len` >= longest prompt + largest generation limit
+(else lm-eval left-truncates prompts with only a warning), a per-job `VLLM_CACHE_ROOT` (parallel
+jobs collided in the shared compile cache, L13), explicit `gpu_memory_utilization` and `seed`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evaluation.backends.tracking import GenerationInfoHook
+
+
+class VLLMUnavailableError(RuntimeError):
+    """vllm is not installed; the message says how to get it (GPU machines only)."""
+
+
+@dataclass(frozen=True)
+class VLLMArgs:
+    pretrained: str
+    max_model_len: int
+    max_gen_toks: int
+    gpu_memory_utilization: float = 0.85
+    tensor_parallel_size: int = 1
+    seed: int = 0
+    dtype: str = "bfloat16"
+    cache_root: str = ""
+
+    def model_args(self) -> dict[str, Any]:
+        return {
+            "pretrained": self.pretrained,
+            "dtype": self.dtype,
+            "max_model_len": self.max_model_len,
+            "max_gen_toks": self.max_gen_toks,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "seed": self.seed,
+            "batch_size": "auto",
+            "trust_remote_code": True,
+        }
+
+
+def build_vllm_args(
+    checkpoint: Path | str,
+    *,
+    longest_prompt_tokens: int,
+    max_gen_toks: int,
+    job_dir: Path | str,
+    gpu_memory_utilization: float = 0.85,
+    tensor_parallel_size: int = 1,
+    seed: int = 0,
+    margin_tokens: int = 16,
+) -> VLLMArgs:
+    """vLLM engine arguments for one checkpoint; `job_dir` gets its own compile cache."""
+    if longest_prompt_tokens <= 0 or max_gen_toks <= 0:
+        raise ValueError("longest_prompt_tokens and max_gen_toks must be positive")
+    if not 0.0 < gpu_memory_utilization <= 1.0:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+    cache_root = Path(job_dir) / "vllm_cache"
+    return VLLMArgs(
+        pretrained=str(checkpoint),
+        max_model_len=int(longest_prompt_tokens + max_gen_toks + margin_tokens),
+        max_gen_toks=int(max_gen_toks),
+        gpu_memory_utilization=float(gpu_memory_utilization),
+        tensor_parallel_size=int(tensor_parallel_size),
+        seed=int(seed),
+        cache_root=str(cache_root),
+    )
+
+
+def _require_vllm() -> None:
+    try:
+        import vllm  # noqa: F401
+    except ImportError as e:
+        raise VLLMUnavailableError(
+            "the vllm backend needs the `gpu` extra: `pip install -e '.[gpu]'` on a GPU machine "
+            "(vllm pins a CUDA torch; never install it on CPU or CI). On CPU use --backend hf."
+        ) from e
+
+
+def make_vllm(args: VLLMArgs):
+    """Construct lm-eval's VLLM model (tracked: finish reasons and token counts per generation)."""
+    _require_vllm()
+    os.environ["VLLM_CACHE_ROOT"] = args.cache_root  # per job, set before the engine starts
+    Path(args.cache_root).mkdir(parents=True, exist_ok=True)
+    from lm_eval.models.vllm_causallms import VLLM
+
+    class TrackedVLLM(VLLM):
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            super().__init__(*a, **kw)
+            self.info_hook = GenerationInfoHook()
+            self.cache_hook = self.info_hook
+
+        def set_cache_hook(self, cache_hook: Any) -> None:
+            pass
+
+        def _model_generate(self, *a: Any, **kw: Any):
+            outputs = super()._model_generate(*a, **kw)
+            if kw.get("generate", a[1] if len(a) > 1 else False):
+                for out in outputs:
+                    o = out.outputs[0]
+                    self.info_hook.note(len(o.token_ids), "length" if o.finish_reason == "length" else "stop")
+            return outputs
+
+    return TrackedVLLM(**args.model_args())

@@ -1,0 +1,334 @@
+"""`evaluate_checkpoint`: one model load, all suite benchmarks, health gates, Records out (contract 4).
+
+Flow: validate the data files (schema, gold letters, checksums, item counts) before loading a
+model; generate the lm-eval task YAMLs for this data dir; build the backend model once and wrap
+it in the generation cache; one `simple_evaluate` over every task; then per benchmark check the
+health gates of DESIGN.md rule 2 (item count, metric keys present, parse rate, truncation rate,
+grader errors). Per-item logs are written (gzip JSONL) even when a gate fails, so the failure can
+be read; Records are written only when every gate passes. A failing gate raises
+`EvaluationError` naming the benchmark and the number; nothing is ever scored as a silent zero.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evaluation.benchmark_data import BenchmarkDataError, read_benchmark, read_manifest, verify_checksum
+from evaluation.checkpoint_hash import checkpoint_hash
+from evaluation.generation_cache import CachedLM, GenerationStore
+from evaluation.suite import Gates, Suite, load_suite
+from evaluation.tasks.build import write_task_dir
+
+EVALUATOR_VERSION = "1"
+RUN_META_REQUIRED = ("run_id", "campaign", "model", "policy", "seed", "step")
+METRIC_KEYS = ("acc,none", "parsed_ok,none", "grader_error,none", "grader_timeout,none")
+
+
+class EvaluationError(RuntimeError):
+    """A benchmark cannot be scored (bad data, unknown task, failed health gate). Never a zero."""
+
+    def __init__(self, message: str, health: list[dict[str, Any]] | None = None):
+        super().__init__(message)
+        self.health = health or []
+
+
+@dataclass
+class BenchmarkHealth:
+    benchmark: str
+    task: str
+    n_expected: int
+    n_evaluated: int = 0
+    n_correct: float = math.nan
+    accuracy: float = math.nan
+    parse_rate: float = math.nan
+    truncation_rate: float = math.nan
+    n_grader_errors: int = 0
+    n_grader_timeouts: int = 0
+    max_gen_toks: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+def _suite(suite: str | Path | Suite) -> Suite:
+    return suite if isinstance(suite, Suite) else load_suite(suite)
+
+
+def _run_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    missing = [k for k in RUN_META_REQUIRED if k not in meta]
+    if missing:
+        raise ValueError(f"run_meta is missing {missing}; it must supply {list(RUN_META_REQUIRED)} "
+                         "(and optionally run_key, mechanism, regime, config_hash)")
+    out = dict(meta)
+    out.setdefault("run_key", str(meta["run_id"]))
+    if "mechanism" not in out:
+        from analysis.schema import mechanism_of
+
+        out["mechanism"] = mechanism_of(str(meta["policy"]))
+    out.setdefault("regime", "")
+    out.setdefault("config_hash", "")
+    return out
+
+
+def _atomic_gzip_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        with gzip.open(tmp, "wt", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _prompt_lengths(tokenizer: Any, prompts: list[str]) -> list[int]:
+    """Token counts of the chat-templated prompts exactly as the backend will see them."""
+    texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+             for p in prompts]
+    return [len(x) for x in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+
+def _build_model(backend: str, checkpoint: Path, *, longest: int, max_gen: int, batch_size: int, device: str | None,
+                 job_dir: Path, vllm_options: dict[str, Any] | None):
+    if backend == "hf":
+        from evaluation.backends.hf import TrackedHFLM
+
+        dev = device or _default_device()
+        lm = TrackedHFLM(pretrained=str(checkpoint), device=dev, dtype="float32" if dev == "cpu" else "auto",
+                         batch_size=batch_size, trust_remote_code=False)
+        if longest + max_gen > lm.max_length:
+            raise EvaluationError(
+                f"{checkpoint}: longest prompt ({longest} tokens) + generation limit ({max_gen}) exceeds the model's "
+                f"max length {lm.max_length}; prompts would be left-truncated silently. Lower max_gen_toks in the suite "
+                "or use a longer-context model")
+        return lm
+    if backend == "vllm":
+        from evaluation.backends.vllm import build_vllm_args, make_vllm
+
+        args = build_vllm_args(checkpoint, longest_prompt_tokens=longest, max_gen_toks=max_gen, job_dir=job_dir,
+                               **(vllm_options or {}))
+        return make_vllm(args)
+    raise EvaluationError(f"unknown backend {backend!r}; use 'hf' or 'vllm'")
+
+
+def evaluate_checkpoint(
+    checkpoint: Path,
+    *,
+    suite: str | Path | Suite = "db12",
+    data_dir: Path,
+    backend: str = "hf",
+    run_meta: dict[str, Any],
+    out: Path | None = None,
+    limit: int | None = None,
+    cache_dir: Path | None = None,
+    benchmarks: list[str] | None = None,
+    gates: Gates | None = None,
+    batch_size: int = 8,
+    device: str | None = None,
+    progress: bool = True,
+    vllm_options: dict[str, Any] | None = None,
+) -> pd.DataFrame:
+    """Evaluate one checkpoint on the suite; returns (and writes to `out`) one Record per benchmark.
+
+    `benchmarks` restricts to a subset; `gates` overrides the suite's gates (tests, calibration).
+    The DataFrame's `attrs` carry `health` (per-benchmark gate figures) and `items_path`.
+    """
+    s = _suite(suite)
+    g = gates or s.gates
+    meta = _run_meta(run_meta)
+    checkpoint = Path(checkpoint)
+    data_dir = Path(data_dir)
+    if limit is not None and limit <= 0:
+        raise ValueError(f"limit must be a positive integer, got {limit}")
+    ids = list(benchmarks) if benchmarks is not None else s.benchmark_ids
+    unknown = [b for b in ids if b not in s.benchmark_ids]
+    if unknown:
+        raise EvaluationError(f"unknown benchmark/task {unknown} for suite {s.name!r} ({s.path}); known: {s.benchmark_ids}")
+    if not checkpoint.exists():
+        raise EvaluationError(f"{checkpoint}: checkpoint not found")
+
+    # 1. data, before any model load: schema, gold letters, checksums, item counts
+    manifest = read_manifest(data_dir)
+    fixture = bool(manifest and manifest.get("kind") == "fixture")
+    frames: dict[str, pd.DataFrame] = {}
+    health: dict[str, BenchmarkHealth] = {}
+    for bid in ids:
+        b = s.benchmark(bid)
+        try:
+            df = read_benchmark(data_dir, bid, b.grader)
+            verify_checksum(data_dir, bid, manifest)
+        except BenchmarkDataError as e:
+            raise EvaluationError(f"benchmark {bid}: {e}") from e
+        expected = len(df) if fixture else b.n_items
+        if g.require_item_count and len(df) != expected:
+            raise EvaluationError(f"benchmark {bid}: {data_dir / (bid + '.parquet')} has {len(df)} items, the suite "
+                                  f"expects {b.n_items}; rebuild the data (`campaign data benchmarks`)")
+        n_exp = min(limit, len(df)) if limit else expected
+        frames[bid] = df.iloc[:n_exp] if limit else df
+        health[bid] = BenchmarkHealth(benchmark=bid, task="", n_expected=n_exp, max_gen_toks=b.max_gen_toks)
+
+    ckpt_hash = checkpoint_hash(checkpoint)
+
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(checkpoint))
+    except Exception as e:  # noqa: BLE001
+        raise EvaluationError(f"{checkpoint}: cannot load the tokenizer ({e})") from e
+    lengths = {bid: _prompt_lengths(tok, df["prompt"].tolist()) for bid, df in frames.items()}
+    longest = max(max(v) for v in lengths.values())
+    max_gen = max(s.benchmark(b).max_gen_toks for b in ids)
+
+    import logging
+
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    logging.getLogger("lm_eval").setLevel(logging.ERROR)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with tempfile.TemporaryDirectory(prefix="wt_eval_") as tmp:
+        tmpdir = Path(tmp)
+        names = write_task_dir(s, data_dir, tmpdir / "tasks", ids)
+        tm = TaskManager(include_path=str(tmpdir / "tasks"), include_defaults=False, verbosity="ERROR")
+        missing = [n for n in names.values() if n not in tm.all_tasks]
+        if missing:
+            raise EvaluationError(f"lm-eval did not index task(s) {missing} from {tmpdir / 'tasks'} (a YAML failed to parse)")
+        for bid, name in names.items():
+            health[bid].task = name
+
+        lm = _build_model(backend, checkpoint, longest=longest, max_gen=max_gen, batch_size=batch_size, device=device,
+                          job_dir=(cache_dir or tmpdir), vllm_options=vllm_options)
+        store = GenerationStore(Path(cache_dir) / "generations.sqlite" if cache_dir else None)
+        console = Console(stderr=True)
+        with Progress(TextColumn("[bold]generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=True, disable=not progress) as bar:
+            ptask = bar.add_task("gen", total=None)
+            cached = CachedLM(lm, store, ckpt_hash, chunk_size=max(batch_size * 4, 16),
+                              on_progress=lambda d, t: bar.update(ptask, completed=d, total=t))
+            try:
+                results = lm_eval.simple_evaluate(
+                    model=cached, tasks=list(names.values()), task_manager=tm, apply_chat_template=True,
+                    log_samples=True, bootstrap_iters=0, limit=limit, verbosity="ERROR",
+                )
+            except EvaluationError:
+                raise
+            except Exception as e:  # lm-eval aborts on data/grader exceptions: report, do not score
+                raise EvaluationError(f"lm-eval failed while evaluating {checkpoint}: {type(e).__name__}: {e}") from e
+            finally:
+                store.close()
+
+    # 2. per-benchmark figures, item logs and gates
+    item_rows: list[dict[str, Any]] = []
+    for bid, name in names.items():
+        h = health[bid]
+        res = (results or {}).get("results", {}).get(name)
+        if res is None:
+            h.failures.append(f"{bid}: no result from lm-eval for task {name}")
+            continue
+        for key in METRIC_KEYS:
+            if key not in res:
+                h.failures.append(f"{bid}: metric key {key!r} missing from lm-eval results")
+        n_eff = int(results["n-samples"][name]["effective"])
+        h.n_evaluated = n_eff
+        if n_eff != h.n_expected:
+            h.failures.append(f"{bid}: {n_eff} items evaluated, expected {h.n_expected}")
+        samples = results.get("samples", {}).get(name, [])
+        plen = dict(zip(frames[bid]["item_id"], lengths[bid]))
+        scores, parsed, fins, errs, touts = [], [], [], [], []
+        for smp in sorted(samples, key=lambda x: x["doc_id"]):
+            info = cached.info.get((name, str(smp["doc_id"])), {})
+            doc = smp["doc"]
+            fin = info.get("finish_reason")
+            status = ("error" if smp["grader_error"] else "timeout" if smp["grader_timeout"]
+                      else "ok" if smp["parsed_ok"] else "no_answer")
+            item_rows.append({
+                "benchmark": bid, "item_id": doc["item_id"], "prompt": smp["arguments"][0][0],
+                "response": smp["resps"][0][0], "gold": doc["answer"], "parsed": smp["answer"] or None,
+                "score": float(smp["acc"]), "status": status, "finish_reason": fin,
+                "response_tokens": info.get("n_tokens"), "prompt_tokens": plen.get(doc["item_id"]),
+                "max_gen_toks": h.max_gen_toks,
+            })
+            scores.append(float(smp["acc"]))
+            parsed.append(float(smp["parsed_ok"]))
+            fins.append(np.nan if fin is None else float(fin == "length"))
+            errs.append(smp["grader_error"])
+            touts.append(smp["grader_timeout"])
+        if len(samples) != n_eff:
+            h.failures.append(f"{bid}: {len(samples)} logged samples for {n_eff} evaluated items")
+        if samples:
+            h.n_correct = float(np.sum(scores))
+            h.accuracy = 100.0 * h.n_correct / len(samples)
+            h.parse_rate = float(np.mean(parsed))
+            h.truncation_rate = float(np.nanmean(fins)) if not np.all(np.isnan(fins)) else math.nan
+            h.n_grader_errors = int(np.sum(errs))
+            h.n_grader_timeouts = int(np.sum(touts))
+        if h.n_grader_errors:
+            h.failures.append(f"{bid}: {h.n_grader_errors} grader error(s) (bad gold or grader crash); see the item log")
+        if not h.parse_rate >= g.min_parse_rate:  # NaN fails too
+            h.failures.append(f"{bid}: parse rate {h.parse_rate:.3f} below the gate {g.min_parse_rate}")
+        if math.isnan(h.truncation_rate):
+            h.failures.append(f"{bid}: truncation rate unknown (no finish reasons recorded)")
+        elif h.truncation_rate > g.max_truncation_rate:
+            h.failures.append(f"{bid}: truncation rate {h.truncation_rate:.3f} above the gate {g.max_truncation_rate} "
+                              f"(max_gen_toks {h.max_gen_toks})")
+
+    items_path = None
+    if out is not None or cache_dir is not None:
+        base = Path(out) if out is not None else Path(cache_dir) / "items" / f"{ckpt_hash[:16]}.parquet"
+        items_path = base.with_name(base.name.split(".")[0] + ".items.jsonl.gz")
+        _atomic_gzip_jsonl(items_path, item_rows)
+        hp = items_path.with_name(items_path.name.replace(".items.jsonl.gz", ".health.json"))
+        hp.write_text(json.dumps([asdict(h) for h in health.values()], indent=2, default=str) + "\n")
+    health_list = [asdict(h) for h in health.values()]
+    failures = [f for h in health.values() for f in h.failures]
+    if failures:
+        where = f" (item log: {items_path})" if items_path else ""
+        raise EvaluationError(f"{len(failures)} health gate failure(s) for {checkpoint}{where}:\n  " + "\n  ".join(failures),
+                              health=health_list)
+
+    harness = f"lm-eval {lm_eval.__version__}; windtunnel-eval {EVALUATOR_VERSION}; backend {backend}"
+    rows = []
+    for bid in ids:
+        h = health[bid]
+        b = s.benchmark(bid)
+        rows.append({
+            "run_key": str(meta["run_key"]), "run_id": str(meta["run_id"]), "campaign": str(meta["campaign"]),
+            "model": str(meta["model"]), "policy": str(meta["policy"]), "mechanism": str(meta["mechanism"]),
+            "seed": int(meta["seed"]), "step": int(meta["step"]), "regime": str(meta["regime"]),
+            "benchmark": bid, "domain": b.domain, "n_items": int(h.n_evaluated), "n_correct": h.n_correct,
+            "accuracy": h.accuracy, "parse_rate": h.parse_rate, "truncation_rate": h.truncation_rate,
+            "suite_version": f"{s.name}-{s.version}" + ("+fixture" if fixture else "") + (f"+limit{limit}" if limit else ""),
+            "harness_version": f"{harness}; grader {b.grader}; max_gen_toks {b.max_gen_toks}",
+            "config_hash": str(meta["config_hash"]),
+        })
+    records = pd.DataFrame(rows)
+    if out is not None:
+        from analysis.records import write_records
+
+        write_records(records, out)
+    records.attrs["health"] = health_list
+    records.attrs["items_path"] = str(items_path) if items_path else None
+    records.attrs["n_generated"] = cached.n_generated
+    records.attrs["n_cached"] = cached.n_cached
+    records.attrs["checkpoint_hash"] = ckpt_hash
+    return records
