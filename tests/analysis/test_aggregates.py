@@ -71,7 +71,7 @@ def _records(scores: dict[str, float], run: str = "r1", seed: int = 1) -> pd.Dat
                           "step": 1, "benchmark": b, "accuracy": a} for b, a in scores.items()])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(st.floats(min_value=0, max_value=100, allow_nan=False))
 def test_aggregates_of_identical_benchmarks_equal_each_one(x: float) -> None:
     recs = normalise_records(_records({b: x for b in BENCH}), SUITE)
