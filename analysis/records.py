@@ -354,13 +354,24 @@ def normalise_records(df: pd.DataFrame, suite: Suite | str | None = None) -> pd.
 
 
 def write_records(df: pd.DataFrame, path: str | Path) -> Path:
-    """Write long Records atomically; format by extension (.parquet or .csv). Missing stays NaN/blank."""
+    """Write long Records atomically; format by extension (.parquet or .csv). Missing stays NaN/blank.
+
+    Refuses (RecordsError, nothing written) duplicate run_key x step x benchmark rows and
+    accuracies outside [0, 100]; full suite validation happens when the file is read.
+    """
     p = Path(path)
     missing = [c for c in RECORD_COLUMNS if c not in df.columns]
     if missing:
         raise RecordsError([Problem("<dataframe>", None, c, "Record column missing; build records with "
                                                             "analysis.records.normalise_records") for c in missing])
     out = _typed(df)
+    problems: list[Problem] = []
+    _check_duplicates(out[["run_key", "step", "benchmark"]], "<dataframe>", "benchmark", problems)
+    acc = out["accuracy"].to_numpy()
+    for r in _rows(~np.isnan(acc) & ((acc < 0) | (acc > 100))):
+        problems.append(Problem("<dataframe>", r, "accuracy", f"{acc[r - 1]!r} is outside [0, 100]"))
+    if problems:
+        raise RecordsError(problems)
     ext = p.suffix.lower()
     if ext not in (".parquet", ".pq", ".csv"):
         raise RecordsError([Problem(str(p), None, None, f"unsupported extension {ext!r}; use .csv or .parquet")])

@@ -102,6 +102,14 @@ def test_long_round_trip_keeps_nan_and_zero(tmp_path: Path, ext: str) -> None:
     assert back["accuracy"].isna().sum() == 1 and (back["accuracy"] == 0.0).sum() == 2
 
 
+def test_write_refuses_duplicates_and_writes_nothing(tmp_path: Path) -> None:
+    df = read_records(_tiny_csv(tmp_path / "in.csv"))
+    bad = pd.concat([df, df.iloc[[0]]], ignore_index=True)
+    with pytest.raises(RecordsError, match="duplicate of row 1"):
+        write_records(bad, tmp_path / "out.parquet")
+    assert not (tmp_path / "out.parquet").exists() and not list(tmp_path.glob(".out.parquet*"))
+
+
 def test_recover_n_correct() -> None:
     acc = np.array([100 * 7 / 30, 13.3, 92.3, 33.8, np.nan, 0.0, 50.03])
     n = np.array([30, 30, 1319, 272, 500, 500, 500])
