@@ -48,14 +48,15 @@ class StepBatch:
         if adv.dim() != 2:
             raise PolicyConfigError(f"StepBatch.advantages: expected shape (B, L), got {tuple(adv.shape)}")
         b, l = adv.shape
-        self.rewards = torch.as_tensor(self.rewards).reshape(-1).to(torch.float32)
-        self.group = torch.as_tensor(self.group).reshape(-1).to(torch.long)
+        dev = adv.device  # every (B,) tensor lives with the (B, L) ones (CPU or GPU)
+        self.rewards = torch.as_tensor(self.rewards).reshape(-1).to(dev, torch.float32)
+        self.group = torch.as_tensor(self.group).reshape(-1).to(dev, torch.long)
         if self.domain is None:
-            self.domain = torch.zeros(b, dtype=torch.long)
-        self.domain = torch.as_tensor(self.domain).reshape(-1).to(torch.long)
+            self.domain = torch.zeros(b, dtype=torch.long, device=dev)
+        self.domain = torch.as_tensor(self.domain).reshape(-1).to(dev, torch.long)
         if self.is_padding is None:
-            self.is_padding = torch.zeros(b, dtype=torch.bool)
-        self.is_padding = torch.as_tensor(self.is_padding).reshape(-1).to(torch.bool)
+            self.is_padding = torch.zeros(b, dtype=torch.bool, device=dev)
+        self.is_padding = torch.as_tensor(self.is_padding).reshape(-1).to(dev, torch.bool)
         checks = {
             "rewards": (self.rewards, (b,)),
             "response_mask": (self.response_mask, (b, l)),
@@ -72,7 +73,7 @@ class StepBatch:
             g = self.group
             if int(g.min()) < 0:
                 raise PolicyConfigError("StepBatch.group: ids must be dense 0..G-1 (use policies.batch.dense_ids)")
-            present = torch.zeros(int(g.max()) + 1, dtype=torch.bool)
+            present = torch.zeros(int(g.max()) + 1, dtype=torch.bool, device=dev)
             present[g] = True
             if not bool(present.all()):
                 raise PolicyConfigError("StepBatch.group: ids must be dense 0..G-1 (use policies.batch.dense_ids)")

@@ -52,7 +52,7 @@ def control_generator(seed: int, step: int, salt: str = "") -> torch.Generator:
 def matched_random(keep: Tensor, batch: StepBatch, structure: str, gen: torch.Generator) -> Tensor:
     """A random keep mask with the same counts as `keep` under `structure` (vectorised; no group loop)."""
     valid = batch.valid
-    u = torch.rand(batch.size, generator=gen)
+    u = torch.rand(batch.size, generator=gen).to(valid.device)  # CPU generator: same draws on any device
     if structure == "global":
         k = int((keep & valid).sum())
         key = torch.where(valid, u, torch.full_like(u, -1.0))
@@ -61,15 +61,15 @@ def matched_random(keep: Tensor, batch: StepBatch, structure: str, gen: torch.Ge
         return out & valid
     layout = signals.group_layout(batch)
     g = batch.group
-    kept_per_group = torch.zeros(batch.n_groups, dtype=torch.long).index_add_(0, g[valid], keep[valid].long())
+    kept_per_group = torch.zeros(batch.n_groups, dtype=torch.long, device=g.device).index_add_(0, g[valid], keep[valid].long())
     if structure == "per_group":
         rank = signals.rank_within_group(batch, u, descending=True)
         return valid & (rank >= 0) & (rank < kept_per_group[g])
     if structure == "whole_groups":
         n_kept = int((kept_per_group > 0).sum())
-        gu = torch.rand(batch.n_groups, generator=gen)
+        gu = torch.rand(batch.n_groups, generator=gen).to(g.device)
         gu = torch.where(layout.counts > 0, gu, torch.full_like(gu, -1.0))
-        chosen = torch.zeros(batch.n_groups, dtype=torch.bool)
+        chosen = torch.zeros(batch.n_groups, dtype=torch.bool, device=g.device)
         chosen[torch.sort(gu, descending=True, stable=True).indices[:n_kept]] = True
         return valid & chosen[g]
     raise PolicyConfigError(f"matched_random.structure: got {structure!r}; allowed: {list(CONTROLS['matched_random']['structure'])}")
@@ -83,9 +83,9 @@ def matched_update_tokens(keep: Tensor, batch: StepBatch, mode: str, gen: torch.
     if mode == "scale":
         ratio = kept_tokens / valid_tokens if valid_tokens > 0 else 0.0
         return batch.valid.float() * ratio
-    perm = torch.randperm(batch.size, generator=gen)
+    perm = torch.randperm(batch.size, generator=gen).to(length.device)
     before = torch.cumsum(length[perm], 0) - length[perm]
-    chosen = torch.zeros(batch.size, dtype=torch.bool)
+    chosen = torch.zeros(batch.size, dtype=torch.bool, device=length.device)
     chosen[perm] = before < kept_tokens
     return (chosen & batch.valid & (length > 0)).float()
 

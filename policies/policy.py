@@ -89,8 +89,8 @@ def grpo_advantages(batch: StepBatch, keep: Tensor, by_std: bool = True, eps: fl
     k = keep & batch.valid
     r = batch.rewards.double()
     cnt = torch.bincount(g[k], minlength=n_g).double()
-    s1 = torch.zeros(n_g, dtype=torch.float64).index_add_(0, g[k], r[k])
-    s2 = torch.zeros(n_g, dtype=torch.float64).index_add_(0, g[k], r[k] ** 2)
+    s1 = torch.zeros(n_g, dtype=torch.float64, device=g.device).index_add_(0, g[k], r[k])
+    s2 = torch.zeros(n_g, dtype=torch.float64, device=g.device).index_add_(0, g[k], r[k] ** 2)
     mean = s1 / cnt.clamp_min(1)
     var = (s2 - cnt * mean**2) / (cnt - 1).clamp_min(1)
     std = var.clamp_min(0).sqrt()

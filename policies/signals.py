@@ -53,14 +53,14 @@ def group_layout(batch: StepBatch) -> GroupLayout:
     order = torch.sort(key, stable=True).indices
     if bool(valid.all()) and width and int(counts.min()) == width:
         index = order.reshape(n_groups, width)  # equal-size groups: a reshape
-        filled = torch.ones(n_groups, width, dtype=torch.bool)
+        filled = torch.ones(n_groups, width, dtype=torch.bool, device=g.device)
     else:
         n_real = int(valid.sum())
         order = order[:n_real]
         gs = g[order]
         starts = torch.cumsum(counts, 0) - counts
-        pos = torch.arange(n_real) - starts[gs]
-        index = torch.full((n_groups, max(width, 1)), b, dtype=torch.long)
+        pos = torch.arange(n_real, device=g.device) - starts[gs]
+        index = torch.full((n_groups, max(width, 1)), b, dtype=torch.long, device=g.device)
         index[gs, pos] = order
         filled = index < b
     layout = GroupLayout(index=index, filled=filled, counts=counts, size=b)
@@ -111,7 +111,7 @@ def group_mean(batch: StepBatch, values: Tensor) -> Tensor:
     """(B,) mean of `values` over each row's group (padding rows excluded; they get NaN)."""
     valid = batch.valid
     g = batch.group
-    sums = torch.zeros(batch.n_groups, dtype=torch.float64).index_add_(0, g[valid], values[valid].double())
+    sums = torch.zeros(batch.n_groups, dtype=torch.float64, device=g.device).index_add_(0, g[valid], values[valid].double())
     counts = torch.bincount(g[valid], minlength=batch.n_groups).double()
     mean = (sums / counts.clamp_min(1)).to(torch.float32)[g]
     return torch.where(valid, mean, torch.full_like(mean, float("nan")))
@@ -125,7 +125,7 @@ def group_solve_rate(batch: StepBatch, success_threshold: float = 0.5) -> Tensor
     solved = (batch.rewards > success_threshold).to(torch.float32)
     valid = batch.valid
     g = batch.group
-    hits = torch.zeros(batch.n_groups, dtype=torch.float32).index_add_(0, g[valid], solved[valid])
+    hits = torch.zeros(batch.n_groups, dtype=torch.float32, device=g.device).index_add_(0, g[valid], solved[valid])
     counts = torch.bincount(g[valid], minlength=batch.n_groups).to(torch.float32)
     rate = (hits / counts.clamp_min(1))[g]
     return torch.where(valid, rate, torch.full_like(rate, float("nan")))
@@ -150,5 +150,5 @@ def rank_within_group(batch: StepBatch, keys: Tensor, descending: bool = True) -
     mat = layout.gather(keys.float(), fill)
     order = torch.sort(mat, dim=1, descending=descending, stable=True).indices
     ranks = torch.empty_like(order)
-    ranks.scatter_(1, order, torch.arange(mat.shape[1]).expand_as(order).contiguous())
+    ranks.scatter_(1, order, torch.arange(mat.shape[1], device=mat.device).expand_as(order).contiguous())
     return layout.scatter(ranks, fill=-1)

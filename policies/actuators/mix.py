@@ -37,10 +37,10 @@ class DomainStats:
 
     def update(self, batch: StepBatch) -> None:
         valid = batch.valid
-        dom = batch.domain[valid]
-        values = {"reward": batch.rewards[valid].float()}
+        dom = batch.domain[valid].cpu()  # per-domain statistics are tiny: keep them on the CPU
+        values = {"reward": batch.rewards[valid].float().cpu()}
         if self.needs_abs_adv:
-            values["abs_adv"] = signals.mean_abs_advantage(batch)[valid].float()
+            values["abs_adv"] = signals.mean_abs_advantage(batch)[valid].float().cpu()
         n = torch.bincount(dom, minlength=self.d)[: self.d].double()
         self.counts += n
         self.steps_seen += 1

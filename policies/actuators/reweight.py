@@ -53,7 +53,7 @@ class Softmax(Reweighter):
     PARAMS = {"temperature": Param(float, 1.0, low=0.0, low_open=True), "normalize": _norm("sequences")}
 
     def raw(self, scores: Tensor, batch: StepBatch) -> Tensor:
-        z = torch.where(batch.valid, scores.float() / self.params["temperature"], torch.tensor(float("-inf")))
+        z = (scores.float() / self.params["temperature"]).masked_fill(~batch.valid, float("-inf"))
         return torch.softmax(z, 0) * int(batch.valid.sum())
 
 
@@ -73,7 +73,7 @@ class DifficultyBand(Reweighter):
     def raw(self, scores: Tensor, batch: StepBatch) -> Tensor:
         valid = batch.valid
         s = scores.float()
-        q = torch.quantile(s[valid], torch.tensor([self.params["low_q"], self.params["high_q"]]))
+        q = torch.quantile(s[valid], torch.tensor([self.params["low_q"], self.params["high_q"]], device=s.device))
         inside = (s >= q[0]) & (s <= q[1])
-        w = torch.where(inside, torch.tensor(self.params["focus_weight"]), torch.tensor(1.0))
+        w = torch.ones_like(s).masked_fill_(inside, self.params["focus_weight"])
         return torch.where(valid, w, torch.zeros_like(w))

@@ -75,10 +75,11 @@ class MaxVariance(Selector):
         sorted_vals, order = torch.sort(vals, dim=1, stable=True)
         sorted_vals = torch.where(torch.isinf(sorted_vals), torch.zeros_like(sorted_vals), sorted_vals)
         g, w = vals.shape
-        zero = torch.zeros(g, 1, dtype=torch.float64)
+        dev = vals.device
+        zero = torch.zeros(g, 1, dtype=torch.float64, device=dev)
         p1 = torch.cat([zero, sorted_vals.cumsum(1)], 1)  # prefix sums (G, W+1)
         p2 = torch.cat([zero, (sorted_vals**2).cumsum(1)], 1)
-        a = torch.arange(w + 1).expand(g, w + 1)  # candidate number of lowest kept
+        a = torch.arange(w + 1, device=dev).expand(g, w + 1)  # candidate number of lowest kept
         ok = a <= n[:, None]
         t = (n[:, None] - a).clamp_min(0)  # number of highest kept
         hi_start = (m[:, None] - t).clamp_min(0)
@@ -90,7 +91,7 @@ class MaxVariance(Selector):
         var = torch.where(ok, var, torch.full_like(var, -1.0))
         best_var = var.max(1, keepdim=True).values
         best = (var >= best_var - 1e-9 * (1 + best_var.abs())).to(torch.int8).argmax(1)  # first maximiser
-        pos = torch.arange(w).expand(g, w)
+        pos = torch.arange(w, device=dev).expand(g, w)
         hs = m - (n - best)
         keep_sorted = ((pos < best[:, None]) | (pos >= hs[:, None])) & (pos < m[:, None])
         keep_mat = torch.zeros_like(keep_sorted)
@@ -120,7 +121,7 @@ class TopKFraction(Selector):
     def select(self, scores: Tensor, batch: StepBatch) -> Tensor:
         key = scores.float() if self.params["largest"] else -scores.float()
         valid = batch.valid
-        frac = torch.tensor(self.params["fraction"], dtype=torch.float64)
+        frac = torch.tensor(self.params["fraction"], dtype=torch.float64, device=valid.device)
         if self.params["scope"] == "global":
             k = int(round_count(frac * int(valid.sum()), self.params["rounding"]))
             key = torch.where(valid, key, torch.full_like(key, float("-inf")))
