@@ -233,7 +233,7 @@ def build_tables(records: pd.DataFrame, suite: Suite, names: list[str] | None = 
 
 def _md(df: pd.DataFrame) -> str:
     try:
-        return df.to_markdown(index=False)
+        return df.to_markdown(index=False, disable_numparse=True)  # cells are preformatted text
     except ImportError:  # tabulate missing: a plain pipe table
         head = "| " + " | ".join(map(str, df.columns)) + " |"
         sep = "|" + "|".join("---" for _ in df.columns) + "|"
