@@ -92,11 +92,15 @@ class DomainSampler:
         return idx
 
     def state_dict(self) -> dict:
-        return {"rng": self.rng.bit_generator.state, "order": self._order, "pos": self._pos, "epochs": self.epochs}
+        """A snapshot (copies, not references) for checkpointing mixing state beside verl's dataloader state."""
+        return {"rng": self.rng.bit_generator.state, "order": [o.copy() for o in self._order], "pos": list(self._pos),
+                "epochs": list(self.epochs), "history": [h.copy() for h in self.history]}
 
     def load_state_dict(self, state: dict) -> None:
         self.rng.bit_generator.state = state["rng"]
-        self._order, self._pos, self.epochs = state["order"], list(state["pos"]), list(state["epochs"])
+        self._order = [np.asarray(o).copy() for o in state["order"]]
+        self._pos, self.epochs = list(state["pos"]), list(state["epochs"])
+        self.history = [np.asarray(h).copy() for h in state.get("history", [])]
 
 
 def is_inert(history: Sequence[Sequence[float]] | np.ndarray, tol: float = 0.02) -> bool:
