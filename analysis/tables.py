@@ -197,7 +197,11 @@ def paired_table(paired: pd.DataFrame, metric: str) -> Table:
     disp["bootstrap 95% CI"] = [_ci(a, b) for a, b in zip(data["boot_lo"], data["boot_hi"])]
     for c, lab in (("p_t", "p (t)"), ("p_perm", "p (sign-flip)"), ("p_holm", "p Holm"), ("p_bh", "p BH")):
         disp[lab] = data[c].map(lambda v: _fmt(v, 3))
+    if data["p_tost"].notna().any():
+        disp[f"p TOST (±{data['margin'].iloc[0]:g})"] = data["p_tost"].map(lambda v: _fmt(v, 3))
     disp["MDE"] = data["mde"].map(_fmt)
+    if len(data):
+        disp[f"seeds for Δ={data['effect'].iloc[0]:g}"] = data["seeds_needed"].map(lambda v: _fmt(v, 0))
     disp["P(d>0) seeds"] = data["p_improve_seeds"].map(lambda v: _fmt(v, 2))
     note = (f"{metric}: d = method − reference per seed; sd = {SD_LABEL}; Holm/BH over the methods of one "
             "campaign/model/regime/step; A/A rows (static vs baseline) estimate the noise floor and are "
