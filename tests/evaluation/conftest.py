@@ -1,0 +1,51 @@
+"""Shared fixtures: tiny models built locally (no download) and a small-generation copy of db12."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from evaluation.benchmark_data import FIXTURE_DIR
+from evaluation.suite import REPO_ROOT, Suite, parse_suite
+
+
+def _small_suite(max_gen_toks: int) -> Suite:
+    """db12 with short generation limits: the tiny model's context is 8,192 tokens."""
+    raw = yaml.safe_load((REPO_ROOT / "campaigns" / "suite" / "db12.yaml").read_text())
+    for d in raw["generation"]:
+        raw["generation"][d]["max_gen_toks"] = max_gen_toks
+    return parse_suite(raw, f"db12-small-{max_gen_toks}")
+
+
+@pytest.fixture(scope="session")
+def random_model(tmp_path_factory) -> Path:
+    from orchestrator.training.tiny_model import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("random_model"))
+
+
+@pytest.fixture(scope="session")
+def boxed_model(tmp_path_factory) -> Path:
+    """Overfit for seconds to answer the gsm8k fixture items with `The answer is \\boxed{gold}.`"""
+    from evaluation.calibration_models import boxed_answer_pairs, overfit_tiny_model
+
+    df = pd.read_parquet(FIXTURE_DIR / "gsm8k.parquet")
+    return overfit_tiny_model(tmp_path_factory.mktemp("boxed_model"), boxed_answer_pairs(df.prompt, df.answer),
+                              steps=175, lr=3e-3)
+
+
+@pytest.fixture
+def small_suite():
+    return _small_suite
+
+
+RUN_META = {"run_id": "run-1", "run_key": "c/tiny/baseline/s1", "campaign": "c", "model": "tiny",
+            "policy": "baseline", "mechanism": "none", "seed": 1, "step": 0, "regime": "", "config_hash": "abc"}
+
+
+@pytest.fixture
+def run_meta() -> dict:
+    return dict(RUN_META)

@@ -1,0 +1,142 @@
+"""evaluate_checkpoint end to end through lm-eval's HF backend on tiny local models."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.schema import RECORD_COLUMNS
+from evaluation.benchmark_data import FIXTURE_DIR, write_benchmark, write_manifest
+from evaluation.evaluator import EvaluationError, evaluate_checkpoint
+from evaluation.suite import Gates, load_suite
+
+RELAXED = Gates(min_parse_rate=0.0, max_truncation_rate=1.0, require_item_count=True)
+
+
+def _fixture_sizes() -> dict[str, int]:
+    return {p.stem: len(pd.read_parquet(p)) for p in FIXTURE_DIR.glob("*.parquet")}
+
+
+@pytest.mark.slow
+def test_random_model_fails_gates_then_relaxed_run_scores_all_twelve_from_cache(random_model, tmp_path, small_suite, run_meta):
+    suite = small_suite(12)
+    out = tmp_path / "records.parquet"
+    with pytest.raises(EvaluationError) as exc:
+        evaluate_checkpoint(random_model, suite=suite, data_dir=FIXTURE_DIR, run_meta=run_meta, out=out,
+                            cache_dir=tmp_path / "cache", progress=False)
+    msg = str(exc.value)
+    # every benchmark is named with its parse-rate number; no Records are written for a failed gate
+    for bid in suite.benchmark_ids:
+        assert f"{bid}: parse rate 0.000 below the gate 0.5" in msg
+    assert not out.exists()
+    items = [json.loads(x) for x in gzip.open(tmp_path / "records.items.jsonl.gz", "rt")]
+    sizes = _fixture_sizes()
+    assert len(items) == sum(sizes.values())
+    assert {"prompt", "response", "parsed", "score", "finish_reason", "response_tokens", "prompt_tokens"} <= set(items[0])
+    assert all(it["response_tokens"] <= 12 for it in items)
+
+    # the same evaluation with relaxed gates regenerates nothing (cache keyed by checkpoint hash)
+    rec = evaluate_checkpoint(random_model, suite=suite, data_dir=FIXTURE_DIR, run_meta=run_meta, out=out,
+                              cache_dir=tmp_path / "cache", gates=RELAXED, progress=False)
+    assert rec.attrs["n_generated"] == 0 and rec.attrs["n_cached"] == sum(sizes.values())
+    assert list(rec.columns) == list(RECORD_COLUMNS)
+    assert list(rec["benchmark"]) == suite.benchmark_ids
+    assert rec["n_items"].tolist() == [sizes[b] for b in suite.benchmark_ids]
+    # a real zero, not a missing value: accuracy 0.0 with the parse rate recorded next to it
+    assert (rec["accuracy"] == 0.0).all() and (rec["parse_rate"] == 0.0).all()
+    assert rec["truncation_rate"].notna().all()
+    back = pd.read_parquet(out)
+    assert len(back) == 12 and back["run_id"].eq("run-1").all() and back["domain"].tolist() == [
+        suite.benchmark(b).domain for b in suite.benchmark_ids]
+
+
+@pytest.mark.slow
+def test_overfit_model_scores_100_and_a_wrong_gold_scores_0(boxed_model, tmp_path, small_suite, run_meta):
+    suite = small_suite(32)
+    rec = evaluate_checkpoint(boxed_model, suite=suite, data_dir=FIXTURE_DIR, run_meta=run_meta,
+                              benchmarks=["gsm8k"], progress=False)
+    row = rec.iloc[0]
+    n = _fixture_sizes()["gsm8k"]
+    assert (row["accuracy"], row["n_correct"], row["parse_rate"], row["truncation_rate"]) == (100.0, n, 1.0, 0.0)
+
+    # same prompts, golds shifted by one: the same generations must now score 0 while still parsing
+    df = pd.read_parquet(FIXTURE_DIR / "gsm8k.parquet")
+    df["answer"] = [str(int(a) + 1) for a in df["answer"]]
+    data = tmp_path / "data"
+    write_benchmark(df, data, "gsm8k", "math")
+    write_manifest(data, ["gsm8k"], kind="fixture")
+    rec2 = evaluate_checkpoint(boxed_model, suite=suite, data_dir=data, run_meta=run_meta,
+                               benchmarks=["gsm8k"], progress=False)
+    assert rec2.iloc[0]["accuracy"] == 0.0 and rec2.iloc[0]["parse_rate"] == 1.0
+
+
+# ---- fast failures: all raised before any model is loaded -------------------------------------------------
+
+
+@pytest.fixture
+def fake_ckpt(tmp_path) -> Path:
+    p = tmp_path / "ckpt"
+    p.mkdir()
+    (p / "config.json").write_text("{}")
+    return p
+
+
+def test_unknown_task_is_an_error(fake_ckpt, run_meta):
+    with pytest.raises(EvaluationError, match=r"unknown benchmark/task \['mmlu_history'\]"):
+        evaluate_checkpoint(fake_ckpt, data_dir=FIXTURE_DIR, run_meta=run_meta, benchmarks=["mmlu_history"])
+
+
+def test_missing_dataset_file_names_it(fake_ckpt, run_meta, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURE_DIR, data)
+    (data / "kk_hard.parquet").unlink()
+    with pytest.raises(EvaluationError, match=r"kk_hard\.parquet: benchmark file not found; run `campaign data benchmarks"):
+        evaluate_checkpoint(fake_ckpt, data_dir=data, run_meta=run_meta)
+
+
+def test_changed_file_fails_its_checksum(fake_ckpt, run_meta, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURE_DIR, data)
+    df = pd.read_parquet(data / "gpqa_diamond.parquet")
+    df.loc[0, "answer"] = "D" if df.loc[0, "answer"] != "D" else "A"
+    df.to_parquet(data / "gpqa_diamond.parquet", index=False)
+    with pytest.raises(EvaluationError, match=r"gpqa_diamond.*does not match the manifest"):
+        evaluate_checkpoint(fake_ckpt, data_dir=data, run_meta=run_meta)
+
+
+def test_unscorable_gold_letter_is_rejected(fake_ckpt, run_meta, tmp_path):
+    df = pd.read_parquet(FIXTURE_DIR / "gpqa_diamond.parquet")
+    df.loc[1, "answer"] = "?"
+    data = tmp_path / "data"
+    data.mkdir()
+    df.to_parquet(data / "gpqa_diamond.parquet", index=False)
+    with pytest.raises(EvaluationError, match=r"row 1 column 'answer' = '\?' is not a letter within 4 options"):
+        evaluate_checkpoint(fake_ckpt, data_dir=data, run_meta=run_meta, benchmarks=["gpqa_diamond"])
+
+
+def test_real_data_dir_must_hold_the_suite_item_count(fake_ckpt, run_meta, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(FIXTURE_DIR / "aime24.parquet", data / "aime24.parquet")
+    write_manifest(data, ["aime24"], kind="benchmarks")
+    n = len(pd.read_parquet(data / "aime24.parquet"))
+    with pytest.raises(EvaluationError, match=rf"aime24: .* has {n} items, the suite expects 30"):
+        evaluate_checkpoint(fake_ckpt, data_dir=data, run_meta=run_meta, benchmarks=["aime24"])
+
+
+def test_run_meta_must_name_the_run(fake_ckpt, run_meta):
+    with pytest.raises(ValueError, match=r"run_meta is missing \['seed', 'step'\]"):
+        evaluate_checkpoint(fake_ckpt, data_dir=FIXTURE_DIR,
+                            run_meta={k: v for k, v in run_meta.items() if k not in ("seed", "step")})
+
+
+def test_suite_gates_come_from_the_suite_file():
+    g = load_suite("db12").gates
+    assert (g.min_parse_rate, g.max_truncation_rate, g.require_item_count) == (0.5, 0.2, True)
+    assert not math.isnan(g.min_parse_rate)
