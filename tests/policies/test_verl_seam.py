@@ -110,3 +110,69 @@ def test_trainer_writes_policy_weights_into_returned_meta(tq_env):
     assert metrics["windtunnel/kept_frac"] == pytest.approx(0.6)
     assert metrics["windtunnel/update_tokens"] == float(sum(n for n, k in zip(lengths, keep.tolist()) if k))
     tq.kv_clear(keys=keys, partition_id="train")
+
+
+def _compose(overrides):
+    import verl
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=os.path.join(verl.__path__[0], "trainer/config"), version_base=None):
+        return compose("ppo_trainer", overrides=overrides)
+
+
+def test_mixer_trainer_feeds_signals_and_changes_what_is_rolled_out(tq_env, tmp_path):
+    """Pre-rollout mixing inside the real trainer: `_compute_advantage` feeds per-domain rewards to dump_ucb,
+    and `_fetch_one_gen_batch` then draws the next prompts from per-domain pools in the new proportions."""
+    import pandas as pd
+    import transfer_queue as tq
+    from transfer_queue.metadata import KVBatchMeta
+    from verl.trainer.ppo.utils import create_rl_dataset
+    from verl.trainer.ppo.v1 import get_trainer_cls
+    from verl.utils import tensordict_utils as tu
+
+    from orchestrator.training.tiny_model import build_tokenizer
+    from policies.sampler import largest_remainder
+
+    domains = ["math", "logic", "science"]
+    rows = [{"prompt": [{"role": "user", "content": f"question {i} of {d}"}], "data_source": f"synthetic_{d}",
+             "reward_model": {"ground_truth": "1", "style": "rule"}, "extra_info": {"index": i}, "domain": d}
+            for i, d in enumerate(domains[i % 3] for i in range(60))]
+    path = tmp_path / "train.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    cfg = _compose([
+        "algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=5", "data.train_batch_size=12",
+        "actor_rollout_ref.rollout.name=vllm", "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+        "trainer.v1.trainer_mode=windtunnel_sync", f"+windtunnel.policy={REPO / 'campaigns/policy/dump_ucb.yaml'}",
+        "+windtunnel.seed=3", "data.filter_overlong_prompts=False",
+    ])
+    trainer = get_trainer_cls("windtunnel_sync")(config=cfg)
+    trainer.train_dataset = create_rl_dataset([str(path)], cfg.data, build_tokenizer(), None, is_train=True)
+
+    first = trainer._fetch_one_gen_batch()
+    assert sorted(set(first["domain"])) == sorted(domains)
+    assert [list(first["domain"]).count(d) for d in domains] == [4, 4, 4]  # uniform before any signal
+
+    # one step of rollouts: math solved, logic and science failed (domain comes from the dataset column)
+    uids, keys, doms, rm = [], [], [], []
+    for p, d in enumerate(domains):
+        for j in range(5):
+            uids.append(f"p{p}")
+            keys.append(f"p{p}_{j}_0")
+            doms.append(d)
+            rm.append(torch.tensor([0.0, 1.0 if d == "math" else 0.0]))
+    tq.kv_batch_put(keys=keys, partition_id="train", fields=tu.get_tensordict({
+        "rm_scores": _jag(rm), "response_mask": _jag([torch.ones(2, dtype=torch.int64)] * 15),
+        "old_log_probs": _jag([torch.zeros(2)] * 15), "uid": uids, "domain": doms}))
+    trainer.global_steps = 1
+    metrics: dict = {}
+    trainer._compute_advantage(KVBatchMeta(partition_id="train", keys=keys, tags=[{}] * 15), metrics)
+    # as run, dump_ucb = softmax(window mean reward / T) with the max-then-renormalise floor
+    expect = torch.softmax(torch.tensor([1.0, 0.0, 0.0]), 0)
+    assert [metrics[f"windtunnel/target_prop_{d}"] for d in domains] == pytest.approx(expect.tolist(), abs=1e-6)
+    assert metrics["windtunnel/realised_prop_math"] == pytest.approx(1 / 3)  # the first batch's composition
+
+    second = trainer._fetch_one_gen_batch()
+    counts = [list(second["domain"]).count(d) for d in domains]
+    assert counts == largest_remainder(expect.numpy().astype("float64"), 12).tolist()
+    assert counts[0] > 4  # the mixer changed what is rolled out
+    tq.kv_clear(keys=keys, partition_id="train")
