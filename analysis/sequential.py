@@ -512,3 +512,131 @@ def fixed_t_test(diffs: np.ndarray, n: int, alpha: float = 0.05) -> np.ndarray:
     stat = np.where(sd > 0, mean / (sd / math.sqrt(n)), 0.0)
     crit = stats.t.ppf(1 - alpha / 2, n - 1)
     return np.where(np.abs(stat) >= crit, np.sign(stat), 0).astype(int)
+
+
+# ---------------------------------------------------------------- campaign integration (ledger-agnostic)
+
+_GROUP = ("campaign", "model", "regime", "step")
+
+
+def look_at_runs(runs: "pd.DataFrame", design: SequentialDesign, look: int, aggregate: str,
+                 references: Mapping[str, str] | None = None) -> "pd.DataFrame":
+    """One interim look over a campaign: every (configuration vs reference) comparison tested.
+
+    runs: `analysis.aggregates.run_table` rows (one per run x step; the last step of each run is
+    used). references: mechanism -> reference policy (default: select/reweight -> baseline,
+    mix -> static). Returns one row per comparison: identity, n, mean, sd, stat, critical,
+    repeated CI, equivalence RCI, decision, and `needs_seeds` (True while undecided) so a
+    scheduler knows which configurations get the next batch.
+    """
+    import pandas as pd
+
+    refs = dict(references or {"select": "baseline", "reweight": "baseline", "mix": "static"})
+    if aggregate not in runs.columns:
+        raise SequentialError(f"aggregate {aggregate!r} is not a column of the runs table; known: "
+                              f"{[c for c in runs.columns if c[:1].isupper()]}")
+    last = runs.sort_values("step").groupby(["campaign", "model", "regime", "policy", "seed"], sort=False).tail(1)
+    rows = []
+    for gkey, g in last.groupby(["campaign", "model", "regime"], sort=True):
+        by_pol = {p: d.set_index("seed")[aggregate].astype(float) for p, d in g.groupby("policy")}
+        mech_of = g.groupby("policy")["mechanism"].first().to_dict()
+        for pol, mech in sorted(mech_of.items()):
+            ref = refs.get(mech)
+            if ref is None or ref == pol or ref not in by_pol:
+                continue
+            a, b = by_pol[pol], by_pol[ref]
+            seeds = sorted(a.index.intersection(b.index))
+            name = "/".join(map(str, gkey)) + f":{pol}-{ref}"
+            diffs = (a.loc[seeds] - b.loc[seeds]).to_numpy()
+            try:
+                d = interim_decision({name: diffs}, look, design)[name]
+            except SequentialError as exc:
+                rows.append({**dict(zip(("campaign", "model", "regime"), gkey)), "policy": pol, "reference": ref,
+                             "look": look, "n": int(np.isfinite(diffs).sum()), "decision": "error", "error": str(exc),
+                             "needs_seeds": True})
+                continue
+            rows.append({**dict(zip(("campaign", "model", "regime"), gkey)), "policy": pol, "reference": ref,
+                         "look": look, "n": d.n, "n_dropped": d.n_dropped, "mean": d.mean, "sd": d.sd, "stat": d.stat,
+                         "critical": d.critical, "rci_low": d.rci_low, "rci_high": d.rci_high, "eq_low": d.eq_low,
+                         "eq_high": d.eq_high, "decision": d.decision, "error": "", "needs_seeds": not d.stopped})
+    return pd.DataFrame(rows)
+
+
+def next_batch_seeds(decisions: "pd.DataFrame", design: SequentialDesign, look: int,
+                     seeds: Sequence[int] | None = None) -> dict[tuple[str, str, str], list[int]]:
+    """Seeds to add at the next look: (campaign, model, regime) -> seeds, for every policy that is
+    still open *and* its reference (shared by every comparison of the group). `seeds`: the
+    campaign's full seed list in order (default 1..max)."""
+    if look + 1 >= len(design.looks):
+        return {}
+    order = list(seeds) if seeds is not None else list(range(1, design.max_seeds + 1))
+    batch = order[design.looks[look]:design.looks[look + 1]]
+    out: dict[tuple[str, str, str], list[int]] = {}
+    open_ = decisions[decisions["needs_seeds"]] if len(decisions) else decisions
+    for r in open_.itertuples():
+        out.setdefault((r.campaign, r.model, r.regime), [])
+    return {k: batch for k in out}
+
+
+def record_look(url: str, campaign: str, decisions: "pd.DataFrame", design: SequentialDesign) -> int:
+    """Append the look's decisions to table `sequential_looks` in the ledger database (any
+    SQLAlchemy URL). Idempotent per (campaign, look, comparison). Returns rows written."""
+    import json
+    import time
+
+    import sqlalchemy as sa
+
+    meta = sa.MetaData()
+    t = sa.Table(
+        "sequential_looks", meta,
+        sa.Column("campaign", sa.String, primary_key=True), sa.Column("look", sa.Integer, primary_key=True),
+        sa.Column("comparison", sa.String, primary_key=True), sa.Column("n", sa.Integer),
+        sa.Column("decision", sa.String), sa.Column("mean", sa.Float), sa.Column("rci_low", sa.Float),
+        sa.Column("rci_high", sa.Float), sa.Column("design_json", sa.Text), sa.Column("row_json", sa.Text),
+        sa.Column("ts", sa.Float),
+    )
+    eng = sa.create_engine(url, future=True)
+    meta.create_all(eng)
+    dj = json.dumps(dataclasses_asdict(design), sort_keys=True)
+    n = 0
+    with eng.begin() as c:
+        for r in decisions.to_dict("records"):
+            comp = f"{r['campaign']}/{r['model']}/{r['regime']}:{r['policy']}-{r['reference']}"
+            key = (t.c.campaign == campaign) & (t.c.look == int(r["look"])) & (t.c.comparison == comp)
+            c.execute(t.delete().where(key))
+            c.execute(t.insert().values(
+                campaign=campaign, look=int(r["look"]), comparison=comp, n=int(r["n"]), decision=str(r["decision"]),
+                mean=_finite_or_none(r.get("mean")), rci_low=_finite_or_none(r.get("rci_low")),
+                rci_high=_finite_or_none(r.get("rci_high")), design_json=dj,
+                row_json=json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                                     for k, v in r.items()}, default=str),
+                ts=time.time()))
+            n += 1
+    eng.dispose()
+    return n
+
+
+def read_looks(url: str, campaign: str) -> "pd.DataFrame":
+    """Every recorded interim look of a campaign (empty frame when none)."""
+    import pandas as pd
+    import sqlalchemy as sa
+
+    eng = sa.create_engine(url, future=True)
+    try:
+        if not sa.inspect(eng).has_table("sequential_looks"):
+            return pd.DataFrame()
+        with eng.connect() as c:
+            return pd.read_sql(sa.text("SELECT * FROM sequential_looks WHERE campaign = :c ORDER BY look, comparison"),
+                               c, params={"c": campaign})
+    finally:
+        eng.dispose()
+
+
+def _finite_or_none(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(float(v)) else None
+
+
+def dataclasses_asdict(design: SequentialDesign) -> dict:
+    from dataclasses import asdict
+
+    return asdict(design)

@@ -1,9 +1,150 @@
-"""`campaign` commands for the tune area."""
+"""`campaign tune` (equal-budget Optuna studies) and `campaign seeds-look` (group-sequential looks)."""
 
 from __future__ import annotations
 
+import json
+import math
+from pathlib import Path
+from typing import List, Optional
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+out = Console()
+err = Console(stderr=True)
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    err.print(f"[red]error:[/red] {msg}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, float):
+        return "NaN" if math.isnan(v) else f"{v:+.4f}"
+    return str(v)
+
+
+def _report_table(rep: dict) -> Table:
+    t = Table(title="tuning studies (validation score = paired difference vs reference)")
+    for c in ("policy", "trials", "budget", "states", "default", "best", "moved by", "best params"):
+        t.add_column(c)
+    for pol, r in sorted(rep.items()):
+        t.add_row(pol, str(r["trials"]), str(r["budget"]), ", ".join(f"{k.lower()} {v}" for k, v in sorted(r["states"].items())),
+                  _fmt(r["default_value"]), _fmt(r["best_value"]), _fmt(r["moved_by"]),
+                  json.dumps(r["best_params"], default=str))
+    return t
 
 
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the main app."""
+
+    @app.command("tune")
+    def tune_cmd(
+        campaign: Path = typer.Argument(..., help="campaign file or directory (the grid that names the policies)"),
+        policy: List[str] = typer.Option([], "--policy", help="policy to tune (repeat; every one gets the same budget)"),
+        trials: int = typer.Option(8, "--trials", help="trials per policy (trial 0 = the YAML's own setting)"),
+        workdir: Path = typer.Option(..., "--workdir", help="work directory; the studies go in its ledger database"),
+        validation_suite: Optional[str] = typer.Option(None, "--validation-suite",
+                                                       help="held-out suite name or path (never the test suite)"),
+        validation_data: Optional[Path] = typer.Option(None, "--validation-data", help="benchmark Parquet folder of it"),
+        aggregate: Optional[str] = typer.Option(None, "--aggregate", help="validation aggregate; default its first"),
+        seeds: Optional[str] = typer.Option(None, "--seeds", help="comma-separated seeds per trial; default the campaign's"),
+        ledger_url: Optional[str] = typer.Option(None, "--ledger-url", help="SQLAlchemy URL; default sqlite:///<workdir>/ledger.db"),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray dashboard; default a local head"),
+        no_prune: bool = typer.Option(False, "--no-prune", help="never stop a trial early"),
+        report_only: bool = typer.Option(False, "--report", help="show the studies of this campaign and exit"),
+        write: bool = typer.Option(True, "--write/--no-write", help="write <policy>_tuned.yaml for each study"),
+        out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="where tuned YAMLs go; default <campaign root>/policy"),
+        sampler_seed: int = typer.Option(0, "--sampler-seed"),
+        max_parallel: Optional[int] = typer.Option(None, "--max-parallel"),
+        override: List[str] = typer.Option([], "--set", help="Hydra override of the campaign (repeat)"),
+    ) -> None:
+        """Tune each policy with an equal trial budget on a validation suite; write tuned policy YAMLs."""
+        from orchestrator.spec import SpecError, load_campaign
+        from orchestrator.tuning import (TuneError, TuneRequest, equal_budgets, ledger_url as _url, report, tune,
+                                         write_tuned_policy)
+        from policies.errors import PolicyConfigError
+
+        try:
+            spec = load_campaign(campaign, list(override))
+            url = _url(workdir, ledger_url)
+            if report_only:
+                rep = report(url, spec.name)
+                if not rep:
+                    _fail(f"no tuning study for campaign {spec.name!r} in {url}; run `campaign tune` first")
+            else:
+                seed_list = [int(s) for s in seeds.split(",")] if seeds else None
+                rep = tune(TuneRequest(
+                    campaign=campaign, policies=policy, trials=trials, workdir=workdir, validation_suite=validation_suite,
+                    validation_data=validation_data, aggregate=aggregate, seeds=seed_list, ledger_url=ledger_url,
+                    ray_address=ray_address, overrides=override, sampler_seed=sampler_seed, prune=not no_prune,
+                    max_parallel=max_parallel, on_event=lambda m: err.print(m, highlight=False)))
+                rep = {p: r for p, r in rep.items() if p in policy}
+        except (TuneError, SpecError, PolicyConfigError, ValueError) as exc:
+            _fail(str(exc))
+        out.print(_report_table(rep))
+        if not equal_budgets(rep):
+            err.print("[yellow]warning:[/yellow] policies have unequal trial counts; the comparison is not equal-budget")
+        if write and not report_only:
+            dest = out_dir or Path(spec.config_root) / "policy"
+            for pol, r in sorted(rep.items()):
+                try:
+                    path = write_tuned_policy(r, pol, dest)
+                    out.print(f"wrote {path} (use it as policy '{path.stem}')")
+                except TuneError as exc:
+                    err.print(f"[yellow]{exc}[/yellow]")
+
+    @app.command("seeds-look")
+    def seeds_look_cmd(
+        campaign: str = typer.Argument(..., help="campaign name (as in the ledger and results/<campaign>/)"),
+        look: int = typer.Option(..., "--look", help="0-based look index (after the first batch: 0)"),
+        workdir: Path = typer.Option(..., "--workdir", help="work directory (records and ledger)"),
+        records: Optional[Path] = typer.Option(None, "--records", help="default <workdir>/results/<campaign>/records.parquet"),
+        max_seeds: int = typer.Option(12, "--max", help="maximum seeds per comparison"),
+        batch: int = typer.Option(3, "--batch", help="seeds added between looks"),
+        margin: Optional[float] = typer.Option(None, "--margin", help="equivalence margin in aggregate points"),
+        futility: Optional[float] = typer.Option(None, "--futility-cp", help="stop when conditional power < this"),
+        spending: str = typer.Option("obf", "--spending", help="obf | pocock"),
+        aggregate: Optional[str] = typer.Option(None, "--aggregate", help="default: the suite's first aggregate"),
+        suite: str = typer.Option("db12", "--suite"),
+        ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
+        as_json: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Test every comparison at this look; record it in the ledger DB; list who needs the next batch."""
+        from analysis.aggregates import run_table
+        from analysis.records import RecordsError, read_records
+        from analysis.sequential import SequentialDesign, SequentialError, look_at_runs, next_batch_seeds, record_look
+        from evaluation.suite import SuiteError, load_suite
+        from orchestrator.tuning import ledger_url as _url
+
+        try:
+            s = load_suite(suite)
+            design = SequentialDesign.from_mapping({"max": max_seeds, "batch": batch, "design": "sequential",
+                                                    "equivalence_margin": margin, "futility_cp": futility,
+                                                    "spending": spending}, where="seeds-look")
+            path = records or workdir / "results" / campaign / "records.parquet"
+            runs = run_table(read_records(path, suite=s), s)
+            dec = look_at_runs(runs, design, look, aggregate or s.aggregate_names[0])
+        except (SequentialError, RecordsError, SuiteError, FileNotFoundError) as exc:
+            _fail(str(exc))
+        if dec.empty:
+            _fail(f"{path}: no comparison with both a policy and its reference; nothing to look at")
+        n = record_look(_url(workdir, ledger_url), campaign, dec, design)
+        nxt = next_batch_seeds(dec, design, look)
+        if as_json:
+            out.print_json(json.dumps({"decisions": dec.to_dict("records"), "recorded": n,
+                                       "next_batch": {"/".join(k): v for k, v in nxt.items()}}, default=str))
+            return
+        t = Table(title=f"look {look} ({design.looks[look]} seeds planned of {design.max_seeds})")
+        for c in ("comparison", "n", "mean", "repeated CI", "decision"):
+            t.add_column(c)
+        for r in dec.itertuples():
+            ci = f"[{r.rci_low:+.3f}, {r.rci_high:+.3f}]" if r.decision != "error" else r.error
+            t.add_row(f"{r.campaign}/{r.model}/{r.regime}:{r.policy}-{r.reference}", str(r.n),
+                      _fmt(getattr(r, "mean", math.nan)), ci, r.decision)
+        out.print(t)
+        out.print(f"recorded {n} decisions in the ledger database (table sequential_looks)")
+        for k, v in nxt.items():
+            out.print(f"next batch for {'/'.join(k)}: seeds {v} (open comparisons and their reference)")

@@ -1,0 +1,425 @@
+"""Equal-budget tuning: one Optuna study per policy, every trial a real orchestrated run.
+
+Why: the published study used one fixed setting per policy, so "policy A beats B" may only
+mean "A's default happened to suit this model". Here every policy in a comparison gets the
+same number of trials over the `search_space:` its YAML declares, trial 0 is the YAML's own
+setting (so "how much tuning moved it" is measured inside the same budget), and the score is a
+*validation* aggregate on a suite that is not the final test suite (refused otherwise).
+
+A trial = the policy with the suggested params, trained and evaluated through the orchestrator
+(ledger rows in campaign `<campaign>.tune.<policy>`, Ray jobs, the evaluation stage), paired
+by seed with the campaign-local reference (baseline for select/reweight, static for mix),
+whose runs are shared by all trials (same run_key, trained once). Objective: mean over seeds
+of the paired validation-aggregate difference (trial - reference).
+
+Pruning: the train stage is one atomic Ray job, so a run cannot be stopped at a checkpoint;
+instead seeds are the intermediate steps: after each seed the paired score so far is reported
+(`trial.report(score, k)`) and a median pruner may stop the trial before it spends more seeds.
+Each run's intermediate checkpoints are evaluated too (evaluation.all_checkpoints) and stored
+as trial user attributes, but they do not drive pruning.
+
+The studies live in the ledger database (Optuna RDBStorage on the same SQLAlchemy URL), so
+`campaign tune --report` and resumption need nothing but the ledger URL. Tuned parameters are
+written as a new named policy YAML (`<policy>_tuned`) in the campaign's `policy/` folder, so a
+follow-up campaign lists it under `policies:` like any other.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from orchestrator.grid import RunSpec, expand, short_hash
+from orchestrator.spec import CampaignSpec, load_campaign
+
+DEFAULT_ATTR = "is_default"
+
+
+class TuneError(ValueError):
+    """A tuning request that cannot run; the message names the policy, the key and the fix."""
+
+
+# ---------------------------------------------------------------- search space and params
+
+
+def search_space(policy_cfg: Mapping[str, Any], policy: str) -> dict[str, dict[str, Any]]:
+    """The YAML's `search_space:` block ('scorer.P' / 'actuator.P' -> {low, high[, log, step]} | {choices})."""
+    space = policy_cfg.get("search_space")
+    if not space:
+        raise TuneError(f"policy {policy!r}: no search_space block in its YAML; add e.g. "
+                        "`search_space: {actuator.k: {low: 1, high: 4}}` or tune another policy")
+    from policies import load_policy
+
+    load_policy(dict(policy_cfg), domains=policy_cfg.get("domains"))  # strict validation, incl. the space
+    out = {}
+    for k, v in space.items():
+        spec = dict(v)
+        if "choices" not in spec:
+            cur = _current(policy_cfg, str(k))
+            ints = isinstance(spec["low"], int) and isinstance(spec["high"], int) and not isinstance(cur, float)
+            spec["_kind"] = "int" if ints else "float"
+        out[str(k)] = spec
+    return out
+
+
+def _current(policy_cfg: Mapping[str, Any], key: str) -> Any:
+    part, _, name = key.partition(".")
+    return ((policy_cfg.get(part) or {}).get("params") or {}).get(name)
+
+
+def default_params(policy_cfg: Mapping[str, Any], space: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The YAML's own values for the tuned keys (trial 0), clipped into the space when set."""
+    out = {}
+    for key, spec in space.items():
+        v = _current(policy_cfg, key)
+        if v is None:
+            continue
+        if "choices" in spec:
+            if v in spec["choices"]:
+                out[key] = v
+        elif spec["low"] <= v <= spec["high"]:
+            out[key] = v
+    return out
+
+
+def suggest(trial: Any, space: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Ask an Optuna trial for every key of the space (int/float ranges, log scale, choices)."""
+    out = {}
+    for key, spec in space.items():
+        if "choices" in spec:
+            out[key] = trial.suggest_categorical(key, list(spec["choices"]))
+        elif spec.get("_kind") == "int":
+            out[key] = trial.suggest_int(key, spec["low"], spec["high"], step=int(spec.get("step", 1)),
+                                         log=bool(spec.get("log", False)))
+        else:
+            kw = {"log": bool(spec.get("log", False))}
+            if spec.get("step") is not None and not kw["log"]:
+                kw["step"] = float(spec["step"])
+            out[key] = trial.suggest_float(key, float(spec["low"]), float(spec["high"]), **kw)
+    return out
+
+
+def apply_params(policy_cfg: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the policy config with scorer/actuator params replaced by `params`."""
+    cfg = copy.deepcopy(dict(policy_cfg))
+    for key, v in params.items():
+        part, _, name = key.partition(".")
+        blk = cfg.setdefault(part, {})
+        blk.setdefault("params", {})[name] = v.item() if hasattr(v, "item") else v
+    return cfg
+
+
+# ---------------------------------------------------------------- trial runs
+
+
+def _key_obj(run: RunSpec, policy_name: str, policy_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Same fields as the grid's run_key (orchestrator.grid.expand), so equal params share runs."""
+    return {"model": run.model_cfg, "recipe": run.recipe_cfg, "policy": {"name": policy_name, **policy_cfg},
+            "seed": run.seed, "data": run.data, "steps": run.steps, "save_freq": run.save_freq, "regime": run.regime}
+
+
+def validation_run(run: RunSpec, campaign: str, suite: str, evaluation: Mapping[str, Any],
+                   policy_cfg: Mapping[str, Any] | None = None, trial: int | None = None) -> RunSpec:
+    """The run as a tuning run: validation suite, all checkpoints evaluated, optional trial params."""
+    cfg = dict(policy_cfg) if policy_cfg is not None else dict(run.policy_cfg)
+    if policy_cfg is not None:
+        cfg.pop("search_space", None)
+    key = short_hash(_key_obj(run, run.policy, cfg))
+    label = f"{run.policy}~t{trial}" if trial is not None else run.policy
+    rid = f"{run.group}/{run.model}/{label}{'@' + run.regime if run.regime else ''}/s{run.seed}"
+    return dataclasses.replace(run, run_key=key, run_id=rid, campaign=campaign, policy_cfg=cfg, suite=suite,
+                               evaluation={**dict(run.evaluation), **dict(evaluation), "all_checkpoints": True})
+
+
+def paired_score(trial_runs: pd.DataFrame, ref_runs: pd.DataFrame, aggregate: str) -> tuple[float, int]:
+    """Mean over common seeds of (trial - reference) on `aggregate` at each run's final step.
+
+    Both frames: `analysis.aggregates.run_table` rows. Returns (score, n_seeds); NaN when a side
+    is missing or its aggregate is NaN (missing is never 0).
+    """
+    def last(df: pd.DataFrame) -> pd.Series:
+        if df.empty:
+            return pd.Series(dtype=float)
+        d = df.sort_values("step").groupby("seed").tail(1).set_index("seed")
+        return d[aggregate].astype(float)
+
+    a, b = last(trial_runs), last(ref_runs)
+    seeds = a.index.intersection(b.index)
+    if len(seeds) == 0:
+        return math.nan, 0
+    diff = (a.loc[seeds] - b.loc[seeds]).to_numpy()
+    return (float(diff.mean()) if np.all(np.isfinite(diff)) else math.nan), int(len(seeds))
+
+
+# ---------------------------------------------------------------- the driver
+
+
+@dataclass
+class TuneRequest:
+    campaign: str | Path
+    policies: Sequence[str]
+    trials: int
+    workdir: Path
+    validation_suite: str | None = None
+    validation_data: Path | None = None
+    aggregate: str | None = None
+    seeds: Sequence[int] | None = None
+    ledger_url: str | None = None
+    ray_address: str | None = None
+    overrides: Sequence[str] = ()
+    sampler_seed: int = 0
+    prune: bool = True
+    run_timeout_s: float | None = None
+    out_dir: Path | None = None
+    max_parallel: int | None = None
+    on_event: Callable[[str], None] | None = field(default=None, repr=False)
+
+
+def ledger_url(workdir: Path, url: str | None) -> str:
+    return url or f"sqlite:///{(Path(workdir).resolve() / 'ledger.db').as_posix()}"
+
+
+def study_name(campaign: str, policy: str) -> str:
+    return f"{campaign}:{policy}"
+
+
+def _storage(url: str):  # noqa: ANN202
+    import optuna
+
+    return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {})
+
+
+def _check_validation(spec: CampaignSpec, req: TuneRequest) -> tuple[str, dict[str, Any], str]:
+    from evaluation.suite import SuiteError, load_suite
+
+    vs = req.validation_suite or spec.evaluation.get("validation_suite")
+    if not vs:
+        raise TuneError(f"{spec.source}: no validation suite: tuning on the final test suite ({spec.suite}) would leak "
+                        "into the comparison; pass --validation-suite NAME|PATH or set evaluation.validation_suite")
+    try:
+        val, test = load_suite(vs), load_suite(spec.suite)
+    except SuiteError as exc:
+        raise TuneError(str(exc)) from None
+    if val.name == test.name or set(val.benchmark_ids) == set(test.benchmark_ids):
+        raise TuneError(f"validation suite {vs!r} is the final test suite {spec.suite!r}; use a held-out suite")
+    agg = req.aggregate or val.aggregate_names[0]
+    if agg not in val.aggregate_names:
+        raise TuneError(f"--aggregate {agg!r}: the validation suite {val.name!r} declares {val.aggregate_names}")
+    data = req.validation_data or spec.evaluation.get("validation_data_dir")
+    evaluation = {"data_dir": str(data)} if data else {}
+    return str(vs), evaluation, agg
+
+
+def _base_runs(spec: CampaignSpec, policy: str, seeds: Sequence[int] | None, data_root: Path) -> tuple[list[RunSpec], list[RunSpec]]:
+    runs = expand(spec, data_root=data_root)
+    mine = [r for r in runs if r.policy == policy]
+    if not mine:
+        raise TuneError(f"{spec.source}: policy {policy!r} is not in the campaign's grid; add it to `policies:`")
+    ref_name = mine[0].reference
+    if ref_name == policy:
+        raise TuneError(f"policy {policy!r} is a reference (mechanism none); tune the policies compared against it")
+    refs = [r for r in runs if r.policy == ref_name]
+    if not refs:
+        raise TuneError(f"{spec.source}: reference {ref_name!r} of {policy!r} is not in the campaign; add it to `policies:`")
+    keep = set(seeds) if seeds else None
+    group = (mine[0].group, mine[0].model, mine[0].regime)  # one configuration: the first model/regime cell
+    mine = [r for r in mine if (r.group, r.model, r.regime) == group and (keep is None or r.seed in keep)]
+    refs = [r for r in refs if (r.group, r.model, r.regime) == group and (keep is None or r.seed in keep)]
+    return sorted(mine, key=lambda r: r.seed), sorted(refs, key=lambda r: r.seed)
+
+
+class _Runner:
+    """Submits runs to one tuning campaign in the ledger and drives them to recorded/failed."""
+
+    def __init__(self, req: TuneRequest, spec: CampaignSpec, campaign: str):
+        from orchestrator.session import Session
+
+        self.req, self.spec, self.campaign = req, spec, campaign
+        self.session = Session(Path(req.workdir) / "tune", ledger_url=ledger_url(req.workdir, req.ledger_url),
+                               ray_address=req.ray_address)
+        self.rows: dict[str, dict[str, Any]] = {}
+
+    def run(self, runs: list[RunSpec]) -> pd.DataFrame:
+        from analysis.aggregates import run_table
+        from analysis.records import read_records
+        from evaluation.suite import load_suite
+
+        for r in runs:
+            self.rows.setdefault(r.run_key, {"run_key": r.run_key, "run_id": r.run_id, "gpus": r.gpus,
+                                            "spec_json": r.to_json()})
+        self.session.ledger.upsert_campaign(self.campaign, self.spec.model_dump_json(), list(self.rows.values()))
+        cfg = self.session.default_config(self.campaign)
+        if self.req.max_parallel:
+            cfg.max_parallel = self.req.max_parallel
+        cfg.poll_s = min(cfg.poll_s, 0.5)
+        for attempt in range(6):  # a just-started head may not have its job agent yet
+            try:
+                self.session.scheduler(self.campaign, cfg).run(timeout_s=self.req.run_timeout_s)
+                break
+            except RuntimeError as exc:
+                if "No available agent" not in str(exc) or attempt == 5:
+                    raise
+                time.sleep(5.0)
+        suite = load_suite(runs[0].suite)
+        wanted = {r.run_key for r in runs}
+        frames, failed = [], []
+        for row in self.session.ledger.runs(self.campaign):
+            if row.run_key not in wanted:
+                continue
+            if row.state == "recorded" and row.outputs.get("records"):
+                frames.append(read_records(row.outputs["records"], suite=suite))
+            else:
+                failed.append(f"{row.run_id} ({row.state}: {row.reason or 'not finished'})")
+        if failed:
+            raise TuneError(f"tuning runs did not finish: {', '.join(failed)}")
+        return run_table(pd.concat(frames, ignore_index=True), suite)
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def tune(req: TuneRequest) -> dict[str, dict[str, Any]]:
+    """Run (or resume) one study per policy with exactly `req.trials` trials each; returns the report."""
+    import optuna
+
+    if req.trials < 1:
+        raise TuneError(f"--trials: must be >= 1, got {req.trials}")
+    if not req.policies:
+        raise TuneError("--policy: name at least one policy to tune")
+    spec = load_campaign(req.campaign, list(req.overrides))
+    vsuite, veval, agg = _check_validation(spec, req)
+    url = ledger_url(req.workdir, req.ledger_url)
+    Path(req.workdir).mkdir(parents=True, exist_ok=True)
+    data_root = Path(req.workdir) / "data"
+    say = req.on_event or (lambda _m: None)
+    plans = {}
+    for policy in req.policies:  # validate everything before the first run starts
+        mine, refs = _base_runs(spec, policy, req.seeds, data_root)
+        plans[policy] = (mine, refs, search_space(mine[0].policy_cfg, policy))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    for policy, (mine, refs, space) in plans.items():
+        camp = f"{spec.name}.tune.{policy}"
+        runner = _Runner(req, spec, camp)
+        ref_runs = [validation_run(r, camp, vsuite, veval) for r in refs]
+        study = optuna.create_study(
+            study_name=study_name(spec.name, policy), storage=_storage(url), direction="maximize", load_if_exists=True,
+            sampler=optuna.samplers.TPESampler(seed=req.sampler_seed),
+            pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0) if req.prune else optuna.pruners.NopPruner(),
+        )
+        study.set_user_attr("policy", policy)
+        study.set_user_attr("campaign", spec.name)
+        study.set_user_attr("aggregate", agg)
+        study.set_user_attr("validation_suite", vsuite)
+        study.set_user_attr("budget", req.trials)
+        study.set_user_attr("policy_cfg", mine[0].policy_cfg)
+        if not study.trials:
+            dflt = default_params(mine[0].policy_cfg, space)
+            if dflt:
+                study.enqueue_trial(dflt, user_attrs={DEFAULT_ATTR: True})
+
+        def objective(trial: optuna.Trial, mine=mine, space=space, ref_runs=ref_runs, runner=runner) -> float:
+            params = suggest(trial, space)
+            cfg = apply_params(mine[0].policy_cfg, params)
+            t0 = time.time()
+            score = math.nan
+            trial_runs = [validation_run(b, runner.campaign, vsuite, veval, cfg, trial.number) for b in mine]
+            for k in range(1, len(mine) + 1):
+                tab = runner.run(trial_runs[:k] + ref_runs[:k])
+                is_ref = tab["run_key"].isin({r.run_key for r in ref_runs[:k]})
+                all_trial = tab[~is_ref]
+                score, n = paired_score(all_trial, tab[is_ref], agg)
+                curve = all_trial.groupby("step")[agg].mean()
+                trial.set_user_attr("checkpoint_curve", {int(s): float(v) for s, v in curve.items()})
+                trial.set_user_attr("seeds_used", n)
+                if not math.isfinite(score):
+                    trial.set_user_attr("reason", f"validation aggregate {agg} is NaN (missing scores) after {n} seed(s)")
+                    break
+                trial.report(score, k)
+                if k < len(mine) and trial.should_prune():
+                    trial.set_user_attr("wall_s", round(time.time() - t0, 2))
+                    say(f"{policy} trial {trial.number}: pruned after {k} seed(s) at {score:+.3f}")
+                    raise optuna.TrialPruned()
+            trial.set_user_attr("wall_s", round(time.time() - t0, 2))
+            say(f"{policy} trial {trial.number}: {params} -> {score:+.3f}")
+            return score
+
+        done = [t for t in study.trials if t.state.is_finished()]
+        left = req.trials - len(done)
+        try:
+            if left > 0:
+                study.optimize(objective, n_trials=left, catch=(TuneError,))
+        finally:
+            runner.close()
+    return report(url, spec.name)
+
+
+# ---------------------------------------------------------------- report and tuned config
+
+
+def report(url: str, campaign: str) -> dict[str, dict[str, Any]]:
+    """Per policy: budget, trials by state, default and best validation score, best params."""
+    import optuna
+
+    out: dict[str, dict[str, Any]] = {}
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+        return out  # no ledger database yet: no study (do not create one by reading)
+    storage = _storage(url)
+    for s in optuna.get_all_study_summaries(storage):
+        if not s.study_name.startswith(f"{campaign}:"):
+            continue
+        study = optuna.load_study(study_name=s.study_name, storage=storage)
+        policy = study.user_attrs.get("policy", s.study_name.split(":", 1)[1])
+        states: dict[str, int] = {}
+        for t in study.trials:
+            states[t.state.name] = states.get(t.state.name, 0) + 1
+        complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE and t.value is not None
+                    and math.isfinite(t.value)]
+        default = [t for t in complete if t.user_attrs.get(DEFAULT_ATTR)]
+        best = max(complete, key=lambda t: t.value) if complete else None
+        out[policy] = {
+            "study": s.study_name, "budget": study.user_attrs.get("budget"), "trials": len(study.trials), "states": states,
+            "aggregate": study.user_attrs.get("aggregate"), "validation_suite": study.user_attrs.get("validation_suite"),
+            "default_value": default[0].value if default else math.nan,
+            "best_value": best.value if best else math.nan, "best_params": dict(best.params) if best else {},
+            "best_trial": best.number if best else None,
+            "moved_by": (best.value - default[0].value) if (best and default) else math.nan,
+            "policy_cfg": study.user_attrs.get("policy_cfg", {}),
+        }
+    return out
+
+
+def equal_budgets(rep: Mapping[str, Mapping[str, Any]]) -> bool:
+    """True when every policy's study has the same number of finished trials (the comparison is fair)."""
+    return len({r["trials"] for r in rep.values()}) <= 1
+
+
+def write_tuned_policy(rep_entry: Mapping[str, Any], policy: str, out_dir: Path, name: str | None = None) -> Path:
+    """Write `<out_dir>/<policy>_tuned.yaml` (validated, atomic); a campaign then lists it by name."""
+    from analysis.atomic import atomic_write_text
+    from policies import load_policy
+
+    if not rep_entry.get("best_params"):
+        raise TuneError(f"policy {policy!r}: no completed trial with a finite score; nothing to write")
+    cfg = apply_params(rep_entry["policy_cfg"], rep_entry["best_params"])
+    cfg.pop("search_space", None)
+    new = name or f"{policy}_tuned"
+    cfg["name"] = new
+    cfg["description"] = (f"{policy} tuned on {rep_entry['validation_suite']}:{rep_entry['aggregate']} "
+                          f"(study {rep_entry['study']}, trial {rep_entry['best_trial']} of {rep_entry['trials']})")
+    load_policy(cfg, domains=cfg.get("domains"))
+    header = (f"# Written by `campaign tune` from study {rep_entry['study']}: best of {rep_entry['trials']} trials,\n"
+              f"# validation {rep_entry['aggregate']} paired vs reference {rep_entry['best_value']:+.4f} "
+              f"(default {rep_entry['default_value']:+.4f}). Params: {dict(rep_entry['best_params'])}\n")
+    path = Path(out_dir) / f"{new}.yaml"
+    atomic_write_text(path, header + yaml.safe_dump(cfg, sort_keys=False))
+    return path
