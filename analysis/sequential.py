@@ -532,6 +532,8 @@ def look_at_runs(runs: "pd.DataFrame", design: SequentialDesign, look: int, aggr
     import pandas as pd
 
     refs = dict(references or {"select": "baseline", "reweight": "baseline", "mix": "static"})
+    if not 0 <= look < len(design.looks):
+        raise SequentialError(f"look: {look} is outside 0..{len(design.looks) - 1} for looks {list(design.looks)}")
     if aggregate not in runs.columns:
         raise SequentialError(f"aggregate {aggregate!r} is not a column of the runs table; known: "
                               f"{[c for c in runs.columns if c[:1].isupper()]}")
