@@ -1,9 +1,246 @@
-"""`campaign` commands for the eval area."""
+"""`campaign` commands for the evaluation area: eval, calibrate, data benchmarks, audit contamination."""
 
 from __future__ import annotations
 
+import math
+import re
+from pathlib import Path
+from typing import Optional
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+err = Console(stderr=True)
+out = Console()
+
+DEFAULT_DATA_DIR = Path("data/benchmarks")
+
+
+def _fail(msg: str, code: int = 2) -> None:
+    err.print(f"[red]error:[/red] {msg}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _step_from_path(p: Path) -> int:
+    m = re.search(r"(?:global_step|step)[_-]?(\d+)", str(p))
+    return int(m.group(1)) if m else 0
+
+
+def _fmt(x: float, pct: bool = False) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "NaN"
+    return f"{x:.1f}" if pct else f"{x:.2f}"
+
+
+def _suite_or_fail(name: str, max_gen_toks: int | None):
+    from evaluation.calibrate import with_max_gen_toks
+    from evaluation.suite import SuiteError, load_suite
+
+    try:
+        return with_max_gen_toks(load_suite(name), max_gen_toks)
+    except (SuiteError, ValueError) as e:
+        _fail(str(e))
+
+
+def _data_dir_or_fail(data_dir: Path) -> Path:
+    if not data_dir.is_dir():
+        _fail(f"{data_dir}: benchmark data directory not found; build it with `campaign data benchmarks --out {data_dir}` "
+              "or pass --data-dir evaluation/fixtures/db12 for the fixture suite")
+    return data_dir
 
 
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the main app."""
+
+    @app.command("eval")
+    def eval_cmd(
+        checkpoint: Path = typer.Argument(..., help="HF-format checkpoint directory"),
+        suite: str = typer.Option("db12", "--suite", help="suite name (campaigns/suite/<name>.yaml) or path"),
+        backend: str = typer.Option("hf", "--backend", help="hf (CPU/GPU) or vllm (GPU, needs the gpu extra)"),
+        data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir", help="directory of <benchmark>.parquet files"),
+        out_path: Optional[Path] = typer.Option(None, "--out", help="records file (.parquet or .csv); item logs go beside it"),
+        limit: Optional[int] = typer.Option(None, "--limit", min=1, help="first N items per benchmark (smoke runs)"),
+        cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="generation cache (reruns regenerate nothing)"),
+        benchmark: list[str] = typer.Option([], "--benchmark", help="evaluate only these benchmark ids (repeatable)"),
+        max_gen_toks: Optional[int] = typer.Option(None, "--max-gen-toks", help="override every generation limit"),
+        run_id: Optional[str] = typer.Option(None, "--run-id"),
+        run_key: Optional[str] = typer.Option(None, "--run-key"),
+        campaign: str = typer.Option("adhoc", "--campaign"),
+        model: Optional[str] = typer.Option(None, "--model"),
+        policy: str = typer.Option("unknown", "--policy"),
+        mechanism: Optional[str] = typer.Option(None, "--mechanism"),
+        seed: int = typer.Option(0, "--seed"),
+        step: Optional[int] = typer.Option(None, "--step", help="default: parsed from 'global_step_N' in the path"),
+        regime: str = typer.Option("", "--regime"),
+        config_hash: str = typer.Option("", "--config-hash"),
+        batch_size: int = typer.Option(8, "--batch-size", min=1),
+    ) -> None:
+        """Evaluate one checkpoint on the suite (one model load) and write Records."""
+        from evaluation.evaluator import EvaluationError, evaluate_checkpoint
+
+        if backend not in ("hf", "vllm"):
+            _fail(f"--backend {backend!r}: use hf or vllm")
+        if not checkpoint.exists():
+            _fail(f"{checkpoint}: checkpoint not found")
+        s = _suite_or_fail(suite, max_gen_toks)
+        _data_dir_or_fail(data_dir)
+        meta = {"run_id": run_id or checkpoint.resolve().name, "campaign": campaign, "model": model or checkpoint.name,
+                "policy": policy, "seed": seed, "step": _step_from_path(checkpoint) if step is None else step,
+                "regime": regime, "config_hash": config_hash}
+        if run_key:
+            meta["run_key"] = run_key
+        if mechanism:
+            meta["mechanism"] = mechanism
+        try:
+            rec = evaluate_checkpoint(checkpoint, suite=s, data_dir=data_dir, backend=backend, run_meta=meta,
+                                      out=out_path, limit=limit, cache_dir=cache_dir, benchmarks=benchmark or None,
+                                      batch_size=batch_size)
+        except EvaluationError as e:
+            _fail(str(e), code=1)
+        except ValueError as e:
+            _fail(str(e))
+        except Exception as e:  # backend construction (missing vllm etc.)
+            if type(e).__name__ == "VLLMUnavailableError":
+                _fail(str(e))
+            raise
+        t = Table(title=f"{checkpoint} on {s.name}")
+        for c in ("benchmark", "domain", "n", "accuracy", "parse", "trunc"):
+            t.add_column(c, justify="left" if c in ("benchmark", "domain") else "right")
+        for r in rec.itertuples():
+            t.add_row(r.benchmark, r.domain, str(r.n_items), _fmt(r.accuracy, True), _fmt(r.parse_rate), _fmt(r.truncation_rate))
+        out.print(t)
+        if out_path:
+            out.print(f"records: {out_path}\nitem log: {rec.attrs['items_path']}")
+
+    @app.command("calibrate")
+    def calibrate_cmd(
+        model: Path = typer.Argument(..., help="HF-format model directory to smoke-test"),
+        suite: str = typer.Option("db12", "--suite"),
+        data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir"),
+        n: int = typer.Option(3, "--n", min=1, help="items per benchmark"),
+        backend: str = typer.Option("hf", "--backend"),
+        benchmark: list[str] = typer.Option([], "--benchmark", help="only these benchmark ids (repeatable)"),
+        max_gen_toks: Optional[int] = typer.Option(None, "--max-gen-toks", help="override every generation limit"),
+    ) -> None:
+        """Pre-campaign smoke test: task support, answer-format alignment, parse and truncation rates."""
+        from evaluation.calibrate import calibrate
+        from evaluation.evaluator import EvaluationError
+
+        if not model.exists():
+            _fail(f"{model}: model not found")
+        s = _suite_or_fail(suite, max_gen_toks)
+        _data_dir_or_fail(data_dir)
+        try:
+            df = calibrate(model, suite=s, data_dir=data_dir, n=n, backend=backend, benchmarks=benchmark or None)
+        except EvaluationError as e:
+            _fail(str(e), code=1)
+        t = Table(title=f"calibrate {model} on {s.name} ({n} items each)")
+        for c in ("benchmark", "task", "format", "parse", "trunc", "acc", "verdict", "problem"):
+            t.add_column(c)
+        for r in df.itertuples():
+            t.add_row(r.benchmark, "ok" if r.task_ok else "MISSING", "ok" if r.format_ok else "MISMATCH",
+                      _fmt(r.parse_rate), _fmt(r.truncation_rate), _fmt(r.accuracy, True),
+                      "[green]pass[/green]" if r.passed else "[red]FAIL[/red]", r.problem)
+        out.print(t)
+        failed = int((~df["passed"]).sum())
+        if failed:
+            err.print(f"[red]calibration failed for {failed} of {len(df)} benchmarks[/red]")
+            raise typer.Exit(1)
+        out.print(f"[green]calibration passed for all {len(df)} benchmarks[/green]")
+
+    data_app = next((g.typer_instance for g in app.registered_groups if g.name == "data"), None)
+    if data_app is None:
+        data_app = typer.Typer(help="Build training corpora and evaluation data.", no_args_is_help=True)
+        app.add_typer(data_app, name="data")
+
+    @data_app.command("benchmarks")
+    def data_benchmarks_cmd(
+        out_dir: Path = typer.Option(..., "--out", help="directory for <benchmark>.parquet + manifest.json"),
+        suite: str = typer.Option("db12", "--suite"),
+        only: list[str] = typer.Option([], "--only", help="build only these benchmark ids (repeatable)"),
+        revision: list[str] = typer.Option([], "--revision", help="pin a source: ID=SHA (repeatable)"),
+    ) -> None:
+        """Download the suite's benchmarks from the HF hub, subset/sample as the study did, write Parquet + checksums."""
+        from evaluation.benchmark_data import write_benchmark, write_manifest
+        from evaluation.builders import BUILDERS, BuildError, download_rows
+
+        s = _suite_or_fail(suite, None)
+        ids = only or s.benchmark_ids
+        unknown = [b for b in ids if b not in BUILDERS or b not in s.benchmark_ids]
+        if unknown:
+            _fail(f"--only {unknown}: no builder or not in suite {s.name}; known: {sorted(BUILDERS)}")
+        revs = {}
+        for r in revision:
+            if "=" not in r:
+                _fail(f"--revision {r!r}: expected ID=SHA")
+            k, v = r.split("=", 1)
+            revs[k] = v
+        sources = {}
+        for bid in ids:
+            b = s.benchmark(bid)
+            try:
+                rows, prov = download_rows(bid, revs.get(bid))
+                df = BUILDERS[bid](rows)
+            except BuildError as e:
+                _fail(str(e), code=1)
+            except Exception as e:  # noqa: BLE001 - network / auth / hub errors
+                _fail(f"{bid}: download failed ({type(e).__name__}: {e}); gated sets (GPQA) need `huggingface-cli login`", 1)
+            if len(df) != b.n_items:
+                _fail(f"{bid}: built {len(df)} items, the suite expects {b.n_items} (source revision changed?)", 1)
+            write_benchmark(df, out_dir, bid, b.grader)
+            sources[bid] = prov
+            out.print(f"{bid}: {len(df)} items")
+        man = write_manifest(out_dir, ids, kind="benchmarks", sources=sources)
+        out.print(f"manifest: {man}")
+
+    audit_app = next((g.typer_instance for g in app.registered_groups if g.name == "audit"), None)
+    if audit_app is None:
+        audit_app = typer.Typer(help="Audits of data and runs.", no_args_is_help=True)
+        app.add_typer(audit_app, name="audit")
+
+    @audit_app.command("contamination")
+    def contamination_cmd(
+        train: Path = typer.Option(..., "--train", help="training Parquet (verl schema: a `prompt` column)"),
+        suite: str = typer.Option("db12", "--suite"),
+        data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir"),
+        out_path: Optional[Path] = typer.Option(None, "--out", help="write all matches (.csv)"),
+        threshold: float = typer.Option(0.5, "--threshold", help="13-gram Jaccard above which two texts match"),
+        fail_on_match: bool = typer.Option(False, "--fail-on-match", help="exit 1 when any item matches"),
+    ) -> None:
+        """Exact, normalised and 13-gram-Jaccard matches between training prompts and benchmark items."""
+        import time
+
+        from evaluation.benchmark_data import BenchmarkDataError
+        from evaluation.contamination import AuditError, audit, bench_items_frame, read_train_prompts, summarise
+
+        s = _suite_or_fail(suite, None)
+        _data_dir_or_fail(data_dir)
+        if not 0.0 < threshold < 1.0:
+            _fail(f"--threshold {threshold}: must be between 0 and 1")
+        try:
+            texts = read_train_prompts(train)
+            items = bench_items_frame(data_dir, s.benchmark_ids)
+        except (AuditError, BenchmarkDataError) as e:
+            _fail(str(e))
+        t0 = time.perf_counter()
+        matches = audit(texts, items, threshold=threshold)
+        secs = time.perf_counter() - t0
+        summary = summarise(matches, items)
+        t = Table(title=f"contamination: {train.name} ({len(texts)} prompts) vs {s.name} ({len(items)} items), {secs:.1f} s")
+        for c in ("benchmark", "n_items", "exact", "normalised", "ngram", "contaminated"):
+            t.add_column(c, justify="left" if c == "benchmark" else "right")
+        for r in summary.itertuples():
+            t.add_row(r.benchmark, *(str(getattr(r, c)) for c in ("n_items", "exact", "normalised", "ngram", "contaminated")))
+        out.print(t)
+        if out_path:
+            from evaluation.benchmark_data import _atomic_write
+
+            _atomic_write(out_path, lambda tmp: matches.to_csv(tmp, index=False))
+            out.print(f"matches: {out_path}")
+        if fail_on_match and len(matches):
+            err.print(f"[red]{summary['contaminated'].sum()} benchmark items match training prompts[/red]")
+            raise typer.Exit(1)
+
+
+__all__ = ["register"]

@@ -34,7 +34,7 @@ def boxed_model(tmp_path_factory) -> Path:
 
     df = pd.read_parquet(FIXTURE_DIR / "gsm8k.parquet")
     return overfit_tiny_model(tmp_path_factory.mktemp("boxed_model"), boxed_answer_pairs(df.prompt, df.answer),
-                              steps=175, lr=3e-3)
+                              steps=100, lr=6e-3)
 
 
 @pytest.fixture

@@ -1,0 +1,207 @@
+"""Per-benchmark builders: pure functions from source rows to contract-4 items (STUDY.md §5.1).
+
+Each builder takes the rows of its hub source(s) as plain dicts and returns a DataFrame with
+`item_id, prompt, answer, n_options`. Subsets and seeded samples follow the study: ZebraLogic and
+MMLU-Pro draw 500 with `random.Random(42)` and sort; GPQA shuffles [correct, 3 incorrect] with one
+`Random(42)` across items; MMLU-Pro skips `N/A` options while later options keep their letters.
+Every multiple-choice gold is validated as a letter of its item (no "?" golds, STUDY.md §5.3).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+from typing import Any, Callable, Iterable
+
+import pandas as pd
+
+from evaluation.prompts import kk_prompt, math_prompt, mc_prompt, mc_instruction
+
+Rows = Iterable[dict[str, Any]]
+LETTERS = string.ascii_uppercase
+
+
+class BuildError(ValueError):
+    """A source row cannot become an item; names the benchmark, the row and the field."""
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["item_id", "prompt", "answer", "n_options"])
+
+
+def _need(bid: str, i: int, row: dict[str, Any], *keys: str) -> list[Any]:
+    for k in keys:
+        if k not in row or row[k] is None:
+            raise BuildError(f"{bid}: source row {i} has no field {k!r} (fields: {sorted(row)})")
+    return [row[k] for k in keys]
+
+
+def build_math(bid: str, rows: Rows, problem_key: str, answer_key: str, id_key: str | None = None) -> pd.DataFrame:
+    out = []
+    for i, r in enumerate(rows):
+        problem, answer = _need(bid, i, r, problem_key, answer_key)
+        if isinstance(answer, list):  # OlympiadBench: final_answer is a list of one LaTeX string
+            if not answer:
+                raise BuildError(f"{bid}: source row {i} field {answer_key!r} is empty")
+            answer = answer[0]
+        answer = str(answer).strip().strip("$").strip()
+        out.append({"item_id": f"{bid}-{r.get(id_key, i) if id_key else i}", "prompt": math_prompt(str(problem)),
+                    "answer": answer, "n_options": 0})
+    return _frame(out)
+
+
+def gsm8k_answer(solution: str) -> str:
+    """The number after `####` in a GSM8K solution, without thousands separators."""
+    if "####" not in solution:
+        raise BuildError(f"gsm8k: solution has no '####' final answer: {solution[-80:]!r}")
+    return solution.split("####")[-1].strip().replace(",", "")
+
+
+def build_gsm8k(rows: Rows) -> pd.DataFrame:
+    rows = [dict(r, final=gsm8k_answer(_need("gsm8k", i, r, "answer")[0])) for i, r in enumerate(rows)]
+    return build_math("gsm8k", rows, "question", "final")
+
+
+def build_kk(rows: Rows) -> pd.DataFrame:
+    """K&K test items (people7 + people8 files): puzzle + the training K&K instruction; gold = solution_text."""
+    out = []
+    for i, r in enumerate(rows):
+        quiz, sol = _need("kk_hard", i, r, "quiz", "solution_text")
+        out.append({"item_id": f"kk_hard-{i}", "prompt": kk_prompt(str(quiz)), "answer": str(sol), "n_options": 0})
+    return _frame(out)
+
+
+_BBH_OPTION = re.compile(r"^\(([A-Z])\)\s", re.MULTILINE)
+
+
+def build_bbh(bid: str, rows: Rows) -> pd.DataFrame:
+    """BBH tasks: input (with its `(A) ...` option lines) + request to finish with `The answer is: (X)`."""
+    out = []
+    for i, r in enumerate(rows):
+        text, target = _need(bid, i, r, "input", "target")
+        letters = _BBH_OPTION.findall(text)
+        m = re.fullmatch(r"\(?([A-Z])\)?", str(target).strip())
+        if not letters or m is None or m.group(1) not in letters:
+            raise BuildError(f"{bid}: source row {i} target {target!r} is not one of its options {letters}")
+        n = LETTERS.index(max(letters)) + 1
+        out.append({"item_id": f"{bid}-{r.get('_subtask', '')}{i}", "prompt": f"{text.strip()}\n\n{mc_instruction(n)}",
+                    "answer": m.group(1), "n_options": n})
+    return _frame(out)
+
+
+def sample_sorted(rows: list[dict[str, Any]], k: int, seed: int = 42) -> list[dict[str, Any]]:
+    """`Random(seed).sample` of k row indices, in source order (the study's subset rule)."""
+    if len(rows) < k:
+        raise BuildError(f"need {k} rows to sample, the source has {len(rows)}")
+    idx = sorted(random.Random(seed).sample(range(len(rows)), k))
+    return [rows[i] for i in idx]
+
+
+def build_zebra(rows: Rows, k: int = 500) -> pd.DataFrame:
+    rows = sample_sorted(list(rows), k)
+    out = []
+    for i, r in enumerate(rows):
+        puzzle, question, choices, answer = _need("zebra_logic_mc", i, r, "puzzle", "question", "choices", "answer")
+        choices = list(choices)
+        if answer in choices:
+            gold = LETTERS[choices.index(answer)]
+        elif isinstance(answer, str) and len(answer.strip()) == 1 and answer.strip().upper() in LETTERS[:len(choices)]:
+            gold = answer.strip().upper()
+        else:
+            raise BuildError(f"zebra_logic_mc: row {r.get('id', i)} answer {answer!r} is not among its choices "
+                             "(hidden answers? use the config with answers)")
+        opts = " ".join(f"({LETTERS[j]}) {c}" for j, c in enumerate(choices))
+        prompt = (f"{str(puzzle).strip()}\n\n{str(question).strip()}\n\nChoices: {opts}\n\n{mc_instruction(len(choices))}")
+        out.append({"item_id": f"zebra_logic_mc-{r.get('id', i)}", "prompt": prompt, "answer": gold,
+                    "n_options": len(choices)})
+    return _frame(out)
+
+
+def build_gpqa(rows: Rows, seed: int = 42) -> pd.DataFrame:
+    rng = random.Random(seed)
+    out = []
+    for i, r in enumerate(rows):
+        q, c, w1, w2, w3 = _need("gpqa_diamond", i, r, "Question", "Correct Answer", "Incorrect Answer 1",
+                                 "Incorrect Answer 2", "Incorrect Answer 3")
+        opts = [" ".join(str(x).split()) for x in (c, w1, w2, w3)]
+        order = list(range(4))
+        rng.shuffle(order)
+        shuffled = [opts[j] for j in order]
+        out.append({"item_id": f"gpqa_diamond-{r.get('Record ID', i)}", "prompt": mc_prompt(str(q), shuffled),
+                    "answer": LETTERS[order.index(0)], "n_options": 4})
+    return _frame(out)
+
+
+def build_mmlu_pro(bid: str, rows: Rows, category: str, k: int = 500) -> pd.DataFrame:
+    cat = [r for r in rows if r.get("category") == category]
+    picked = sample_sorted(cat, k)
+    out = []
+    for i, r in enumerate(picked):
+        q, options, answer = _need(bid, i, r, "question", "options", "answer")
+        kept = {LETTERS[j]: o for j, o in enumerate(options) if str(o).strip() != "N/A"}
+        if answer not in kept:
+            raise BuildError(f"{bid}: question {r.get('question_id', i)} answer {answer!r} is not a kept option")
+        out.append({"item_id": f"{bid}-{r.get('question_id', i)}", "prompt": mc_prompt(str(q), kept),
+                    "answer": str(answer), "n_options": LETTERS.index(max(kept)) + 1})
+    return _frame(out)
+
+
+# Hub sources. Revisions: fill in the commit sha (`huggingface-cli` / the dataset page) to pin a
+# source; the manifest always records the sha actually downloaded and each file's sha256.
+SOURCES: dict[str, dict[str, Any]] = {
+    "math500": {"path": "HuggingFaceH4/MATH-500", "split": "test", "revision": None},
+    "aime24": {"path": "Maxwell-Jia/AIME_2024", "split": "train", "revision": None},
+    "olympiadbench": {"path": "Hothan/OlympiadBench", "name": "OE_TO_maths_en_COMP", "split": "train", "revision": None},
+    "minerva_math": {"path": "math-ai/minervamath", "split": "test", "revision": None},
+    "gsm8k": {"path": "openai/gsm8k", "name": "main", "split": "test", "revision": None},
+    "kk_hard": {"path": "K-and-K/knights-and-knaves", "name": "test", "split": ["7ppl", "8ppl"], "revision": None},
+    "bbh_logical_deduction": {"path": "lukaemon/bbh", "split": "test", "revision": None,
+                              "name": ["logical_deduction_three_objects", "logical_deduction_five_objects",
+                                       "logical_deduction_seven_objects"]},
+    "bbh_tracking": {"path": "lukaemon/bbh", "split": "test", "revision": None,
+                     "name": ["tracking_shuffled_objects_three_objects", "tracking_shuffled_objects_five_objects",
+                              "tracking_shuffled_objects_seven_objects"]},
+    "zebra_logic_mc": {"path": "WildEval/ZebraLogic", "name": "mc_mode", "split": "test", "revision": None},
+    "gpqa_diamond": {"path": "Idavidrein/gpqa", "name": "gpqa_diamond", "split": "train", "revision": None, "gated": True},
+    "mmlu_pro_chemistry": {"path": "TIGER-Lab/MMLU-Pro", "split": "test", "revision": None},
+    "mmlu_pro_physics": {"path": "TIGER-Lab/MMLU-Pro", "split": "test", "revision": None},
+}
+
+BUILDERS: dict[str, Callable[[list[dict[str, Any]]], pd.DataFrame]] = {
+    "math500": lambda rows: build_math("math500", rows, "problem", "answer", "unique_id"),
+    "aime24": lambda rows: build_math("aime24", rows, "Problem", "Answer", "ID"),
+    "olympiadbench": lambda rows: build_math("olympiadbench", rows, "question", "final_answer", "id"),
+    "minerva_math": lambda rows: build_math("minerva_math", rows, "question", "answer"),
+    "gsm8k": build_gsm8k,
+    "kk_hard": build_kk,
+    "bbh_logical_deduction": lambda rows: build_bbh("bbh_logical_deduction", rows),
+    "bbh_tracking": lambda rows: build_bbh("bbh_tracking", rows),
+    "zebra_logic_mc": build_zebra,
+    "gpqa_diamond": build_gpqa,
+    "mmlu_pro_chemistry": lambda rows: build_mmlu_pro("mmlu_pro_chemistry", rows, "chemistry"),
+    "mmlu_pro_physics": lambda rows: build_mmlu_pro("mmlu_pro_physics", rows, "physics"),
+}
+
+
+def download_rows(bid: str, revision: str | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Rows of a benchmark's hub source(s) via `datasets.load_dataset(..., revision=)` (needs network)."""
+    import datasets
+
+    src = dict(SOURCES[bid])
+    rev = revision or src.get("revision")
+    names = src.get("name")
+    splits = src["split"]
+    rows: list[dict[str, Any]] = []
+    for name in (names if isinstance(names, list) else [names]):
+        for split in (splits if isinstance(splits, list) else [splits]):
+            ds = datasets.load_dataset(src["path"], name, split=split, revision=rev)
+            tag = f"{name}-" if isinstance(names, list) else ""
+            rows.extend(dict(r, _subtask=tag) for r in ds)
+    try:
+        from huggingface_hub import HfApi
+
+        sha = HfApi().dataset_info(src["path"], revision=rev).sha
+    except Exception:  # noqa: BLE001 - the sha is provenance; the file sha256 pins the data regardless
+        sha = None
+    return rows, {"path": src["path"], "name": names, "split": splits, "revision_requested": rev, "revision_sha": sha}
