@@ -51,12 +51,14 @@ class Item:
 # --- generators -------------------------------------------------------------------------------
 
 
-def math_item(rng: random.Random, level: int = 0) -> Item:
-    """level 0: single-digit a+b; 1: two-digit addition or subtraction; 2: a*b + c."""
-    if level <= 0:
-        a, b = rng.randint(0, 9), rng.randint(0, 9)
+def math_item(rng: random.Random, level: int = 1) -> Item:
+    """level 0: a+b with a, b in 0..4 (25 prompts: the tiny model's learnable task); 1: single-digit a+b;
+    2: two-digit addition or subtraction; 3: a*b + c."""
+    if level <= 1:
+        hi = 4 if level <= 0 else 9
+        a, b = rng.randint(0, hi), rng.randint(0, hi)
         q, ans = f"What is {a} + {b}?", a + b
-    elif level == 1:
+    elif level == 2:
         a, b = rng.randint(10, 99), rng.randint(1, 99)
         if rng.random() < 0.5:
             q, ans = f"What is {a} + {b}?", a + b
@@ -172,8 +174,17 @@ def write_corpus(
     test_per_domain: int = 64,
     domains=DOMAINS,
     levels: dict[str, int] | None = None,
+    heldout: str = "disjoint",
 ) -> dict[str, Path]:
-    """Write `train.parquet` and `test.parquet` (disjoint prompts) and return their paths."""
+    """Write `train.parquet` and `test.parquet` and return their paths.
+
+    `heldout="disjoint"`: test prompts never occur in training. `"iid"`: test prompts are independent
+    draws from the same generator and may repeat training prompts (like the study's math validation
+    set); the right choice when the task space is tiny (single-digit addition has 100 prompts) and the
+    held-out set should measure the task, not generalisation to unseen pairs.
+    """
+    if heldout not in ("disjoint", "iid"):
+        raise ValueError(f"heldout: got {heldout!r}; choose disjoint or iid")
     out = Path(out_dir)
     rng = random.Random(seed)
     levels = levels or {}
@@ -185,14 +196,14 @@ def write_corpus(
         held: dict[str, Item] = {}
         for _ in range(test_per_domain * 50):  # held-out prompts are distinct and never trained on
             it = GENERATORS[d](rng, levels.get(d, 0))
-            held.setdefault(it.prompt, it)
+            held.setdefault(it.prompt if heldout == "disjoint" else len(held), it)
             if len(held) == test_per_domain:
                 break
         test.extend(held.values())
         n = 0
         while n < train_per_domain:
             it = GENERATORS[d](rng, levels.get(d, 0))
-            if it.prompt not in held:
+            if heldout == "iid" or it.prompt not in held:
                 train.append(it)
                 n += 1
     paths = {"train": out / "train.parquet", "test": out / "test.parquet"}
@@ -204,7 +215,7 @@ def write_corpus(
 def tokenizer_corpus(seed: int = 42, n: int = 300) -> list[str]:
     """Text the tiny tokenizer is trained on: prompts and responses of every domain, all levels."""
     texts: list[str] = []
-    for level in (0, 1, 2):
+    for level in (0, 1, 2, 3):
         for it in generate_items(seed + level, n, DOMAINS, dict.fromkeys(DOMAINS, level)):
             texts.extend([it.prompt, it.response])
     return texts
@@ -216,10 +227,10 @@ def tokenizer_corpus(seed: int = 42, n: int = 300) -> list[str]:
 # logic gets Knights & Knaves (kk_hard) or multiple choice, science gets multiple choice.
 FIXTURE_KIND: dict[str, tuple[str, int]] = {
     "math500": ("math", 0),
-    "gsm8k": ("math", 0),
+    "gsm8k": ("math", 1),
     "minerva_math": ("math", 1),
-    "olympiadbench": ("math", 1),
-    "aime24": ("math", 2),
+    "olympiadbench": ("math", 2),
+    "aime24": ("math", 3),
     "kk_hard": ("logic", 0),
     "bbh_logical_deduction": ("science", 0),
     "bbh_tracking": ("science", 1),

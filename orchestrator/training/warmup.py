@@ -23,7 +23,7 @@ import torch
 from orchestrator.training import synthetic
 from orchestrator.training.tiny_model import build_tiny_model
 
-WARMUP_VERSION = 1  # bump when the warm-up procedure changes (invalidates caches)
+WARMUP_VERSION = 2  # bump when the warm-up procedure changes (invalidates caches)
 
 
 def default_cache_root() -> Path:
@@ -65,6 +65,7 @@ def synthetic_corpus(data_cfg: dict, cache_root: Path | None = None) -> dict[str
                 test_per_domain=int(data_cfg.get("test_per_domain", 32)),
                 domains=tuple(data_cfg.get("domains", synthetic.DOMAINS)),
                 levels=dict(data_cfg.get("levels", {})),
+                heldout=str(data_cfg.get("heldout", "disjoint")),
             )
     return paths
 
@@ -134,7 +135,9 @@ def supervised_warmup(model_dir: Path, examples: list[tuple[list[dict], str]], c
 def base_model(model_cfg: dict, recipe: dict, cache_root: Path | None = None) -> Path:
     """Path of the warmed-up tiny base model for (model YAML, recipe data + warmup), built once."""
     cache_root = Path(cache_root or default_cache_root())
-    data_cfg = dict(recipe.get("data", {}))
+    # the warm-up always covers every synthetic domain, so recipes that train on a subset of domains
+    # (e.g. math only) share one base model
+    data_cfg = {**dict(recipe.get("data", {})), "domains": list(synthetic.DOMAINS)}
     warm_cfg = dict(recipe.get("warmup", {}))
     arch = dict(model_cfg.get("architecture", {}))
     key = content_hash({"arch": arch, "data": data_cfg, "warmup": warm_cfg, "v": WARMUP_VERSION})
