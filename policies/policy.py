@@ -242,10 +242,12 @@ class DataPolicy:
         return self._props.clone()
 
     def state_dict(self) -> dict:
-        return {"props": self._props, "stats": self.stats.state_dict() if self.stats else None}
+        """Mixer state as plain lists (JSON-serialisable)."""
+        return {"props": None if self._props is None else self._props.tolist(),
+                "stats": self.stats.state_dict() if self.stats else None}
 
     def load_state_dict(self, state: dict) -> None:
-        self._props = state["props"]
+        self._props = None if state["props"] is None else torch.as_tensor(state["props"], dtype=torch.float32)
         if self.stats is not None and state.get("stats") is not None:
             self.stats.load_state_dict(state["stats"])
 

@@ -93,12 +93,12 @@ class DomainSampler:
 
     def state_dict(self) -> dict:
         """A snapshot (copies, not references) for checkpointing mixing state beside verl's dataloader state."""
-        return {"rng": self.rng.bit_generator.state, "order": [o.copy() for o in self._order], "pos": list(self._pos),
-                "epochs": list(self.epochs), "history": [h.copy() for h in self.history]}
+        return {"rng": self.rng.bit_generator.state, "order": [o.tolist() for o in self._order], "pos": list(self._pos),
+                "epochs": list(self.epochs), "history": [h.tolist() for h in self.history]}
 
     def load_state_dict(self, state: dict) -> None:
         self.rng.bit_generator.state = state["rng"]
-        self._order = [np.asarray(o).copy() for o in state["order"]]
+        self._order = [np.asarray(o, dtype=np.int64) for o in state["order"]]
         self._pos, self.epochs = list(state["pos"]), list(state["epochs"])
         self.history = [np.asarray(h).copy() for h in state.get("history", [])]
 

@@ -79,11 +79,16 @@ class DomainStats:
         return torch.stack(out)
 
     def state_dict(self) -> dict:
-        return {"counts": self.counts, "steps_seen": self.steps_seen, "seq": self._seq, "steps": self._steps}
+        """Plain lists (JSON-serialisable): mixing state is checkpointed beside verl's, without pickle."""
+        return {"counts": self.counts.tolist(), "steps_seen": self.steps_seen,
+                "seq": {k: [t.tolist() for t in v] for k, v in self._seq.items()},
+                "steps": {k: v.tolist() for k, v in self._steps.items()}}
 
     def load_state_dict(self, state: dict) -> None:
-        self.counts, self.steps_seen = state["counts"], state["steps_seen"]
-        self._seq, self._steps = state["seq"], state["steps"]
+        self.counts = torch.as_tensor(state["counts"], dtype=torch.float64)
+        self.steps_seen = int(state["steps_seen"])
+        self._seq = {k: [torch.as_tensor(t, dtype=torch.float32) for t in v] for k, v in state["seq"].items()}
+        self._steps = {k: torch.as_tensor(v, dtype=torch.float32).reshape(-1, self.d) for k, v in state["steps"].items()}
 
 
 def apply_floor(p: Tensor, floor: float, mode: str) -> Tensor:

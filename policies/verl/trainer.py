@@ -18,11 +18,13 @@ mapping `+windtunnel.policy={name: ..., ...}` also works), optional `+windtunnel
 
 from __future__ import annotations
 
+import json
+import os
 import uuid
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 import transfer_queue as tq
 from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDict
@@ -151,16 +153,47 @@ class WindtunnelTrainer(PPOTrainerSync):
         self.wt_pending_metrics.update(diag)
         return tu.get_tensordict(batch_dict)
 
-    def _save_checkpoint(self, *args: Any, **kwargs: Any):  # mixing state is not in verl's data.pt
+    # ---- mixing state in checkpoints (verl's data.pt holds only the dataloader) --------------------
+    def _wt_step_folder(self) -> Path:
+        base = Path(self.config.trainer.default_local_dir)
+        if self.config.trainer.get("resume_mode", "auto") == "resume_path" and self.config.trainer.get("resume_from_path"):
+            return Path(self.config.trainer.resume_from_path).absolute()
+        return base.absolute() / f"global_step_{self.global_steps}"
+
+    def _save_checkpoint(self, *args: Any, **kwargs: Any):
         out = super()._save_checkpoint(*args, **kwargs)
         if self.wt_policy is not None and self.wt_policy.mechanism == "mix":
-            import os
-
-            folder = os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
-            os.makedirs(folder, exist_ok=True)
-            state = {"policy": self.wt_policy.state_dict(),
-                     "sampler": self.wt_sampler.state_dict() if self.wt_sampler else None}
-            tmp = os.path.join(folder, "windtunnel_mix.pt.tmp")
-            torch.save(state, tmp)
-            os.replace(tmp, os.path.join(folder, "windtunnel_mix.pt"))
+            folder = Path(self.config.trainer.default_local_dir).absolute() / f"global_step_{self.global_steps}"
+            save_mix_state(folder / MIX_STATE_FILE, self.wt_policy, self.wt_sampler)
         return out
+
+    def _load_checkpoint(self, *args: Any, **kwargs: Any):
+        out = super()._load_checkpoint(*args, **kwargs)
+        if self.wt_policy is not None and self.wt_policy.mechanism == "mix" and self.global_steps > 0:
+            path = self._wt_step_folder() / MIX_STATE_FILE
+            if path.is_file():
+                state = load_mix_state(path, self.wt_policy)
+                if state.get("sampler") is not None:
+                    self.wt_sampler = self._wt_build_sampler()
+                    self.wt_sampler.load_state_dict(state["sampler"])
+        return out
+
+
+MIX_STATE_FILE = "windtunnel_mix.json"
+
+
+def save_mix_state(path: Path, policy: DataPolicy, sampler: DomainSampler | None) -> None:
+    """Atomically write the mixer's statistics/proportions and the sampler's position as JSON."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {"policy": policy.name, "state": policy.state_dict(), "sampler": sampler.state_dict() if sampler else None}
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(state))
+    os.replace(tmp, path)
+
+
+def load_mix_state(path: Path, policy: DataPolicy) -> dict:
+    state = json.loads(path.read_text())
+    if state.get("policy") != policy.name:
+        raise PolicyConfigError(f"{path}: mixing state of policy {state.get('policy')!r}, but this run uses {policy.name!r}")
+    policy.load_state_dict(state["state"])
+    return state

@@ -13,7 +13,7 @@ import yaml
 from policy_batches import random_batch
 from policies import (ACTUATORS, Param, PolicyConfigError, StepBatch, dense_ids, load_policy, register_actuator,
                       register_scorer)
-from policies.actuators.base import Reweighter, Selector
+from policies.actuators.base import Selector
 from policies.controls import strength_variant
 from policies.scorers import Scorer
 

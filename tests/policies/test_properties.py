@@ -10,10 +10,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policy_batches import DOMAINS, random_batch
+from policy_batches import random_batch
 from policies import StepBatch, load_policy
 from policies.actuators.mix import apply_floor
-from policies import controls
 
 POLICY_DIR = Path(__file__).resolve().parents[2] / "campaigns" / "policy"
 ALL = sorted(Path(p).stem for p in glob.glob(str(POLICY_DIR / "*.yaml")))

@@ -67,3 +67,27 @@ def test_bad_proportions_are_errors():
         s.sample([0.5, 0.5])
     with pytest.raises(PolicyConfigError, match="3 finite non-negative"):
         s.sample([0.5, -0.1, 0.6])
+
+
+def test_mixer_and_sampler_state_survive_a_json_checkpoint(tmp_path):
+    import torch
+
+    from policies import load_policy
+    from policies.verl.trainer import load_mix_state, save_mix_state
+    from policy_batches import make_batch
+
+    pol = load_policy({"name": "m", "mechanism": "mix", "domains": ["a", "b", "c"],
+                       "actuator": {"name": "tscl", "params": {"signal": "reward_slope", "window_unit": "steps"}}})
+    s = DomainSampler(np.arange(30) % 3, 6, seed=2)
+    doms = torch.arange(3).repeat_interleave(5)
+    for step in range(1, 4):
+        pol.observe(make_batch(torch.rand(15, generator=torch.Generator().manual_seed(step)), [3] * 15, 5, domains=doms), step=step)
+        s.sample(pol.proportions())
+    save_mix_state(tmp_path / "mix.json", pol, s)
+    fresh = load_policy(pol.config)
+    state = load_mix_state(tmp_path / "mix.json", fresh)
+    s2 = DomainSampler(np.arange(30) % 3, 6, seed=99)
+    s2.load_state_dict(state["sampler"])
+    assert torch.allclose(fresh.proportions(), pol.proportions())
+    assert torch.allclose(fresh.stats.slope(), pol.stats.slope())
+    assert np.array_equal(s2.sample(fresh.proportions()), s.sample(pol.proportions()))
