@@ -31,7 +31,9 @@ import numpy as np
 import pandas as pd
 
 # Prefixes the verl trainer / MLflow use in front of the policy's own keys.
-_PREFIXES = ("windtunnel/", "dataflex/", "policy/", "train/")
+# (orchestrator/training/local.py writes policy/<k>, mix/target_prop_<d>, mix/realised_prop_<d>,
+# data/realised_prop_<d>; the verl plugin windtunnel/<k>; the reference code dataflex/<k>).
+_PREFIXES = ("windtunnel/", "dataflex/", "policy/", "train/", "mix/", "data/")
 _REFERENCES = ("baseline", "static")
 _IDENT = ("run_key", "run_id", "campaign", "model", "regime", "policy", "mechanism", "seed")
 POLICY_KEYS = ("campaign", "model", "regime", "policy")

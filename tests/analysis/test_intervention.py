@@ -150,3 +150,15 @@ def test_report_carries_the_section_and_the_inert_flag(demo_runs, tmp_path):
     text = out.read_text()
     assert "Intervention evidence and compute" in text
     assert "dump_ucb_paper</b>" in text and "inert_mixer" in text
+
+
+def test_reads_the_local_backend_key_layout(tmp_path):
+    """Keys as orchestrator/training/local.py writes them (policy/, mix/, data/ prefixes)."""
+    rows = [{"step": s, "policy/kept_frac": 0.6, "policy/weight_std": 0.49, "policy/update_tokens": 600.0,
+             "policy/valid_tokens": 1000.0, "policy/active": 1.0, "mix/target_prop_math": 0.5 + 0.01 * s,
+             "mix/realised_prop_math": 0.5, "data/realised_prop_math": 0.5, "actor/pg_loss": 0.1} for s in (1, 2, 3)]
+    df = read_metrics(_write(tmp_path / "m.jsonl", rows))
+    assert {"kept_frac", "weight_std", "update_tokens", "target_prop_math", "realised_prop_math"} <= set(df.columns)
+    summ = run_summary([_run("gfpo", "select", 1, tmp_path / "m.jsonl")]).iloc[0]
+    assert summ["kept_frac_mean"] == pytest.approx(0.6) and summ["update_token_frac"] == pytest.approx(0.6)
+    assert summ["target_prop_move"] == pytest.approx(0.02) and summ["realised_prop_move"] == 0.0
