@@ -163,3 +163,14 @@ def test_add_a_new_policy_with_one_class_and_one_yaml(tmp_path):
     with pytest.raises(PolicyConfigError, match="fraction"):
         load_policy({"name": "s", "mechanism": "select", "scorer": {"name": "test_length"},
                      "actuator": {"name": "test_shortest_half", "params": {"fraction": 0}}})
+
+
+def test_step_batch_from_padded_framework_tensors():
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 0, 0]])
+    tlr = torch.tensor([[0.0, 1.0, 5.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])  # 5.0 sits on a masked token
+    b = StepBatch.from_padded(advantages=torch.zeros(3, 3), response_mask=mask, uids=["x", "y", "x"],
+                              token_level_rewards=tlr, domains=["logic", "math", "logic"], domain_names=["math", "logic"])
+    assert b.rewards.tolist() == [1.0, 1.0, 0.0] and b.group.tolist() == [0, 1, 0] and b.domain.tolist() == [1, 0, 1]
+    with pytest.raises(PolicyConfigError, match="unknown domain"):
+        StepBatch.from_padded(advantages=torch.zeros(3, 3), response_mask=mask, uids=["x", "y", "x"], rewards=torch.zeros(3),
+                              domains=["code", "math", "logic"], domain_names=["math", "logic"])
