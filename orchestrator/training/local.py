@@ -155,6 +155,15 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def save_checkpoint_meta(ckpt_dir: Path, step: int, meta: dict[str, Any]) -> None:
+    """Write `completed.json` (step, sha256 of every weight file, run metadata) into an HF directory."""
+    weights = sorted(Path(ckpt_dir).glob("*.safetensors"))
+    if not weights:
+        raise TrainingError(f"{ckpt_dir}: no *.safetensors weights to record; the save or merge did not finish")
+    info = {"step": step, "sha256": {w.name: sha256_file(w) for w in weights}, **meta}
+    (Path(ckpt_dir) / "completed.json").write_text(json.dumps(info, indent=1, sort_keys=True))
+
+
 def save_checkpoint(model, tokenizer, out_dir: Path, step: int, meta: dict[str, Any]) -> Checkpoint:
     """HF-format save into a temp dir, `completed.json` (with weight sha256) written last, then rename."""
     final = out_dir / "checkpoints" / f"global_step_{step}"
@@ -162,9 +171,7 @@ def save_checkpoint(model, tokenizer, out_dir: Path, step: int, meta: dict[str, 
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    weights = sorted(tmp.glob("*.safetensors"))
-    info = {"step": step, "sha256": {w.name: sha256_file(w) for w in weights}, **meta}
-    (tmp / "completed.json").write_text(json.dumps(info, indent=1, sort_keys=True))
+    save_checkpoint_meta(tmp, step, meta)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     return Checkpoint(step, final)
@@ -248,7 +255,19 @@ def _finished(out: Path, config_hash: str) -> TrainResult | None:
 
 
 def run_training(req: TrainRequest, progress: ProgressFn | None = None) -> TrainResult:
-    """Train `req` on CPU; idempotent (a verified finished run is returned as is, a partial one restarts)."""
+    """Train `req` on CPU; idempotent (a verified finished run is returned as is, a partial one restarts).
+
+    Sets torch to deterministic algorithms on the recipe's thread count for the run and restores the
+    caller's settings afterwards (the orchestrator and tests call this in-process)."""
+    prev = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
+    try:
+        return _run_training(req, progress)
+    finally:
+        torch.set_num_threads(prev[0])
+        torch.use_deterministic_algorithms(prev[1])
+
+
+def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult:
     t0 = time.time()
     recipe = req.recipe
     data_cfg, roll_cfg = _section(recipe, "data"), _section(recipe, "rollout")

@@ -1,0 +1,137 @@
+"""verl launcher: argv construction (seed knobs, reward keys, no shell strings) accepted by verl's own Hydra config."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestrator.training.backend import TrainingError, TrainRequest, get_backend
+from orchestrator.training.local import load_model_config, load_recipe
+from orchestrator.training.verl_launcher import build_command, cancel, hydra_value, merge_command
+
+REPO = Path(__file__).resolve().parents[2]
+SEED_KNOBS = [
+    "data.seed",
+    "actor_rollout_ref.rollout.seed",
+    "actor_rollout_ref.actor.data_loader_seed",
+    "actor_rollout_ref.actor.fsdp_config.seed",
+    "actor_rollout_ref.ref.fsdp_config.seed",
+]
+
+
+def _req(tmp_path: Path, policy: str = "topk", recipe: str = "grpo_7b", model: str = "qwen25_7b_instruct", seed: int = 5):
+    train = tmp_path / "train.parquet"
+    train.write_bytes(b"")  # the launcher only passes the path on
+    return TrainRequest(
+        run_id=f"demo/{model}/{policy}/s{seed}", run_key="abc123", seed=seed, out_dir=tmp_path / "run",
+        policy=yaml.safe_load((REPO / "campaigns/policy" / f"{policy}.yaml").read_text()),
+        recipe=load_recipe(recipe), model_path="Qwen/Qwen2.5-7B-Instruct", train_files=[str(train)],
+        total_steps=300, extra={"model": load_model_config(model), "mlflow_uri": "sqlite:////tmp/x.db", "mlflow_run_id": "r1"},
+    )
+
+
+def _as_dict(argv: list[str]) -> dict[str, str]:
+    return dict(a.lstrip("+").split("=", 1) for a in argv[3:])
+
+
+def test_argv_is_a_list_of_plain_tokens(tmp_path):
+    argv, env = build_command(_req(tmp_path))
+    assert argv[1:3] == ["-m", "verl.trainer.main_ppo"]
+    assert all(isinstance(a, str) and " " not in a and "=" in a for a in argv[3:])
+    assert env["VERL_USE_EXTERNAL_MODULES"] == "policies.verl.plugin"
+    assert env["MLFLOW_TRACKING_URI"] == "sqlite:////tmp/x.db" and env["MLFLOW_RUN_ID"] == "r1"
+
+
+@pytest.mark.parametrize("seed", [1, 12])
+def test_every_seed_knob_follows_the_run_seed(tmp_path, seed):
+    d = _as_dict(build_command(_req(tmp_path, seed=seed))[0])
+    assert {k: d[k] for k in SEED_KNOBS} == dict.fromkeys(SEED_KNOBS, str(seed))
+
+
+def test_both_reward_key_sets_point_at_the_one_grader(tmp_path):
+    d = _as_dict(build_command(_req(tmp_path))[0])
+    for prefix in ("custom_reward_function", "reward.custom_reward_function"):
+        assert d[f"{prefix}.path"] == "pkg://evaluation.reward"
+        assert d[f"{prefix}.name"] == "compute_score"
+    import evaluation.reward as r
+
+    assert callable(getattr(r, d["custom_reward_function.name"]))
+
+
+def test_run_dir_is_absolute_and_epochs_never_cut_the_run(tmp_path):
+    d = _as_dict(build_command(_req(tmp_path))[0])
+    assert Path(d["trainer.default_local_dir"]).is_absolute()
+    assert d["trainer.default_local_dir"].startswith(str((tmp_path / "run").resolve()))
+    assert d["trainer.resume_mode"] == "auto"
+    assert d["trainer.logger"] == "[console,mlflow,file]"
+    assert int(d["trainer.total_epochs"]) >= int(d["trainer.total_training_steps"]) == 300
+    assert d["trainer.n_gpus_per_node"] == "8" and d["trainer.nnodes"] == "1"
+    assert (tmp_path / "run" / "policy.yaml").exists()
+
+
+def test_recipe_keys_pass_through(tmp_path):
+    rec = load_recipe("grpo_05b")
+    d = _as_dict(build_command(_req(tmp_path, recipe="grpo_05b", model="qwen25_05b_instruct"))[0])
+    for k, v in rec["overrides"].items():
+        if k.lstrip("+") in ("trainer.total_epochs",):
+            continue
+        assert d[k.lstrip("+")] == hydra_value(v), k
+    assert "actor_rollout_ref.model.enable_gradient_checkpointing" not in d  # 0.5B main runs do not set it
+
+
+def test_plugin_activation_from_the_policies_package(tmp_path):
+    d = _as_dict(build_command(_req(tmp_path, policy="reward_gap", recipe="grpo_mix"))[0])
+    assert d["trainer.v1.trainer_mode"] == "windtunnel_sync"
+    assert d["windtunnel.policy"] == str((tmp_path / "run" / "policy.yaml").resolve())
+
+
+@pytest.mark.parametrize("policy,recipe", [("topk", "grpo_7b"), ("reward_gap", "grpo_mix"), ("baseline", "grpo_05b")])
+def test_verl_hydra_config_accepts_the_overrides(tmp_path, policy, recipe):
+    """Compose verl's own ppo_trainer config with the generated overrides (up to the GPU boundary)."""
+    import verl
+    from hydra import compose, initialize_config_dir
+
+    argv, _ = build_command(_req(tmp_path, policy=policy, recipe=recipe, seed=9))
+    with initialize_config_dir(config_dir=os.path.join(verl.__path__[0], "trainer/config"), version_base=None):
+        cfg = compose("ppo_trainer", overrides=argv[3:])
+    assert cfg.data.seed == 9 and cfg.actor_rollout_ref.rollout.seed == 9
+    assert cfg.actor_rollout_ref.actor.fsdp_config.seed == 9 and cfg.actor_rollout_ref.ref.fsdp_config.seed == 9
+    assert cfg.actor_rollout_ref.actor.data_loader_seed == 9
+    assert cfg.reward.custom_reward_function.path == "pkg://evaluation.reward"
+    assert cfg.custom_reward_function.name == "compute_score"
+    assert cfg.trainer.total_training_steps == 300 and cfg.actor_rollout_ref.rollout.n == 5
+    assert cfg.trainer.v1.trainer_mode == "windtunnel_sync"
+
+
+def test_bad_inputs_fail_loudly(tmp_path):
+    req = _req(tmp_path)
+    req.train_files = []
+    with pytest.raises(TrainingError, match="train_files"):
+        build_command(req)
+    with pytest.raises(TrainingError, match="Hydra"):
+        hydra_value("a b")
+    with pytest.raises(TrainingError, match="unknown training backend"):
+        get_backend("slurm")
+
+
+def test_merge_command_uses_verls_merger(tmp_path):
+    cmd = merge_command(tmp_path / "actor", tmp_path / "hf")
+    assert cmd[1:6] == ["-m", "verl.model_merger", "merge", "--backend", "fsdp"]
+
+
+def test_cancel_kills_only_the_recorded_process_group(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from orchestrator.training.verl_launcher import run_dirs
+
+    dirs = run_dirs(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    dirs["pid"].write_text(str(proc.pid))
+    assert cancel(tmp_path)
+    assert proc.wait(timeout=10) != 0
+    assert not cancel(tmp_path / "nowhere")
