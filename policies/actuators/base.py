@@ -37,6 +37,7 @@ class Actuator:
     PARAMS: ClassVar[Mapping[str, Param]] = {}
     passes: ClassVar[float] = 0.0  # extra (B, L) passes beyond the scorer's (1 = one read + one write)
     accepts_granularity: ClassVar[tuple[str, ...]] = ("sequence",)
+    reads: ClassVar[tuple[str, ...]] = ()  # batch fields read beyond the scorer's output
 
     def __init__(self, **params: object) -> None:
         self.params = params

@@ -123,7 +123,7 @@ class Mixer(Actuator):
     mechanism = "mix"
     granularity = "domain"
     accepts_granularity = ("domain",)
-    signals_read: ClassVar[tuple[str, ...]] = ()
+    reads: ClassVar[tuple[str, ...]] = ("domain", "rewards")  # + advantages for signal mean_abs_advantage
 
     def mix(self, stats: DomainStats) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError

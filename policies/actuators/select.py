@@ -40,6 +40,7 @@ class GFPO(Selector):
     Ties go to the earlier sequence in batch order (one stable batched sort on the (G, n) group matrix).
     With n = 5, k = 3 the kept fraction is exactly 0.6, uniform groups included."""
 
+    reads = ("group", "response_mask")
     PARAMS = {
         "k": Param(int, 3, low=1, doc="kept per group; must be < rollout.n or GFPO is plain GRPO"),
         "metric": Param(str, "efficiency", choices=("efficiency", "reward", "shortest")),
@@ -62,6 +63,7 @@ class MaxVariance(Selector):
     `rounding: python_round` (default) reproduces the study's banker's rounding: round(2.5) = 2 keeps 2 of
     5 (kept_frac 0.4, P2); `half_up` keeps 3. A mixed binary group keeps one correct and one wrong."""
 
+    reads = ("group",)
     PARAMS = {
         "keep_fraction": Param(float, 0.5, low=0.0, high=1.0, low_open=True),
         "rounding": Param(str, "python_round", choices=ROUNDING),
