@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evaluation.benchmark_data import BenchmarkDataError, read_benchmark, read_manifest, verify_checksum
+from evaluation.benchmark_data import (BenchmarkDataError, _atomic_write, read_benchmark, read_manifest,
+                                       verify_checksum)
 from evaluation.checkpoint_hash import checkpoint_hash
 from evaluation.generation_cache import CachedLM, GenerationStore
 from evaluation.suite import Gates, Suite, load_suite
@@ -298,7 +299,8 @@ def evaluate_checkpoint(
         items_path = base.with_name(base.name.split(".")[0] + ".items.jsonl.gz")
         _atomic_gzip_jsonl(items_path, item_rows)
         hp = items_path.with_name(items_path.name.replace(".items.jsonl.gz", ".health.json"))
-        hp.write_text(json.dumps([asdict(h) for h in health.values()], indent=2, default=str) + "\n")
+        body = json.dumps([asdict(h) for h in health.values()], indent=2, default=str) + "\n"
+        _atomic_write(hp, lambda tmp: tmp.write_text(body))
     health_list = [asdict(h) for h in health.values()]
     failures = [f for h in health.values() for f in h.failures]
     if failures:

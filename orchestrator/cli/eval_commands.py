@@ -145,6 +145,8 @@ def register(app: typer.Typer) -> None:
         out.print(t)
         failed = int((~df["passed"]).sum())
         if failed:
+            for r in df[~df["passed"]].itertuples():
+                err.print(f"FAIL {r.benchmark}: {r.problem}", highlight=False, soft_wrap=True)
             err.print(f"[red]calibration failed for {failed} of {len(df)} benchmarks[/red]")
             raise typer.Exit(1)
         out.print(f"[green]calibration passed for all {len(df)} benchmarks[/green]")

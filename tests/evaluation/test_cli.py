@@ -43,7 +43,7 @@ def test_calibrate_passes_aligned_model_and_fails_random_one(boxed_model, random
     assert ok.exit_code == 0, ok.output + ok.stderr
     assert "calibration passed" in ok.output
     bad = runner.invoke(app, ["calibrate", str(random_model), *args])
-    assert bad.exit_code == 1 and "FAIL" in bad.output and "parse rate 0.00 < 0.5" in bad.output
+    assert bad.exit_code == 1 and "FAIL gsm8k:" in bad.stderr and "parse rate 0.00 < 0.5" in bad.stderr
 
 
 def test_audit_contamination_reports_and_fails_on_match(tmp_path):
