@@ -11,6 +11,7 @@ be read; Records are written only when every gate passes. A failing gate raises
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import math
@@ -141,7 +142,8 @@ def evaluate_checkpoint(
     limit: int | None = None,
     cache_dir: Path | None = None,
     benchmarks: list[str] | None = None,
-    gates: Gates | None = None,
+    gates: Gates | dict[str, Any] | None = None,
+    max_gen_toks: int | None = None,
     batch_size: int = 8,
     device: str | None = None,
     progress: bool = True,
@@ -149,11 +151,22 @@ def evaluate_checkpoint(
 ) -> pd.DataFrame:
     """Evaluate one checkpoint on the suite; returns (and writes to `out`) one Record per benchmark.
 
-    `benchmarks` restricts to a subset; `gates` overrides the suite's gates (tests, calibration).
+    `benchmarks` restricts to a subset; `gates` (a `Gates` or a mapping of its fields) overrides
+    the suite's gates; `max_gen_toks` replaces every generation limit (small-context models).
+    `out` is a `.parquet`/`.csv` records file, or a directory (records go to `<out>/records.parquet`).
     The DataFrame's `attrs` carry `health` (per-benchmark gate figures) and `items_path`.
     """
-    s = _suite(suite)
+    from evaluation.calibrate import with_max_gen_toks
+
+    s = with_max_gen_toks(_suite(suite), max_gen_toks)
+    if isinstance(gates, dict):
+        unknown_keys = set(gates) - {f.name for f in dataclasses.fields(Gates)}
+        if unknown_keys:
+            raise ValueError(f"gates: unknown key(s) {sorted(unknown_keys)}; use {[f.name for f in dataclasses.fields(Gates)]}")
+        gates = dataclasses.replace(s.gates, **gates)
     g = gates or s.gates
+    if out is not None and Path(out).suffix.lower() not in (".parquet", ".pq", ".csv"):
+        out = Path(out) / "records.parquet"
     meta = _run_meta(run_meta)
     checkpoint = Path(checkpoint)
     data_dir = Path(data_dir)
@@ -179,9 +192,12 @@ def evaluate_checkpoint(
         except BenchmarkDataError as e:
             raise EvaluationError(f"benchmark {bid}: {e}") from e
         expected = len(df) if fixture else b.n_items
-        if g.require_item_count and len(df) != expected:
+        if g.require_item_count and limit is None and len(df) != expected:
+            hint = ("rebuild the data (`campaign data benchmarks`)" if manifest is not None else
+                    "no manifest.json in the data dir: a small fixture set must say so with "
+                    "`evaluation.benchmark_data.write_manifest(dir, ids, kind='fixture')`")
             raise EvaluationError(f"benchmark {bid}: {data_dir / (bid + '.parquet')} has {len(df)} items, the suite "
-                                  f"expects {b.n_items}; rebuild the data (`campaign data benchmarks`)")
+                                  f"expects {b.n_items}; {hint}")
         n_exp = min(limit, len(df)) if limit else expected
         frames[bid] = df.iloc[:n_exp] if limit else df
         health[bid] = BenchmarkHealth(benchmark=bid, task="", n_expected=n_exp, max_gen_toks=b.max_gen_toks)

@@ -14,9 +14,8 @@ import pytest
 from analysis.schema import RECORD_COLUMNS
 from evaluation.benchmark_data import FIXTURE_DIR, write_benchmark, write_manifest
 from evaluation.evaluator import EvaluationError, evaluate_checkpoint
-from evaluation.suite import Gates, load_suite
+from evaluation.suite import load_suite
 
-RELAXED = Gates(min_parse_rate=0.0, max_truncation_rate=1.0, require_item_count=True)
 
 
 def _fixture_sizes() -> dict[str, int]:
@@ -42,8 +41,12 @@ def test_random_model_fails_gates_then_relaxed_run_scores_all_twelve_from_cache(
     assert all(it["response_tokens"] <= 12 for it in items)
 
     # the same evaluation with relaxed gates regenerates nothing (cache keyed by checkpoint hash)
-    rec = evaluate_checkpoint(random_model, suite=suite, data_dir=FIXTURE_DIR, run_meta=run_meta, out=out,
-                              cache_dir=tmp_path / "cache", gates=RELAXED, progress=False)
+    # gates as a mapping (campaign YAML), `out` as a directory (orchestrator stage layout)
+    rec = evaluate_checkpoint(random_model, suite=suite, data_dir=FIXTURE_DIR, run_meta=run_meta, out=tmp_path / "step_0",
+                              cache_dir=tmp_path / "cache", gates={"min_parse_rate": 0.0, "max_truncation_rate": 1.0},
+                              progress=False)
+    out = tmp_path / "step_0" / "records.parquet"
+    assert (tmp_path / "step_0" / "records.items.jsonl.gz").is_file()
     assert rec.attrs["n_generated"] == 0 and rec.attrs["n_cached"] == sum(sizes.values())
     assert list(rec.columns) == list(RECORD_COLUMNS)
     assert list(rec["benchmark"]) == suite.benchmark_ids
@@ -128,6 +131,19 @@ def test_real_data_dir_must_hold_the_suite_item_count(fake_ckpt, run_meta, tmp_p
     n = len(pd.read_parquet(data / "aime24.parquet"))
     with pytest.raises(EvaluationError, match=rf"aime24: .* has {n} items, the suite expects 30"):
         evaluate_checkpoint(fake_ckpt, data_dir=data, run_meta=run_meta, benchmarks=["aime24"])
+
+
+def test_small_data_without_manifest_says_how_to_mark_it(fake_ckpt, tmp_path, run_meta):
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(FIXTURE_DIR / "gsm8k.parquet", data / "gsm8k.parquet")
+    with pytest.raises(EvaluationError, match=r"the suite expects 1319; no manifest.json .* kind='fixture'"):
+        evaluate_checkpoint(fake_ckpt, data_dir=data, run_meta=run_meta, benchmarks=["gsm8k"])
+
+
+def test_unknown_gate_key_is_rejected(fake_ckpt, run_meta):
+    with pytest.raises(ValueError, match=r"gates: unknown key\(s\) \['min_parse'\]"):
+        evaluate_checkpoint(fake_ckpt, data_dir=FIXTURE_DIR, run_meta=run_meta, gates={"min_parse": 0.1})
 
 
 def test_run_meta_must_name_the_run(fake_ckpt, run_meta):
