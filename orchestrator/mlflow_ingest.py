@@ -69,7 +69,7 @@ def ingest_run(uri: str, spec: RunSpec, workdir: Path, mlflow_run_id: str = "") 
         items = [Param(k[:250], v) for k, v in params.items()]
         for i in range(0, len(items), 100):
             client.log_batch(mlflow_run_id, params=items[i:i + 100])
-    rd = run_dir(workdir, spec.run_key)
+    rd = run_dir(workdir, spec)
     metrics: list[Metric] = []
     train_done = rd / "train_done.json"
     if train_done.exists():

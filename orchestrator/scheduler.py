@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from orchestrator.executor.base import DuplicateSubmission, Executor, submission_id
+from orchestrator.executor.base import ClusterUnreachable, DuplicateSubmission, Executor, submission_id
 from orchestrator.grid import RunSpec
 from orchestrator.ledger import RunState, SQLLedger
 from orchestrator.ledger.base import RunRow
@@ -147,13 +147,17 @@ class Scheduler:
 
     def _submit(self, row: RunRow, stage: str) -> None:
         spec = self._spec(row)
-        sid = submission_id(row.run_key, stage, row.attempts + 1)
+        sid = submission_id(row.run_key, stage, row.attempts + 1, self.campaign)
         dst = S.training if stage == "train" else S.evaluating
         self.ledger.start_attempt(self.campaign, row.run_key, row.state, dst, stage, sid)
         try:
             self.executor.submit(sid, self.argv(stage, spec), num_cpus=self.cfg.cpus_per_job)
         except DuplicateSubmission:
             pass  # a previous incarnation submitted it: reattach on the next poll
+        except (RuntimeError, OSError) as exc:  # transient cluster-side refusal: the next poll sees MISSING
+            if isinstance(exc, ClusterUnreachable):
+                raise
+            self.ledger.event(self.campaign, "submit_error", f"{sid}: {exc}"[:500], row.run_key)
         self._notify(self.ledger.get(self.campaign, row.run_key), f"submitted {stage}")
 
     def _reconcile(self, row: RunRow) -> bool:
@@ -168,6 +172,11 @@ class Scheduler:
                 self.executor.submit(row.submission_id, self.argv(stage, self._spec(row)), num_cpus=self.cfg.cpus_per_job)
             except DuplicateSubmission:
                 pass
+            except (RuntimeError, OSError) as exc:
+                if isinstance(exc, ClusterUnreachable):
+                    raise
+                self.ledger.event(self.campaign, "submit_error", f"{row.submission_id}: {exc}"[:500], row.run_key)
+                return True
             self.ledger.event(self.campaign, "resubmitted", row.submission_id, row.run_key)
             return True
         if not st.done:
@@ -180,7 +189,7 @@ class Scheduler:
                 if stage == "train":
                     r = self.ledger.transition(self.campaign, row.run_key, S.trained, expect=S.training,
                                                compute=verified.get("compute", {}),
-                                               outputs={**row.outputs, "train": str(run_dir(self.workdir, row.run_key) / "train_done.json")})
+                                               outputs={**row.outputs, "train": str(run_dir(self.workdir, spec) / "train_done.json")})
                 else:
                     compute = {**row.compute, "eval_wall_s": verified.get("eval_wall_s", 0.0)}
                     r = self.ledger.transition(self.campaign, row.run_key, S.recorded, expect=S.evaluating, compute=compute,

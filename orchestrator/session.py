@@ -4,7 +4,7 @@ Work directory layout (everything addressed from one place, STUDY L18):
     ledger.db            run ledger (SQLite WAL) unless --ledger-url is given
     mlflow.db, mlartifacts/   embedded MLflow store written only by the orchestrator
     ray_head.json, ray_auth_token (0600), ray/   the local Ray head this workdir owns
-    runs/<run_key>/      run_spec.json, train/, train_done.json, eval/, records.parquet, eval_done.json
+    runs/<campaign>/<run_key>/  run_spec.json, train/, train_done.json, eval/, records.parquet, eval_done.json
     results/<campaign>/records.parquet   all recorded runs of a campaign (contract 1)
     data/                built corpora and evaluation data
 """

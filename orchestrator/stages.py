@@ -3,7 +3,7 @@
     python -m orchestrator.stages train    --run-spec <workdir>/runs/<key>/run_spec.json --workdir <workdir>
     python -m orchestrator.stages evaluate --run-spec ... --workdir ...
 
-Each stage writes its outputs under `<workdir>/runs/<run_key>/`, then a `<stage>_done.json`
+Each stage writes its outputs under `<workdir>/runs/<campaign>/<run_key>/`, then a `<stage>_done.json`
 manifest last (atomic), listing the files and their sha256. The orchestrator marks the ledger
 state only after `verify_<stage>` re-checks that manifest against the files (rule 4), and a stage
 whose manifest verifies is skipped on rerun. Jobs never write MLflow (SQLite allows one writer):
@@ -34,8 +34,9 @@ class StageConfigError(RuntimeError):
     """A deterministic error in the run's configuration: retrying cannot help."""
 
 
-def run_dir(workdir: Path, run_key: str) -> Path:
-    return Path(workdir).resolve() / "runs" / run_key
+def run_dir(workdir: Path, spec: RunSpec) -> Path:
+    """`<workdir>/runs/<campaign>/<run_key>`: per campaign, since records carry its labels."""
+    return Path(workdir).resolve() / "runs" / spec.campaign / spec.run_key
 
 
 def sha256_file(path: Path) -> str:
@@ -54,7 +55,7 @@ def _atomic_json(path: Path, obj: Any) -> None:
 
 
 def write_run_spec(spec: RunSpec, workdir: Path) -> Path:
-    path = run_dir(workdir, spec.run_key) / "run_spec.json"
+    path = run_dir(workdir, spec) / "run_spec.json"
     if not path.exists() or json.loads(path.read_text()) != spec.to_dict():
         _atomic_json(path, spec.to_dict())
     return path
@@ -126,7 +127,7 @@ def _noop_train(spec: RunSpec, out: Path) -> dict[str, Any]:
 
 
 def stage_train(spec: RunSpec, workdir: Path) -> dict[str, Any]:
-    rd = run_dir(workdir, spec.run_key)
+    rd = run_dir(workdir, spec)
     done = verify_train(spec, workdir)
     if done is not None:
         return done
@@ -167,7 +168,7 @@ def stage_train(spec: RunSpec, workdir: Path) -> dict[str, Any]:
 
 def verify_train(spec: RunSpec, workdir: Path) -> dict[str, Any] | None:
     """The train manifest when every listed checkpoint's weights still match their sha256."""
-    path = run_dir(workdir, spec.run_key) / "train_done.json"
+    path = run_dir(workdir, spec) / "train_done.json"
     if not path.exists():
         return None
     try:
@@ -215,7 +216,7 @@ def stage_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any]:
 
     from analysis.records import read_records, write_records
 
-    rd = run_dir(workdir, spec.run_key)
+    rd = run_dir(workdir, spec)
     done = verify_evaluate(spec, workdir)
     if done is not None:
         return done
@@ -250,7 +251,7 @@ def stage_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any]:
 
 
 def verify_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any] | None:
-    path = run_dir(workdir, spec.run_key) / "eval_done.json"
+    path = run_dir(workdir, spec) / "eval_done.json"
     if not path.exists():
         return None
     try:

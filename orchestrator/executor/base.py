@@ -51,6 +51,10 @@ class Executor(abc.ABC):
     def stop(self, submission_id: str) -> bool: ...
 
 
-def submission_id(run_key: str, stage: str, attempt: int) -> str:
-    """Deterministic per (run, stage, attempt): a restarted orchestrator finds its job again."""
-    return f"wt-{run_key}-{stage}-a{attempt}"
+def submission_id(run_key: str, stage: str, attempt: int, campaign: str = "") -> str:
+    """Deterministic per (campaign, run, stage, attempt): a restarted orchestrator finds its job
+    again, and the same cell in two campaigns (same run_key) never collides on one cluster."""
+    import hashlib
+
+    tag = hashlib.sha256(campaign.encode()).hexdigest()[:6] if campaign else "x"
+    return f"wt-{tag}-{run_key}-{stage}-a{attempt}"

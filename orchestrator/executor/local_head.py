@@ -78,12 +78,18 @@ def ensure_head(workdir: Path, *, num_cpus: int = 4, num_gpus: int = 0, timeout_
         info = json.loads(state.read_text())
         if _alive(info["dashboard"]):
             return info["dashboard"]
-    gcs_port, dash_port = _free_port(), _free_port()
+    # Every port explicit: several heads on one machine (other users, tests) must not collide on
+    # Ray's fixed defaults (agent 52365, client server 10001, metrics), or the job agent never starts.
+    ports = {name: _free_port() for name in ("port", "dashboard-port", "dashboard-agent-listen-port",
+                                             "dashboard-agent-grpc-port", "runtime-env-agent-port",
+                                             "metrics-export-port", "ray-client-server-port",
+                                             "node-manager-port", "object-manager-port")}
+    gcs_port, dash_port = ports["port"], ports["dashboard-port"]
     tmp = _temp_dir(workdir)
     tmp.mkdir(parents=True, exist_ok=True)
     argv = [
-        _ray_bin(), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={gcs_port}",
-        "--dashboard-host=127.0.0.1", f"--dashboard-port={dash_port}", f"--temp-dir={tmp}",
+        _ray_bin(), "start", "--head", "--node-ip-address=127.0.0.1", *[f"--{k}={v}" for k, v in ports.items()],
+        "--dashboard-host=127.0.0.1", f"--temp-dir={tmp}",
         f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}", "--include-dashboard=true",
         "--disable-usage-stats",
     ]

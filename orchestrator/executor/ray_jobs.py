@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -40,6 +41,7 @@ class RayJobsExecutor(Executor):
         self.job_env = dict(job_env or {})
         configure_token_auth(token_file)
         self._client = None
+        self.agent_wait_s = 60.0
 
     @property
     def client(self):  # noqa: ANN201
@@ -76,15 +78,25 @@ class RayJobsExecutor(Executor):
         env_vars = {**self.job_env, **(env or {})}
         if self.token_file is not None:
             env_vars |= {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.token_file)}
-        try:
-            self._call(self.client.submit_job, entrypoint=entrypoint, submission_id=submission_id,
-                       runtime_env={"env_vars": env_vars}, entrypoint_num_cpus=num_cpus,
-                       entrypoint_num_gpus=num_gpus or None)
-        except RuntimeError as exc:
-            # Ray refuses a reused submission_id with HTTP 500 "... already exists": reattach.
-            if "already exists" in str(exc) or "already been used" in str(exc):
-                raise DuplicateSubmission(submission_id) from None
-            raise
+        deadline = time.time() + self.agent_wait_s
+        while True:
+            try:
+                self._call(self.client.submit_job, entrypoint=entrypoint, submission_id=submission_id,
+                           runtime_env={"env_vars": env_vars}, entrypoint_num_cpus=num_cpus,
+                           entrypoint_num_gpus=num_gpus or None)
+                return
+            except RuntimeError as exc:
+                # Ray refuses a reused submission_id with HTTP 500 "... already exists": reattach.
+                if "already exists" in str(exc) or "already been used" in str(exc):
+                    raise DuplicateSubmission(submission_id) from None
+                # A fresh head has no job agent for a few seconds: "No available agent ... try again later".
+                if "try again later" in str(exc):
+                    if time.time() < deadline:
+                        time.sleep(1.0)
+                        continue
+                    raise ClusterUnreachable(f"Ray at {self.address} has no job agent after "
+                                             f"{self.agent_wait_s:.0f} s: {exc}") from None
+                raise
 
     def status(self, submission_id: str) -> JobStatus:
         try:
