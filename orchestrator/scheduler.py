@@ -84,6 +84,11 @@ class Scheduler:
     owner: str = field(default_factory=orchestrator_id)
     on_change: Callable[[RunRow, str], None] | None = None  # (row, what) for progress/ingestion
     python: str = sys.executable
+    # stage -> verify(spec, workdir) -> manifest | None; the stage modules' verifiers by default
+    verifiers: dict[str, Callable[[RunSpec, Path], dict | None]] = field(
+        default_factory=lambda: {"train": verify_train, "evaluate": verify_evaluate})
+    clock: Callable[[], float] = time.time
+    write_specs: bool = True  # False only in simulation (benchmarks/scheduler_sim.py)
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
@@ -112,7 +117,7 @@ class Scheduler:
         return n
 
     def argv(self, stage: str, spec: RunSpec) -> list[str]:
-        path = write_run_spec(spec, self.workdir)
+        path = write_run_spec(spec, self.workdir) if self.write_specs else Path("run_spec.json")
         return [self.python, "-m", "orchestrator.stages", stage, "--run-spec", str(path), "--workdir", str(self.workdir)]
 
     # -- one cycle -------------------------------------------------------------------------
@@ -126,7 +131,7 @@ class Scheduler:
                 if held:
                     used += self._need(row, ACTIVE[S(row.state)])
                     n_active += 1
-        now = time.time()
+        now = self.clock()
         waiting = [r for r in self.ledger.runs(self.campaign, list(WAITING)) if r.next_try_at <= now]
         for row in waiting:  # already in seed-major order (ledger order = plan order)
             if n_active >= self.cfg.max_parallel:
@@ -183,7 +188,7 @@ class Scheduler:
             return True
         spec = self._spec(row)
         if st.state == "SUCCEEDED":
-            verified = (verify_train if stage == "train" else verify_evaluate)(spec, self.workdir)
+            verified = self.verifiers[stage](spec, self.workdir)
             if verified is not None:
                 self.ledger.end_attempt(self.campaign, row.submission_id, "succeeded")
                 if stage == "train":
@@ -218,7 +223,7 @@ class Scheduler:
         else:
             delay = min(self.cfg.backoff_s * 2 ** (failures[stage] - 1), self.cfg.backoff_max_s)
             r = self.ledger.transition(self.campaign, row.run_key, back, reason=f"retrying after {klass}: {reason}",
-                                       failure_class=klass, next_try_at=time.time() + delay, outputs=outputs)
+                                       failure_class=klass, next_try_at=self.clock() + delay, outputs=outputs)
         self.ledger.release(self.campaign, row.run_key, self.owner)
         self._notify(r, f"{stage} failed ({klass})")
 

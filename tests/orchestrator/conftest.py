@@ -12,8 +12,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = [str(Path(sys.executable).with_name("campaign"))]
 
-PAPER_MODELS = ["qwen2.5-0.5b-instruct", "qwen2.5-1.5b-instruct", "qwen2.5-3b-instruct", "qwen2.5-7b-instruct",
-                "qwen2.5-7b-base", "qwen2.5-14b-base", "llama-3.1-8b-base"]
+PAPER_MODELS = ["qwen25_05b_instruct", "qwen25_15b_instruct", "qwen25_3b_instruct", "qwen25_7b_instruct",
+                "qwen25_7b_base", "qwen25_14b_base", "llama31_8b_base"]
 
 
 def write_yaml(path: Path, obj) -> Path:  # noqa: ANN001

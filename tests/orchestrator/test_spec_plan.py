@@ -46,7 +46,7 @@ def test_paper_plan_reports_591_with_five_part_breakdown(tree: Path) -> None:
                                       "completion": 108, "scale_family": 171}
     assert acc["by_sub_campaign"] == _group_runs(tree / "paper", 3)
     # 7B-base matrix: 13 configurations × 12 seeds = 156 (+ 33 controls on the same model)
-    assert acc["by_model"]["qwen2.5-7b-base"] == 156 + 33
+    assert acc["by_model"]["qwen25_7b_base"] == 156 + 33
     # released layout inside breadth: seeds 1–3 only, long_training at 1000 steps
     assert acc["missing_references"] == []
     assert acc["gpu_hours"] > 0
