@@ -70,12 +70,10 @@ def calibrate(
         rec = evaluate_checkpoint(Path(model), suite=s, data_dir=Path(data_dir), backend=backend, run_meta=meta,
                                   limit=n, benchmarks=ids, gates=relaxed, progress=progress)
         health = {h["benchmark"]: h for h in rec.attrs["health"]}
-        task_problem = ""
     except EvaluationError as e:
         if not e.health:
             raise  # data / task / model problems: nothing to tabulate
         health = {h["benchmark"]: h for h in e.health}
-        task_problem = ""
     g = s.gates
     for bid in ids:
         h = health.get(bid, {})
@@ -91,5 +89,5 @@ def calibrate(
         rows.append({"benchmark": bid, "task_ok": bool(h.get("task")), "format_ok": fmt_ok,
                      "n": h.get("n_evaluated", 0), "parse_rate": pr, "truncation_rate": tr,
                      "accuracy": h.get("accuracy", math.nan), "passed": not problems and bool(h.get("task")),
-                     "problem": "; ".join(problems) or task_problem})
+                     "problem": "; ".join(problems)})
     return pd.DataFrame(rows)

@@ -144,7 +144,7 @@ def evaluate_checkpoint(
     benchmarks: list[str] | None = None,
     gates: Gates | dict[str, Any] | None = None,
     max_gen_toks: int | None = None,
-    batch_size: int = 8,
+    batch_size: int = 32,
     device: str | None = None,
     progress: bool = True,
     vllm_options: dict[str, Any] | None = None,

@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
         step: Optional[int] = typer.Option(None, "--step", help="default: parsed from 'global_step_N' in the path"),
         regime: str = typer.Option("", "--regime"),
         config_hash: str = typer.Option("", "--config-hash"),
-        batch_size: int = typer.Option(8, "--batch-size", min=1),
+        batch_size: int = typer.Option(32, "--batch-size", min=1, help="HF backend generation batch"),
     ) -> None:
         """Evaluate one checkpoint on the suite (one model load) and write Records."""
         from evaluation.evaluator import EvaluationError, evaluate_checkpoint
