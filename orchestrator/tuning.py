@@ -43,6 +43,12 @@ from orchestrator.grid import RunSpec, expand, short_hash
 from orchestrator.spec import CampaignSpec, load_campaign
 
 DEFAULT_ATTR = "is_default"
+# `--validation-suite heldout`: score on the training backend's fixed held-out prompts of the training
+# distribution (metrics.jsonl `val/sampled_reward_mean`, else `val/reward_mean`, in points), not on any
+# benchmark of the test suite; evaluation on the campaign's suite still runs (records stay complete).
+HELDOUT = "heldout"
+HELDOUT_AGG = "heldout_reward"
+_HELDOUT_KEYS = ("val/sampled_reward_mean", "val/reward_mean")
 
 
 class TuneError(ValueError):
@@ -130,7 +136,12 @@ def _key_obj(run: RunSpec, policy_name: str, policy_cfg: Mapping[str, Any]) -> d
 
 def validation_run(run: RunSpec, campaign: str, suite: str, evaluation: Mapping[str, Any],
                    policy_cfg: Mapping[str, Any] | None = None, trial: int | None = None) -> RunSpec:
-    """The run as a tuning run: validation suite, all checkpoints evaluated, optional trial params."""
+    """The run as a tuning run: validation suite, all checkpoints evaluated, optional trial params.
+
+    suite == "heldout": the run keeps the campaign's suite (the objective comes from training metrics)."""
+    evaluation = {**dict(evaluation), "all_checkpoints": suite != HELDOUT}
+    if suite == HELDOUT:
+        suite = run.suite
     cfg = dict(policy_cfg) if policy_cfg is not None else dict(run.policy_cfg)
     if policy_cfg is not None:
         cfg.pop("search_space", None)
@@ -138,7 +149,7 @@ def validation_run(run: RunSpec, campaign: str, suite: str, evaluation: Mapping[
     label = f"{run.policy}~t{trial}" if trial is not None else run.policy
     rid = f"{run.group}/{run.model}/{label}{'@' + run.regime if run.regime else ''}/s{run.seed}"
     return dataclasses.replace(run, run_key=key, run_id=rid, campaign=campaign, policy_cfg=cfg, suite=suite,
-                               evaluation={**dict(run.evaluation), **dict(evaluation), "all_checkpoints": True})
+                               evaluation={**dict(run.evaluation), **evaluation})
 
 
 def paired_score(trial_runs: pd.DataFrame, ref_runs: pd.DataFrame, aggregate: str) -> tuple[float, int]:
@@ -203,6 +214,8 @@ def _check_validation(spec: CampaignSpec, req: TuneRequest) -> tuple[str, dict[s
     from evaluation.suite import SuiteError, load_suite
 
     vs = req.validation_suite or spec.evaluation.get("validation_suite")
+    if vs == HELDOUT:
+        return HELDOUT, {}, HELDOUT_AGG
     if not vs:
         raise TuneError(f"{spec.source}: no validation suite: tuning on the final test suite ({spec.suite}) would leak "
                         "into the comparison; pass --validation-suite NAME|PATH or set evaluation.validation_suite")
@@ -248,6 +261,7 @@ class _Runner:
         self.session = Session(Path(req.workdir) / "tune", ledger_url=ledger_url(req.workdir, req.ledger_url),
                                ray_address=req.ray_address)
         self.rows: dict[str, dict[str, Any]] = {}
+        self.retried: set[str] = set()
 
     def run(self, runs: list[RunSpec]) -> pd.DataFrame:
         from analysis.aggregates import run_table
@@ -262,6 +276,12 @@ class _Runner:
         if self.req.max_parallel:
             cfg.max_parallel = self.req.max_parallel
         cfg.poll_s = min(cfg.poll_s, 0.5)
+        wanted = {r.run_key for r in runs}
+        stale = [row for row in self.session.ledger.runs(self.campaign, ["failed"])
+                 if row.run_key in wanted and row.run_key not in self.retried]
+        if stale:  # failed in an earlier session (e.g. data fixed since): one more chance each
+            self.retried |= {row.run_key for row in stale}
+            self.session.scheduler(self.campaign, cfg).retry(stale)
         for attempt in range(6):  # a just-started head may not have its job agent yet
             try:
                 self.session.scheduler(self.campaign, cfg).run(timeout_s=self.req.run_timeout_s)
@@ -271,7 +291,6 @@ class _Runner:
                     raise
                 time.sleep(5.0)
         suite = load_suite(runs[0].suite)
-        wanted = {r.run_key for r in runs}
         frames, failed = [], []
         for row in self.session.ledger.runs(self.campaign):
             if row.run_key not in wanted:
@@ -283,6 +302,30 @@ class _Runner:
         if failed:
             raise TuneError(f"tuning runs did not finish: {', '.join(failed)}")
         return run_table(pd.concat(frames, ignore_index=True), suite)
+
+    def heldout(self, runs: list[RunSpec]) -> pd.DataFrame:
+        """Held-out reward per run x logged step from each run's verified metrics (run_key, seed, step, value)."""
+        import json
+
+        rows = []
+        for r in runs:
+            # run directories are <workdir>/runs/<campaign>/<run_key> (older layout: runs/<run_key>)
+            cands = [self.session.workdir / "runs" / r.campaign / r.run_key / "train_done.json",
+                     self.session.workdir / "runs" / r.run_key / "train_done.json"]
+            man = next((c for c in cands if c.is_file()), cands[0])
+            if not man.is_file():
+                raise TuneError(f"run {r.run_id}: no verified training manifest at {man}")
+            metrics = Path(json.loads(man.read_text())["metrics_path"])
+            for line in metrics.read_text().splitlines():
+                obj = json.loads(line) if line.strip() else {}
+                key = next((k for k in _HELDOUT_KEYS if k in obj), None)
+                if key is not None:
+                    rows.append({"run_key": r.run_key, "seed": r.seed, "step": int(obj.get("step", 0)),
+                                 HELDOUT_AGG: 100.0 * float(obj[key])})
+        if not rows:
+            return pd.DataFrame({"run_key": [r.run_key for r in runs], "seed": [r.seed for r in runs],
+                                 "step": 0, HELDOUT_AGG: math.nan})
+        return pd.DataFrame(rows)
 
     def close(self) -> None:
         self.session.close()
@@ -335,6 +378,8 @@ def tune(req: TuneRequest) -> dict[str, dict[str, Any]]:
             trial_runs = [validation_run(b, runner.campaign, vsuite, veval, cfg, trial.number) for b in mine]
             for k in range(1, len(mine) + 1):
                 tab = runner.run(trial_runs[:k] + ref_runs[:k])
+                if vsuite == HELDOUT:
+                    tab = runner.heldout(trial_runs[:k] + ref_runs[:k])
                 is_ref = tab["run_key"].isin({r.run_key for r in ref_runs[:k]})
                 all_trial = tab[~is_ref]
                 score, n = paired_score(all_trial, tab[is_ref], agg)

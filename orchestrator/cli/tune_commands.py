@@ -47,7 +47,8 @@ def register(app: typer.Typer) -> None:
         trials: int = typer.Option(8, "--trials", help="trials per policy (trial 0 = the YAML's own setting)"),
         workdir: Path = typer.Option(..., "--workdir", help="work directory; the studies go in its ledger database"),
         validation_suite: Optional[str] = typer.Option(None, "--validation-suite",
-                                                       help="held-out suite name or path (never the test suite)"),
+                                                       help="held-out suite name or path (never the test suite), or 'heldout': "
+                                                            "the training backend's held-out reward"),
         validation_data: Optional[Path] = typer.Option(None, "--validation-data", help="benchmark Parquet folder of it"),
         aggregate: Optional[str] = typer.Option(None, "--aggregate", help="validation aggregate; default its first"),
         seeds: Optional[str] = typer.Option(None, "--seeds", help="comma-separated seeds per trial; default the campaign's"),
