@@ -39,6 +39,9 @@ def build_request(
     if not isinstance(pol, dict):
         raise TrainingError(f"{policy}: expected a mapping with name/mechanism")
     pol.setdefault("name", policy.stem)
+    from policies import load_policy  # strict validation before anything is written
+
+    load_policy(policy, seed=seed)
     rec = load_recipe(recipe)
     if rec.get("backend", backend) != backend:
         raise TrainingError(f"recipe {recipe!r} is for backend {rec.get('backend')!r}, not {backend!r}; pick another --recipe")

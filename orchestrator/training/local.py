@@ -296,6 +296,8 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult
     val_files = list(req.extra.get("val_files") or [str(corpus["test"])])
     pool, heldout = PromptPool(train_files, domains), PromptPool(val_files, domains)
 
+    n = int(roll_cfg.get("n", 8))
+    policy = _load_policy(req, domains, n)  # validate before the expensive parts
     model_dir = _resolve_model(req, recipe, cache_root)
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from verl.trainer.ppo.core_algos import agg_loss, compute_grpo_outcome_advantage, get_policy_loss_fn, kl_penalty
@@ -305,10 +307,8 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
     ref_model = copy.deepcopy(model).eval().requires_grad_(False)
 
-    n = int(roll_cfg.get("n", 8))
     prompts_per_step = int(actor_cfg.get("prompts_per_step", 12))
     max_new = int(roll_cfg.get("max_new_tokens", 20))
-    policy = _load_policy(req, domains, n)
     mixing = policy is not None and policy.mechanism == "mix"
     if mixing:
         from policies import DomainSampler
