@@ -101,13 +101,12 @@ def test_math_single_grade_matches_batch():
 def test_math_timeout_is_reported_and_pool_recovers():
     pool = MathPool(1)
     try:
-        # a slow item (huge power tower) next to a fast one; the slow one times out, the fast one still grades
+        # a power tower math-verify does not finish within 20 s, next to a trivial item:
+        # the tower times out (killed with its pool), the pool restarts and the trivial item still grades
         slow = "\\boxed{" + "9^{" * 12 + "9" + "}" * 12 + "}"
-        res = pool.grade([slow, "\\boxed{3}"], ["\\frac{1}{3}", "3"], timeout_s=0.5)
-        assert res[1] == GradeResult(1.0, "3", "ok")
-        assert res[0].status in ("timeout", "ok")
-        if res[0].status == "timeout":
-            assert pool.restarts == 1 and res[0].score == 0.0
+        res = pool.grade([slow, "\\boxed{3}"], ["\\frac{1}{3}", "3"], timeout_s=3.0)
+        assert res == [GradeResult(0.0, None, "timeout"), GradeResult(1.0, "3", "ok")]
+        assert pool.restarts == 1
     finally:
         pool.close()
 
