@@ -47,12 +47,15 @@ def print_analysis(records: Path, *, out: Console, fail: Callable[..., Any], sui
 
 def prepare_data(workdir: Path, spec: Any) -> Path:
     """Evaluation fixtures for the demo (contract 4 schema) from the training area's generator."""
+    from evaluation.benchmark_data import write_manifest
     from orchestrator.training.synthetic import write_eval_fixtures
 
     data_dir = workdir / "data" / "eval"
-    if not (data_dir / "math500.parquet").exists():
-        write_eval_fixtures(data_dir, seed=int(spec.evaluation.get("fixture_seed", 42)),
-                            n_items=int(spec.evaluation.get("fixture_items", 16)), suite=spec.suite)
+    if not (data_dir / "manifest.json").exists():
+        paths = write_eval_fixtures(data_dir, seed=int(spec.evaluation.get("fixture_seed", 42)),
+                                    n_items=int(spec.evaluation.get("fixture_items", 16)), suite=spec.suite)
+        # declares the set as small fixtures, so item counts below the suite's are not a gate failure
+        write_manifest(data_dir, sorted(paths), kind="fixture")
     return data_dir
 
 

@@ -233,14 +233,18 @@ def stage_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any]:
             time.sleep(float(spec.recipe_cfg.get("eval_sleep_s", 0)))
             frames.append(_noop_records(spec, c["step"]))
             continue
-        from evaluation.evaluator import evaluate_checkpoint
+        from evaluation.evaluator import EvaluationError, evaluate_checkpoint
 
         data_dir = _resolve(opts.get("data_dir"), workdir) or Path(workdir) / "data" / "eval"
-        frames.append(evaluate_checkpoint(
-            Path(c["path"]), suite=spec.suite, data_dir=data_dir, backend=opts.get("backend", "hf"),
-            run_meta=run_meta(spec, c["step"]), out=rd / "eval" / f"step_{c['step']}", limit=opts.get("limit"),
-            cache_dir=Path(workdir) / "cache" / "eval",
-        ))
+        try:
+            frames.append(evaluate_checkpoint(
+                Path(c["path"]), suite=spec.suite, data_dir=data_dir, backend=opts.get("backend", "hf"),
+                run_meta=run_meta(spec, c["step"]), out=rd / "eval" / f"step_{c['step']}", limit=opts.get("limit"),
+                cache_dir=Path(workdir) / "cache" / "eval", max_gen_toks=opts.get("max_gen_toks"),
+                gates=opts.get("gates"), progress=False,
+            ))
+        except EvaluationError as exc:  # a failed health gate or missing data is deterministic: no retry
+            raise StageConfigError(f"evaluation of {spec.run_id} step {c['step']}: {exc}") from None
     records = rd / "records.parquet"
     write_records(pd.concat(frames, ignore_index=True), records)
     n = len(read_records(records, suite=spec.suite))  # re-read through the validating reader

@@ -131,6 +131,11 @@ def stop_head(workdir: Path) -> None:
                 continue
             if str(tmp) in cmd and p.info["pid"] != me:
                 pids.append(p)
+        for p in list(pids):  # job drivers and workers are children of the head's processes
+            try:
+                pids += [c for c in p.children(recursive=True) if c.pid != me and c not in pids]
+            except psutil.NoSuchProcess:
+                pass
         for p in pids:
             try:
                 p.terminate()
