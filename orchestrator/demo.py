@@ -36,13 +36,13 @@ def print_analysis(records: Path, *, out: Console, fail: Callable[..., Any], sui
                   if t.name != "paired" and not t.display.empty]
     out.print(f"[bold]{records}[/]: {df['run_id'].nunique()} runs, {len(df)} records", highlight=False)
     for t in tables:
-        out.print(render_table(t, "md"), markup=False, highlight=False)
+        out.print(render_table(t, "md"), markup=False, highlight=False, soft_wrap=True)
     for metric in s.aggregate_names:
-        out.print(render_table(paired_table(paired.table, metric), "md"), markup=False, highlight=False)
+        out.print(render_table(paired_table(paired.table, metric), "md"), markup=False, highlight=False, soft_wrap=True)
     if paired.dropped:
-        out.print(f"_dropped: {len(paired.dropped)} (e.g. {paired.dropped[0]})_", markup=False, highlight=False)
+        out.print(f"_dropped: {len(paired.dropped)} (e.g. {paired.dropped[0]})_", markup=False, highlight=False, soft_wrap=True)
     for w in caught[:3]:
-        out.print(f"_warning: {w.message}_", markup=False, highlight=False)
+        out.print(f"_warning: {w.message}_", markup=False, highlight=False, soft_wrap=True)
 
 
 def prepare_data(workdir: Path, spec: Any) -> Path:

@@ -1,0 +1,49 @@
+"""`campaign demo`: the records-only path on the released CSV, bad input, and (slow) the full CPU
+pipeline on a reduced demo grid through local Ray, ledger, training, evaluation and records."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
+RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
+
+
+def test_demo_records_prints_tables_of_the_released_runs() -> None:
+    p = subprocess.run([CAMPAIGN, "demo", "--records", str(RELEASED)], capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    assert "171 runs, 2052 records" in p.stdout
+    assert "| gfpo" in p.stdout and "vs" in p.stdout
+
+
+def test_demo_records_truncated_file_exits_2(tmp_path: Path) -> None:
+    lines = RELEASED.read_text().splitlines()
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join(lines[:10] + [",".join(lines[10].split(",")[:5])]) + "\n")
+    p = subprocess.run([CAMPAIGN, "demo", "--records", str(bad)], capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 2 and "bad.csv" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_status_without_ledger_exits_2(tmp_path: Path) -> None:
+    p = subprocess.run([CAMPAIGN, "status", "--workdir", str(tmp_path / "none")], capture_output=True, text=True)
+    assert p.returncode == 2 and "ledger.db" in p.stderr
+
+
+@pytest.mark.slow
+def test_demo_end_to_end_on_a_reduced_grid(tmp_path: Path) -> None:
+    wd = tmp_path / "wd"
+    p = subprocess.run([CAMPAIGN, "demo", "--workdir", str(wd), "policies=[baseline,gfpo]", "seeds=[1,2]", "steps=2",
+                        "save_freq=2"], capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    recs = pd.read_parquet(wd / "results" / "demo" / "records.parquet")
+    assert sorted(recs["run_id"].unique()) == [f"demo/tiny_qwen2/{pol}/s{s}" for pol in ("baseline", "gfpo") for s in (1, 2)]
+    assert len(recs) == 4 * 12 and (recs["step"] == 2).all()
+    assert recs["accuracy"].between(0, 100).all() and recs["parse_rate"].notna().all()
+    assert "gfpo" in p.stdout and "vs" in p.stdout  # the paired table was printed
+    assert (wd / "mlflow.db").exists() and not (wd / "ray_head.json").exists()  # head stopped after the demo
