@@ -143,8 +143,10 @@ def stage_train(spec: RunSpec, workdir: Path) -> dict[str, Any]:
                 run_id=spec.run_id, run_key=spec.run_key, policy=dict(spec.policy_cfg), seed=spec.seed, out_dir=out,
                 recipe=dict(spec.recipe_cfg), model_path=str(spec.model_cfg.get("path", f"builtin:{spec.model}")),
                 train_files=_train_files(spec, workdir), total_steps=spec.steps, save_freq=spec.save_freq,
-                extra={"model": dict(spec.model_cfg), "policy_name": spec.policy, "cache_dir": str(Path(workdir) / "cache"),
-                       "regime": spec.regime},
+                # base models and synthetic corpora are content-addressed: share them across work
+                # directories (WINDTUNNEL_CACHE, else the training backend's ~/.cache/windtunnel)
+                extra={"model": dict(spec.model_cfg), "policy_name": spec.policy, "regime": spec.regime,
+                       **({"cache_dir": os.environ["WINDTUNNEL_CACHE"]} if os.environ.get("WINDTUNNEL_CACHE") else {})},
             )
             result = get_backend(spec.backend).train(req).to_json()
         except TrainingError as exc:
