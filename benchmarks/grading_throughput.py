@@ -73,7 +73,7 @@ def timed(fn) -> tuple[float, list]:
 
 def main() -> None:
     rng = random.Random(0)
-    console = Console()
+    console = Console(width=140)
     table = Table(title=f"grading throughput, {N} synthetic answers per grader")
     for c in ("grader", "mode", "seconds", "items/s", "ok/no_answer/timeout/error", "mean score"):
         table.add_column(c, justify="left" if c in ("grader", "mode") else "right")
