@@ -7,7 +7,7 @@ setting (so "how much tuning moved it" is measured inside the same budget), and 
 *validation* aggregate on a suite that is not the final test suite (refused otherwise).
 
 A trial = the policy with the suggested params, trained and evaluated through the orchestrator
-(ledger rows in campaign `<campaign>.tune.<policy>`, Ray jobs, the evaluation stage), paired
+(ledger rows in campaign `<campaign>.tune.<policy>@<validation suite>`, Ray jobs, the evaluation stage), paired
 by seed with the campaign-local reference (baseline for select/reweight, static for mix),
 whose runs are shared by all trials (same run_key, trained once). Objective: mean over seeds
 of the paired validation-aggregate difference (trial - reference).
@@ -233,6 +233,14 @@ def _check_validation(spec: CampaignSpec, req: TuneRequest) -> tuple[str, dict[s
     return str(vs), evaluation, agg
 
 
+def _suite_tag(vsuite: str) -> str:
+    if vsuite == HELDOUT:
+        return HELDOUT
+    from evaluation.suite import load_suite
+
+    return load_suite(vsuite).name
+
+
 def _base_runs(spec: CampaignSpec, policy: str, seeds: Sequence[int] | None, data_root: Path) -> tuple[list[RunSpec], list[RunSpec]]:
     runs = expand(spec, data_root=data_root)
     mine = [r for r in runs if r.policy == policy]
@@ -351,7 +359,9 @@ def tune(req: TuneRequest) -> dict[str, dict[str, Any]]:
         plans[policy] = (mine, refs, search_space(mine[0].policy_cfg, policy))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for policy, (mine, refs, space) in plans.items():
-        camp = f"{spec.name}.tune.{policy}"
+        # the validation suite is part of the tuning campaign's name: run_keys identify training only,
+        # so a study on another validation suite must not reuse these rows' evaluation settings
+        camp = f"{spec.name}.tune.{policy}@{_suite_tag(vsuite)}"
         runner = _Runner(req, spec, camp)
         ref_runs = [validation_run(r, camp, vsuite, veval) for r in refs]
         study = optuna.create_study(
