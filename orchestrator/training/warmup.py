@@ -99,7 +99,18 @@ def _sft_examples(train_path: Path, noise: float, seed: int) -> list[tuple[list[
 
 
 def supervised_warmup(model_dir: Path, examples: list[tuple[list[dict], str]], cfg: dict) -> None:
-    """Teacher-forced cross-entropy on response tokens only; seeded, a few seconds on CPU."""
+    """Teacher-forced cross-entropy on response tokens only; seeded, about a minute on one idle core."""
+    prev = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
+    torch.set_num_threads(1)  # one thread, deterministic kernels: the same bits on every machine
+    torch.use_deterministic_algorithms(True)
+    try:
+        _sft(model_dir, examples, cfg)
+    finally:
+        torch.set_num_threads(prev[0])
+        torch.use_deterministic_algorithms(prev[1])
+
+
+def _sft(model_dir: Path, examples: list[tuple[list[dict], str]], cfg: dict) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     seed = int(cfg.get("seed", 0))
@@ -146,8 +157,9 @@ def base_model(model_cfg: dict, recipe: dict, cache_root: Path | None = None) ->
         if (final / "completed.json").exists():
             return final
         corpus = synthetic_corpus(data_cfg, cache_root)
+        for stale in final.parent.glob(f".{key}.tmp*"):  # left by a killed build; we hold the lock
+            shutil.rmtree(stale, ignore_errors=True)
         tmp = final.with_name(f".{key}.tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
         build_tiny_model(
             tmp,
             corpus=synthetic.tokenizer_corpus(int(data_cfg.get("seed", 42))),
