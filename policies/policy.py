@@ -19,6 +19,7 @@ config-group member):
 from __future__ import annotations
 
 import copy
+import importlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,8 +41,27 @@ from policies.registry import Entry, lookup, validate_params
 MECHANISMS = ("none", "select", "reweight", "mix")
 TOP_KEYS = {
     "name", "description", "mechanism", "scorer", "actuator", "loss_norm", "recompute_advantages",
-    "norm_adv_by_std", "warmup_step", "control", "domains", "search_space",
+    "norm_adv_by_std", "warmup_step", "control", "domains", "search_space", "plugins",
 }
+
+
+def _import_plugins(cfg: Mapping[str, Any], where: str) -> None:
+    """Import the modules a policy YAML names under `plugins:` so their @register_* classes exist.
+
+    This is how a researcher's own scorer/actuator reaches every process that trains (a Ray job, a verl
+    worker): the YAML carries the import, not a hand-edited entry point."""
+    mods = cfg.get("plugins", [])
+    if isinstance(mods, str):
+        mods = [mods]
+    if not isinstance(mods, list) or not all(isinstance(m, str) and m for m in mods):
+        raise PolicyConfigError(f"{where}: plugins: expected a list of importable module names, got {mods!r}")
+    for mod in mods:
+        try:
+            importlib.import_module(mod)
+        except Exception as e:  # an import failure must be loud, never a silent fallback
+            raise PolicyConfigError(
+                f"{where}: plugins: cannot import {mod!r} ({type(e).__name__}: {e}); "
+                "make it importable (installed package or on PYTHONPATH)") from e
 
 
 @dataclass
@@ -333,6 +353,7 @@ def load_policy(
     unknown = sorted(set(cfg) - TOP_KEYS)
     if unknown:
         raise PolicyConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(TOP_KEYS)}")
+    _import_plugins(cfg, where)
     mech = cfg.get("mechanism")
     if mech not in MECHANISMS:
         raise PolicyConfigError(f"{where}: mechanism: got {mech!r}; allowed: {list(MECHANISMS)}")
