@@ -3,7 +3,7 @@
 The builder reproduces `experiments/data/build_multidomain.py --per-domain 5000
 --test-per-domain 200 --seed 42` (STUDY §4.1): one `random.Random(seed)` consumed in a fixed
 order (train before test; math, logic, science), each split shuffled at the end. Source loading
-(`load_sources`) uses `datasets` at pinned revisions; everything else is pure functions over
+(`load_sources`) uses `datasets` at the revisions in `SOURCES`; everything else is pure functions over
 rows so it is testable on local fixture rows without a network. Regime variants (a 25% subset,
 20% label noise) are deterministic seeded transforms of the built train split. Each corpus
 directory holds a `manifest.json` with the sha256 of its rows, and that hash enters `run_key`.
@@ -30,9 +30,12 @@ LOGIC_INSTRUCTION = (
 )
 SCIENCE_INSTRUCTION = "Please reason step by step, and answer with a single letter out of A, B, C, D."
 
-# Public sources at pinned revisions ([inferred] dataset ids; revisions are pinned when built).
+# Public sources ([inferred] dataset ids and configs: STUDY §4.1 names the sources, not the hub
+# ids). Revisions are NOT pinned yet: this machine has no hub access to resolve commit shas.
+# Set each `revision` to a commit sha before a real build; the manifest's content hash pins the
+# result either way (a different upstream revision gives a different hash and run_key).
 SOURCES: dict[str, dict[str, str]] = {
-    "gsm8k": {"path": "openai/gsm8k", "name": "main", "split": "train", "revision": "e53f048856ff4f594e959d75785d2c2d37b678ee"},
+    "gsm8k": {"path": "openai/gsm8k", "name": "main", "split": "train", "revision": "main"},
     "deepscaler": {"path": "agentica-org/DeepScaleR-Preview-Dataset", "split": "train", "revision": "main"},
     "kk_train": {"path": "K-and-K/knights-and-knaves", "name": "train", "split": "{n}ppl", "revision": "main"},
     "kk_test": {"path": "K-and-K/knights-and-knaves", "name": "test", "split": "{n}ppl", "revision": "main"},
@@ -128,7 +131,7 @@ def build_multidomain(
 
 
 def load_sources(cache_dir: Path | None = None) -> dict[str, list[dict[str, Any]]]:  # pragma: no cover - network
-    """Load the public sources at their pinned revisions with `datasets` (needs network or a cache)."""
+    """Load the public sources at the revisions in SOURCES with `datasets` (needs network or a cache)."""
     import datasets
 
     out: dict[str, list[dict[str, Any]]] = {}
@@ -255,7 +258,7 @@ def corpus_dir(root: Path, corpus: str, regime: str) -> Path:
 
 def corpus_identity(data_spec: Any, regime: str, data_root: Path | None) -> dict[str, Any]:
     """What enters run_key for the data: the built corpus's content hash when a manifest exists,
-    else the hash of its deterministic recipe (pinned sources + seed + regime) marked `spec:`."""
+    else the hash of its deterministic recipe (sources + seed + regime) marked `spec:`."""
     parse_regime(regime)
     ident: dict[str, Any] = {"corpus": data_spec.corpus, "regime": regime, "seed": data_spec.seed}
     root = Path(data_spec.root) if getattr(data_spec, "root", None) else data_root
