@@ -17,7 +17,7 @@ def print_analysis(records: Path, *, out: Console, fail: Callable[..., Any], sui
     from analysis.paired import paired_comparisons
     from analysis.records import read_records
     from analysis.schema import RecordsError
-    from analysis.tables import build_tables, paired_table, render_table
+    from analysis.tables import TABLE_NAMES, build_tables, paired_table, render_table
     from evaluation.suite import load_suite
 
     s = load_suite(suite)
@@ -32,13 +32,22 @@ def print_analysis(records: Path, *, out: Console, fail: Callable[..., Any], sui
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         paired = paired_comparisons(df, s, n_resamples=n_resamples)
-        tables = [t for t in build_tables(df, s, paired=paired, n_resamples=n_resamples)
-                  if t.name != "paired" and not t.display.empty]
+        tables, broken = [], []
+        for name in TABLE_NAMES:  # one at a time: a table that cannot be built is reported, not fatal
+            if name == "paired":
+                continue
+            try:
+                tables += [t for t in build_tables(df, s, [name], paired=paired, n_resamples=n_resamples)
+                           if not t.display.empty]
+            except Exception as exc:  # noqa: BLE001 - analysis-side failure on small record sets
+                broken.append(f"{name}: {type(exc).__name__}: {exc}")
     out.print(f"[bold]{records}[/]: {df['run_id'].nunique()} runs, {len(df)} records", highlight=False)
     for t in tables:
         out.print(render_table(t, "md"), markup=False, highlight=False, soft_wrap=True)
     for metric in s.aggregate_names:
         out.print(render_table(paired_table(paired.table, metric), "md"), markup=False, highlight=False, soft_wrap=True)
+    for b in broken:
+        out.print(f"_table not built: {b}_", markup=False, highlight=False, soft_wrap=True)
     if paired.dropped:
         out.print(f"_dropped: {len(paired.dropped)} (e.g. {paired.dropped[0]})_", markup=False, highlight=False, soft_wrap=True)
     for w in caught[:3]:
