@@ -168,7 +168,9 @@ def _lobo_table(runs: pd.DataFrame, suite: Suite) -> Table:
     lobo = leave_one_benchmark_out(runs, suite)
     if lobo.empty:
         return Table("leave_one_out", EXTRA_TABLES["leave_one_out"], lobo, lobo, note="no configurations")
-    worst = lobo.loc[lobo.groupby("aggregate", sort=False)["spearman"].idxmin().dropna()]
+    # With two configurations a rank correlation can be undefined (NaN) for every benchmark: no "worst" then.
+    ranked = lobo.dropna(subset=["spearman"])
+    worst = ranked.loc[ranked.groupby("aggregate", sort=False)["spearman"].idxmin()] if len(ranked) else ranked
     data = lobo.groupby("aggregate", sort=False).agg(spearman_min=("spearman", "min"),
                                                       spearman_median=("spearman", "median"),
                                                       kendall_min=("kendall", "min"), n_configs=("n_configs", "max"))

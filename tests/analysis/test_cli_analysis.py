@@ -156,3 +156,18 @@ def test_report_command_writes_file(tmp_path: Path) -> None:
     res = _invoke("report", str(RELEASED), "--out", str(out), "--resamples", "200")
     assert res.exit_code == 0, res.output
     assert out.stat().st_size > 10_000 and out.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_tables_all_on_a_two_policy_campaign(tmp_path: Path) -> None:
+    """A small campaign (two policies, as a first CPU demo has) still gets every table; rank correlations
+    that are undefined with two configurations are reported as missing, not a crash."""
+    rows = [r for r in csv.DictReader(open(RELEASED, newline=""))
+            if r["campaign"] == "main" and r["model"] == "Qwen2.5-7B-Instruct" and r["method"] in ("baseline", "gfpo")]
+    f = tmp_path / "two.csv"
+    with open(f, "w", newline="") as out:
+        w = csv.DictWriter(out, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    res = _invoke("tables", str(f), "--table", "all")
+    assert res.exit_code == 0, res.output
+    assert "gfpo" in res.output and "leave" in res.output.lower()
