@@ -151,66 +151,16 @@ def test_cli_tune_bad_input_exits_2(tree, tmp_path):
     assert p.returncode == 2 and "no tuning study" in p.stderr
 
 
-def start_head_with_free_ports(workdir: Path, num_cpus: int = 4) -> str:
-    """A workdir-owned local Ray head whose *agent* ports are free ones too.
-
-    `orchestrator.executor.local_head.ensure_head` leaves the dashboard agent on Ray's fixed
-    default port 52365, so a second head on a shared machine loses its job agent ("No available
-    agent to submit job"). `ensure_head` reuses a live head recorded in ray_head.json, so starting
-    it here with free ports makes the real orchestrator path work beside other heads.
-    """
-    import json
-    import os
-    import time
-
-    from ray.job_submission import JobSubmissionClient
-
-    from orchestrator.executor import local_head as lh
-
-    workdir = Path(workdir).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    tmp = lh._temp_dir(workdir)
-    tmp.mkdir(parents=True, exist_ok=True)
-    gcs, dash = lh._free_port(), lh._free_port()
-    ports = [f"--{name}={lh._free_port()}" for name in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port",
-                                                        "metrics-export-port", "runtime-env-agent-port",
-                                                        "node-manager-port", "object-manager-port")]
-    argv = [lh._ray_bin(), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={gcs}", "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={dash}", f"--temp-dir={tmp}", f"--num-cpus={num_cpus}", "--num-gpus=0",
-            "--include-dashboard=true", "--disable-usage-stats", *ports]
-    proc = subprocess.run(argv, env=lh._env(workdir), capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-800:]
-    addr = f"http://127.0.0.1:{dash}"
-    (workdir / "ray_head.json").write_text(json.dumps({"dashboard": addr, "gcs": f"127.0.0.1:{gcs}", "temp_dir": str(tmp)}))
-    env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(lh.token_file(workdir))}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        for _ in range(180):
-            try:
-                JobSubmissionClient(addr).list_jobs()
-                return addr
-            except Exception:  # noqa: BLE001 - the head is still starting
-                time.sleep(1)
-        raise AssertionError(f"Ray head {addr} never answered the Jobs API")
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 @pytest.mark.slow
 def test_equal_budget_studies_through_the_real_orchestrator(tree, tmp_path):
     """noop backend through real Ray Jobs + SQLite ledger: each policy gets exactly the budget,
     the studies sit in the ledger database, every run is a ledger row; noop scores are NaN, so
     every trial fails loudly with the reason (missing is never 0)."""
-    from orchestrator.executor.local_head import stop_head
+    from orchestrator.executor.local_head import ensure_head, stop_head
 
     val = _val_suite(tmp_path / "val.yaml")
     work = tmp_path / "w"
-    start_head_with_free_ports(work / "tune")
+    ensure_head(work / "tune")  # every port explicit, so it coexists with other local heads
     try:
         rep = tune(TuneRequest(campaign=tree / "small.yaml", policies=["gfpo", "reward_gap"], trials=2, workdir=work,
                                validation_suite=str(val), seeds=[1], run_timeout_s=240, max_parallel=2))
