@@ -114,6 +114,7 @@ class CampaignSpec(_Strict):
     sub_campaigns: dict[str, SubCampaignSpec] = Field(default_factory=dict)
     expected_runs: int | None = Field(default=None, ge=0)
     # Filled in by the loader, not by users:
+    seed_design: dict[str, Any] | None = None  # a `seeds: {design: sequential, ...}` block; seeds = its first batch
     source: str = ""
     config_root: str = ""
     overrides: list[str] = Field(default_factory=list)
@@ -133,6 +134,22 @@ class CampaignSpec(_Strict):
             raise ValueError(f"unknown mechanism(s) {bad}; keys are select, reweight, mix")
         return {**DEFAULT_BASELINES, **v}
 
+    @field_validator("seed_design")
+    @classmethod
+    def _seed_design_valid(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None:
+            _sequential(v)
+        return v
+
+    def sequential_design(self) -> Any:
+        """The `analysis.sequential.SequentialDesign` of a sequential `seeds:` block, else None."""
+        return _sequential(self.seed_design) if self.seed_design is not None else None
+
+    def seed_pool(self) -> list[int]:
+        """Every seed the campaign may use, in the order batches add them (1..max when sequential)."""
+        d = self.sequential_design()
+        return list(range(1, d.max_seeds + 1)) if d is not None else list(self.seeds)
+
     def file_for(self, key: str) -> str:
         """The file a key of this spec came from (sub_campaigns.<x>... → <dir>/<x>.yaml when it exists)."""
         parts = key.split(".")
@@ -148,6 +165,29 @@ class CampaignSpec(_Strict):
             return dict(self.sub_campaigns)
         group = GroupSpec(campaign=self.name, models=self.models, policies=self.policies, regime=self.regime)
         return {"main": SubCampaignSpec(groups=[group], expected_runs=self.expected_runs)}
+
+
+def _sequential(raw: dict[str, Any]) -> Any:
+    """Parse a sequential seeds block; SequentialError (a ValueError) names the key."""
+    from analysis.sequential import SequentialDesign
+
+    return SequentialDesign.from_mapping(raw, where="seeds")
+
+
+def _seeds_block(data: dict[str, Any], source: Path) -> None:
+    """`seeds: {max: 12, batch: 3, design: sequential, ...}`: keep the block as `seed_design` and plan
+    the first batch (seeds 1..looks[0]); later batches come from `campaign seeds-look`. A list is unchanged."""
+    raw = data.get("seeds")
+    if not isinstance(raw, dict):
+        return
+    from analysis.sequential import SequentialError
+
+    try:
+        design = _sequential(raw)
+    except SequentialError as exc:
+        raise SpecError(f"{source}: key 'seeds': {exc}") from None
+    data["seed_design"] = dict(raw)
+    data["seeds"] = list(range(1, design.looks[0] + 1))
 
 
 def resolve_campaign_path(campaign: str | Path) -> tuple[Path, str]:
@@ -212,6 +252,9 @@ def load_campaign(campaign: str | Path, overrides: list[str] | tuple[str, ...] =
     data = _compose(root, name, list(overrides))
     data.pop("defaults", None)
     data.setdefault("name", Path(name).parts[0])
+    if "seed_design" in data:
+        raise SpecError(f"{root / name}.yaml: key 'seed_design': set by the loader; write seeds: {{design: sequential, ...}} instead")
+    _seeds_block(data, root / f"{name}.yaml")
     try:
         spec = CampaignSpec.model_validate(
             {**data, "source": str(root / f"{name}.yaml"), "config_root": str(root), "overrides": list(overrides)}
