@@ -281,3 +281,83 @@ def attach_to_records(records: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFr
     cols = [c for c in summary.columns if c not in _IDENT and c != "has_diagnostics"]
     right = summary[["run_id"] + cols].rename(columns={c: f"diag_{c}" for c in cols})
     return records.merge(right, on="run_id", how="left")
+
+
+def runs_from_dir(records: pd.DataFrame, runs_dir: str | Path) -> list[dict[str, Any]]:
+    """The run list for `run_summary`: identity from the records, metrics path and compute from each
+    run's `train_done.json` (the orchestrator's layout `<runs_dir>/<campaign>/<run_key>/`, or
+    `<runs_dir>/<run_key>/`). A run without a manifest keeps NaN diagnostics (flagged `unverified`).
+
+    Raises InterventionError when runs_dir is not a folder or holds no manifest for any run.
+    """
+    root = Path(runs_dir)
+    if not root.is_dir():
+        raise InterventionError(f"{root}: runs folder not found; pass <workdir>/runs (it holds <campaign>/<run_key>/train_done.json)")
+    ident = records.drop_duplicates("run_id")[[c for c in _IDENT if c in records.columns]]
+    out, found = [], 0
+    for r in ident.to_dict("records"):
+        cands = [root / str(r.get("campaign", "")) / str(r.get("run_key", "")) / "train_done.json",
+                 root / str(r.get("run_key", "")) / "train_done.json"]
+        man = next((c for c in cands if c.is_file()), None)
+        run = dict(r)
+        if man is not None:
+            try:
+                m = json.loads(man.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as e:
+                raise InterventionError(f"{man}: not valid JSON ({e.msg}); rerun the run's training stage") from e
+            mp = Path(str(m.get("metrics_path", "")))
+            run["metrics_path"] = mp if mp.is_absolute() else man.parent / mp
+            run["compute"] = m.get("compute") or {}
+            found += 1
+        out.append(run)
+    if out and not found:
+        raise InterventionError(f"{root}: no train_done.json for any of the {len(out)} runs in the records "
+                                f"(looked in <runs_dir>/<campaign>/<run_key>/); pass the work directory's runs/ folder")
+    return out
+
+
+def final_scores(records: pd.DataFrame, suite: Any) -> pd.DataFrame:
+    """Per run: the aggregates at its last evaluated step (run_id + aggregate columns)."""
+    from analysis.aggregates import run_table
+
+    rt = run_table(records, suite)
+    return rt.sort_values("step").groupby("run_id", sort=True).tail(1).reset_index(drop=True)
+
+
+def flags_banner_html(summary: pd.DataFrame, tol: Tolerances = Tolerances()) -> str:
+    """The flag list that goes at the top of the report, before any score comparison."""
+    bad = flag_policies(summary, tol)
+    bad = bad[bad["flag"] != ""]
+    if not len(bad):
+        return ("<h2>Intervention check</h2><p>Every policy's diagnostics show that it acted; "
+                "details in <a href='#intervention'>Intervention evidence and compute</a>.</p>")
+    items = "".join(f"<li><b>{html.escape(r.policy)}</b> ({html.escape(r.campaign)}/{html.escape(r.model)}"
+                    f"{'/' + html.escape(r.regime) if r.regime else ''}): <code>{html.escape(r.flag)}</code> — "
+                    f"{html.escape(r.reason)}</li>" for r in bad.itertuples())
+    return (f"<h2>Intervention check: {len(bad)} policy configuration(s) flagged</h2>"
+            "<p><b>Their diagnostics show no effect: their score differences below are not evidence about the "
+            "policy.</b></p>" f"<ul class='flags'>{items}</ul>")
+
+
+def build_report_with_evidence(records: pd.DataFrame, out_path: str | Path, *, suite: Any,
+                               runs: list[Mapping[str, Any]], n_resamples: int = 10_000,
+                               tol: Tolerances = Tolerances()) -> tuple[Path, pd.DataFrame]:
+    """`analysis.report.build_report` plus the intervention evidence: the flag list right after the
+    title (before every score comparison, issue 7) and the evidence/compute section at the end.
+
+    Returns (report path, flag_policies frame).
+    """
+    from analysis.atomic import atomic_write_text
+    from analysis.report import build_report
+    from evaluation.suite import load_suite
+
+    s = load_suite(suite) if isinstance(suite, str) else suite
+    summary = run_summary(runs)
+    scores = final_scores(records, s)
+    title, body = intervention_section_html(summary, scores, s.aggregate_names[0], tol)
+    path = build_report(records, out_path, suite=s, n_resamples=n_resamples,
+                        extra_sections=[(title, f"<div id='intervention'>{body}</div>")])
+    doc = path.read_text(encoding="utf-8")
+    cut = doc.index("</h1>") + len("</h1>")
+    atomic_write_text(path, doc[:cut] + flags_banner_html(summary, tol) + doc[cut:])
+    return path, flag_policies(summary, tol)

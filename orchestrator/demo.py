@@ -54,6 +54,29 @@ def print_analysis(records: Path, *, out: Console, fail: Callable[..., Any], sui
         out.print(f"_warning: {w.message}_", markup=False, highlight=False, soft_wrap=True)
 
 
+def write_report(records: Path, workdir: Path, *, out: Console, err: Console, suite: str = "db12",
+                 n_resamples: int = 2000) -> Path | None:
+    """`<workdir>/report.html`: the analysis report with the intervention evidence of every run
+    (flagged policies listed before any score comparison). A report that cannot be built is
+    reported, not fatal: the records and tables above stand on their own."""
+    from analysis.intervention import InterventionError, build_report_with_evidence, runs_from_dir
+    from analysis.records import read_records
+
+    try:
+        df = read_records(records, suite=suite)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            path, flags = build_report_with_evidence(df, workdir / "report.html", suite=suite,
+                                                     runs=runs_from_dir(df, workdir / "runs"), n_resamples=n_resamples)
+    except (InterventionError, ValueError, KeyError) as exc:
+        err.print(f"report not written: {exc}", markup=False, highlight=False)
+        return None
+    for r in flags[flags["flag"] != ""].itertuples():
+        out.print(f"[bold yellow]flagged[/] {r.policy}: {r.flag} ({r.reason})", highlight=False, soft_wrap=True)
+    out.print(f"report: {path}", highlight=False, soft_wrap=True)
+    return path
+
+
 def prepare_data(workdir: Path, spec: Any) -> Path:
     """Evaluation fixtures for the demo (contract 4 schema) from the training area's generator."""
     from evaluation.benchmark_data import write_manifest
@@ -102,6 +125,7 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
         out.print(f"records: {records}\nMLflow: mlflow ui --backend-store-uri sqlite:///{workdir / 'mlflow.db'}",
                   highlight=False)
         print_analysis(records, out=out, fail=fail, suite=spec.suite)
+        write_report(records, workdir, out=out, err=err, suite=spec.suite)
         out.print(f"[bold]demo finished in {time.time() - t0:.0f} s[/]")
         if counts.get("failed"):
             fail(f"{counts['failed']} run(s) failed", 1)

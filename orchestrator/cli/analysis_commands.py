@@ -217,6 +217,9 @@ def report(
     out: Annotated[Path, typer.Option("--out", help="HTML file to write (atomic)")],
     suite: SuiteOpt = "db12",
     resamples: Annotated[int, typer.Option("--resamples", min=100, help="bootstrap resamples")] = 10_000,
+    runs_dir: Annotated[Optional[Path], typer.Option(
+        "--runs-dir", help="the runs' folder (<workdir>/runs): adds each run's intervention evidence and compute; "
+                           "flagged policies are listed before any score comparison")] = None,
 ) -> None:
     """Write one self-contained HTML report (tables, forest plot, domain trade-off, rank heat map)."""
     s, df = _load(records, suite)
@@ -226,7 +229,18 @@ def report(
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        path = build_report(df, out, suite=s, n_resamples=resamples)
+        if runs_dir is None:
+            path = build_report(df, out, suite=s, n_resamples=resamples)
+        else:
+            from analysis.intervention import InterventionError, build_report_with_evidence, runs_from_dir
+
+            try:
+                path, flags = build_report_with_evidence(df, out, suite=s, runs=runs_from_dir(df, runs_dir),
+                                                         n_resamples=resamples)
+            except InterventionError as exc:
+                _fail(str(exc))
+            for r in flags[flags["flag"] != ""].itertuples():
+                err.print(f"flagged {r.policy} ({r.campaign}/{r.model}): {r.flag}: {r.reason}", markup=False)
     err.print(f"wrote {path}", markup=False)
 
 
