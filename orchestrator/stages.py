@@ -40,11 +40,8 @@ def run_dir(workdir: Path, spec: RunSpec) -> Path:
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _atomic_json(path: Path, obj: Any) -> None:

@@ -148,11 +148,8 @@ def score_responses(pool: PromptPool, idx: np.ndarray, texts: list[str], n: int)
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def save_checkpoint_meta(ckpt_dir: Path, step: int, meta: dict[str, Any]) -> None:
