@@ -118,6 +118,7 @@ def stop_head(workdir: Path) -> None:
     info = json.loads(state.read_text())
     # `ray stop` has no per-address form; kill the head's processes recorded in its session dir.
     tmp = Path(info["temp_dir"])
+    gcs_port = str(info["gcs"]).rsplit(":", 1)[-1]
     pids = []
     sess = tmp / "session_latest"
     if sess.exists():
@@ -129,7 +130,10 @@ def stop_head(workdir: Path) -> None:
                 cmd = " ".join(p.info["cmdline"] or [])
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-            if str(tmp) in cmd and p.info["pid"] != me:
+            # The Ray Client server carries no temp dir in its argv (and is re-parented to init), so
+            # match it by this head's GCS port, or it outlives the head.
+            client = "ray.util.client.server" in cmd and f":{gcs_port} " in cmd + " "
+            if (str(tmp) in cmd or client) and p.info["pid"] != me:
                 pids.append(p)
         for p in list(pids):  # job drivers and workers are children of the head's processes
             try:
