@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+
+from orchestrator.cli.groups import subgroup
 from rich.console import Console
 from rich.table import Table
 
@@ -360,10 +362,7 @@ def register(app: typer.Typer) -> None:
 
 def _register_data(app: typer.Typer) -> None:
     """`campaign data train` — attached to an existing `data` group (the training area's) if any."""
-    group = next((g.typer_instance for g in app.registered_groups if g.name == "data"), None)
-    if group is None:
-        group = typer.Typer(help="Build training corpora and evaluation data.", no_args_is_help=True)
-        app.add_typer(group, name="data")
+    group = subgroup(app, "data", "Build training corpora and evaluation data.")
 
     @group.command("train")
     def data_train_cmd(

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+
+from orchestrator.cli.groups import subgroup
 from rich.console import Console
 from rich.table import Table
 
@@ -151,10 +153,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
         out.print(f"[green]calibration passed for all {len(df)} benchmarks[/green]")
 
-    data_app = next((g.typer_instance for g in app.registered_groups if g.name == "data"), None)
-    if data_app is None:
-        data_app = typer.Typer(help="Build training corpora and evaluation data.", no_args_is_help=True)
-        app.add_typer(data_app, name="data")
+    data_app = subgroup(app, "data", "Build training corpora and evaluation data.")
 
     @data_app.command("benchmarks")
     def data_benchmarks_cmd(
@@ -196,10 +195,7 @@ def register(app: typer.Typer) -> None:
         man = write_manifest(out_dir, ids, kind="benchmarks", sources=sources)
         out.print(f"manifest: {man}")
 
-    audit_app = next((g.typer_instance for g in app.registered_groups if g.name == "audit"), None)
-    if audit_app is None:
-        audit_app = typer.Typer(help="Audits of data and runs.", no_args_is_help=True)
-        app.add_typer(audit_app, name="audit")
+    audit_app = subgroup(app, "audit", "Audits of data and runs.")
 
     @audit_app.command("contamination")
     def contamination_cmd(
