@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+
+from orchestrator.cli.groups import subgroup
 from rich.console import Console
 
 err = Console(stderr=True)
@@ -24,24 +26,15 @@ def build_request(
     train_files: list[str] | None = None,
 ):
     """Resolve recipe, model and policy files into a `TrainRequest` (errors name the file and field)."""
-    import yaml
 
     from orchestrator.training.backend import TrainingError, TrainRequest
     from orchestrator.training.local import load_model_config, load_recipe
     from orchestrator.training.warmup import content_hash
 
-    if not policy.is_file():
-        raise TrainingError(f"{policy}: policy file not found (see campaigns/policy/*.yaml)")
-    try:
-        pol = yaml.safe_load(policy.read_text())
-    except yaml.YAMLError as e:
-        raise TrainingError(f"{policy}: not valid YAML ({e})") from None
-    if not isinstance(pol, dict):
-        raise TrainingError(f"{policy}: expected a mapping with name/mechanism")
-    pol.setdefault("name", policy.stem)
-    from policies import load_policy  # strict validation before anything is written
+    from policies import load_policy
 
-    load_policy(policy, seed=seed)
+    # Strict validation (file, YAML, fields) before anything is written; the run gets the resolved config.
+    pol = dict(load_policy(policy, seed=seed).config)
     rec = load_recipe(recipe)
     if rec.get("backend", backend) != backend:
         raise TrainingError(f"recipe {recipe!r} is for backend {rec.get('backend')!r}, not {backend!r}; pick another --recipe")
@@ -120,12 +113,7 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"metrics: {result.metrics_path}")
         typer.echo("compute: " + json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in result.compute.items()}))
 
-    data_app = typer.Typer(help="Build datasets.", no_args_is_help=True)
-    existing = [g for g in app.registered_groups if g.name == "data"]
-    if existing:  # another area already registered `campaign data`: add our subcommand to it
-        data_app = existing[0].typer_instance
-    else:
-        app.add_typer(data_app, name="data")
+    data_app = subgroup(app, "data", "Build training corpora and evaluation data.")
 
     @data_app.command("synthetic")
     def synthetic_cmd(
