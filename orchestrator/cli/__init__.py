@@ -9,6 +9,7 @@ from orchestrator.cli import (
     campaign_commands,
     eval_commands,
     policy_commands,
+    sequential_commands,
     train_commands,
     tune_commands,
 )
@@ -21,7 +22,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for _module in (analysis_commands, policy_commands, eval_commands, train_commands, campaign_commands, tune_commands):
+for _module in (analysis_commands, policy_commands, eval_commands, train_commands, campaign_commands, tune_commands,
+                sequential_commands):
     _module.register(app)
 
 
