@@ -42,6 +42,7 @@ The repeated CI at the stopping look is the adjusted interval the report shows.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -341,10 +342,11 @@ class SequentialDesign:
 
     @classmethod
     def from_mapping(cls, raw: Mapping, where: str = "seeds") -> "SequentialDesign":
-        """Build from a campaign's `seeds:` block, e.g. {max: 12, design: sequential, batch: 3}."""
+        """Build from a campaign's `seeds:` block, e.g. {max: 12, design: sequential, batch: 3}.
+        `aggregate` (which aggregate the looks test) is accepted and left to the orchestrator."""
         known = {"max", "design", "batch", "looks", "alpha", "spending", "equivalence_margin",
                  "equivalence_alpha", "equivalence_spending", "small_sample", "futility_cp",
-                 "futility_min_seeds"}
+                 "futility_min_seeds", "aggregate"}
         unknown = set(raw) - known
         if unknown:
             raise SequentialError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -642,3 +644,69 @@ def dataclasses_asdict(design: SequentialDesign) -> dict:
     from dataclasses import asdict
 
     return asdict(design)
+
+
+# ---------------------------------------------------------------- the report's view of recorded looks
+
+LOOK_COLUMNS = ("campaign", "look", "comparison", "n", "decision", "mean", "rci_low", "rci_high", "design_json")
+
+
+def read_looks_file(path: str | "Path") -> "pd.DataFrame":
+    """A `sequential_looks.csv` written next to a campaign's records; SequentialError names the file and column."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    p = Path(path)
+    try:
+        df = pd.read_csv(p)
+    except (OSError, ValueError) as exc:
+        raise SequentialError(f"{p}: cannot read the looks file ({exc}); rerun `campaign resume` to rewrite it") from None
+    missing = [c for c in LOOK_COLUMNS if c not in df.columns]
+    if missing:
+        raise SequentialError(f"{p}: missing column(s) {missing}; expected {list(LOOK_COLUMNS)}")
+    return df
+
+
+def looks_section_html(looks: "pd.DataFrame") -> str:
+    """Lead section of a report for a sequential campaign: each comparison's last look, its
+    repeated (adjusted) CI and decision, then the look-by-look history. It goes before the score
+    tables because their fixed-n paired CIs are not adjusted for the interim looks."""
+    import html
+
+    import pandas as pd
+
+    if looks.empty:
+        return ""
+    design = json.loads(looks["design_json"].iloc[-1]) if "design_json" in looks else {}
+    margin = design.get("equivalence_margin")
+    desc = (f"looks after {design.get('looks')} seeds, alpha {design.get('alpha')}, {design.get('spending')} spending"
+            + (f", equivalence margin ±{margin}" if margin is not None else "")
+            + (f", futility below conditional power {design.get('futility_cp')}" if design.get("futility_cp") else ""))
+    last = looks.sort_values("look").groupby("comparison", sort=True).tail(1)
+
+    def ci(r: pd.Series) -> str:
+        lo, hi = r["rci_low"], r["rci_high"]
+        return "NaN" if pd.isna(lo) or pd.isna(hi) else f"[{lo:+.3f}, {hi:+.3f}]"
+
+    def rows(df: pd.DataFrame, with_look: bool) -> str:
+        out = []
+        for _, r in df.iterrows():
+            cells = ([str(int(r["look"]))] if with_look else []) + [
+                html.escape(str(r["comparison"])), str(int(r["n"])),
+                "NaN" if pd.isna(r["mean"]) else f"{r['mean']:+.3f}", ci(r), html.escape(str(r["decision"]))]
+            out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        return "".join(out)
+
+    head = "<th>comparison</th><th>seeds</th><th>mean Δ</th><th>repeated CI</th><th>decision</th>"
+    return (
+        "<h2 id='sequential'>Sequential seed design: adjusted intervals</h2>"
+        f"<p>This campaign spent seeds in batches with interim looks ({html.escape(desc)}). "
+        "<b>Use the repeated confidence intervals below: they keep their coverage over every look taken. "
+        "The paired CIs in the tables further down are fixed-n intervals, not adjusted for the looks, "
+        "and comparisons stopped early have fewer seeds there.</b></p>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{rows(last, False)}</tbody></table>"
+        "<details><summary>every interim look</summary>"
+        f"<table><thead><tr><th>look</th>{head}</tr></thead><tbody>{rows(looks.sort_values(['look', 'comparison']), True)}"
+        "</tbody></table></details>"
+    )

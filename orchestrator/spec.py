@@ -176,7 +176,8 @@ def _sequential(raw: dict[str, Any]) -> Any:
 
 def _seeds_block(data: dict[str, Any], source: Path) -> None:
     """`seeds: {max: 12, batch: 3, design: sequential, ...}`: keep the block as `seed_design` and plan
-    the first batch (seeds 1..looks[0]); later batches come from `campaign seeds-look`. A list is unchanged."""
+    the first batch (seeds 1..looks[0]); `campaign submit/resume` add later batches after each interim
+    look (orchestrator.adaptive). A list is unchanged."""
     raw = data.get("seeds")
     if not isinstance(raw, dict):
         return

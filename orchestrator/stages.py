@@ -196,17 +196,43 @@ def run_meta(spec: RunSpec, step: int) -> dict[str, Any]:
             "regime": spec.regime, "config_hash": spec.config_hash}
 
 
+_SIMULATE_KEYS = {"base", "effects", "seed_sd", "noise_sd", "noise_sd_by_policy"}
+
+
+def _simulated_accuracy(sim: dict[str, Any], spec: RunSpec, benchmark: str) -> float:
+    """A noop recipe's `simulate:` block: base + effects[policy] + a seed term shared by every policy
+    of that seed (so runs pair up as real ones do) + per-run noise; deterministic in (seed, policy,
+    benchmark). For testing adaptive designs through the real orchestrator without training."""
+    import zlib
+
+    import numpy as np
+
+    unknown = set(sim) - _SIMULATE_KEYS
+    if unknown:
+        raise StageConfigError(f"recipe {spec.recipe_name!r}: key 'simulate': unknown {sorted(unknown)}; "
+                               f"known: {sorted(_SIMULATE_KEYS)}")
+    b = zlib.crc32(benchmark.encode())
+    shared = np.random.default_rng([spec.seed, b]).normal(0.0, float(sim.get("seed_sd", 2.0)))
+    sd = float((sim.get("noise_sd_by_policy") or {}).get(spec.policy, sim.get("noise_sd", 0.5)))
+    noise = np.random.default_rng([spec.seed, zlib.crc32(spec.policy.encode()), b]).normal(0.0, sd)
+    acc = float(sim.get("base", 50.0)) + float((sim.get("effects") or {}).get(spec.policy, 0.0)) + shared + noise
+    return float(np.clip(acc, 0.0, 100.0))
+
+
 def _noop_records(spec: RunSpec, step: int) -> "Any":
-    """Noop runs have no model: every score is missing (NaN), never zero."""
+    """Noop runs have no model: every score is missing (NaN), never zero, unless the recipe
+    declares `simulate:` (scores drawn from a stated distribution, marked harness 'noop-simulated')."""
     import numpy as np
     import pandas as pd
 
     from evaluation.suite import load_suite
 
     suite = load_suite(spec.suite)
+    sim = spec.recipe_cfg.get("simulate")
     rows = [{**run_meta(spec, step), "benchmark": b.id, "domain": b.domain, "n_items": b.n_items,
-             "n_correct": np.nan, "accuracy": np.nan, "parse_rate": np.nan, "truncation_rate": np.nan,
-             "suite_version": suite.version, "harness_version": "noop"} for b in suite.benchmarks]
+             "n_correct": np.nan, "accuracy": _simulated_accuracy(sim, spec, b.id) if sim else np.nan,
+             "parse_rate": np.nan, "truncation_rate": np.nan, "suite_version": suite.version,
+             "harness_version": "noop-simulated" if sim else "noop"} for b in suite.benchmarks]
     return pd.DataFrame(rows)
 
 

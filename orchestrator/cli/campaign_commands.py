@@ -116,6 +116,42 @@ def drive(sess, campaign: str, *, timeout_s: float | None = None, quiet: bool = 
     return counts
 
 
+def drive_campaign(sess, campaign: str, **kw) -> dict[str, int]:  # noqa: ANN001
+    """`drive` until nothing is pending; for a sequential seed design, then take the interim look,
+    record it and drive the next batch, until every comparison is decided or the last look is taken."""
+    from orchestrator.adaptive import AdaptiveError, advance
+
+    counts = drive(sess, campaign, **kw)
+    while not counts.get("failed"):
+        try:
+            step = advance(sess, campaign)
+        except AdaptiveError as exc:
+            err.print(f"[yellow]sequential seeds:[/yellow] {exc}", highlight=False)
+            break
+        if step.look is not None:
+            out.print(look_table(step.decisions, step.look))
+        if step.note and (step.finished or step.added):
+            out.print(f"sequential seeds: {step.note}" + (f" ({len(step.added)} runs added)" if step.added else ""),
+                      highlight=False)
+        if not step.added:
+            break
+        counts = drive(sess, campaign, **kw)
+    return counts
+
+
+def look_table(decisions, look: int) -> Table:  # noqa: ANN001
+    """One interim look: comparison, seeds, mean paired difference, repeated CI, decision."""
+    from orchestrator.adaptive import looks_summary
+
+    t = Table(title=f"interim look {look} (repeated CIs: simultaneous coverage over all looks)")
+    for c in ("comparison", "seeds", "mean", "repeated CI", "decision"):
+        t.add_column(c)
+    for r in looks_summary(decisions):
+        t.add_row(r["comparison"], str(r["n"]), f"{r['mean']:+.3f}", f"[{r['rci_low']:+.3f}, {r['rci_high']:+.3f}]",
+                  r["decision"])
+    return t
+
+
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the main app."""
 
@@ -187,7 +223,7 @@ def register(app: typer.Typer) -> None:
             out.print(f"  changed: {rid} (old run superseded)")
         if not wait:
             return
-        counts = drive(sess, spec.name, max_parallel=max_parallel)
+        counts = drive_campaign(sess, spec.name, max_parallel=max_parallel)
         out.print(status_matrix(sess, spec.name))
         if counts.get("failed"):
             raise typer.Exit(1)
@@ -204,7 +240,7 @@ def register(app: typer.Typer) -> None:
         """Pick up a campaign after a crash: reattach to running jobs, resubmit lost ones, continue."""
         sess = _session(workdir, ledger_url, ray_address)
         _require_campaign(sess, campaign)
-        counts = drive(sess, campaign, timeout_s=timeout, max_parallel=max_parallel)
+        counts = drive_campaign(sess, campaign, timeout_s=timeout, max_parallel=max_parallel)
         out.print(status_matrix(sess, campaign))
         if counts.get("failed"):
             raise typer.Exit(1)
@@ -307,7 +343,7 @@ def register(app: typer.Typer) -> None:
         n = sess.scheduler(campaign).retry(rows) if rows else 0
         out.print(f"requeued {n} run(s)")
         if wait and n:
-            counts = drive(sess, campaign)
+            counts = drive_campaign(sess, campaign)
             out.print(status_matrix(sess, campaign))
             if counts.get("failed"):
                 raise typer.Exit(1)

@@ -1,0 +1,205 @@
+"""A `seeds: {design: sequential}` campaign driven end to end: `campaign submit` runs the first
+batch, takes the interim look, records it in the ledger database and submits the next batch only
+for the comparisons still open (and their reference); decided comparisons stop receiving seeds.
+Real local Ray head + SQLite ledger; the noop recipe's `simulate:` block stands in for training."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from analysis.sequential import SequentialDesign, interim_decision
+
+REPO = Path(__file__).resolve().parents[2]
+CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
+
+SEEDS = {"design": "sequential", "max": 6, "batch": 3, "equivalence_margin": 1.5}
+SIM = {"base": 50.0, "effects": {"gfpo": 8.0, "topk": 0.0, "maxvar": 1.0}, "seed_sd": 2.0, "noise_sd": 0.2,
+       "noise_sd_by_policy": {"maxvar": 2.5}}
+
+
+@pytest.fixture(scope="module")
+def head():  # noqa: ANN201
+    from orchestrator.executor.local_head import ensure_head, stop_head, token_file
+
+    wd = Path(tempfile.mkdtemp(prefix="wts", dir="/tmp"))
+    addr = ensure_head(wd, num_cpus=4)
+    yield addr, token_file(wd)
+    stop_head(wd)
+
+
+def _campaign(tree: Path, name: str) -> Path:
+    (tree / "recipe" / "noop_sim.yaml").write_text(yaml.safe_dump({"name": "noop_sim", "simulate": SIM}))
+    spec = yaml.safe_load((tree / "small.yaml").read_text())
+    spec.update(name=name, recipe="noop_sim", steps=1, policies=["baseline", "gfpo", "topk", "maxvar"], seeds=SEEDS)
+    p = tree / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    return p
+
+
+def _db(wd: Path, q: str) -> list[tuple]:
+    with sqlite3.connect(wd / "ledger.db") as c:
+        return c.execute(q).fetchall()
+
+
+def _db12_diffs(records: Path, policy: str, seeds: list[int]) -> np.ndarray:
+    """DB-12 (mean of the three domain means) per seed, policy minus baseline, from the records by hand."""
+    r = pd.read_parquet(records)
+    dom = r.groupby(["policy", "seed", "domain"])["accuracy"].mean().groupby(["policy", "seed"]).mean()
+    return np.array([dom[(policy, s)] - dom[("baseline", s)] for s in seeds])
+
+
+@pytest.mark.slow
+def test_sequential_campaign_spends_seeds_only_on_open_comparisons(tree: Path, tmp_path: Path, head) -> None:  # noqa: ANN001
+    addr, tok = head
+    env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(tok), "RAY_AUTH_MODE": "token"}
+    wd = tmp_path / "wd"
+    camp = _campaign(tree, "seq")
+    p = subprocess.run([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd), "--max-parallel", "4"],
+                       env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "interim look 0" in p.stdout and "sequential seeds" in p.stdout
+
+    runs = _db(wd, "select run_id, state from runs where campaign='seq'")
+    assert {s for _, s in runs} == {"recorded"}
+    seeds_of: dict[str, set[int]] = {}
+    for rid, _ in runs:
+        pol, seed = rid.split("/")[2], int(rid.rsplit("/s", 1)[1])
+        seeds_of.setdefault(pol, set()).add(seed)
+
+    looks = _db(wd, "select look, comparison, n, decision, mean, rci_low, rci_high from sequential_looks where campaign='seq' order by look, comparison")
+    look0 = {c.split(":")[1].split("-")[0]: (n, d) for lk, c, n, d, *_ in looks if lk == 0}
+    assert set(look0) == {"gfpo", "topk", "maxvar"} and all(n == 3 for n, _ in look0.values())
+    assert look0["gfpo"][1] == "superior" and look0["topk"][1] == "equivalent"
+    # decided comparisons got no more seeds; the open one and its reference got the next batch
+    assert seeds_of["gfpo"] == seeds_of["topk"] == {1, 2, 3}
+    # maxvar (effect 1.0, noisy) is open at 3 seeds: it and baseline, only, get seeds 4-6
+    assert look0["maxvar"][1] == "continue"
+    assert seeds_of["maxvar"] == seeds_of["baseline"] == {1, 2, 3, 4, 5, 6}
+    look1 = [row for row in looks if row[0] == 1]
+    assert [r[1].split(":")[1] for r in look1] == ["maxvar-baseline"] and look1[0][2] == 6
+    assert look1[0][3] in {"superior", "inferior", "equivalent", "inconclusive"}  # the last look decides or ends
+    assert len(runs) == sum(len(v) for v in seeds_of.values())
+
+    # every recorded look matches a paired test computed from the records by hand
+    design = SequentialDesign.from_mapping(SEEDS)
+    records = wd / "results" / "seq" / "records.parquet"
+    for lk, comp, n, decision, mean, lo, hi in looks:
+        pol = comp.split(":")[1].split("-")[0]
+        d = _db12_diffs(records, pol, list(range(1, n + 1)))
+        assert mean == pytest.approx(d.mean(), abs=1e-9)
+        ref = interim_decision({"x": d}, lk, design)["x"]
+        assert (lo, hi, decision) == (pytest.approx(ref.rci_low), pytest.approx(ref.rci_high), ref.decision)
+
+    # resuming a finished sequential campaign adds no run and no look
+    again = subprocess.run([CAMPAIGN, "resume", "seq", "--ray-address", addr, "--workdir", str(wd)],
+                           env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert len(_db(wd, "select run_id from runs where campaign='seq'")) == len(runs)
+    assert _db(wd, "select count(*) from sequential_looks where campaign='seq'")[0][0] == len(looks)
+    st = json.loads(subprocess.run([CAMPAIGN, "status", "seq", "--workdir", str(wd), "--json"],
+                                   capture_output=True, text=True).stdout)
+    assert st["states"] == {"recorded": len(runs)}
+
+    # the looks are visible from the CLI and, with their adjusted intervals, first in the report
+    lk = subprocess.run([CAMPAIGN, "looks", "seq", "--workdir", str(wd), "--json"], capture_output=True, text=True)
+    assert lk.returncode == 0 and len(json.loads(lk.stdout)) == len(looks)
+    assert (wd / "results" / "seq" / "sequential_looks.csv").is_file()
+    html_out = tmp_path / "report.html"
+    rep = subprocess.run([CAMPAIGN, "report", str(records), "--out", str(html_out), "--resamples", "200"],
+                         capture_output=True, text=True, timeout=300)
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    doc = html_out.read_text()
+    i_seq, i_forest = doc.index("Sequential seed design: adjusted intervals"), doc.index("Forest plot")
+    assert i_seq < i_forest and "seq/m0/:maxvar-baseline" in doc
+    m = looks[-1]
+    assert f"[{m[5]:+.3f}, {m[6]:+.3f}]" in doc
+    # a hand look on a campaign the orchestrator is running sequentially is refused (it would corrupt its log)
+    hand = subprocess.run([CAMPAIGN, "seeds-look", "seq", "--look", "0", "--workdir", str(wd)], capture_output=True, text=True)
+    assert hand.returncode == 2 and "campaign looks seq" in hand.stderr
+
+
+# ---- fast: the look/batch bookkeeping on a real SQLite ledger, runs recorded by hand ----------
+
+def _record(sess, campaign: str, runs_dir: Path) -> int:  # noqa: ANN001
+    """Walk every planned run through the ledger's state machine with its simulated records."""
+    from analysis.records import write_records
+    from orchestrator.grid import RunSpec
+    from orchestrator.stages import _noop_records
+
+    n = 0
+    for row in sess.ledger.runs(campaign, ["planned"]):
+        spec = RunSpec.from_dict(json.loads(row.spec_json))
+        path = runs_dir / f"{row.run_key}.parquet"
+        write_records(_noop_records(spec, spec.steps), path)
+        for st in ("queued", "training", "trained", "evaluating", "recorded"):
+            sess.ledger.transition(campaign, row.run_key, st)
+        sess.ledger.update(campaign, row.run_key, outputs={"records": str(path)})
+        n += 1
+    return n
+
+
+def test_a_crash_between_look_and_batch_is_recovered_without_a_second_look(tree: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import orchestrator.adaptive as adaptive
+    from analysis.sequential import read_looks
+    from orchestrator.session import Session, plan
+
+    spec, runs = plan(_campaign(tree, "seqf"))
+    assert sorted({r.seed for r in runs}) == [1, 2, 3]  # only the first batch is planned
+    sess = Session(tmp_path / "wd")
+    sess.submit(spec, runs)
+    with pytest.raises(adaptive.AdaptiveError, match="still pending"):
+        adaptive.advance(sess, "seqf")  # never look while runs are outstanding
+    assert _record(sess, "seqf", tmp_path) == 12
+
+    real_add = adaptive._add_runs
+    monkeypatch.setattr(adaptive, "_add_runs", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        adaptive.advance(sess, "seqf")  # look 0 recorded, then the orchestrator dies
+    monkeypatch.setattr(adaptive, "_add_runs", real_add)
+    assert len(read_looks(sess.ledger.url, "seqf")) == 3 and len(sess.ledger.runs("seqf")) == 12
+
+    step = adaptive.advance(sess, "seqf")  # recovery: the batch look 0 asked for, no second look
+    assert step.look is None and sorted(step.added) == ["seqf/m0/baseline/s4", "seqf/m0/baseline/s5",
+                                                        "seqf/m0/baseline/s6", "seqf/m0/maxvar/s4",
+                                                        "seqf/m0/maxvar/s5", "seqf/m0/maxvar/s6"]
+    assert len(read_looks(sess.ledger.url, "seqf")) == 3
+    with pytest.raises(adaptive.AdaptiveError, match="6 run\\(s\\) still pending"):
+        adaptive.advance(sess, "seqf")
+    _record(sess, "seqf", tmp_path)
+    last = adaptive.advance(sess, "seqf")
+    assert last.look == 1 and last.finished and list(last.decisions["policy"]) == ["maxvar"]
+    assert adaptive.advance(sess, "seqf").finished and len(sess.ledger.runs("seqf")) == 18
+    sess.close()
+
+
+def test_bad_sequential_inputs_are_named(tree: Path, tmp_path: Path) -> None:
+    from orchestrator.adaptive import AdaptiveError, aggregate_of
+    from orchestrator.spec import load_campaign
+    from orchestrator.stages import StageConfigError, _noop_records
+    from orchestrator.session import plan
+
+    camp = _campaign(tree, "seqb")
+    raw = yaml.safe_load(camp.read_text())
+    raw["seeds"]["aggregate"] = "NOPE"
+    camp.write_text(yaml.safe_dump(raw))
+    with pytest.raises(AdaptiveError, match="seeds.aggregate.*NOPE.*DB-12"):
+        aggregate_of(load_campaign(camp))
+    raw["seeds"]["aggregate"] = "Math-Heavy-6"
+    camp.write_text(yaml.safe_dump(raw))
+    assert aggregate_of(load_campaign(camp)) == "Math-Heavy-6"
+    (tree / "recipe" / "noop_sim.yaml").write_text(yaml.safe_dump({"name": "noop_sim", "simulate": {"efects": {}}}))
+    _, runs = plan(camp)
+    with pytest.raises(StageConfigError, match="simulate.*efects"):
+        _noop_records(runs[0], 1)
