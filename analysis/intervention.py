@@ -22,7 +22,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -341,13 +341,13 @@ def flags_banner_html(summary: pd.DataFrame, tol: Tolerances = Tolerances()) -> 
 
 def build_report_with_evidence(records: pd.DataFrame, out_path: str | Path, *, suite: Any,
                                runs: list[Mapping[str, Any]], n_resamples: int = 10_000,
-                               tol: Tolerances = Tolerances()) -> tuple[Path, pd.DataFrame]:
+                               tol: Tolerances = Tolerances(), lead_sections: Sequence[str] = (),
+                               extra_sections: Sequence[tuple[str, str]] = ()) -> tuple[Path, pd.DataFrame]:
     """`analysis.report.build_report` plus the intervention evidence: the flag list right after the
     title (before every score comparison, issue 7) and the evidence/compute section at the end.
 
     Returns (report path, flag_policies frame).
     """
-    from analysis.atomic import atomic_write_text
     from analysis.report import build_report
     from evaluation.suite import load_suite
 
@@ -356,8 +356,6 @@ def build_report_with_evidence(records: pd.DataFrame, out_path: str | Path, *, s
     scores = final_scores(records, s)
     title, body = intervention_section_html(summary, scores, s.aggregate_names[0], tol)
     path = build_report(records, out_path, suite=s, n_resamples=n_resamples,
-                        extra_sections=[(title, f"<div id='intervention'>{body}</div>")])
-    doc = path.read_text(encoding="utf-8")
-    cut = doc.index("</h1>") + len("</h1>")
-    atomic_write_text(path, doc[:cut] + flags_banner_html(summary, tol) + doc[cut:])
+                        lead_sections=[flags_banner_html(summary, tol), *lead_sections],
+                        extra_sections=[*extra_sections, (title, f"<div id='intervention'>{body}</div>")])
     return path, flag_policies(summary, tol)

@@ -1,13 +1,15 @@
 """One self-contained HTML report: tables, forest plot, domain trade-off, rank-correlation heat map.
 
 Figures are embedded as base64 PNG data URIs and there is no external URL, so the file can be
-mailed or archived as is. Other areas append sections through `extra_sections`.
+mailed or archived as is. Other areas add sections through `lead_sections` (right after the title,
+before any score comparison: warnings a reader must see first) and `extra_sections` (at the end).
 """
 
 from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -47,12 +49,13 @@ def _img(png: bytes, alt: str) -> str:
 
 
 def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, suite: Suite | str = "db12",
-                 extra_sections: list[tuple[str, str]] | tuple = (), n_resamples: int = 10_000,
-                 title: str = "Windtunnel analysis report") -> Path:
+                 extra_sections: Sequence[tuple[str, str]] = (), lead_sections: Sequence[str] = (),
+                 n_resamples: int = 10_000, title: str = "Windtunnel analysis report") -> Path:
     """Write the report atomically to out_path and return it.
 
     records: long Records (DataFrame) or a path read with `read_records`. extra_sections:
-    (title, HTML body) pairs appended verbatim after the analysis sections (callers escape).
+    (title, HTML body) pairs appended verbatim after the analysis sections; lead_sections: HTML
+    blocks inserted verbatim after the title, before any score comparison (callers escape).
     """
     s = load_suite(suite) if isinstance(suite, str) else suite
     recs = read_records(records, s) if isinstance(records, (str, Path)) else records
@@ -68,7 +71,8 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
     parts = [f"<h1>{html.escape(title)}</h1>",
              f'<p class="note">{runs.shape[0]} runs x steps, {config_means.shape[0]} configurations, '
              f'{runs["campaign"].nunique()} campaigns; suite {html.escape(s.name)} v{html.escape(s.version)}; '
-             f'{len(recs)} records. SD = sample SD (n-1). Paired comparisons match seeds within a campaign.</p>']
+             f'{len(recs)} records. SD = sample SD (n-1). Paired comparisons match seeds within a campaign.</p>',
+             *lead_sections]
     if len(missing):
         parts.append("<h2>Missing scores</h2><p class='note'>These make the listed aggregates NaN for the run "
                      "(never averaged around).</p>" + missing.to_html(index=False, escape=True))

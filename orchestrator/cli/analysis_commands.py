@@ -220,23 +220,34 @@ def report(
     runs_dir: Annotated[Optional[Path], typer.Option(
         "--runs-dir", help="the runs' folder (<workdir>/runs): adds each run's intervention evidence and compute; "
                            "flagged policies are listed before any score comparison")] = None,
+    looks: Annotated[Optional[Path], typer.Option(
+        "--looks", help="interim looks of a sequential campaign (default: sequential_looks.csv next to the "
+                        "records, when present): their adjusted intervals are shown first")] = None,
 ) -> None:
     """Write one self-contained HTML report (tables, forest plot, domain trade-off, rank heat map)."""
     s, df = _load(records, suite)
     import warnings
 
     from analysis.report import build_report
+    from analysis.sequential import SequentialError, looks_section_html, read_looks_file
 
+    looks_path = looks or (Path(records).parent / "sequential_looks.csv")
+    lead = []
+    if looks is not None or looks_path.is_file():
+        try:
+            lead = [looks_section_html(read_looks_file(looks_path))]
+        except SequentialError as exc:
+            _fail(str(exc))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if runs_dir is None:
-            path = build_report(df, out, suite=s, n_resamples=resamples)
+            path = build_report(df, out, suite=s, n_resamples=resamples, lead_sections=lead)
         else:
             from analysis.intervention import InterventionError, build_report_with_evidence, runs_from_dir
 
             try:
                 path, flags = build_report_with_evidence(df, out, suite=s, runs=runs_from_dir(df, runs_dir),
-                                                         n_resamples=resamples)
+                                                         n_resamples=resamples, lead_sections=lead)
             except InterventionError as exc:
                 _fail(str(exc))
             for r in flags[flags["flag"] != ""].itertuples():

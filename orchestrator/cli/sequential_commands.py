@@ -1,4 +1,5 @@
-"""`campaign seeds-look`: one group-sequential look over a campaign's records, by hand."""
+"""`campaign looks` (the interim looks a sequential campaign recorded) and `campaign seeds-look`
+(one group-sequential look over any records, e.g. the released ones, by hand)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,35 @@ def _fmt(v: object) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    """Attach `seeds-look` to the main app."""
+    """Attach `looks` and `seeds-look` to the main app."""
+
+    @app.command("looks")
+    def looks_cmd(
+        campaign: str = typer.Argument(..., help="campaign name in the ledger"),
+        workdir: Path = typer.Option(..., "--workdir", help="work directory holding ledger.db"),
+        ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
+        as_json: bool = typer.Option(False, "--json"),
+    ) -> None:
+        """Every interim look of a sequential campaign: seeds, mean, repeated (adjusted) CI, decision."""
+        from analysis.sequential import read_looks
+        from orchestrator.tuning import ledger_url as _url
+
+        if not ledger_url and not (workdir / "ledger.db").exists():
+            _fail(f"{workdir / 'ledger.db'}: no ledger in this work directory; pass --workdir of a submitted campaign")
+        looks = read_looks(_url(workdir, ledger_url), campaign)
+        if looks.empty:
+            _fail(f"campaign {campaign!r} has no recorded interim look (fixed seeds, or its first batch is not done)")
+        if as_json:
+            typer.echo(looks.drop(columns=["row_json"]).to_json(orient="records", indent=2))
+            return
+        t = Table(title=f"{campaign}: interim looks (repeated CIs keep coverage over all looks)")
+        for c in ("look", "comparison", "seeds", "mean", "repeated CI", "decision"):
+            t.add_column(c)
+        for r in looks.itertuples():
+            ci = "NaN" if r.rci_low is None or r.rci_high is None or math.isnan(r.rci_low) or math.isnan(r.rci_high) \
+                else f"[{r.rci_low:+.3f}, {r.rci_high:+.3f}]"
+            t.add_row(str(r.look), r.comparison, str(r.n), _fmt(r.mean), ci, r.decision)
+        out.print(t)
 
     @app.command("seeds-look")
     def seeds_look_cmd(
@@ -52,6 +81,15 @@ def register(app: typer.Typer) -> None:
         from evaluation.suite import SuiteError, load_suite
         from orchestrator.tuning import ledger_url as _url
 
+        url = _url(workdir, ledger_url)
+        if ledger_url or (workdir / "ledger.db").exists():
+            from orchestrator.ledger import open_ledger
+            from orchestrator.spec import CampaignSpec
+
+            stored = open_ledger(url).campaign_spec(campaign)
+            if stored and CampaignSpec.model_validate_json(stored).seed_design:
+                _fail(f"campaign {campaign!r} runs a sequential seed design: `campaign submit/resume` take its looks "
+                      f"and add its batches; see them with `campaign looks {campaign} --workdir {workdir}`")
         try:
             s = load_suite(suite)
             design = SequentialDesign.from_mapping({"max": max_seeds, "batch": batch, "design": "sequential",
@@ -64,7 +102,7 @@ def register(app: typer.Typer) -> None:
             _fail(str(exc))
         if dec.empty:
             _fail(f"{path}: no comparison with both a policy and its reference; nothing to look at")
-        n = record_look(_url(workdir, ledger_url), campaign, dec, design)
+        n = record_look(url, campaign, dec, design)
         nxt = next_batch_seeds(dec, design, look)
         if as_json:
             out.print_json(json.dumps({"decisions": dec.to_dict("records"), "recorded": n,
