@@ -270,6 +270,13 @@ def load_campaign(campaign: str | Path, overrides: list[str] | tuple[str, ...] =
         raise SpecError("; ".join(problems)) from None
     if not spec.sub_campaigns and (not spec.models or not spec.policies):
         raise SpecError(f"{spec.source}: key 'models'/'policies': a flat campaign needs both lists (or sub_campaigns)")
+    if spec.seed_design is not None:  # the design owns every group's seeds: a group list would bypass the looks
+        for sub, sc in spec.sub_campaigns.items():
+            for i, g in enumerate(sc.groups):
+                if g.seeds is not None:
+                    key = f"sub_campaigns.{sub}.groups.{i}.seeds"
+                    raise SpecError(f"{spec.file_for(key)}: key '{key}': a sequential seeds design sets every group's "
+                                    "seeds; remove this list or give the campaign a fixed seeds list")
     return spec
 
 

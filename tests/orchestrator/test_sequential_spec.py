@@ -70,3 +70,8 @@ def test_plan_cli_bad_block_exits_2(tree: Path) -> None:
     path = _campaign(tree, {"max": 12, "batch": 5, "design": "sequential"})
     p = subprocess.run([*CAMPAIGN, "plan", str(path)], capture_output=True, text=True, cwd=REPO)
     assert p.returncode == 2 and "seq.yaml" in p.stderr and "seeds" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_group_with_its_own_seeds_cannot_bypass_the_sequential_design(tree: Path) -> None:
+    with pytest.raises(SpecError, match=r"seed_extension\.yaml: key 'sub_campaigns\.seed_extension\.groups\.0\.seeds'"):
+        load_campaign(tree / "paper", ["~seeds", "+seeds={design:sequential,max:12,batch:3}"])
