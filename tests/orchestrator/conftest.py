@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,14 @@ def helpers():  # noqa: ANN201
         campaign = CAMPAIGN
         write_yaml = staticmethod(write_yaml)
     return H
+
+
+@pytest.fixture(scope="module")
+def head():  # noqa: ANN201
+    """A local Ray head (127.0.0.1, token auth, every port explicit) for one test module: (address, token file)."""
+    from orchestrator.executor.local_head import ensure_head, stop_head, token_file
+
+    wd = Path(tempfile.mkdtemp(prefix="wth", dir="/tmp"))
+    addr = ensure_head(wd, num_cpus=4)
+    yield addr, token_file(wd)
+    stop_head(wd)

@@ -10,7 +10,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -26,16 +25,6 @@ CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
 SEEDS = {"design": "sequential", "max": 6, "batch": 3, "equivalence_margin": 1.5}
 SIM = {"base": 50.0, "effects": {"gfpo": 8.0, "topk": 0.0, "maxvar": 1.0}, "seed_sd": 2.0, "noise_sd": 0.2,
        "noise_sd_by_policy": {"maxvar": 2.5}}
-
-
-@pytest.fixture(scope="module")
-def head():  # noqa: ANN201
-    from orchestrator.executor.local_head import ensure_head, stop_head, token_file
-
-    wd = Path(tempfile.mkdtemp(prefix="wts", dir="/tmp"))
-    addr = ensure_head(wd, num_cpus=4)
-    yield addr, token_file(wd)
-    stop_head(wd)
 
 
 def _campaign(tree: Path, name: str) -> Path:

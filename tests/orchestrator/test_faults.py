@@ -11,7 +11,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -22,16 +21,6 @@ REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def head():  # noqa: ANN201
-    from orchestrator.executor.local_head import ensure_head, stop_head, token_file
-
-    wd = Path(tempfile.mkdtemp(prefix="wtf", dir="/tmp"))
-    addr = ensure_head(wd, num_cpus=4)
-    yield addr, token_file(wd)
-    stop_head(wd)
 
 
 def _env(tok: Path) -> dict[str, str]:
