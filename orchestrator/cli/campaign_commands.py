@@ -217,8 +217,12 @@ def register(app: typer.Typer) -> None:
             return
         sess = _session(workdir, ledger_url, ray_address)
         diff = sess.submit(spec, rs)
+        removed = diff.removed
+        if spec.seed_design is not None:  # later batches of a sequential design are not "removed"
+            later = {r.run_id for r in sess.ledger.runs(spec.name) if json.loads(r.spec_json)["seed"] in spec.seed_pool()}
+            removed = [rid for rid in removed if rid not in later]
         out.print(f"[bold]{spec.name}[/]: {len(diff.new)} new, {len(diff.changed)} changed, "
-                  f"{len(diff.unchanged)} unchanged, {len(diff.removed)} no longer in the spec")
+                  f"{len(diff.unchanged)} unchanged, {len(removed)} no longer in the spec")
         for rid in diff.changed[:10]:
             out.print(f"  changed: {rid} (old run superseded)")
         if not wait:
