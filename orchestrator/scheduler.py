@@ -245,7 +245,8 @@ class Scheduler:
                 return counts
             time.sleep(self.cfg.poll_s)
 
-    def cancel(self, rows: list[RunRow]) -> int:
+    def cancel(self, rows: list[RunRow], reason: str = "cancelled by user") -> int:
+        """Stop each row's active job and mark it `cancelled` with `reason` (e.g. a tuning trial's pruning)."""
         n = 0
         for row in rows:
             if S(row.state) in (S.recorded, S.cancelled):
@@ -255,7 +256,7 @@ class Scheduler:
             if S(row.state) in ACTIVE and row.submission_id:
                 self.executor.stop(row.submission_id)
                 self.ledger.end_attempt(self.campaign, row.submission_id, "cancelled")
-            self.ledger.transition(self.campaign, row.run_key, S.cancelled, reason="cancelled by user")
+            self.ledger.transition(self.campaign, row.run_key, S.cancelled, reason=reason)
             n += 1
         return n
 
