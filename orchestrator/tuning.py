@@ -12,11 +12,23 @@ by seed with the campaign-local reference (baseline for select/reweight, static 
 whose runs are shared by all trials (same run_key, trained once). Objective: mean over seeds
 of the paired validation-aggregate difference (trial - reference).
 
-Pruning: the train stage is one atomic Ray job, so a run cannot be stopped at a checkpoint;
-instead seeds are the intermediate steps: after each seed the paired score so far is reported
-(`trial.report(score, k)`) and a median pruner may stop the trial before it spends more seeds.
-Each run's intermediate checkpoints are evaluated too (evaluation.all_checkpoints) and stored
-as trial user attributes, but they do not drive pruning.
+Pruning on intermediate checkpoints: the reference runs are trained and evaluated first (once,
+shared by every trial); then all seeds of a trial run together, and while their Ray jobs train, the
+driver reads each run's intermediate signal on every scheduler poll (`Scheduler.run(on_tick=...)`):
+  * benchmark validation suite: each newly completed intermediate checkpoint (the local backend's
+    `checkpoints/global_step_N/completed.json`, written last) is evaluated by the driver on the
+    validation suite with the evaluator and the same generation cache as the evaluate stage (so the
+    stage later re-uses those generations); the value is the validation aggregate at that step;
+  * `heldout`: the held-out reward rows (`val/...`) the training backend appends to `metrics.jsonl`
+    every `trainer.eval_freq` steps (flushed per step).
+Either way the intermediate value is the same quantity as the final objective, measured at an
+earlier training step, so pruning compares like with like. Paired as the objective is: the value
+at step s is the mean over the trial's seeds of (trial - reference) at s (`paired_intermediate`),
+reported once every seed has it (`trial.report(value, s)`, s = the training step). When the pruner
+says so (`MedianPruner`, `n_warmup_steps` in training steps), the trial's unfinished runs are
+stopped through the scheduler's cancel path (Ray job stopped, ledger row `cancelled`, reason "pruned
+by tuning trial N at step s") and `optuna.TrialPruned` is raised; a pruned trial counts against the
+budget like any other. The final objective is unchanged (final step, all seeds).
 
 The studies live in the ledger database (Optuna RDBStorage on the same SQLAlchemy URL), so
 `campaign tune --report` and resumption need nothing but the ledger URL. Tuned parameters are
@@ -26,8 +38,10 @@ follow-up campaign lists it under `policies:` like any other.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import io
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -172,6 +186,27 @@ def paired_score(trial_runs: pd.DataFrame, ref_runs: pd.DataFrame, aggregate: st
     return (float(diff.mean()) if np.all(np.isfinite(diff)) else math.nan), int(len(seeds))
 
 
+def paired_intermediate(trial_vals: pd.DataFrame, ref_vals: pd.DataFrame, value: str,
+                        seeds: Sequence[int]) -> dict[int, float]:
+    """step -> mean over `seeds` of (trial - reference) at that training step.
+
+    Both frames have columns seed, step, `value` (one row per run x step; the last row wins). A step
+    is included only when every one of `seeds` has a finite value on both sides: a mean over just
+    the seeds that happen to be ahead would not be comparable across trials (missing is never 0).
+    """
+    want = sorted({int(x) for x in seeds})
+    if not want or trial_vals.empty or ref_vals.empty:
+        return {}
+
+    def table(df: pd.DataFrame) -> pd.DataFrame:
+        d = df.assign(seed=df["seed"].astype(int), step=df["step"].astype(int))
+        return d.groupby(["step", "seed"])[value].last().astype(float).unstack("seed").reindex(columns=want)
+
+    diff = table(trial_vals) - table(ref_vals)  # aligned on (step, seed); NaN where either side lacks it
+    ok = diff.notna().all(axis=1) & np.isfinite(diff.to_numpy()).all(axis=1)
+    return {int(step): float(row.mean()) for step, row in diff[ok].iterrows()}
+
+
 # ---------------------------------------------------------------- the driver
 
 
@@ -190,6 +225,8 @@ class TuneRequest:
     overrides: Sequence[str] = ()
     sampler_seed: int = 0
     prune: bool = True
+    prune_warmup_steps: int | None = None  # MedianPruner n_warmup_steps in training steps; default half the run
+    pruner: Any = None  # an optuna pruner instance overriding the default MedianPruner (tests, experiments)
     run_timeout_s: float | None = None
     out_dir: Path | None = None
     max_parallel: int | None = None
@@ -225,12 +262,24 @@ def _check_validation(spec: CampaignSpec, req: TuneRequest) -> tuple[str, dict[s
         raise TuneError(str(exc)) from None
     if val.name == test.name or set(val.benchmark_ids) == set(test.benchmark_ids):
         raise TuneError(f"validation suite {vs!r} is the final test suite {spec.suite!r}; use a held-out suite")
+    shared = sorted(set(val.benchmark_ids) & set(test.benchmark_ids))
+    if shared:
+        raise TuneError(f"validation suite {vs!r} shares benchmark(s) {shared} with the final test suite {spec.suite!r}; "
+                        "tuning on them would leak into the comparison: use held-out benchmarks only")
     agg = req.aggregate or val.aggregate_names[0]
     if agg not in val.aggregate_names:
         raise TuneError(f"--aggregate {agg!r}: the validation suite {val.name!r} declares {val.aggregate_names}")
-    data = req.validation_data or spec.evaluation.get("validation_data_dir")
+    data = req.validation_data or spec.evaluation.get("validation_data_dir") or shipped_data_dir(val.name)
     evaluation = {"data_dir": str(data)} if data else {}
     return str(vs), evaluation, agg
+
+
+def shipped_data_dir(suite_name: str) -> Path | None:
+    """`evaluation/fixtures/<suite>/` when the repo ships that suite's data (a manifest.json there), else None."""
+    import evaluation
+
+    d = Path(evaluation.__file__).resolve().parent / "fixtures" / suite_name
+    return d if (d / "manifest.json").is_file() else None
 
 
 def _suite_tag(vsuite: str) -> str:
@@ -271,7 +320,15 @@ class _Runner:
         self.rows: dict[str, dict[str, Any]] = {}
         self.retried: set[str] = set()
 
-    def run(self, runs: list[RunSpec]) -> pd.DataFrame:
+    def _config(self):  # noqa: ANN202
+        cfg = self.session.default_config(self.campaign)
+        if self.req.max_parallel:
+            cfg.max_parallel = self.req.max_parallel
+        cfg.poll_s = min(cfg.poll_s, 0.5)
+        return cfg
+
+    def run(self, runs: list[RunSpec], on_tick: Callable[[dict[str, int]], None] | None = None) -> pd.DataFrame:
+        """Drive `runs` to recorded; `on_tick` is called on every scheduler poll (intermediate pruning)."""
         from analysis.aggregates import run_table
         from analysis.records import read_records
         from evaluation.suite import load_suite
@@ -280,19 +337,18 @@ class _Runner:
             self.rows.setdefault(r.run_key, {"run_key": r.run_key, "run_id": r.run_id, "gpus": r.gpus,
                                             "spec_json": r.to_json()})
         self.session.ledger.upsert_campaign(self.campaign, self.spec.model_dump_json(), list(self.rows.values()))
-        cfg = self.session.default_config(self.campaign)
-        if self.req.max_parallel:
-            cfg.max_parallel = self.req.max_parallel
-        cfg.poll_s = min(cfg.poll_s, 0.5)
+        cfg = self._config()
         wanted = {r.run_key for r in runs}
         stale = [row for row in self.session.ledger.runs(self.campaign, ["failed"])
                  if row.run_key in wanted and row.run_key not in self.retried]
+        # cancelled = stopped by an earlier trial's pruning (same params, same runs): this trial needs them whole
+        stale += [row for row in self.session.ledger.runs(self.campaign, ["cancelled"]) if row.run_key in wanted]
         if stale:  # failed in an earlier session (e.g. data fixed since): one more chance each
-            self.retried |= {row.run_key for row in stale}
+            self.retried |= {row.run_key for row in stale if row.state == "failed"}
             self.session.scheduler(self.campaign, cfg).retry(stale)
         for attempt in range(6):  # a just-started head may not have its job agent yet
             try:
-                self.session.scheduler(self.campaign, cfg).run(timeout_s=self.req.run_timeout_s)
+                self.session.scheduler(self.campaign, cfg).run(timeout_s=self.req.run_timeout_s, on_tick=on_tick)
                 break
             except RuntimeError as exc:
                 if "No available agent" not in str(exc) or attempt == 5:
@@ -310,6 +366,14 @@ class _Runner:
         if failed:
             raise TuneError(f"tuning runs did not finish: {', '.join(failed)}")
         return run_table(pd.concat(frames, ignore_index=True), suite)
+
+    def cancel(self, runs: list[RunSpec], reason: str) -> list[str]:
+        """Stop `runs` that are not finished through the scheduler's cancel path; their run_ids."""
+        keys = {r.run_key for r in runs}
+        rows = [row for row in self.session.ledger.runs(self.campaign) if row.run_key in keys
+                and row.state not in ("recorded", "failed", "cancelled")]
+        self.session.scheduler(self.campaign, self._config()).cancel(rows, reason=reason)
+        return [row.run_id for row in rows]
 
     def heldout(self, runs: list[RunSpec]) -> pd.DataFrame:
         """Held-out reward per run x logged step from each run's verified metrics (run_key, seed, step, value)."""
@@ -339,6 +403,130 @@ class _Runner:
         self.session.close()
 
 
+def _metrics_rows(path: Path) -> list[dict[str, Any]]:
+    """The complete JSON lines of a metrics file that may still be being written (a torn last line is skipped)."""
+    import json
+
+    out = []
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return out
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+class _Intermediate:
+    """Intermediate validation values of runs while they train (module docstring: what and why).
+
+    `poll()` returns seed, step, value rows for every step seen so far. Checkpoint evaluations are
+    done once per (run, step) and kept; a checkpoint that fails a health gate has no value (NaN),
+    so its step is never reported (the evaluate stage then fails the run loudly)."""
+
+    def __init__(self, runner: _Runner, runs: list[RunSpec], vsuite: str, agg: str, say: Callable[[str], None]):
+        self.runner, self.runs, self.vsuite, self.agg, self.say = runner, runs, vsuite, agg, say
+        self.values: dict[tuple[str, int], float] = {}
+
+    def _train_dir(self, r: RunSpec) -> Path:
+        from orchestrator.stages import run_dir
+
+        return run_dir(self.runner.session.workdir, r) / "train"
+
+    def poll(self) -> pd.DataFrame:
+        for r in self.runs:
+            if self.vsuite == HELDOUT:
+                for obj in _metrics_rows(self._train_dir(r) / "metrics.jsonl"):
+                    key = next((k for k in _HELDOUT_KEYS if k in obj), None)
+                    if key is not None:
+                        self.values[(r.run_key, int(obj.get("step", 0)))] = 100.0 * float(obj[key])
+                continue
+            for done in sorted((self._train_dir(r) / "checkpoints").glob("global_step_*/completed.json")):
+                step = int(done.parent.name.rsplit("_", 1)[1])
+                if step >= r.steps or (r.run_key, step) in self.values:
+                    continue  # the final checkpoint is the evaluate stage's (it is not a pruning point)
+                try:
+                    self.values[(r.run_key, step)] = self._evaluate(r, done.parent, step)
+                except OSError:
+                    continue  # the checkpoint went away (a restarted attempt): try again next poll
+        seed = {r.run_key: r.seed for r in self.runs}
+        return pd.DataFrame([{"seed": seed[k], "step": st, self.agg: v} for (k, st), v in self.values.items()],
+                            columns=["seed", "step", self.agg])
+
+    def _evaluate(self, r: RunSpec, ckpt: Path, step: int) -> float:
+        """The validation aggregate of one intermediate checkpoint: the evaluate stage's evaluator, data and cache."""
+        from analysis.aggregates import run_table
+        from evaluation.evaluator import EvaluationError, evaluate_checkpoint
+        from evaluation.suite import load_suite
+        from orchestrator.stages import _resolve, run_meta
+
+        workdir = self.runner.session.workdir
+        opts = r.evaluation
+        try:  # lm-eval's and transformers' progress bars would bury the tuner's own lines; failures raise
+            with contextlib.redirect_stderr(io.StringIO()):
+                rec = evaluate_checkpoint(
+                    ckpt, suite=r.suite, data_dir=_resolve(opts.get("data_dir"), workdir) or workdir / "data" / "eval",
+                    backend=opts.get("backend", "hf"), run_meta=run_meta(r, step), limit=opts.get("limit"),
+                    cache_dir=workdir / "cache" / "eval", max_gen_toks=opts.get("max_gen_toks"), gates=opts.get("gates"),
+                    progress=False)
+        except EvaluationError as exc:
+            self.say(f"{r.run_id} step {step}: no intermediate value ({str(exc)[:200]})")
+            return math.nan
+        return float(run_table(rec, load_suite(r.suite))[self.agg].iloc[0])
+
+
+def grid_size(space: Mapping[str, Mapping[str, Any]]) -> int | None:
+    """Number of distinct parameter sets of an all-discrete space (int ranges, choices); None if any is continuous."""
+    n = 1
+    for spec in space.values():
+        if "choices" in spec:
+            n *= len(spec["choices"])
+        elif spec.get("_kind") == "int":
+            n *= len(range(int(spec["low"]), int(spec["high"]) + 1, int(spec.get("step", 1))))
+        else:
+            return None
+    return n
+
+
+def _sampler(space: Mapping[str, Mapping[str, Any]], trials: int, seed: int):  # noqa: ANN202
+    """TPE, except for a small discrete space the budget can cover: there TPE's random start repeats
+    parameter sets (gfpo's k in 1..4 drew k=3 three times in 3 trials), wasting the equal budget, so
+    Optuna's BruteForceSampler tries distinct sets in random order instead."""
+    import optuna
+
+    n = grid_size(space)
+    if n is not None and n >= trials:
+        import warnings
+
+        with warnings.catch_warnings():  # experimental since Optuna 3.1; its behaviour here is what we rely on
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.BruteForceSampler(seed=seed)
+    return optuna.samplers.TPESampler(seed=seed)
+
+
+def _pruner(req: TuneRequest, steps: int):  # noqa: ANN202
+    import optuna
+
+    if not req.prune:
+        return optuna.pruners.NopPruner()
+    if req.pruner is not None:
+        return req.pruner
+    warm = req.prune_warmup_steps if req.prune_warmup_steps is not None else steps // 2
+    # by training step: no pruning before `warm` steps of training; median of the completed trials at that step
+    return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=warm)
+
+
+def _ref_values(runner: _Runner, ref_runs: list[RunSpec], vsuite: str, agg: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Train and evaluate the reference runs (once, shared by all trials): (final table, per-step values)."""
+    tab = runner.run(ref_runs)
+    if vsuite == HELDOUT:
+        tab = runner.heldout(ref_runs)
+    return tab, tab[["seed", "step", agg]]
+
+
 def tune(req: TuneRequest) -> dict[str, dict[str, Any]]:
     """Run (or resume) one study per policy with exactly `req.trials` trials each; returns the report."""
     import optuna
@@ -347,6 +535,8 @@ def tune(req: TuneRequest) -> dict[str, dict[str, Any]]:
         raise TuneError(f"--trials: must be >= 1, got {req.trials}")
     if not req.policies:
         raise TuneError("--policy: name at least one policy to tune")
+    if req.prune_warmup_steps is not None and req.prune_warmup_steps < 0:
+        raise TuneError(f"--prune-warmup-steps: must be >= 0 training steps, got {req.prune_warmup_steps}")
     spec = load_campaign(req.campaign, list(req.overrides))
     vsuite, veval, agg = _check_validation(spec, req)
     url = ledger_url(req.workdir, req.ledger_url)
@@ -366,8 +556,7 @@ def tune(req: TuneRequest) -> dict[str, dict[str, Any]]:
         ref_runs = [validation_run(r, camp, vsuite, veval) for r in refs]
         study = optuna.create_study(
             study_name=study_name(spec.name, policy), storage=_storage(url), direction="maximize", load_if_exists=True,
-            sampler=optuna.samplers.TPESampler(seed=req.sampler_seed),
-            pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0) if req.prune else optuna.pruners.NopPruner(),
+            sampler=_sampler(space, req.trials, req.sampler_seed), pruner=_pruner(req, mine[0].steps),
         )
         study.set_user_attr("policy", policy)
         study.set_user_attr("campaign", spec.name)
@@ -379,40 +568,58 @@ def tune(req: TuneRequest) -> dict[str, dict[str, Any]]:
             dflt = default_params(mine[0].policy_cfg, space)
             if dflt:
                 study.enqueue_trial(dflt, user_attrs={DEFAULT_ATTR: True})
+        done = [t for t in study.trials if t.state.is_finished()]
+        left = req.trials - len(done)
+        if left <= 0:
+            runner.close()
+            continue
+        seeds = [r.seed for r in mine]
 
-        def objective(trial: optuna.Trial, mine=mine, space=space, ref_runs=ref_runs, runner=runner) -> float:
+        def objective(trial: optuna.Trial, mine=mine, space=space, ref_runs=ref_runs, runner=runner,
+                      policy=policy, seeds=seeds) -> float:
             params = suggest(trial, space)
             cfg = apply_params(mine[0].policy_cfg, params)
             t0 = time.time()
-            score = math.nan
+            ref_tab, ref_vals = _ref_values(runner, ref_runs, vsuite, agg)  # recorded after the first trial: no work
             trial_runs = [validation_run(b, runner.campaign, vsuite, veval, cfg, trial.number) for b in mine]
-            for k in range(1, len(mine) + 1):
-                tab = runner.run(trial_runs[:k] + ref_runs[:k])
-                if vsuite == HELDOUT:
-                    tab = runner.heldout(trial_runs[:k] + ref_runs[:k])
-                is_ref = tab["run_key"].isin({r.run_key for r in ref_runs[:k]})
-                all_trial = tab[~is_ref]
-                score, n = paired_score(all_trial, tab[is_ref], agg)
-                curve = all_trial.groupby("step")[agg].mean()
-                trial.set_user_attr("checkpoint_curve", {int(s): float(v) for s, v in curve.items()})
-                trial.set_user_attr("seeds_used", n)
-                if not math.isfinite(score):
-                    trial.set_user_attr("reason", f"validation aggregate {agg} is NaN (missing scores) after {n} seed(s)")
-                    break
-                trial.report(score, k)
-                if k < len(mine) and trial.should_prune():
-                    trial.set_user_attr("wall_s", round(time.time() - t0, 2))
-                    say(f"{policy} trial {trial.number}: pruned after {k} seed(s) at {score:+.3f}")
-                    raise optuna.TrialPruned()
+            inter = _Intermediate(runner, trial_runs, vsuite, agg, say)
+            reported: dict[int, float] = {}
+            final_step = max(r.steps for r in trial_runs)
+
+            def on_tick(_counts: dict[str, int], may_prune: bool = True) -> None:
+                for step, value in sorted(paired_intermediate(inter.poll(), ref_vals, agg, seeds).items()):
+                    if step in reported:
+                        continue
+                    reported[step] = value
+                    trial.report(value, step)
+                    trial.set_user_attr("intermediate", {str(k): v for k, v in reported.items()})
+                    if may_prune and step < final_step and trial.should_prune():
+                        reason = f"pruned by tuning trial {trial.number} at step {step}"
+                        stopped = runner.cancel(trial_runs, reason)
+                        trial.set_user_attr("pruned_at_step", step)
+                        trial.set_user_attr("stopped_runs", stopped)
+                        trial.set_user_attr("wall_s", round(time.time() - t0, 2))
+                        say(f"{policy} trial {trial.number}: {reason} ({value:+.3f} vs reference); stopped {stopped}")
+                        raise optuna.TrialPruned(reason)
+
+            tab = runner.run(trial_runs, on_tick=on_tick)
+            on_tick({}, may_prune=False)  # steps reached between the last poll and the end: recorded, not pruned
+            if vsuite == HELDOUT:
+                tab = runner.heldout(trial_runs)
+            score, n = paired_score(tab, ref_tab, agg)
+            curve = tab.groupby("step")[agg].mean()
+            trial.set_user_attr("checkpoint_curve", {int(s): float(v) for s, v in curve.items()})
+            trial.set_user_attr("seeds_used", n)
             trial.set_user_attr("wall_s", round(time.time() - t0, 2))
+            if not math.isfinite(score):
+                trial.set_user_attr("reason", f"validation aggregate {agg} is NaN (missing scores) after {n} seed(s)")
+                say(f"{policy} trial {trial.number}: {params} -> NaN (missing scores)")
+                return score
             say(f"{policy} trial {trial.number}: {params} -> {score:+.3f}")
             return score
 
-        done = [t for t in study.trials if t.state.is_finished()]
-        left = req.trials - len(done)
         try:
-            if left > 0:
-                study.optimize(objective, n_trials=left, catch=(TuneError,))
+            study.optimize(objective, n_trials=left, catch=(TuneError,))
         finally:
             runner.close()
     return report(url, spec.name)

@@ -55,6 +55,9 @@ def register(app: typer.Typer) -> None:
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url", help="SQLAlchemy URL; default sqlite:///<workdir>/ledger.db"),
         ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray dashboard; default a local head"),
         no_prune: bool = typer.Option(False, "--no-prune", help="never stop a trial early"),
+        prune_warmup_steps: Optional[int] = typer.Option(
+            None, "--prune-warmup-steps", help="training steps before a trial may be pruned at an intermediate "
+                                               "checkpoint (MedianPruner n_warmup_steps); default half the run"),
         report_only: bool = typer.Option(False, "--report", help="show the studies of this campaign and exit"),
         write: bool = typer.Option(True, "--write/--no-write", help="write <policy>_tuned.yaml for each study"),
         out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="where tuned YAMLs go; default <campaign root>/policy"),
@@ -81,6 +84,7 @@ def register(app: typer.Typer) -> None:
                     campaign=campaign, policies=policy, trials=trials, workdir=workdir, validation_suite=validation_suite,
                     validation_data=validation_data, aggregate=aggregate, seeds=seed_list, ledger_url=ledger_url,
                     ray_address=ray_address, overrides=override, sampler_seed=sampler_seed, prune=not no_prune,
+                    prune_warmup_steps=prune_warmup_steps,
                     max_parallel=max_parallel, on_event=lambda m: err.print(m, highlight=False)))
                 rep = {p: r for p, r in rep.items() if p in policy}
         except (TuneError, SpecError, PolicyConfigError, ValueError) as exc:
