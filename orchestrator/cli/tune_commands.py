@@ -1,4 +1,4 @@
-"""`campaign tune` (equal-budget Optuna studies) and `campaign seeds-look` (group-sequential looks)."""
+"""`campaign tune`: equal-budget Optuna studies per policy, pruned on intermediate checkpoints (orchestrator/tuning.py)."""
 
 from __future__ import annotations
 

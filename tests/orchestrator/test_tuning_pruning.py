@@ -91,3 +91,12 @@ def test_a_trial_is_pruned_at_an_intermediate_checkpoint_while_its_job_trains(tm
     steps = [json.loads(line)["step"] for line in (train / "metrics.jsonl").read_text().splitlines() if line.strip()]
     assert PRUNE_AT <= max(steps) < STEPS  # training was cut short, after the pruning point
     assert not (train.parent / "train_done.json").exists()
+    # the study's best (the only complete trial) becomes a named policy a follow-up campaign plans with
+    from orchestrator.grid import expand
+    from orchestrator.spec import load_campaign
+    from orchestrator.tuning import report, write_tuned_policy
+
+    path = write_tuned_policy(report(url, "prune")["gfpo"], "gfpo", root / "policy")
+    spec = load_campaign(root / "prune.yaml", ["policies=[baseline,gfpo_tuned]"])
+    runs = [r for r in expand(spec, data_root=tmp_path) if r.policy == path.stem]
+    assert [r.policy_cfg["actuator"]["params"]["k"] for r in runs] == [3] and runs[0].reference == "baseline"

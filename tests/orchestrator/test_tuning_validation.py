@@ -114,3 +114,41 @@ def test_tune_demo_validates_on_synth_dev_with_the_shipped_data_and_refuses_db12
     req.validation_suite = str(leaky)
     with pytest.raises(TuneError, match=r"shares benchmark\(s\) \['gsm8k'\]"):
         _check_validation(spec, req)
+
+
+# ---------------------------------------------------------------- the held-out signal, read while a run trains
+
+
+def test_heldout_intermediate_values_come_from_the_metrics_rows_written_so_far(tmp_path):
+    import json
+
+    from orchestrator.grid import expand
+    from orchestrator.stages import run_dir
+    from orchestrator.tuning import HELDOUT, HELDOUT_AGG, _Intermediate, _Runner, validation_run
+
+    spec = load_campaign(REPO / "campaigns" / "tune_demo.yaml")
+    req = TuneRequest(campaign=REPO / "campaigns" / "tune_demo.yaml", policies=["gfpo"], trials=1, workdir=tmp_path)
+    runner = _Runner(req, spec, "c")  # nothing connects until a run is submitted
+    runs = [validation_run(r, "c", HELDOUT, {}) for r in expand(spec, data_root=tmp_path) if r.policy == "gfpo"]
+    rows = {1: [{"step": 0, "val/reward_mean": 0.25, "val/sampled_reward_mean": 0.5}, {"step": 1, "reward/mean": 0.1},
+                {"step": 2, "val/reward_mean": 0.125}],
+            2: [{"step": 0, "val/sampled_reward_mean": 0.75}]}
+    for r in runs:
+        path = run_dir(runner.session.workdir, r) / "train" / "metrics.jsonl"
+        path.parent.mkdir(parents=True)
+        # a torn last line (the job is mid-write) is skipped, not an error
+        path.write_text("".join(json.dumps(x) + "\n" for x in rows[r.seed]) + '{"step": 4, "val/rew')
+    got = _Intermediate(runner, runs, HELDOUT, HELDOUT_AGG, lambda _m: None).poll()
+    got = {(int(a), int(b)): v for a, b, v in got[["seed", "step", HELDOUT_AGG]].itertuples(index=False)}
+    # points (x100); the sampled reward when logged (GRPO's objective, less noisy), else the greedy one
+    assert got == {(1, 0): 50.0, (1, 2): 12.5, (2, 0): 75.0}
+
+
+def test_cli_refuses_a_negative_prune_warmup(tmp_path):
+    import subprocess
+    import sys
+
+    cmd = [str(Path(sys.executable).with_name("campaign")), "tune", str(REPO / "campaigns" / "tune_demo.yaml"),
+           "--policy", "gfpo", "--trials", "1", "--workdir", str(tmp_path), "--prune-warmup-steps", "-1"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "--prune-warmup-steps" in p.stderr and "Traceback" not in p.stderr
