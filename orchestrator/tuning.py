@@ -22,7 +22,8 @@ driver reads each run's intermediate signal on every scheduler poll (`Scheduler.
   * `heldout`: the held-out reward rows (`val/...`) the training backend appends to `metrics.jsonl`
     every `trainer.eval_freq` steps (flushed per step).
 Either way the intermediate value is the same quantity as the final objective, measured at an
-earlier training step, so pruning compares like with like. Paired as the objective is: the value
+earlier training step, so pruning compares like with like. (The verl backend merges HF checkpoints
+only after training, so its trials show no intermediate value and run full length; said at start.) Paired as the objective is: the value
 at step s is the mean over the trial's seeds of (trial - reference) at s (`paired_intermediate`),
 reported once every seed has it (`trial.report(value, s)`, s = the training step). When the pruner
 says so (`MedianPruner`, `n_warmup_steps` in training steps), the trial's unfinished runs are
@@ -547,6 +548,11 @@ def tune(req: TuneRequest) -> dict[str, dict[str, Any]]:
     for policy in req.policies:  # validate everything before the first run starts
         mine, refs = _base_runs(spec, policy, req.seeds, data_root)
         plans[policy] = (mine, refs, search_space(mine[0].policy_cfg, policy))
+    if req.prune and any(m[0][0].backend != "local" for m in plans.values()):
+        # verl merges its FSDP shards to HF checkpoints only after training and logs validation per data
+        # source: no intermediate value appears while it trains, so its trials run full length
+        say(f"note: intermediate-checkpoint pruning reads the local backend's checkpoints and metrics; "
+            f"{spec.backend} trials run full length")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for policy, (mine, refs, space) in plans.items():
         # the validation suite is part of the tuning campaign's name: run_keys identify training only,
