@@ -12,19 +12,14 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
-err = Console(stderr=True)
+from orchestrator.cli.console import err, fail as _fail
+
 
 RecordsArg = Annotated[Path, typer.Argument(help="records: long .parquet/.csv or the wide released CSV")]
 SuiteOpt = Annotated[str, typer.Option("--suite", help="suite name (campaigns/suite/<name>.yaml) or path")]
 CampaignOpt = Annotated[Optional[str], typer.Option("--campaign", help="only this campaign")]
 ModelOpt = Annotated[Optional[str], typer.Option("--model", help="only this model")]
-
-
-def _fail(msg: str) -> None:
-    err.print(f"error: {msg}", markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
 
 
 def _load(records: Path, suite: str, campaign: str | None = None, model: str | None = None):  # noqa: ANN202

@@ -15,21 +15,14 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-
-from orchestrator.cli.groups import subgroup
-from rich.console import Console
 from rich.table import Table
 
-err = Console(stderr=True)
-out = Console()
+from orchestrator.cli.console import err, fail as _fail, out
+from orchestrator.cli.groups import subgroup
+
 
 REPO = Path(__file__).resolve().parents[2]
 WORKDIR_HELP = "work directory holding ledger.db, mlflow.db, the local Ray head and run outputs"
-
-
-def _fail(msg: str, code: int = 2) -> None:
-    err.print(f"[red]error:[/red] {msg}", markup=True, highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 def _plan(campaign: str, overrides: list[str] | None, data_root: Path | None = None):  # noqa: ANN202

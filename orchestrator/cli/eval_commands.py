@@ -8,20 +8,13 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-
-from orchestrator.cli.groups import subgroup
-from rich.console import Console
 from rich.table import Table
 
-err = Console(stderr=True)
-out = Console()
+from orchestrator.cli.console import err, fail as _fail, out
+from orchestrator.cli.groups import subgroup
+
 
 DEFAULT_DATA_DIR = Path("data/benchmarks")
-
-
-def _fail(msg: str, code: int = 2) -> None:
-    err.print(f"[red]error:[/red] {msg}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 def _step_from_path(p: Path) -> int:

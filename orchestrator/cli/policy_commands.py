@@ -11,19 +11,13 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-out = Console()
-err = Console(stderr=True)
+from orchestrator.cli.console import fail as _fail, out
+
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "campaigns" / "policy"
 DirOpt = Annotated[Path, typer.Option("--dir", help="folder of policy YAMLs")]
-
-
-def _fail(msg: str, code: int = 2) -> None:
-    err.print(f"error: {msg}", markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 def _params(params: dict) -> str:

@@ -8,16 +8,8 @@ from typing import Optional
 
 import typer
 
+from orchestrator.cli.console import err, fail as _fail, out
 from orchestrator.cli.groups import subgroup
-from rich.console import Console
-
-err = Console(stderr=True)
-out = Console()
-
-
-def _fail(msg: str) -> None:
-    err.print(f"[red]error:[/red] {msg}", highlight=False, markup=True)
-    raise typer.Exit(2)
 
 
 def build_request(

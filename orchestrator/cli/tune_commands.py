@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-out = Console()
-err = Console(stderr=True)
-
-
-def _fail(msg: str, code: int = 2) -> None:
-    err.print(f"[red]error:[/red] {msg}", highlight=False)
-    raise typer.Exit(code)
-
-
-def _fmt(v: object) -> str:
-    if isinstance(v, float):
-        return "NaN" if math.isnan(v) else f"{v:+.4f}"
-    return str(v)
+from orchestrator.cli.console import err, fail as _fail, out, signed as _fmt
 
 
 def _report_table(rep: dict) -> Table:
