@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -36,9 +35,17 @@ def _campaign(tree: Path, name: str) -> Path:
     return p
 
 
-def _db(wd: Path, q: str) -> list[tuple]:
-    with sqlite3.connect(wd / "ledger.db") as c:
-        return c.execute(q).fetchall()
+def _runs_and_looks(wd: Path, campaign: str) -> tuple[list[tuple[str, str]], list[tuple]]:
+    """(run_id, state) of every ledger run and the recorded looks, read through the ledger's own API."""
+    from analysis.sequential import read_looks
+    from orchestrator.ledger import open_ledger
+
+    led = open_ledger(wd)
+    runs = [(r.run_id, r.state) for r in led.runs(campaign)]
+    led.close()
+    lk = read_looks(f"sqlite:///{wd / 'ledger.db'}", campaign)
+    cols = ["look", "comparison", "n", "decision", "mean", "rci_low", "rci_high"]
+    return runs, [tuple(r) for r in lk[cols].itertuples(index=False)] if not lk.empty else []
 
 
 def _db12_diffs(records: Path, policy: str, seeds: list[int]) -> np.ndarray:
@@ -59,14 +66,13 @@ def test_sequential_campaign_spends_seeds_only_on_open_comparisons(tree: Path, t
     assert p.returncode == 0, p.stderr[-3000:]
     assert "interim look 0" in p.stdout and "sequential seeds" in p.stdout
 
-    runs = _db(wd, "select run_id, state from runs where campaign='seq'")
+    runs, looks = _runs_and_looks(wd, "seq")
     assert {s for _, s in runs} == {"recorded"}
     seeds_of: dict[str, set[int]] = {}
     for rid, _ in runs:
         pol, seed = rid.split("/")[2], int(rid.rsplit("/s", 1)[1])
         seeds_of.setdefault(pol, set()).add(seed)
 
-    looks = _db(wd, "select look, comparison, n, decision, mean, rci_low, rci_high from sequential_looks where campaign='seq' order by look, comparison")
     look0 = {c.split(":")[1].split("-")[0]: (n, d) for lk, c, n, d, *_ in looks if lk == 0}
     assert set(look0) == {"gfpo", "topk", "maxvar"} and all(n == 3 for n, _ in look0.values())
     assert look0["gfpo"][1] == "superior" and look0["topk"][1] == "equivalent"
@@ -94,8 +100,7 @@ def test_sequential_campaign_spends_seeds_only_on_open_comparisons(tree: Path, t
     again = subprocess.run([CAMPAIGN, "resume", "seq", "--ray-address", addr, "--workdir", str(wd)],
                            env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert len(_db(wd, "select run_id from runs where campaign='seq'")) == len(runs)
-    assert _db(wd, "select count(*) from sequential_looks where campaign='seq'")[0][0] == len(looks)
+    assert _runs_and_looks(wd, "seq") == (runs, looks)
     st = json.loads(subprocess.run([CAMPAIGN, "status", "seq", "--workdir", str(wd), "--json"],
                                    capture_output=True, text=True).stdout)
     assert st["states"] == {"recorded": len(runs)}
