@@ -54,9 +54,10 @@ def helpers():  # noqa: ANN201
     return H
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def head():  # noqa: ANN201
-    """A local Ray head (127.0.0.1, token auth, every port explicit) for one test module: (address, token file)."""
+    """A local Ray head (127.0.0.1, token auth, every port explicit) shared by the session's cluster
+    tests (starting and stopping one costs ~15 s): (address, token file)."""
     from orchestrator.executor.local_head import ensure_head, stop_head, token_file
 
     wd = Path(tempfile.mkdtemp(prefix="wth", dir="/tmp"))
