@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
-from orchestrator.cli import policy_commands
+from orchestrator.cli import console, policy_commands
 
 POLICY_DIR = Path(__file__).resolve().parents[2] / "campaigns" / "policy"
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rich reads COLUMNS when a Console is made (at import, maybe long before this test), so the
+    runner's env does not widen it; tables would wrap names at 80 columns."""
+    monkeypatch.setattr(console.out, "width", 300)
+    monkeypatch.setattr(console.err, "width", 300)
 
 
 def _app() -> typer.Typer:
