@@ -6,9 +6,6 @@ STAMP := $(VENV)/.installed
 RECORDS ?= ../shared/data/released_runs_171.csv
 WORKDIR ?= work/demo
 PYTEST_ARGS ?=
-# Test files run on 2 workers (one file per worker, so module fixtures such as a Ray head stay whole):
-# the end-to-end tests mostly wait on Ray jobs and subprocesses, so two overlap well on 2 cores.
-TEST_WORKERS ?= 2
 
 .PHONY: venv demo demo-records test test-fast bench clean
 
@@ -31,10 +28,10 @@ demo-records: $(STAMP)
 	$(BIN)/campaign demo --records "$(RECORDS)"
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
