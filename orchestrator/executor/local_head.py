@@ -70,14 +70,29 @@ def _temp_dir(workdir: Path) -> Path:
     return tmp
 
 
-def ensure_head(workdir: Path, *, num_cpus: int = 4, num_gpus: int = 0, timeout_s: float = 60) -> str:
-    """Address (http://127.0.0.1:port) of this workdir's head, starting one if none is alive."""
+def ensure_head(workdir: Path, *, num_cpus: int = 4, num_gpus: int = 0, timeout_s: float = 60,
+                attempts: int = 2) -> str:
+    """Address (http://127.0.0.1:port) of this workdir's head, starting one if none is alive.
+
+    A start that fails (Ray's "node timed out during startup" on a loaded machine) is cleaned up,
+    so no half-started daemon is left behind, and tried again with fresh ports up to `attempts` times.
+    """
     workdir = Path(workdir).resolve()
     state = workdir / "ray_head.json"
     if state.exists():
         info = json.loads(state.read_text())
         if _alive(info["dashboard"]):
             return info["dashboard"]
+    for attempt in range(1, attempts + 1):
+        try:
+            return _start_head(workdir, num_cpus=num_cpus, num_gpus=num_gpus, timeout_s=timeout_s)
+        except ClusterUnreachable:
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_head(workdir: Path, *, num_cpus: int, num_gpus: int, timeout_s: float) -> str:
     # Every port explicit: several heads on one machine (other users, tests) must not collide on
     # Ray's fixed defaults (agent 52365, client server 10001, metrics), or the job agent never starts.
     ports = {name: _free_port() for name in ("port", "dashboard-port", "dashboard-agent-listen-port",
@@ -93,16 +108,23 @@ def ensure_head(workdir: Path, *, num_cpus: int = 4, num_gpus: int = 0, timeout_
         f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}", "--include-dashboard=true",
         "--disable-usage-stats",
     ]
-    proc = subprocess.run(argv, env=_env(workdir), cwd=str(Path(__file__).resolve().parents[2]),
-                          capture_output=True, text=True, timeout=timeout_s)
-    if proc.returncode != 0:
-        raise ClusterUnreachable(f"could not start a local Ray head: {proc.stderr.strip()[-800:]}")
     address = f"http://127.0.0.1:{dash_port}"
-    deadline = time.time() + timeout_s
-    while not _alive(address):
-        if time.time() > deadline:
-            raise ClusterUnreachable(f"local Ray head started but its dashboard {address} does not answer")
-        time.sleep(0.2)
+    try:
+        proc = subprocess.run(argv, env=_env(workdir), cwd=str(Path(__file__).resolve().parents[2]),
+                              capture_output=True, text=True, timeout=timeout_s)
+        if proc.returncode != 0:
+            raise ClusterUnreachable(f"could not start a local Ray head: {proc.stderr.strip()[-800:]}")
+        deadline = time.time() + timeout_s
+        while not _alive(address):
+            if time.time() > deadline:
+                raise ClusterUnreachable(f"local Ray head started but its dashboard {address} does not answer")
+            time.sleep(0.2)
+    except (ClusterUnreachable, subprocess.TimeoutExpired) as exc:
+        _kill_head_processes(tmp, str(gcs_port))
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise ClusterUnreachable(f"`ray start` did not finish in {timeout_s:.0f} s") from None
+        raise
+    state = workdir / "ray_head.json"
     tmpf = state.with_suffix(".tmp")
     tmpf.write_text(json.dumps({"dashboard": address, "gcs": f"127.0.0.1:{gcs_port}", "temp_dir": str(tmp)}))
     os.replace(tmpf, state)
@@ -116,39 +138,42 @@ def stop_head(workdir: Path) -> None:
     if not state.exists():
         return
     info = json.loads(state.read_text())
-    # `ray stop` has no per-address form; kill the head's processes recorded in its session dir.
-    tmp = Path(info["temp_dir"])
-    gcs_port = str(info["gcs"]).rsplit(":", 1)[-1]
-    pids = []
-    sess = tmp / "session_latest"
-    if sess.exists():
-        import psutil
-
-        me = os.getpid()
-        for p in psutil.process_iter(["pid", "cmdline"]):
-            try:
-                cmd = " ".join(p.info["cmdline"] or [])
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-            # The Ray Client server carries no temp dir in its argv (and is re-parented to init), so
-            # match it by this head's GCS port, or it outlives the head.
-            client = "ray.util.client.server" in cmd and f":{gcs_port} " in cmd + " "
-            if (str(tmp) in cmd or client) and p.info["pid"] != me:
-                pids.append(p)
-        for p in list(pids):  # job drivers and workers are children of the head's processes
-            try:
-                pids += [c for c in p.children(recursive=True) if c.pid != me and c not in pids]
-            except psutil.NoSuchProcess:
-                pass
-        for p in pids:
-            try:
-                p.terminate()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(pids, timeout=10)
-        for p in pids:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
+    _kill_head_processes(Path(info["temp_dir"]), str(info["gcs"]).rsplit(":", 1)[-1])
     state.unlink(missing_ok=True)
+
+
+def _kill_head_processes(tmp: Path, gcs_port: str) -> None:
+    """Terminate (then kill) every process of the head whose temp dir is `tmp`, with their children.
+
+    `ray stop` has no per-address form, so the head's processes are found by the temp dir in their
+    argv; the Ray Client server carries none (and is re-parented to init), so it is matched by the
+    head's GCS port, or it outlives the head.
+    """
+    import psutil
+
+    me = os.getpid()
+    pids = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            cmd = " ".join(p.info["cmdline"] or [])
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        client = "ray.util.client.server" in cmd and f":{gcs_port} " in cmd + " "
+        if (str(tmp) in cmd or client) and p.info["pid"] != me:
+            pids.append(p)
+    for p in list(pids):  # job drivers and workers are children of the head's processes
+        try:
+            pids += [c for c in p.children(recursive=True) if c.pid != me and c not in pids]
+        except psutil.NoSuchProcess:
+            pass
+    for p in pids:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(pids, timeout=3)  # some Ray daemons outwait SIGTERM; the head is being discarded
+    for p in pids:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass

@@ -3,6 +3,7 @@
 import json
 import os
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -40,3 +41,29 @@ def test_head_serves_jobs_on_loopback_and_stop_leaves_nothing_behind(tmp_path: P
         time.sleep(0.5)
     assert _processes_of(gcs_port, info["temp_dir"]) == []  # incl. the Ray Client server
     assert not (work / "ray_head.json").exists()
+
+
+def test_a_failed_start_leaves_no_daemon_and_is_tried_again(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A `ray start` that dies half way (as Ray does when the node times out on a loaded machine) has
+    already spawned daemons: they are killed, and the start is tried once more before giving up."""
+    import pytest
+
+    import orchestrator.executor.local_head as lh
+    from orchestrator.executor import ClusterUnreachable
+
+    calls = tmp_path / "calls"
+    fake = tmp_path / "fake_ray"
+    # like `ray start`: leave a daemon that carries --temp-dir in its argv, then fail
+    fake.write_text("#!/bin/sh\necho x >> " + str(calls) + "\n"
+                    "for a in \"$@\"; do case $a in --temp-dir=*) T=${a#--temp-dir=};; esac; done\n"
+                    f"nohup {sys.executable} -c 'import time; time.sleep(300)' \"--fake-gcs-temp-dir=$T\" >/dev/null 2>&1 &\n"
+                    "echo 'The current node timed out during startup.' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(lh, "_ray_bin", lambda: str(fake))
+    work = tmp_path / "w"
+    with pytest.raises(ClusterUnreachable, match="timed out during startup"):
+        ensure_head(work, timeout_s=20)
+    assert len(calls.read_text().split()) == 2  # tried twice
+    time.sleep(0.5)
+    left = [c for c in _processes_of("0", str(lh._temp_dir(work.resolve()))) if "fake-gcs" in c]
+    assert left == [] and not (work / "ray_head.json").exists()
