@@ -86,12 +86,12 @@ def _wanted_runs(spec: CampaignSpec, open_: set[tuple[str, str, str, str]], seed
 
 def _add_runs(sess: "Session", spec: CampaignSpec, runs: list[RunSpec]) -> list[str]:
     """Append runs to the campaign's ledger rows (existing rows keep their order and state)."""
-    have = {r.run_key for r in sess.ledger.runs(spec.name)}
+    existing = sess.ledger.runs(spec.name)
+    have = {r.run_key for r in existing}
     new = [r for r in runs if r.run_key not in have]
     if not new:
         return []
-    rows = [{"run_key": r.run_key, "run_id": r.run_id, "gpus": r.gpus, "spec_json": r.spec_json}
-            for r in sess.ledger.runs(spec.name)]
+    rows = [{"run_key": r.run_key, "run_id": r.run_id, "gpus": r.gpus, "spec_json": r.spec_json} for r in existing]
     rows += [{"run_key": r.run_key, "run_id": r.run_id, "gpus": r.gpus, "spec_json": r.to_json()} for r in new]
     stored = sess.ledger.campaign_spec(spec.name) or spec.model_dump_json()
     sess.ledger.upsert_campaign(spec.name, stored, rows)

@@ -388,13 +388,8 @@ class _Runner:
             man = next((c for c in cands if c.is_file()), cands[0])
             if not man.is_file():
                 raise TuneError(f"run {r.run_id}: no verified training manifest at {man}")
-            metrics = Path(json.loads(man.read_text())["metrics_path"])
-            for line in metrics.read_text().splitlines():
-                obj = json.loads(line) if line.strip() else {}
-                key = next((k for k in _HELDOUT_KEYS if k in obj), None)
-                if key is not None:
-                    rows.append({"run_key": r.run_key, "seed": r.seed, "step": int(obj.get("step", 0)),
-                                 HELDOUT_AGG: 100.0 * float(obj[key])})
+            for step, value in _heldout_values(Path(json.loads(man.read_text())["metrics_path"])):
+                rows.append({"run_key": r.run_key, "seed": r.seed, "step": step, HELDOUT_AGG: value})
         if not rows:
             return pd.DataFrame({"run_key": [r.run_key for r in runs], "seed": [r.seed for r in runs],
                                  "step": 0, HELDOUT_AGG: math.nan})
@@ -421,6 +416,16 @@ def _metrics_rows(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _heldout_values(path: Path) -> list[tuple[int, float]]:
+    """(step, held-out reward in points) of every held-out validation row of a metrics file so far."""
+    out = []
+    for obj in _metrics_rows(path):
+        key = next((k for k in _HELDOUT_KEYS if k in obj), None)
+        if key is not None:
+            out.append((int(obj.get("step", 0)), 100.0 * float(obj[key])))
+    return out
+
+
 class _Intermediate:
     """Intermediate validation values of runs while they train (module docstring: what and why).
 
@@ -440,10 +445,8 @@ class _Intermediate:
     def poll(self) -> pd.DataFrame:
         for r in self.runs:
             if self.vsuite == HELDOUT:
-                for obj in _metrics_rows(self._train_dir(r) / "metrics.jsonl"):
-                    key = next((k for k in _HELDOUT_KEYS if k in obj), None)
-                    if key is not None:
-                        self.values[(r.run_key, int(obj.get("step", 0)))] = 100.0 * float(obj[key])
+                for step, value in _heldout_values(self._train_dir(r) / "metrics.jsonl"):
+                    self.values[(r.run_key, step)] = value
                 continue
             for done in sorted((self._train_dir(r) / "checkpoints").glob("global_step_*/completed.json")):
                 step = int(done.parent.name.rsplit("_", 1)[1])

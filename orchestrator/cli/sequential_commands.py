@@ -73,7 +73,9 @@ def register(app: typer.Typer) -> None:
             from orchestrator.ledger import open_ledger
             from orchestrator.spec import CampaignSpec
 
-            stored = open_ledger(url).campaign_spec(campaign)
+            led = open_ledger(url)
+            stored = led.campaign_spec(campaign)
+            led.close()
             if stored and CampaignSpec.model_validate_json(stored).seed_design:
                 _fail(f"campaign {campaign!r} runs a sequential seed design: `campaign submit/resume` take its looks "
                       f"and add its batches; see them with `campaign looks {campaign} --workdir {workdir}`")
