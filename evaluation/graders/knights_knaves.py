@@ -1,9 +1,25 @@
 """Knights & Knaves assignment grader.
 
-Robust where the study's grader failed (STUDY.md §4.2): markdown bold is stripped, `Name: knight`
-and `Name - knave` count, names are matched against the gold names (so "He is a knight" is not a
-person), and the answer is the *last complete assignment block* (a run of statements naming every
-person), so a closing "Therefore Ethan is a knight." does not hide the full list before it.
+Final-answer semantics (GRADER_VERSION 2; every rule is a test in tests/evaluation/test_grader_corpus.py):
+
+1. **Statements.** Accepted phrasings, in any order and case, markdown stripped: `X is a knight`,
+   `X must be a knave`, `X is indeed a knight`, `X: knight`, `X - knave`, `X → knight`, `X (knave)`;
+   lists joined by commas/"and" (`Michael and Ethan are knights`); role-first lists
+   (`Knights: Michael, Ethan. Knaves: Zoey.`, `The knaves are Zoey and Ethan`). Names are matched against
+   the gold names, so "He is a knight" is not a person. A negation ("is not a knave") is no statement, and
+   a clause introduced by a supposition or a quoted claim ("Suppose X is ...", "Y says X is ...") is not one.
+2. **Ambiguous or contradictory statements** ("X is a knight or a knave", "X is a knight and a knave") are
+   no answer for that person (recorded as `X=?`), never a knight.
+3. **Final answer block.** When the response has one, only it counts: the last `<answer>…</answer>` (to the
+   end when unclosed), else the last `\\boxed{…}`, else the text after the last "final answer" / "the answer
+   is" / "answer:" / "in conclusion" / "in summary" phrase. A block without any statement about a gold
+   person is ignored (the whole response is read). An incomplete final block is not completed from the
+   reasoning before it.
+4. Inside the region read, the answer is the *last complete assignment block* (a run of statements naming
+   every person once, < 300 characters apart), so a closing "Therefore Ethan is a knight." does not hide the
+   full list before it; without a complete block, the last statement per person.
+
+Parsing is one linear tokenisation plus bounded scans around each role word: no regex backtracking.
 """
 
 from __future__ import annotations
@@ -12,36 +28,215 @@ import re
 
 from evaluation.graders.result import GradeResult
 
-_MARKDOWN = re.compile(r"[*_`#]+")
-_STATEMENT = re.compile(
-    r"\b([A-Za-z][A-Za-z'\-]*)\s*"
-    r"(?:,\s*)?"
-    r"(?:is|was|must\s+be|=|:|-|–|—|→|->)\s*"
-    r"(?:(?:indeed|definitely|actually|therefore|also|clearly|thus|then)\s+)?"
-    r"(?:(?:a|an|the)\s+)?"
-    r"(knight|knave)s?\b",
+GRADER_VERSION = "2"
+
+_MARKDOWN = re.compile(r"[*_`#]++")
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z'’\-]*+|->|→|[,:;.!?\n()=–—&\-]")
+_PHRASE_MARK = re.compile(
+    r"\b(?:final answer|final assignment|the answer is|answer ?:|in conclusion|in summary|to summari[sz]e)",
     re.IGNORECASE,
 )
+_ROLES = {"knight": "knight", "knights": "knight", "knave": "knave", "knaves": "knave"}
+_COPULAS = {"is", "are", "was", "were"}
+_LINK_SYMBOLS = {":", "=", "-", "–", "—", "→", "->", "("}
+_FILLERS = {"a", "an", "the", "both", "all", "also", "indeed", "definitely", "actually", "therefore", "thus",
+            "then", "clearly", "certainly", "truly", "surely", "necessarily", "each", "either", "so"}
+_SEPARATORS = {",", "and", "&"}
+_HYPOTHETICAL = {"if", "suppose", "supposing", "assume", "assuming", "assumed", "whether", "unless", "imagine",
+                 "says", "said", "say", "claims", "claimed", "claim", "states", "stated", "state", "tells", "told"}
+_ROLE_FIRST_LINKS = {":", "=", "-", "–", "—", "→", "->", "are", "is", "were", "was", "include", "includes"}
+_NOT_NAMES = (set(_ROLES) | _COPULAS | _FILLERS | _SEPARATORS | _HYPOTHETICAL
+              | {"he", "she", "they", "it", "we", "i", "you", "hence", "since", "because", "not", "no", "yes",
+                 "but", "or", "every", "neither", "none", "one", "this", "that", "there", "must", "be", "answer",
+                 "final", "knights", "knaves", "person", "people", "everyone", "nobody", "solution"})
+_MAX_LIST = 16  # names in one list (puzzles have at most 8 people)
+_MAX_FILLERS = 3
 _BLOCK_GAP = 300  # characters allowed between two statements of one block
 
+Statement = tuple[int, str, str | None]  # (character position, name_lower, role or None = no answer)
 
-def parse_assignments(text: str) -> list[tuple[int, str, str]]:
-    """All `(position, name_lower, role)` statements in `text`, in order."""
-    clean = _MARKDOWN.sub("", text)
-    return [(m.start(), m.group(1).lower(), m.group(2).lower()) for m in _STATEMENT.finditer(clean)]
+
+def _tokens(text: str) -> list[tuple[int, str, str]]:
+    return [(m.start(), m.group(0).lower(), m.group(0)) for m in _TOKEN.finditer(text)]
+
+
+class _Parser:
+    """Statements of one text; `names` (lower case) restricts persons, None accepts capitalised words (gold)."""
+
+    def __init__(self, text: str, names: set[str] | None):
+        self.toks = _tokens(text)
+        self.names = names
+
+    def _is_name(self, i: int) -> bool:
+        if i < 0 or i >= len(self.toks):
+            return False
+        _, low, orig = self.toks[i]
+        if self.names is not None:
+            return low in self.names
+        return orig[0].isupper() and low not in _NOT_NAMES
+
+    def _list_left(self, i: int) -> tuple[list[int], int]:
+        """Name token indices of a list ending at token i (inclusive), and the index before the list."""
+        if not self._is_name(i):
+            return [], i
+        out = [i]
+        j = i - 1
+        while len(out) < _MAX_LIST:
+            k = j
+            seps = 0
+            while k >= 0 and self.toks[k][1] in _SEPARATORS and seps < 2:
+                k -= 1
+                seps += 1
+            if seps == 0 or not self._is_name(k):
+                break
+            out.append(k)
+            j = k - 1
+        return out[::-1], j
+
+    def _list_right(self, i: int) -> list[int]:
+        out: list[int] = []
+        j = i
+        while self._is_name(j) and len(out) < _MAX_LIST:
+            out.append(j)
+            k, seps = j + 1, 0
+            while k < len(self.toks) and self.toks[k][1] in _SEPARATORS and seps < 2:
+                k += 1
+                seps += 1
+            if seps == 0:
+                break
+            j = k
+        return out
+
+    def _hypothetical(self, before: int) -> bool:
+        """A supposition or a reported claim among the 3 tokens before index `before` (inclusive)."""
+        for k in range(before, max(before - 3, -1), -1):
+            low = self.toks[k][1]
+            if low in ".!?;\n":
+                return False
+            if low in _HYPOTHETICAL:
+                return True
+        return False
+
+    def _qualifier(self, j: int, role: str) -> bool:
+        """True when the role word at j is followed by "or"/"and" another role: ambiguous or contradictory."""
+        k = j + 1
+        if k >= len(self.toks) or self.toks[k][1] not in ("or", "and", "/"):
+            return False
+        k += 1
+        for _ in range(_MAX_FILLERS):
+            if k < len(self.toks) and self.toks[k][1] in _FILLERS:
+                k += 1
+        return k < len(self.toks) and self.toks[k][1] in _ROLES
+
+    def _role_list(self, j: int) -> list[int]:
+        """Indices of a comma-separated run of role words starting at j ("knight, knight and knave")."""
+        out = [j]
+        k = j + 1
+        while len(out) < _MAX_LIST:
+            seps = 0
+            while k < len(self.toks) and self.toks[k][1] in _SEPARATORS and seps < 2:
+                k += 1
+                seps += 1
+            while k < len(self.toks) and self.toks[k][1] in ("a", "an") and seps:
+                k += 1
+            if seps == 0 or k >= len(self.toks) or self.toks[k][1] not in _ROLES:
+                break
+            out.append(k)
+            k += 1
+        return out
+
+    def statements(self) -> list[Statement]:
+        out: list[Statement] = []
+        skip: set[int] = set()
+        toks = self.toks
+        for j, (_, low, _) in enumerate(toks):
+            role = _ROLES.get(low)
+            if role is None or j in skip:
+                continue
+            if j > 1 and toks[j - 1][1] in ("or", "and", "/") and toks[j - 2][1] in _ROLES:
+                continue  # the second half of "knight or knave": handled with the first
+            final: str | None = None if self._qualifier(j, role) else role
+            # names first: NAMES (is|are|was|were|must be|:|-|→|=|() [fillers] ROLE
+            k = j - 1
+            fillers = 0
+            while k >= 0 and toks[k][1] in _FILLERS and fillers < _MAX_FILLERS:
+                k -= 1
+                fillers += 1
+            names: list[int] = []
+            before = -1
+            if k >= 0:
+                link = toks[k][1]
+                if link in _COPULAS or link in _LINK_SYMBOLS or (link == "be" and k > 0 and toks[k - 1][1] == "must"):
+                    k -= 2 if link == "be" else 1
+                    if k >= 0 and toks[k][1] == ",":
+                        k -= 1
+                    names, before = self._list_left(k)
+            if not names:  # role first: (the) ROLE(s) (:|are|is|=|-) NAMES
+                if j + 1 < len(toks) and toks[j + 1][1] in _ROLE_FIRST_LINKS:
+                    r = j + 2
+                    if r < len(toks) and toks[r][1] == ":":
+                        r += 1
+                    names = self._list_right(r)
+                    before = j - 1 - (1 if j > 0 and toks[j - 1][1] == "the" else 0)
+            if names and not (before >= 0 and self._hypothetical(before)):
+                roles = self._role_list(j)
+                if len(roles) > 1:  # "A, B and C: knight, knight, knave" is respective; a count mismatch is no answer
+                    skip.update(roles)
+                    given = [_ROLES[toks[r][1]] for r in roles]
+                    per = given if len(given) == len(names) else [None] * len(names)
+                    out.extend((toks[n][0], toks[n][1], rl) for n, rl in zip(names, per))
+                else:
+                    out.extend((toks[n][0], toks[n][1], final) for n in names)
+        out.sort(key=lambda s: s[0])
+        return out
+
+
+def parse_assignments(text: str, names: set[str] | None = None) -> list[Statement]:
+    """All `(position, name_lower, role)` statements in `text`, in order (role None: ambiguous/contradictory)."""
+    return _Parser(_MARKDOWN.sub("", text), names).statements()
 
 
 def parse_gold(gold: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for _, name, role in parse_assignments(gold):
-        out[name] = role
+        if role is not None:
+            out[name] = role
     return out
 
 
-def _last_complete_block(stmts: list[tuple[int, str, str]], names: set[str]) -> dict[str, str] | None:
+def _balanced_from(text: str, start: int) -> str:
+    """Text inside the brace group opening at or after `start` (to the end when it never closes)."""
+    open_at = text.find("{", start)
+    if open_at < 0:
+        return ""
+    depth = 0
+    for m in re.finditer(r"[{}]", text[open_at:]):
+        depth += 1 if m.group(0) == "{" else -1
+        if depth == 0:
+            return text[open_at + 1: open_at + m.start()]
+    return text[open_at + 1:]
+
+
+def final_block(text: str) -> str | None:
+    """The final answer block (rule 3), or None when the response has no marker."""
+    low = text.lower()
+    tag = low.rfind("<answer>")
+    if tag >= 0:
+        end = low.find("</answer>", tag)
+        return text[tag + 8: end if end >= 0 else len(text)]
+    box = text.rfind("\\boxed")
+    if box >= 0:
+        return _balanced_from(text, box)
+    last = None
+    for last in _PHRASE_MARK.finditer(text):
+        pass
+    return text[last.end():] if last is not None else None
+
+
+def _last_complete_block(stmts: list[Statement], names: set[str]) -> dict[str, str | None] | None:
     """Latest run of statements (gaps < _BLOCK_GAP, no name repeated) that assigns every name."""
     for start in range(len(stmts) - 1, -1, -1):
-        block: dict[str, str] = {}
+        block: dict[str, str | None] = {}
         prev = stmts[start][0]
         for pos, name, role in stmts[start:]:
             if pos - prev > _BLOCK_GAP or name in block:
@@ -58,7 +253,13 @@ def grade_knights_knaves(response: str, gold: str) -> GradeResult:
     if not truth:
         return GradeResult(0.0, None, "error")  # gold without any assignment is a data bug
     names = set(truth)
-    stmts = [s for s in parse_assignments(response) if s[1] in names]
+    clean = _MARKDOWN.sub("", response)
+    stmts: list[Statement] = []
+    block_text = final_block(clean)
+    if block_text is not None:
+        stmts = _Parser(block_text, names).statements()
+    if not stmts:
+        stmts = _Parser(clean, names).statements()
     if not stmts:
         return GradeResult(0.0, None, "no_answer")
     block = _last_complete_block(stmts, names)
@@ -66,7 +267,9 @@ def grade_knights_knaves(response: str, gold: str) -> GradeResult:
         block = {}
         for _, name, role in stmts:
             block[name] = role
+    if all(role is None for role in block.values()):
+        return GradeResult(0.0, None, "no_answer")
     order = [n for n in truth if n in block]
-    parsed = ", ".join(f"{n.capitalize()}={block[n]}" for n in order)
+    parsed = ", ".join(f"{n.capitalize()}={block[n] or '?'}" for n in order)
     score = 1.0 if all(block.get(n) == r for n, r in truth.items()) else 0.0
     return GradeResult(score, parsed, "ok")

@@ -1,9 +1,23 @@
 """Multiple-choice letter grader.
 
-Anchors on answer phrases (`The answer is: (X)`, `Answer: X`, `Final answer: (D)`, `\\boxed{X}`)
-instead of "the last capital letter", which the published study's grader used and which the
-article "A" or the pronoun "I" after the answer fooled (STUDY.md §4.2). The letter set comes
-from the item's option count, so "E" on a 4-option item parses but scores 0.
+Final-answer semantics (GRADER_VERSION 2; every rule is a test in tests/evaluation/test_grader_corpus.py):
+
+1. An *explicit final-answer marker* is `\\boxed{X}` (also `\\boxed{(X)}`, `\\boxed{\\text{X}}`), an `<answer>X</answer>`
+   tag, or an answer phrase *linked* to a letter: `Answer: X`, `The answer is (X)`, `Final answer (X)`,
+   `The correct option is X`, `... would be X`. "answer choice A is incorrect" is prose, not a marker (no link).
+2. The **last** marker in the response wins; anything after it that is not itself a marker (an explanation
+   mentioning other options) does not change it.
+3. With no marker, a last line that is only a letter (`(C)`, `**C**`, `C.`) is the answer, unless it is the
+   next label of a list of options on the line before ("(C) 14" then "(D)"); otherwise a parenthesised
+   letter `(C)` counts only when it is the *only* letter so written: a bare list of options ("(A) … (D)")
+   is no answer.
+4. A bare lower-case letter after a phrase counts only at the end of its line ("the answer is c"), so
+   "the answer is a bit unclear" is no answer; "Answer: I think ..." is the pronoun.
+5. The letter set comes from the item's option count: "E" on a 4-option item parses but scores 0.
+
+Markdown (`**`, `__`, backticks, `$`) is removed and whitespace runs are collapsed first (a run holding a
+newline becomes one newline), so every pattern below uses bounded separators and matches in linear time
+(no nested or adjacent unbounded quantifiers; the study's `\\s*`-chained phrase regex backtracked for minutes).
 """
 
 from __future__ import annotations
@@ -13,22 +27,26 @@ import string
 
 from evaluation.graders.result import GradeResult
 
+GRADER_VERSION = "2"
 LETTERS = string.ascii_uppercase
 
+_MARKUP = re.compile(r"[*_`$]++")
+_SPACE = re.compile(r"\s++")
 # \boxed{B}, \boxed{(B)}, \boxed{\text{B}}, \boxed{B. iron}
-_BOXED = re.compile(r"\\boxed\s*\{\s*(?:\\text(?:bf)?\s*\{\s*)?\(?\s*([A-Za-z])\s*\)?(?=[\s.}:)])")
-# answer phrase, optional "option"/"choice", optional markdown bold / colon / "is", then the letter
+_BOXED = re.compile(r"\\boxed ?\{ ?(?:\\text(?:bf)? ?\{ ?)?\(? ?([A-Za-z]) ?\)?(?=[\s.}:)])")
+_TAG = re.compile(r"<answer> ?(?:\\boxed ?\{ ?)?[(\[]? ?([A-Za-z]) ?[)\]]?(?![A-Za-z0-9'])", re.IGNORECASE)
+_LINK = r"(?::|：|=|-|is|would be|should be|will be|must be)"
+# an answer phrase linked to a letter; separators are single optional spaces/newlines (text is normalised)
 _PHRASE = re.compile(
-    r"\b(?:final\s+answer|correct\s+(?:answer|option|choice)|the\s+answer|answer)\b"
-    r"\s*(?:\*\*|__)?\s*(?:is|would\s+be|should\s+be|:|：|=|-)?\s*(?:\*\*|__)?\s*[:：]?\s*"
-    r"(?:(?:option|choice)\s+)?(?:\*\*|__)?\s*\$?\s*"
-    r"(\(\s*[A-Za-z]\s*\)|\[[A-Za-z]\]|[A-Za-z])(?![A-Za-z0-9'])",
+    r"\b(?:final answer(?:\s?" + _LINK + r")?|(?:correct (?:answer|option|choice)|answer)\s?" + _LINK + r")"
+    r"(?:\s?[:：])?\s?(?:(?:option|choice|letter)\s)?"
+    r"([(\[]\s?[A-Za-z]\s?[)\]]|[A-Za-z])(?![A-Za-z0-9'])",
     re.IGNORECASE,
 )
-# a line that is only a letter: "(C)", "**C**", "C."
-_LONE_LINE = re.compile(r"^\W*\(?([A-Z])\)?\W*$")
-# last resort: a parenthesised capital "(C)" anywhere (never a bare capital: articles, pronouns)
+_LOWER_END = re.compile(r"[.!)]? ?(?:\n|$)")
+_PRONOUN_I = re.compile(r" [a-z]")
 _PAREN = re.compile(r"\(([A-Z])\)")
+_OPTION_LABEL = re.compile(r"[(\[]?([A-Z])[)\].:] ")
 
 
 def letter_set(n_options: int | None) -> str:
@@ -45,32 +63,55 @@ def normalise_gold(gold: str, n_options: int | None) -> str | None:
     return g if len(g) == 1 and g in letter_set(n_options) else None
 
 
-def extract_letter(response: str) -> str | None:
-    """The answer letter of `response`: the last boxed letter or answer phrase, else a lone-letter last line."""
-    candidates: list[tuple[int, str]] = []
-    for m in _BOXED.finditer(response):
-        candidates.append((m.start(), m.group(1)))
-    for m in _PHRASE.finditer(response):
+def normalise_text(response: str) -> str:
+    """Markdown removed, whitespace runs collapsed (a run with a newline -> one newline); linear time."""
+    text = _MARKUP.sub("", response)
+    return _SPACE.sub(lambda m: "\n" if "\n" in m.group(0) else " ", text)
+
+
+def _markers(text: str) -> list[tuple[int, str]]:
+    """(position, letter) of every explicit final-answer marker in normalised `text`."""
+    out = [(m.start(1), m.group(1).upper()) for m in _BOXED.finditer(text)]
+    out += [(m.start(1), m.group(1).upper()) for m in _TAG.finditer(text)]
+    for m in _PHRASE.finditer(text):
         raw = m.group(1)
-        letter = raw.strip("()[] ")
-        rest = response[m.end():]
+        letter = raw.strip("()[] \n")
         if raw == letter:  # bare letter, no brackets
-            if letter.islower():
-                # "the answer is c" counts; "the answer is a bit unclear" does not
-                if not re.match(r"\s*[.!)]?\s*(?:$|\n)", rest):
-                    continue
-            elif letter == "I" and re.match(r"\s+[a-z]", rest):
-                continue  # "Answer: I think ..." is the pronoun
-        candidates.append((m.start(1), letter.upper()))
-    if candidates:
-        return max(candidates)[1].upper()
-    lines = [ln.strip() for ln in response.strip().splitlines() if ln.strip()]
-    if lines:
-        m = _LONE_LINE.match(lines[-1])
-        if m:
-            return m.group(1)
-    parens = _PAREN.findall(response)
-    return parens[-1] if parens else None
+            rest = text[m.end(): m.end() + 4]
+            if letter.islower() and not _LOWER_END.match(rest):
+                continue  # "the answer is a bit unclear"
+            if letter == "I" and _PRONOUN_I.match(rest):
+                continue  # "Answer: I think ..."
+        out.append((m.start(1), letter.upper()))
+    return out
+
+
+def _lone_last_line(text: str) -> str | None:
+    """The letter of a last line that is only a letter, unless it is the next label of a list of options."""
+    lines = [ln.strip() for ln in text.strip().split("\n") if ln.strip()]
+    if not lines:
+        return None
+    core = lines[-1].strip(" ()[]{}.:!#>-")
+    if len(core) != 1 or core not in LETTERS:
+        return None
+    if len(lines) > 1:
+        prev = _OPTION_LABEL.match(lines[-2].lstrip(" #>-") + " ")
+        if prev and ord(core) - ord(prev.group(1)) == 1:
+            return None  # "(C) 14\n(D)": the next label of a listed set of options, not an answer
+    return core
+
+
+def extract_letter(response: str) -> str | None:
+    """The answer letter of `response` under the module's final-answer rules; None when there is none."""
+    text = normalise_text(response)
+    marks = _markers(text)
+    if marks:
+        return max(marks)[1]
+    lone = _lone_last_line(text)
+    if lone is not None:
+        return lone
+    parens = set(_PAREN.findall(text))
+    return parens.pop() if len(parens) == 1 else None
 
 
 def grade_multiple_choice(response: str, gold: str, n_options: int | None = None) -> GradeResult:
