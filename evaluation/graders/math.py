@@ -1,31 +1,72 @@
-"""Math grader: math-verify (symbolic equivalence) on the response vs the gold answer.
+"""Math grader: math-verify (symbolic equivalence) on the response's final answer vs the gold answer.
 
-math-verify's own timeouts use `signal.alarm`, which breaks in threads (verl's reward loop,
-Ray actors). So workers call it with `parsing_timeout=None, timeout_seconds=None` and the
-*parent* enforces the per-item timeout: a worker that overruns is killed with its pool and the
-pool restarted (`MathPool`). Processes are spawned (not forked) so a parent holding torch/Ray
-threads is safe.
+Final-answer semantics (GRADER_VERSION 2; every rule is a test in tests/evaluation/test_grader_corpus.py):
+
+1. The **last balanced `\\boxed{…}`** (or `\\fbox{…}`) is what is graded; anything before it (a rejected
+   `\\boxed{3}`) or after it (prose, other numbers) is not. Two boxes are never joined into a set.
+2. Without a balanced box, math-verify reads the whole response (its "final answer is" / last expression rules).
+3. On both sides, before math-verify: `\\%` and `%`, `^\\circ` / `^{\\circ}` / `°` / `\\degree`, a `\\text{…}` or
+   `\\mbox{…}` unit after a value (`5\\text{ cm}`), and thousands separators (`1,234`, `1{,}234`, `1\\,234`)
+   are removed, so `\\boxed{10\\%}` equals `10` and `10\\%`.
+
+math-verify's own timeouts use `signal.alarm`, which breaks in threads (verl's reward loop, Ray actors), so
+it is called with its timeouts off and the *parent* enforces the grader budget (`evaluation.graders.pool`).
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import logging
-import multiprocessing as mp
-import sys
-import threading
-import types
+import re
 from typing import Sequence
 
 from evaluation.graders.result import GradeResult
 
+GRADER_VERSION = "2"
+
+_BOX_OPEN = re.compile(r"\\(?:boxed|fbox) ?\{")
+_PERCENT = re.compile(r"\\?%")
+_DEGREE = re.compile(r"\^ ?\{ ?\\circ ?\}|\^ ?\\circ|°|\\degree")
+# a \text{...}/\mbox{...} unit right after a value: a digit, brace or letter, optional space
+_UNIT = re.compile(r"(?<=[0-9}a-zA-Z.)]) ?\\(?:text|mbox|mathrm) ?\{ ?[A-Za-z][A-Za-z .^0-9/]{0,40}\}")
+_THOUSANDS = re.compile(r"(?<![0-9.])[0-9]{1,3}(?:(?:,|\{,\}|\\,)[0-9]{3})++(?![0-9])")
+_SEP = re.compile(r",|\{,\}|\\,")
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last balanced `\\boxed{…}` / `\\fbox{…}` (by opening position); None when none is closed.
+
+    One pass over the braces (linear): each `{` is matched to its `}` with a stack."""
+    opens = {m.end() - 1 for m in _BOX_OPEN.finditer(text)}
+    if not opens:
+        return None
+    stack: list[int] = []
+    best: tuple[int, int] | None = None
+    for m in re.finditer(r"[{}]", text):
+        if m.group(0) == "{":
+            stack.append(m.start())
+        elif stack:
+            o = stack.pop()
+            if o in opens and (best is None or o > best[0]):
+                best = (o, m.start())
+    return None if best is None else text[best[0] + 1: best[1]]
+
+
+def normalise_answer(text: str) -> str:
+    """Percent signs, degrees, trailing text units and thousands separators removed (rule 3); linear time."""
+    out = _PERCENT.sub("", text)
+    out = _DEGREE.sub("", out)
+    out = _UNIT.sub("", out)
+    return _THOUSANDS.sub(lambda m: _SEP.sub("", m.group(0)), out)
+
 
 def _gold_text(gold: str) -> str:
     g = gold.strip()
-    if "\\boxed" in g or (g.startswith("$") and g.endswith("$")):
-        return g
-    return f"${g}$"
+    inner = last_boxed(g)
+    if inner is not None:
+        g = inner
+    elif g.startswith("$") and g.endswith("$") and len(g) > 1:
+        g = g.strip("$")
+    return f"${normalise_answer(g).strip()}$"
 
 
 def _quiet() -> None:
@@ -34,18 +75,20 @@ def _quiet() -> None:
 
 
 def grade_math_inprocess(response: str, gold: str) -> GradeResult:
-    """Grade one item in this process, without any timeout (callers enforce it)."""
+    """Grade one item in this process, without any timeout (callers enforce the budget)."""
     _quiet()
     try:
         from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
         gold_parsed = parse(_gold_text(gold), parsing_timeout=None)
         if not gold_parsed:
-            gold_parsed = parse(gold, extraction_config=[ExprExtractionConfig()], parsing_timeout=None)
+            gold_parsed = parse(normalise_answer(gold), extraction_config=[ExprExtractionConfig()], parsing_timeout=None)
         if not gold_parsed:
             return GradeResult(0.0, None, "error")  # unparsable gold: a data bug, never a silent zero
+        boxed = last_boxed(response)
+        target = f"\\boxed{{{normalise_answer(boxed)}}}" if boxed is not None else normalise_answer(response)
         pred = parse(
-            response,
+            target,
             extraction_config=[LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()],
             parsing_timeout=None,
         )
@@ -57,114 +100,23 @@ def grade_math_inprocess(response: str, gold: str) -> GradeResult:
         return GradeResult(0.0, None, "error")
 
 
-def _worker(args: tuple[str, str]) -> tuple[float, str | None, str]:
-    r = grade_math_inprocess(*args)
-    return r.score, r.parsed, r.status
+from evaluation.graders.pool import MathPool, shared_pool  # noqa: E402 - the pool imports this module lazily
+
+BUDGET_S = 5.0  # parent-enforced time budget per item (math-verify can run for minutes on power towers)
 
 
-def _warm(_: int) -> int:
-    import math_verify  # noqa: F401 - import cost paid once per worker
-
-    return 0
-
-
-@contextlib.contextmanager
-def _without_main_module():
-    """Start spawn workers without re-importing the caller's `__main__`.
-
-    Workers only need this module. A spawn child normally re-runs the parent's main script,
-    which breaks scripts and notebooks that lack an `if __name__ == "__main__"` guard (and any
-    script doing heavy work at import). Workers are started inside this block only.
-    """
-    real = sys.modules["__main__"]
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        sys.modules["__main__"] = real
-
-
-class MathPool:
-    """A spawn-context process pool with a parent-enforced per-item timeout and restart on overrun."""
-
-    def __init__(self, processes: int = 2):
-        if processes < 1:
-            raise ValueError(f"processes must be >= 1, got {processes}")
-        self.processes = processes
-        self._pool: mp.pool.Pool | None = None
-        self._lock = threading.Lock()
-        self.restarts = 0
-
-    def _ensure(self) -> mp.pool.Pool:
-        if self._pool is None:
-            with _without_main_module():
-                self._pool = mp.get_context("spawn").Pool(self.processes)
-            self._pool.map(_warm, range(self.processes))
-        return self._pool
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-            self._pool = None
-
-    def grade(self, responses: Sequence[str], golds: Sequence[str], timeout_s: float = 5.0) -> list[GradeResult]:
-        """Grade pairs in order; an item still running `timeout_s` after its turn comes is a timeout."""
-        if len(responses) != len(golds):
-            raise ValueError(f"{len(responses)} responses but {len(golds)} golds")
-        with self._lock:
-            results: list[GradeResult | None] = [None] * len(responses)
-            todo = list(range(len(responses)))
-            while todo:
-                pool = self._ensure()
-                pending = [(i, pool.apply_async(_worker, ((responses[i], golds[i]),))) for i in todo]
-                todo = []
-                for k, (i, fut) in enumerate(pending):
-                    try:
-                        s, p, st = fut.get(timeout=timeout_s)
-                        results[i] = GradeResult(s, p, st)  # type: ignore[arg-type]
-                    except mp.TimeoutError:
-                        results[i] = GradeResult(0.0, None, "timeout")
-                        # keep finished results, kill the stuck worker with its pool, resubmit the rest
-                        for j, f in pending[k + 1:]:
-                            if f.ready():
-                                s, p, st = f.get()
-                                results[j] = GradeResult(s, p, st)  # type: ignore[arg-type]
-                            else:
-                                todo.append(j)
-                        self.close()
-                        self.restarts += 1
-                        break
-            return [r for r in results if r is not None]
-
-
-_shared: MathPool | None = None
-_shared_lock = threading.Lock()
-
-
-def shared_pool(processes: int = 2) -> MathPool:
-    """One pool per process for single-item calls (the verl reward path)."""
-    global _shared
-    with _shared_lock:
-        if _shared is None or _shared.processes != processes:
-            if _shared is not None:
-                _shared.close()
-            _shared = MathPool(processes)
-            atexit.register(_shared.close)
-        return _shared
-
-
-def grade_math(response: str, gold: str, timeout_s: float = 5.0) -> GradeResult:
-    return shared_pool(1).grade([response], [gold], timeout_s=timeout_s)[0]
+def grade_math(response: str, gold: str, timeout_s: float = BUDGET_S) -> GradeResult:
+    return shared_pool(1).grade_items("math", [response], [gold], timeout_s=timeout_s)[0]
 
 
 def grade_math_batch(
-    responses: Sequence[str], golds: Sequence[str], processes: int = 2, timeout_s: float = 5.0
+    responses: Sequence[str], golds: Sequence[str], processes: int = 2, timeout_s: float = BUDGET_S
 ) -> list[GradeResult]:
-    """processes=0 grades in this process (no timeout enforcement; for measuring the floor only)."""
+    """processes=0 grades in this process (no budget enforcement; for measuring the floor only)."""
     if processes == 0:
         return [grade_math_inprocess(r, g) for r, g in zip(responses, golds, strict=True)]
-    return shared_pool(processes).grade(responses, golds, timeout_s=timeout_s)
+    return shared_pool(processes).grade_items("math", responses, golds, timeout_s=timeout_s)
 
 
-__all__ = ["MathPool", "grade_math", "grade_math_batch", "grade_math_inprocess"]
+__all__ = ["BUDGET_S", "GRADER_VERSION", "MathPool", "grade_math", "grade_math_batch", "grade_math_inprocess",
+           "last_boxed", "normalise_answer"]
