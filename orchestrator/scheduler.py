@@ -7,6 +7,13 @@ configuration errors go straight to `failed`, others retry with exponential back
 `max_attempts` per stage, then `failed` (dead letter). An unreachable cluster raises
 `ClusterUnreachable` and changes no run (rule 5). "Done" is written only after the stage's
 outputs verify (rule 4). Every state change goes through the ledger's state machine.
+
+Two orchestrators on one campaign: `run()` takes the campaign's driver lease first; a second one
+reports the holder and waits (a dead holder on this host is taken over at once). Every decision in
+`_reconcile` is made on the row re-read after claiming its lease, so a stale snapshot never drives a
+transition. Submission ids carry the campaign's per-ledger instance id; a job id of another instance
+is never reattached. On `run()` recorded runs whose records no longer verify are reopened (resume
+re-runs their record stage), and jobs of superseded or finished attempts are stopped.
 """
 
 from __future__ import annotations
@@ -20,9 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from orchestrator.executor.base import ClusterUnreachable, DuplicateSubmission, Executor, submission_id
+from orchestrator.executor.base import (
+    ClusterUnreachable,
+    DuplicateSubmission,
+    Executor,
+    submission_id,
+    submission_prefix,
+)
 from orchestrator.grid import RunSpec
-from orchestrator.ledger import RunState, SQLLedger
+from orchestrator.ledger import CampaignBusy, IllegalTransition, RunState, SQLLedger
 from orchestrator.ledger.base import RunRow
 from orchestrator.stages import run_dir, verify_evaluate, verify_train, write_run_spec
 
@@ -89,9 +102,23 @@ class Scheduler:
         default_factory=lambda: {"train": verify_train, "evaluate": verify_evaluate})
     clock: Callable[[], float] = time.time
     write_specs: bool = True  # False only in simulation (benchmarks/scheduler_sim.py)
+    # called once with (holder, expires) when another orchestrator drives the campaign; default: stderr
+    on_busy: Callable[[str, float], None] | None = None
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
+        self._instance: str | None = None
+
+    @property
+    def instance(self) -> str:
+        """This ledger's instance id of the campaign (in every submission id)."""
+        if self._instance is None:
+            self._instance = self.ledger.campaign_instance(self.campaign)
+        return self._instance
+
+    def ours(self, sid: str) -> bool:
+        """Whether a submission id belongs to this campaign instance (else never reattach to it)."""
+        return sid.startswith(submission_prefix(self.campaign, self.instance))
 
     # -- helpers ---------------------------------------------------------------------------
     def _spec(self, row: RunRow) -> RunSpec:
@@ -142,19 +169,26 @@ class Scheduler:
                 continue  # first fit: a smaller run may still fit
             if not self._claim(row):
                 continue
-            self._submit(row, stage)
+            if not self._submit(row, stage):
+                continue
             used += need
             n_active += 1
-        counts: dict[str, int] = {}
-        for r in self.ledger.runs(self.campaign):
-            counts[r.state] = counts.get(r.state, 0) + 1
-        return counts
+        self.stop_orphans()
+        return self._counts()
 
-    def _submit(self, row: RunRow, stage: str) -> None:
+    def _submit(self, row: RunRow, stage: str) -> bool:
+        """Start the stage's next attempt; False when the row moved on since our snapshot."""
         spec = self._spec(row)
-        sid = submission_id(row.run_key, stage, row.attempts + 1, self.campaign)
+        row = self.ledger.get(self.campaign, row.run_key)
+        sid = submission_id(row.run_key, stage, row.attempts + 1, self.campaign, self.instance)
         dst = S.training if stage == "train" else S.evaluating
-        self.ledger.start_attempt(self.campaign, row.run_key, row.state, dst, stage, sid)
+        try:
+            if row.superseded_by or WAITING.get(S(row.state)) != stage:
+                raise IllegalTransition(f"run {row.run_key} is {row.state} now")
+            self.ledger.start_attempt(self.campaign, row.run_key, row.state, dst, stage, sid)
+        except IllegalTransition:
+            self.ledger.release(self.campaign, row.run_key, self.owner)
+            return False
         try:
             self.executor.submit(sid, self.argv(stage, spec), num_cpus=self.cfg.cpus_per_job)
         except DuplicateSubmission:
@@ -164,13 +198,35 @@ class Scheduler:
                 raise
             self.ledger.event(self.campaign, "submit_error", f"{sid}: {exc}"[:500], row.run_key)
         self._notify(self.ledger.get(self.campaign, row.run_key), f"submitted {stage}")
+        return True
 
     def _reconcile(self, row: RunRow) -> bool:
         """Advance one active run from its job's status; True while it still holds resources."""
-        if row.lease_owner and row.lease_owner != self.owner and not self._claim(row):
+        if not self._claim(row):
             return True  # another live orchestrator owns it: count its GPUs, leave it alone
-        self.ledger.claim(self.campaign, row.run_key, self.owner, self.cfg.lease_ttl_s)
+        row = self.ledger.get(self.campaign, row.run_key)  # decide on the row as it is now, not the snapshot
+        if row.superseded_by or S(row.state) not in ACTIVE:
+            self.ledger.release(self.campaign, row.run_key, self.owner)
+            return False
+        try:
+            return self._advance(row)
+        except IllegalTransition as exc:  # advanced by someone else between our read and write
+            self.ledger.event(self.campaign, "stale", str(exc)[:500], row.run_key)
+            self.ledger.release(self.campaign, row.run_key, self.owner)
+            return False
+
+    def _advance(self, row: RunRow) -> bool:
         stage = ACTIVE[S(row.state)]
+        if not self.ours(row.submission_id):
+            # a job id of another campaign instance (a ledger copied from another work dir, or made before
+            # instance ids): never reattach; run the stage again under our own id
+            self.ledger.end_attempt(self.campaign, row.submission_id, "failed", "submission id of another campaign instance")
+            self.ledger.event(self.campaign, "foreign_submission", row.submission_id, row.run_key)
+            back = S.queued if stage == "train" else S.trained
+            self.ledger.transition(self.campaign, row.run_key, back, expect=row.state,
+                                   reason="resubmitting under this campaign instance's id", next_try_at=0.0)
+            self.ledger.release(self.campaign, row.run_key, self.owner)
+            return False
         st = self.executor.status(row.submission_id)
         if st.state == "MISSING":  # ledger says submitted, cluster never saw it (crash or new head)
             try:
@@ -208,6 +264,40 @@ class Scheduler:
         self._fail(row, stage, (st.message or st.state)[:500], classify_failure(st.message, logs, st.exit_code), logs)
         return False
 
+    def stop_orphans(self) -> int:
+        """Stop jobs whose attempt is still marked running but is not its run's current job (the run was
+        superseded by a changed spec, cancelled, or moved on): they would only burn the cluster."""
+        n = 0
+        for a in self.ledger.running_attempts(self.campaign):
+            if not a["superseded_by"] and S(a["run_state"]) in ACTIVE and a["run_submission"] == a["submission_id"]:
+                continue
+            why = "superseded by a changed spec" if a["superseded_by"] else f"run is {a['run_state']}"
+            if self.ours(a["submission_id"]):
+                self.executor.stop(a["submission_id"])
+            self.ledger.end_attempt(self.campaign, a["submission_id"], "cancelled", why)
+            n += 1
+        return n
+
+    def repair(self) -> list[str]:
+        """Reopen recorded runs whose records no longer verify (deleted, changed): to `trained` so the
+        record stage runs again, or to `queued` when the training outputs are gone too. Run ids reopened."""
+        out = []
+        for row in self.ledger.runs(self.campaign, [S.recorded]):
+            spec = self._spec(row)
+            if self.verifiers["evaluate"](spec, self.workdir) is not None:
+                continue
+            to = S.trained if self.verifiers["train"](spec, self.workdir) is not None else S.queued
+            outputs = {k: v for k, v in row.outputs.items() if k not in ("records", "failures")}
+            try:
+                r = self.ledger.reopen(self.campaign, row.run_key, to, f"records of {row.run_id} missing or changed: "
+                                       f"re-running its {'record' if to == S.trained else 'train and record'} stage",
+                                       outputs=outputs)
+            except IllegalTransition:
+                continue
+            self._notify(r, "records missing: reopened")
+            out.append(row.run_id)
+        return out
+
     def _fail(self, row: RunRow, stage: str, reason: str, klass: str, logs: str = "") -> None:
         tail = [ln for ln in logs.splitlines() if "windtunnel-stage-error" in ln]
         reason = (tail[-1] if tail else reason)[:500]
@@ -232,18 +322,58 @@ class Scheduler:
         rows = self.ledger.runs(self.campaign, [S.planned, S.queued, S.training, S.trained, S.evaluating])
         return len(rows)
 
-    def run(self, *, timeout_s: float | None = None, on_tick: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]:
-        self.enqueue()
+    def acquire(self, *, wait: bool = True, timeout_s: float | None = None) -> bool:
+        """Take the campaign's driver lease. Held by another live orchestrator: report it once
+        (`on_busy`, else stderr) and wait for it (or raise CampaignBusy when `wait` is False);
+        False when `timeout_s` ran out first."""
         t0 = time.time()
+        reported = False
         while True:
-            counts = self.step()
-            if on_tick:
-                on_tick(counts)
-            if self.pending() == 0:
-                return counts
+            ok, holder, expires = self.ledger.claim_driver(self.campaign, self.owner, self.cfg.lease_ttl_s)
+            if not ok and _owner_dead(holder):  # SIGKILLed on this host: take over now
+                ok, holder, expires = self.ledger.claim_driver(self.campaign, self.owner, self.cfg.lease_ttl_s,
+                                                               steal_from=holder)
+            if ok:
+                return True
+            if not wait:
+                raise CampaignBusy(self.campaign, holder, expires)
+            if not reported:
+                if self.on_busy:
+                    self.on_busy(holder, expires)
+                else:
+                    print(f"{CampaignBusy(self.campaign, holder, expires)}; waiting for it", file=sys.stderr, flush=True)
+                reported = True
             if timeout_s is not None and time.time() - t0 > timeout_s:
-                return counts
+                return False
             time.sleep(self.cfg.poll_s)
+
+    def run(self, *, timeout_s: float | None = None, on_tick: Callable[[dict[str, int]], None] | None = None,
+            wait: bool = True) -> dict[str, int]:
+        """Drive the campaign until nothing is pending (or `timeout_s`): take the driver lease, reopen
+        recorded runs whose records are gone, then step. A second orchestrator waits for the first."""
+        t0 = time.time()
+        if not self.acquire(wait=wait, timeout_s=timeout_s):
+            return self._counts()
+        try:
+            self.repair()
+            self.enqueue()
+            while True:
+                counts = self.step()
+                if on_tick:
+                    on_tick(counts)
+                if self.pending() == 0:
+                    return counts
+                if timeout_s is not None and time.time() - t0 > timeout_s:
+                    return counts
+                time.sleep(self.cfg.poll_s)
+        finally:
+            self.ledger.release_driver(self.campaign, self.owner)
+
+    def _counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for r in self.ledger.runs(self.campaign):
+            counts[r.state] = counts.get(r.state, 0) + 1
+        return counts
 
     def cancel(self, rows: list[RunRow], reason: str = "cancelled by user") -> int:
         """Stop each row's active job and mark it `cancelled` with `reason` (e.g. a tuning trial's pruning)."""

@@ -5,7 +5,8 @@ Work directory layout (everything addressed from one place, STUDY L18):
     mlflow.db, mlartifacts/   embedded MLflow store written only by the orchestrator
     ray_head.json, ray_auth_token (0600), ray/   the local Ray head this workdir owns
     runs/<campaign>/<run_key>/  run_spec.json, train/, train_done.json, eval/, records.parquet, eval_done.json
-    results/<campaign>/records.parquet   all recorded runs of a campaign (contract 1)
+    results/<campaign>/records.parquet   all recorded runs of the campaign's current generation (contract 1);
+                         its Parquet metadata carries the spec hash it came from (`records_spec_hash`)
     data/                built corpora and evaluation data
 """
 
@@ -24,6 +25,29 @@ from orchestrator.ledger import SQLLedger, UpsertDiff, open_ledger
 from orchestrator.ledger.base import RunRow
 from orchestrator.scheduler import Scheduler, SchedulerConfig
 from orchestrator.spec import CampaignSpec, load_campaign
+
+
+SPEC_HASH_KEY = b"windtunnel.spec_sha256"
+
+
+class RecordsMissing(RuntimeError):
+    """A run the ledger calls recorded has no records file: collecting without it would silently drop rows."""
+
+
+def spec_hash(spec_json: str) -> str:
+    """sha256 of the campaign spec as stored in the ledger (what a records file says it came from)."""
+    import hashlib
+
+    return hashlib.sha256(spec_json.encode()).hexdigest()
+
+
+def records_spec_hash(path: str | Path) -> str | None:
+    """The spec hash a collected records file carries, or None (a file not written by collect_records)."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(path).metadata or {}
+    v = meta.get(SPEC_HASH_KEY)
+    return v.decode() if v else None
 
 
 def plan(campaign: str | Path, overrides: list[str] | tuple[str, ...] = (), data_root: Path | None = None
@@ -103,21 +127,38 @@ class Session:
         return n
 
     def collect_records(self, campaign: str) -> Path | None:
-        """`results/<campaign>/records.parquet` from every recorded run (rebuilt, atomic)."""
-        import pandas as pd
+        """`results/<campaign>/records.parquet` from every recorded run of the current generation
+        (superseded runs never), rebuilt atomically, tagged with the spec hash it came from.
 
+        Raises RecordsMissing naming every recorded run whose records file is gone (`campaign resume`
+        reopens those runs and re-runs their record stage); nothing is written then."""
+        import pandas as pd
+        import pyarrow.parquet as pq
+
+        from analysis.atomic import atomic_path
         from analysis.records import read_records, write_records
 
-        frames = []
+        frames, missing = [], []
         for row in self.ledger.runs(campaign, ["recorded"]):
             p = row.outputs.get("records")
-            if p and Path(p).exists():
-                frames.append(read_records(p))
+            if not p or not Path(p).exists():
+                missing.append(f"{row.run_id} (run_key {row.run_key}: {p or 'no records path in the ledger'})")
+                continue
+            frames.append(read_records(p))
+        if missing:
+            raise RecordsMissing(f"campaign {campaign!r}: {len(missing)} recorded run(s) have no records file: "
+                                 f"{'; '.join(missing[:20])}; run `campaign resume {campaign} --workdir {self.workdir}` "
+                                 "to re-run their record stage")
         if not frames:
             return None
         out = self.workdir / "results" / campaign / "records.parquet"
         out.parent.mkdir(parents=True, exist_ok=True)
         write_records(pd.concat(frames, ignore_index=True), out)
+        table = pq.read_table(out)
+        h = spec_hash(self.ledger.campaign_spec(campaign) or "")
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), SPEC_HASH_KEY: h.encode()})
+        with atomic_path(out) as tmp:
+            pq.write_table(table, tmp)
         return out
 
     def status(self, campaign: str) -> dict[str, Any]:
@@ -132,4 +173,4 @@ class Session:
             self._ledger.close()
 
 
-__all__ = ["Session", "plan", "ClusterUnreachable"]
+__all__ = ["Session", "plan", "ClusterUnreachable", "RecordsMissing", "records_spec_hash", "spec_hash"]

@@ -9,21 +9,30 @@ state only after `verify_<stage>` re-checks that manifest against the files (rul
 whose manifest verifies is skipped on rerun. Jobs never write MLflow (SQLite allows one writer):
 they leave JSONL/Parquet the orchestrator ingests.
 
+One execution at a time per run dir: `main` holds an exclusive lock on `<run dir>/.stage.lock`
+(flock, released by the kernel when the process dies) for the whole stage, so a retry started while
+an orphan of an earlier attempt still runs (its node lost to the orchestrator, not dead) exits 1
+with `windtunnel-stage-error: busy` instead of writing the same files; the retry after the backoff
+finds the orphan's verified outputs and skips.
+
 Exit codes: 0 done, 2 deterministic configuration error (not retried), 1 anything else.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from orchestrator.grid import RunSpec
 
@@ -32,6 +41,35 @@ EXIT_CONFIG = 2
 
 class StageConfigError(RuntimeError):
     """A deterministic error in the run's configuration: retrying cannot help."""
+
+
+class StageBusy(RuntimeError):
+    """Another process is executing a stage in this run dir right now."""
+
+
+LOCK_NAME = ".stage.lock"
+
+
+@contextmanager
+def stage_lock(rd: Path, stage: str) -> Iterator[None]:
+    """Hold `<rd>/.stage.lock` exclusively (non-blocking) for one stage execution; StageBusy if held."""
+    rd.mkdir(parents=True, exist_ok=True)
+    f = open(rd / LOCK_NAME, "a+")
+    try:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown process"
+            raise StageBusy(f"run dir {rd}: another stage execution holds {LOCK_NAME} ({holder}); "
+                            f"not running {stage} twice in one run dir") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{stage} {socket.gethostname()}:{os.getpid()} since {time.time():.0f}\n")
+        f.flush()
+        yield
+    finally:
+        f.close()
 
 
 def run_dir(workdir: Path, spec: RunSpec) -> Path:
@@ -311,10 +349,14 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(a.workdir).resolve()
     try:
         spec = load_run_spec(a.run_spec)
-        out = STAGES[a.stage][0](spec, workdir)
+        with stage_lock(run_dir(workdir, spec), a.stage):
+            out = STAGES[a.stage][0](spec, workdir)
     except StageConfigError as exc:
         print(f"windtunnel-stage-error: config: {exc}", file=sys.stderr, flush=True)
         return EXIT_CONFIG
+    except StageBusy as exc:
+        print(f"windtunnel-stage-error: busy: {exc}", file=sys.stderr, flush=True)
+        return 1
     except Exception as exc:  # noqa: BLE001 - report, classify upstream, exit non-zero
         traceback.print_exc()
         print(f"windtunnel-stage-error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)

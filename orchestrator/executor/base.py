@@ -51,10 +51,16 @@ class Executor(abc.ABC):
     def stop(self, submission_id: str) -> bool: ...
 
 
-def submission_id(run_key: str, stage: str, attempt: int, campaign: str = "") -> str:
-    """Deterministic per (campaign, run, stage, attempt): a restarted orchestrator finds its job
-    again, and the same cell in two campaigns (same run_key) never collides on one cluster."""
+def submission_id(run_key: str, stage: str, attempt: int, campaign: str = "", instance: str = "") -> str:
+    """Deterministic per (campaign instance, run, stage, attempt): a restarted orchestrator finds its
+    job again, the same cell in two campaigns (same run_key) never collides on one cluster, and
+    neither does the same campaign driven from two work dirs (each ledger has its own `instance`)."""
     import hashlib
 
     tag = hashlib.sha256(campaign.encode()).hexdigest()[:6] if campaign else "x"
-    return f"wt-{tag}-{run_key}-{stage}-a{attempt}"
+    return f"wt-{tag}-{instance}-{run_key}-{stage}-a{attempt}" if instance else f"wt-{tag}-{run_key}-{stage}-a{attempt}"
+
+
+def submission_prefix(campaign: str, instance: str) -> str:
+    """What every submission id of this campaign instance starts with (the reattachment check)."""
+    return submission_id("", "", 0, campaign, instance).split("--", 1)[0] + "-"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -30,6 +31,21 @@ class RunRow:
     compute: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
     updated_at: float = 0.0
+    superseded_by: str = ""  # run_key of the row that replaced this one (a changed spec); "" = current
+
+
+class LedgerError(RuntimeError):
+    """The ledger cannot be opened or used as configured (bad URL, missing driver); says what to fix."""
+
+
+class CampaignBusy(RuntimeError):
+    """Another live orchestrator holds the campaign's driver lease."""
+
+    def __init__(self, campaign: str, holder: str, expires: float):
+        self.campaign, self.holder, self.expires = campaign, holder, expires
+        super().__init__(f"campaign {campaign!r} is being driven by orchestrator {holder} (its lease runs "
+                         f"{max(0.0, expires - time.time()):.0f} s more and is renewed while it lives); "
+                         "wait for it to finish, or stop that process first")
 
 
 @dataclass
@@ -65,6 +81,10 @@ class Ledger(abc.ABC):
     def update(self, campaign: str, run_key: str, **fields: Any) -> None: ...
 
     @abc.abstractmethod
+    def reopen(self, campaign: str, run_key: str, to: RunState | str, reason: str, **fields: Any) -> RunRow:
+        """A recorded run whose outputs no longer verify goes back to trained or queued."""
+
+    @abc.abstractmethod
     def claim(self, campaign: str, run_key: str, owner: str, ttl_s: float) -> bool: ...
 
     @abc.abstractmethod
@@ -87,3 +107,34 @@ class Ledger(abc.ABC):
 
     @abc.abstractmethod
     def campaigns(self) -> list[str]: ...
+
+    @abc.abstractmethod
+    def campaign_spec(self, name: str) -> str | None: ...
+
+    @abc.abstractmethod
+    def campaign_instance(self, name: str) -> str:
+        """The campaign's instance id in this ledger (created once); submission ids carry it."""
+
+    @abc.abstractmethod
+    def claim_driver(self, name: str, owner: str, ttl_s: float, *, steal_from: str = "") -> tuple[bool, str, float]:
+        """Take the campaign's driver lease: (ok, holder, expires)."""
+
+    @abc.abstractmethod
+    def release_driver(self, name: str, owner: str) -> None: ...
+
+    @abc.abstractmethod
+    def superseded(self, campaign: str) -> list[RunRow]:
+        """Rows of earlier generations of the campaign's runs."""
+
+    @abc.abstractmethod
+    def running_attempts(self, campaign: str) -> list[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    def start_attempt(self, campaign: str, run_key: str, src: RunState | str, dst: RunState | str, stage: str,
+                      submission_id: str) -> int: ...
+
+    @abc.abstractmethod
+    def event(self, campaign: str, kind: str, detail: str = "", run_key: str = "") -> None: ...
+
+    @abc.abstractmethod
+    def close(self) -> None: ...

@@ -1,20 +1,33 @@
 """SQLAlchemy ledger: SQLite in WAL mode by default (`sqlite:///<workdir>/ledger.db`), any URL.
 
-All writes are single short transactions; state changes use compare-and-set on the current
-state, so two orchestrators (or a restarted one) can never both advance the same run.
+All writes are single short transactions (on SQLite `BEGIN IMMEDIATE`, so a read-then-write never
+races another writer); state changes use compare-and-set on the current state, so two orchestrators
+(or a restarted one) can never both advance the same run. Schema creation and the campaign upsert
+are retried on a conflict with a concurrent writer (two orchestrators starting on a fresh ledger).
+
+Generations: a run whose run_id gets a new run_key (a changed spec) is *superseded*: it keeps its
+row (and state, if it was recorded) with `superseded_by` set, `runs()` leaves it out, so it is never
+scheduled or collected again. Each campaign has an `instance_id` created once per ledger (= per work
+dir with the default SQLite ledger) that submission ids carry, and a driver lease so a second
+orchestrator on the same campaign waits instead of racing the first.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import time
-from typing import Any, Iterable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from orchestrator.ledger.base import Ledger, RunRow, UpsertDiff
-from orchestrator.ledger.states import IllegalTransition, RunState, check
+from orchestrator.ledger.base import Ledger, LedgerError, RunRow, UpsertDiff
+from orchestrator.ledger.states import REOPEN, IllegalTransition, RunState, check
+
+T = TypeVar("T")
+SUPERSEDED_REASON = "superseded by a changed spec"
 
 meta = sa.MetaData()
 campaigns_t = sa.Table(
@@ -23,6 +36,9 @@ campaigns_t = sa.Table(
     sa.Column("spec_json", sa.Text, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Column("instance_id", sa.String, nullable=False, default=""),
+    sa.Column("driver", sa.String, nullable=False, default=""),
+    sa.Column("driver_expires", sa.Float, nullable=False, default=0.0),
 )
 runs_t = sa.Table(
     "runs", meta,
@@ -45,6 +61,7 @@ runs_t = sa.Table(
     sa.Column("compute_json", sa.Text, nullable=False, default="{}"),
     sa.Column("outputs_json", sa.Text, nullable=False, default="{}"),
     sa.Column("updated_at", sa.Float, nullable=False, default=0.0),
+    sa.Column("superseded_by", sa.String, nullable=False, default=""),
 )
 attempts_t = sa.Table(
     "attempts", meta,
@@ -83,15 +100,36 @@ def _row(r: Any) -> RunRow:
         submission_id=m["submission_id"], lease_owner=m["lease_owner"], lease_expires=m["lease_expires"],
         next_try_at=m["next_try_at"], failure_class=m["failure_class"], mlflow_run_id=m["mlflow_run_id"],
         compute=json.loads(m["compute_json"] or "{}"), outputs=json.loads(m["outputs_json"] or "{}"),
-        updated_at=m["updated_at"],
+        updated_at=m["updated_at"], superseded_by=m.get("superseded_by", ""),
     )
+
+
+def _conflict(exc: Exception) -> bool:
+    """A write that lost a race with another writer and may simply be retried."""
+    if isinstance(exc, sa.exc.IntegrityError):
+        return True
+    msg = str(exc).lower()
+    return any(k in msg for k in ("database is locked", "already exists", "deadlock", "could not serialize",
+                                  "duplicate column", "unique constraint", "uniqueviolation"))
+
+
+def _retry(fn: Callable[[], T], tries: int = 6) -> T:
+    for i in range(tries):
+        try:
+            return fn()
+        except (sa.exc.IntegrityError, sa.exc.OperationalError, sa.exc.ProgrammingError) as exc:
+            if i == tries - 1 or not _conflict(exc):
+                raise
+            time.sleep(0.05 * 2 ** i)
+    raise AssertionError("unreachable")
 
 
 class SQLLedger(Ledger):
     def __init__(self, url: str):
         self.url = url
-        self.engine = sa.create_engine(url, future=True)
-        if url.startswith("sqlite"):
+        self._sqlite = url.startswith("sqlite")
+        self.engine = _engine(url)
+        if self._sqlite:
             @event.listens_for(self.engine, "connect")
             def _pragma(dbapi_conn, _rec):  # noqa: ANN001
                 cur = dbapi_conn.cursor()
@@ -99,55 +137,158 @@ class SQLLedger(Ledger):
                 cur.execute("PRAGMA synchronous=NORMAL")
                 cur.execute("PRAGMA busy_timeout=30000")
                 cur.close()
+        _retry(self._create_schema)
+
+    def _create_schema(self) -> None:
+        """create_all plus added columns for a ledger made by an older version (ALTER TABLE ADD COLUMN)."""
         meta.create_all(self.engine)
+        insp = sa.inspect(self.engine)
+        for table in (campaigns_t, runs_t):
+            have = {c["name"] for c in insp.get_columns(table.name)}
+            for col in table.columns:
+                if col.name in have:
+                    continue
+                default = "''" if isinstance(col.type, sa.String) else "0"
+                ddl = f'ALTER TABLE {table.name} ADD COLUMN "{col.name}" {col.type.compile(self.engine.dialect)} NOT NULL DEFAULT {default}'
+                with self.engine.begin() as c:
+                    c.exec_driver_sql(ddl)
+
+    @contextmanager
+    def _tx(self) -> Iterator[sa.Connection]:
+        """A write transaction; on SQLite it takes the write lock first (BEGIN IMMEDIATE) so that a
+        read-then-write inside it cannot interleave with another writer."""
+        with self.engine.begin() as c:
+            if self._sqlite:
+                c.exec_driver_sql("BEGIN IMMEDIATE")
+            yield c
 
     # -- campaigns and runs ----------------------------------------------------------------
     def upsert_campaign(self, name: str, spec_json: str, runs: Iterable[dict[str, Any]]) -> UpsertDiff:
-        now = time.time()
         runs = list(runs)
+        return _retry(lambda: self._upsert(name, spec_json, runs))
+
+    def _upsert(self, name: str, spec_json: str, runs: list[dict[str, Any]]) -> UpsertDiff:
+        now = time.time()
         diff = UpsertDiff()
-        with self.engine.begin() as c:
+        with self._tx() as c:
             if c.execute(sa.select(campaigns_t.c.name).where(campaigns_t.c.name == name)).first():
                 c.execute(campaigns_t.update().where(campaigns_t.c.name == name).values(spec_json=spec_json, updated_at=now))
             else:
-                c.execute(campaigns_t.insert().values(name=name, spec_json=spec_json, created_at=now, updated_at=now))
+                c.execute(campaigns_t.insert().values(name=name, spec_json=spec_json, created_at=now, updated_at=now,
+                                                      instance_id=_new_instance_id(), driver="", driver_expires=0.0))
             existing = {
-                r.run_key: (r.run_id, r.state)
-                for r in c.execute(sa.select(runs_t.c.run_key, runs_t.c.run_id, runs_t.c.state).where(runs_t.c.campaign == name))
+                r.run_key: (r.run_id, r.state, r.superseded_by, r.reason)
+                for r in c.execute(sa.select(runs_t.c.run_key, runs_t.c.run_id, runs_t.c.state, runs_t.c.superseded_by,
+                                             runs_t.c.reason).where(runs_t.c.campaign == name))
             }
-            live_by_id = {rid: k for k, (rid, st) in existing.items() if not (st == "cancelled")}
-            new_rows, events, superseded = [], [], []
+            # the current row of each run_id: not superseded (and not cancelled, as before generations)
+            live_by_id = {rid: k for k, (rid, st, sup, _) in existing.items() if not sup and st != "cancelled"}
+            current_by_id = {rid: k for k, (rid, st, sup, _) in existing.items() if not sup}
+            new_rows, events = [], []
+            supersede: dict[str, str] = {}  # old run_key -> new run_key
+            revive: list[str] = []
             seen_ids = set()
             for i, r in enumerate(runs):
                 seen_ids.add(r["run_id"])
+                cur = current_by_id.get(r["run_id"])
                 if r["run_key"] in existing:
-                    diff.unchanged.append(r["run_id"])
+                    if existing[r["run_key"]][2]:  # a superseded generation comes back (spec reverted)
+                        revive.append(r["run_key"])
+                        if cur and cur != r["run_key"]:
+                            supersede[cur] = r["run_key"]
+                        diff.changed.append(r["run_id"])
+                    else:
+                        diff.unchanged.append(r["run_id"])
                     continue
                 old = live_by_id.get(r["run_id"])
                 (diff.changed if old else diff.new).append(r["run_id"])
-                if old:
-                    superseded.append(old)
+                if cur:
+                    supersede[cur] = r["run_key"]
                 new_rows.append({
                     "campaign": name, "run_key": r["run_key"], "run_id": r["run_id"], "state": "planned",
                     "order": i, "gpus": int(r.get("gpus", 0)), "spec_json": r["spec_json"], "stage": "", "reason": "",
                     "attempts": 0, "submission_id": "", "lease_owner": "", "lease_expires": 0.0, "next_try_at": 0.0,
-                    "failure_class": "", "mlflow_run_id": "", "compute_json": "{}", "outputs_json": "{}", "updated_at": now,
+                    "failure_class": "", "mlflow_run_id": "", "compute_json": "{}", "outputs_json": "{}",
+                    "updated_at": now, "superseded_by": "",
                 })
                 events.append({"ts": now, "campaign": name, "run_key": r["run_key"], "kind": "planned", "src": "",
                                "dst": "planned", "detail": r["run_id"]})
-            for k in superseded:
+            for k, successor in supersede.items():
                 st = existing[k][1]
+                # whatever its state: a superseded run is never scheduled or collected again
+                vals: dict[str, Any] = {"superseded_by": successor, "updated_at": now, "lease_owner": "",
+                                        "lease_expires": 0.0}
+                dst = st
                 if st not in ("recorded", "cancelled"):
-                    c.execute(runs_t.update().where((runs_t.c.campaign == name) & (runs_t.c.run_key == k))
-                              .values(state="cancelled", reason="superseded by a changed spec", updated_at=now))
-                    events.append({"ts": now, "campaign": name, "run_key": k, "kind": "superseded", "src": st,
-                                   "dst": "cancelled", "detail": ""})
+                    vals |= {"state": "cancelled", "reason": SUPERSEDED_REASON}
+                    dst = "cancelled"
+                c.execute(runs_t.update().where((runs_t.c.campaign == name) & (runs_t.c.run_key == k)).values(**vals))
+                events.append({"ts": now, "campaign": name, "run_key": k, "kind": "superseded", "src": st,
+                               "dst": dst, "detail": successor})
+            for k in revive:
+                st, reason = existing[k][1], existing[k][3]
+                vals = {"superseded_by": "", "updated_at": now}
+                if st == "cancelled" and reason == SUPERSEDED_REASON:
+                    vals |= {"state": "queued", "reason": "current again (spec reverted)", "next_try_at": 0.0}
+                c.execute(runs_t.update().where((runs_t.c.campaign == name) & (runs_t.c.run_key == k)).values(**vals))
+                events.append({"ts": now, "campaign": name, "run_key": k, "kind": "revived", "src": st,
+                               "dst": vals.get("state", st), "detail": ""})
             diff.removed = sorted(rid for rid in live_by_id if rid not in seen_ids)
             if new_rows:
                 c.execute(runs_t.insert(), new_rows)
             if events:
                 c.execute(events_t.insert(), events)
         return diff
+
+    # -- campaign instance and driver lease --------------------------------------------------
+    def campaign_instance(self, name: str) -> str:
+        """The campaign's instance id in this ledger, created once (a ledger from an older version
+        gets one on first use); submission ids carry it so two work dirs never share a job."""
+        with self.engine.connect() as c:
+            r = c.execute(sa.select(campaigns_t.c.instance_id).where(campaigns_t.c.name == name)).first()
+        if r is None:
+            raise KeyError(f"campaign {name!r} is not in the ledger at {self.url}")
+        if r[0]:
+            return str(r[0])
+        with self._tx() as c:
+            c.execute(campaigns_t.update().where((campaigns_t.c.name == name) & (campaigns_t.c.instance_id == ""))
+                      .values(instance_id=_new_instance_id()))
+            return str(c.execute(sa.select(campaigns_t.c.instance_id).where(campaigns_t.c.name == name)).scalar_one())
+
+    def claim_driver(self, name: str, owner: str, ttl_s: float, *, steal_from: str = "") -> tuple[bool, str, float]:
+        """Take the campaign's driver lease (free, expired, ours, or `steal_from`'s): (ok, holder, expires)."""
+        now = time.time()
+        with self._tx() as c:
+            r = c.execute(sa.select(campaigns_t.c.driver, campaigns_t.c.driver_expires)
+                          .where(campaigns_t.c.name == name)).first()
+            if r is None:
+                raise KeyError(f"campaign {name!r} is not in the ledger at {self.url}")
+            holder, expires = str(r[0]), float(r[1])
+            if holder and holder != owner and expires >= now and holder != steal_from:
+                return False, holder, expires
+            c.execute(campaigns_t.update().where(campaigns_t.c.name == name)
+                      .values(driver=owner, driver_expires=now + ttl_s))
+            return True, owner, now + ttl_s
+
+    def release_driver(self, name: str, owner: str) -> None:
+        with self._tx() as c:
+            c.execute(campaigns_t.update().where((campaigns_t.c.name == name) & (campaigns_t.c.driver == owner))
+                      .values(driver="", driver_expires=0.0))
+
+    def superseded(self, campaign: str) -> list[RunRow]:
+        """Rows of earlier generations (kept for the record; never scheduled or collected)."""
+        with self.engine.connect() as c:
+            q = sa.select(runs_t).where((runs_t.c.campaign == campaign) & (runs_t.c.superseded_by != ""))
+            return [_row(r) for r in c.execute(q.order_by(runs_t.c.order))]
+
+    def running_attempts(self, campaign: str) -> list[dict[str, Any]]:
+        """Attempts still marked running, with the state, submission id and generation of their run."""
+        q = (sa.select(attempts_t, runs_t.c.state.label("run_state"), runs_t.c.submission_id.label("run_submission"),
+                       runs_t.c.superseded_by)
+             .join(runs_t, (runs_t.c.campaign == attempts_t.c.campaign) & (runs_t.c.run_key == attempts_t.c.run_key))
+             .where((attempts_t.c.campaign == campaign) & (attempts_t.c.status == "running")))
+        with self.engine.connect() as c:
+            return [dict(r._mapping) for r in c.execute(q)]
 
     def campaigns(self) -> list[str]:
         with self.engine.connect() as c:
@@ -159,7 +300,8 @@ class SQLLedger(Ledger):
         return r[0] if r else None
 
     def runs(self, campaign: str, states: Iterable[str] | None = None) -> list[RunRow]:
-        q = sa.select(runs_t).where(runs_t.c.campaign == campaign)
+        """The campaign's current-generation runs (superseded rows are left out: see `superseded`)."""
+        q = sa.select(runs_t).where((runs_t.c.campaign == campaign) & (runs_t.c.superseded_by == ""))
         if states is not None:
             q = q.where(runs_t.c.state.in_([RunState(s).value for s in states]))
         with self.engine.connect() as c:
@@ -187,7 +329,7 @@ class SQLLedger(Ledger):
                    stage: str | None = None, reason: str | None = None, **fields: Any) -> RunRow:
         to = RunState(to)
         now = time.time()
-        with self.engine.begin() as c:
+        with self._tx() as c:
             cur = c.execute(sa.select(runs_t.c.state).where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))).first()
             if cur is None:
                 raise KeyError(f"run {run_key} not in campaign {campaign}")
@@ -208,17 +350,34 @@ class SQLLedger(Ledger):
                                                src=src.value, dst=to.value, detail=reason or stage or ""))
         return self.get(campaign, run_key)
 
+    def reopen(self, campaign: str, run_key: str, to: RunState | str, reason: str, **fields: Any) -> RunRow:
+        """recorded → trained|queued when its outputs no longer verify (the only way out of recorded)."""
+        to = RunState(to)
+        if to not in REOPEN:
+            raise IllegalTransition(f"run {run_key}: a recorded run reopens only to {sorted(s.value for s in REOPEN)}")
+        now = time.time()
+        with self._tx() as c:
+            res = c.execute(runs_t.update().where(
+                (runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key) & (runs_t.c.state == "recorded")
+                & (runs_t.c.superseded_by == "")).values(state=to.value, reason=reason, next_try_at=0.0, updated_at=now,
+                                                          **self._values(fields)))
+            if res.rowcount != 1:
+                raise IllegalTransition(f"run {run_key}: not a current recorded run")
+            c.execute(events_t.insert().values(ts=now, campaign=campaign, run_key=run_key, kind="reopened",
+                                               src="recorded", dst=to.value, detail=reason))
+        return self.get(campaign, run_key)
+
     def update(self, campaign: str, run_key: str, **fields: Any) -> None:
         if "state" in fields:
             raise ValueError("use transition() to change state")
-        with self.engine.begin() as c:
+        with self._tx() as c:
             c.execute(runs_t.update().where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))
                       .values(updated_at=time.time(), **self._values(fields)))
 
     # -- leases ------------------------------------------------------------------------------
     def claim(self, campaign: str, run_key: str, owner: str, ttl_s: float) -> bool:
         now = time.time()
-        with self.engine.begin() as c:
+        with self._tx() as c:
             res = c.execute(runs_t.update().where(
                 (runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key)
                 & ((runs_t.c.lease_owner == "") | (runs_t.c.lease_expires < now) | (runs_t.c.lease_owner == owner))
@@ -226,19 +385,21 @@ class SQLLedger(Ledger):
             return res.rowcount == 1
 
     def heartbeat(self, owner: str, ttl_s: float) -> int:
-        with self.engine.begin() as c:
+        with self._tx() as c:
+            c.execute(campaigns_t.update().where(campaigns_t.c.driver == owner)
+                      .values(driver_expires=time.time() + ttl_s))
             return c.execute(runs_t.update().where(runs_t.c.lease_owner == owner)
                              .values(lease_expires=time.time() + ttl_s)).rowcount
 
     def release(self, campaign: str, run_key: str, owner: str) -> None:
-        with self.engine.begin() as c:
+        with self._tx() as c:
             c.execute(runs_t.update().where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key)
                                             & (runs_t.c.lease_owner == owner)).values(lease_owner="", lease_expires=0.0))
 
     # -- attempts and events -----------------------------------------------------------------
     def add_attempt(self, campaign: str, run_key: str, stage: str, submission_id: str) -> int:
         now = time.time()
-        with self.engine.begin() as c:
+        with self._tx() as c:
             n = c.execute(sa.select(runs_t.c.attempts).where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))).scalar_one() + 1
             c.execute(attempts_t.insert().values(campaign=campaign, run_key=run_key, attempt=n, stage=stage,
                                                  submission_id=submission_id, started_at=now, status="running",
@@ -254,7 +415,7 @@ class SQLLedger(Ledger):
         """Record a new attempt and move the run into its active state, in one transaction."""
         now = time.time()
         check(src, dst)
-        with self.engine.begin() as c:
+        with self._tx() as c:
             cur = c.execute(sa.select(runs_t.c.state, runs_t.c.attempts).where(
                 (runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))).first()
             if cur is None or cur[0] != RunState(src).value:
@@ -271,7 +432,7 @@ class SQLLedger(Ledger):
         return n
 
     def end_attempt(self, campaign: str, submission_id: str, status: str, reason: str = "", failure_class: str = "") -> None:
-        with self.engine.begin() as c:
+        with self._tx() as c:
             c.execute(attempts_t.update().where((attempts_t.c.campaign == campaign) & (attempts_t.c.submission_id == submission_id))
                       .values(ended_at=time.time(), status=status, reason=reason, failure_class=failure_class))
 
@@ -283,7 +444,7 @@ class SQLLedger(Ledger):
             return [dict(r._mapping) for r in c.execute(q.order_by(attempts_t.c.id))]
 
     def event(self, campaign: str, kind: str, detail: str = "", run_key: str = "") -> None:
-        with self.engine.begin() as c:
+        with self._tx() as c:
             c.execute(events_t.insert().values(ts=time.time(), campaign=campaign, run_key=run_key, kind=kind, src="", dst="", detail=detail))
 
     def events(self, campaign: str, run_key: str | None = None) -> list[dict[str, Any]]:
@@ -295,3 +456,27 @@ class SQLLedger(Ledger):
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _new_instance_id() -> str:
+    return secrets.token_hex(4)
+
+
+def _engine(url: str) -> sa.Engine:
+    """An engine for `url`; a bare `postgresql://` uses psycopg 3 (the `[postgres]` extra), and a
+    missing driver is a LedgerError that says what to install, not a ModuleNotFoundError."""
+    try:
+        u = sa.engine.make_url(url)
+    except sa.exc.ArgumentError as exc:
+        raise LedgerError(f"ledger URL {url!r} is not an SQLAlchemy URL ({exc}); use sqlite:///<path>/ledger.db "
+                          "or postgresql://user@host/db") from None
+    if u.drivername in ("postgresql", "postgres"):
+        u = u.set(drivername="postgresql+psycopg")
+    try:
+        return sa.create_engine(u, future=True, pool_pre_ping=not url.startswith("sqlite"))
+    except ModuleNotFoundError as exc:
+        extra = " (pip install 'windtunnel[postgres]')" if u.get_backend_name() == "postgresql" else ""
+        raise LedgerError(f"ledger URL {u.render_as_string(hide_password=True)!r} needs the database driver "
+                          f"{exc.name!r}, which is not installed{extra}") from None
+    except sa.exc.NoSuchModuleError as exc:
+        raise LedgerError(f"ledger URL {url!r}: unknown database ({exc}); use sqlite:// or postgresql://") from None

@@ -3,7 +3,10 @@
 planned → queued → training → trained → evaluating → recorded; any active state may go to
 failed (with stage and reason) or cancelled; failed/cancelled go back to queued only through
 an explicit retry/resume; a run whose cluster vanished mid-stage goes back to queued (not failed:
-rule 5) and a stage whose lease expired is requeued by the next orchestrator.
+rule 5) and a stage whose lease expired is requeued by the next orchestrator. A recorded run whose
+outputs no longer verify (records file deleted) is reopened to trained (re-run the record stage) or
+queued (training outputs gone too) by `Ledger.reopen` only (the scheduler's repair on resume): no
+ordinary transition leaves recorded.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ ALLOWED: dict[RunState, frozenset[RunState]] = {
 }
 ACTIVE = frozenset({S.training, S.evaluating})
 TERMINAL = frozenset({S.recorded, S.failed, S.cancelled})
+REOPEN = frozenset({S.trained, S.queued})  # where `Ledger.reopen` may send a recorded run
 
 
 class IllegalTransition(RuntimeError):

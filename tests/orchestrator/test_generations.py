@@ -1,0 +1,165 @@
+"""Campaign integrity on a real local Ray head with the `noop` backend (issue 16): a changed spec
+supersedes the earlier generation (never collected), two work dirs never share a job, a recorded run
+whose records vanished is an error and is re-recorded on resume, one stage execution per run dir."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.slow
+
+
+def _campaign(tree: Path, name: str, **kw) -> Path:  # noqa: ANN003
+    spec = yaml.safe_load((tree / "small.yaml").read_text())
+    spec.update(name=name, **kw)
+    p = tree / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    return p
+
+
+@pytest.fixture
+def on_head(head, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: ANN001
+    addr, tok = head
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tok))
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    return addr
+
+
+def _session(wd: Path, addr: str):  # noqa: ANN202
+    from orchestrator.session import Session
+
+    return Session(wd, ray_address=addr)
+
+
+def _drive(sess, campaign: str, timeout_s: float = 240) -> dict[str, int]:  # noqa: ANN001
+    cfg = sess.default_config(campaign)
+    cfg.poll_s, cfg.max_parallel = 0.3, 2
+    return sess.scheduler(campaign, cfg).run(timeout_s=timeout_s)
+
+
+def _executions(wd: Path, campaign: str, run_key: str) -> list[str]:
+    return (wd / "runs" / campaign / run_key / "executions.log").read_text().split()[0::3]
+
+
+def test_resubmit_with_changed_recipe_collects_only_the_new_generation(tree: Path, tmp_path: Path, on_head: str) -> None:
+    from orchestrator.session import plan, records_spec_hash, spec_hash
+
+    (tree / "recipe" / "noop_b.yaml").write_text(yaml.safe_dump({"name": "noop_b", "sleep_s": 0.6}))
+    camp = _campaign(tree, "gen", policies=["baseline", "gfpo"], seeds=[1, 2])  # 4 runs
+    sess = _session(tmp_path / "wd", on_head)
+    spec, runs = plan(camp)
+    sess.submit(spec, runs)
+    cfg = sess.default_config("gen")
+    cfg.poll_s, cfg.max_parallel = 0.3, 2
+    sched = sess.scheduler("gen", cfg)
+    sched.enqueue()
+    deadline = time.time() + 180
+    while not sess.ledger.runs("gen", ["recorded"]) and time.time() < deadline:
+        sched.step()
+        time.sleep(0.3)
+    first = {r.run_key: r.state for r in sess.ledger.runs("gen")}
+    assert "recorded" in first.values() and set(first.values()) != {"recorded"}, first  # a mixed generation
+
+    # the same campaign with another recipe: every run_id gets a new run_key
+    camp.write_text(yaml.safe_dump({**yaml.safe_load(camp.read_text()), "recipe": "noop_b"}))
+    spec2, runs2 = plan(camp)
+    diff = sess.submit(spec2, runs2)
+    assert len(diff.changed) == 4 and not diff.new
+    new_keys = {r.run_key for r in runs2}
+    assert not new_keys & set(first)
+    counts = _drive(sess, "gen")
+    assert counts == {"recorded": 4}
+
+    old = sess.ledger.superseded("gen")
+    assert {r.run_key for r in old} == set(first) and all(r.superseded_by in new_keys for r in old)
+    assert {r.run_key for r in sess.ledger.runs("gen")} == new_keys  # superseded rows are never current
+    # a superseded run's in-flight job was stopped, not left running
+    assert not [a for a in sess.ledger.attempts("gen") if a["run_key"] in first and a["status"] == "running"]
+
+    out = sess.collect_records("gen")
+    recs = pd.read_parquet(out)
+    assert set(recs["run_key"]) == new_keys and len(recs) == 4 * 12
+    assert recs.groupby(["run_id", "benchmark"]).size().max() == 1  # one run per cell: no generation mix
+    assert records_spec_hash(out) == spec_hash(sess.ledger.campaign_spec("gen"))
+    sess.close()
+
+
+def test_same_campaign_from_two_workdirs_on_one_head_never_reattaches(tree: Path, tmp_path: Path, on_head: str) -> None:
+    from orchestrator.session import plan
+
+    camp = _campaign(tree, "twin", policies=["baseline"], seeds=[1, 2],
+                     retries={"max_attempts": 1, "backoff_s": 0.1, "backoff_max_s": 0.2})
+    sids = []
+    for wd in (tmp_path / "wd1", tmp_path / "wd2"):
+        sess = _session(wd, on_head)
+        spec, runs = plan(camp)
+        sess.submit(spec, runs)
+        assert _drive(sess, "twin") == {"recorded": 2}, [(r.run_id, r.reason) for r in sess.ledger.runs("twin")]
+        att = sess.ledger.attempts("twin")
+        assert [(a["stage"], a["status"]) for a in att].count(("train", "succeeded")) == 2
+        assert all(a["status"] == "succeeded" for a in att)
+        sids.append({a["submission_id"] for a in att})
+        for r in sess.ledger.runs("twin"):  # each work dir ran its own jobs, once each
+            assert sorted(_executions(wd, "twin", r.run_key)) == ["evaluate", "train"]
+        sess.close()
+    assert not sids[0] & sids[1]
+
+
+def test_recorded_run_without_records_is_an_error_and_resume_rerecords_it(tree: Path, tmp_path: Path,
+                                                                          on_head: str) -> None:
+    from orchestrator.session import RecordsMissing, plan
+
+    camp = _campaign(tree, "lost", policies=["baseline"], seeds=[1, 2])
+    wd = tmp_path / "wd"
+    sess = _session(wd, on_head)
+    spec, runs = plan(camp)
+    sess.submit(spec, runs)
+    assert _drive(sess, "lost") == {"recorded": 2}
+    assert len(pd.read_parquet(sess.collect_records("lost"))) == 2 * 12
+    gone = sess.ledger.runs("lost")[0]
+    Path(gone.outputs["records"]).unlink()
+    with pytest.raises(RecordsMissing, match=gone.run_id.replace("/", ".")):
+        sess.collect_records("lost")
+    assert len(pd.read_parquet(wd / "results" / "lost" / "records.parquet")) == 2 * 12  # nothing half-written
+
+    assert _drive(sess, "lost") == {"recorded": 2}  # what `campaign resume` runs: reopen, re-record
+    assert len(pd.read_parquet(sess.collect_records("lost"))) == 2 * 12
+    assert sorted(_executions(wd, "lost", gone.run_key)) == ["evaluate", "evaluate", "train"]  # not retrained
+    assert any(e["kind"] == "reopened" for e in sess.ledger.events("lost", gone.run_key))
+    sess.close()
+
+
+def test_two_executions_of_a_stage_in_one_run_dir_cannot_overlap(tree: Path, tmp_path: Path) -> None:
+    """An orphaned stage process (its node lost to the orchestrator) and a retry in the same run dir."""
+    from orchestrator.session import plan
+    from orchestrator.stages import write_run_spec
+
+    (tree / "recipe" / "noop_slow.yaml").write_text(yaml.safe_dump({"name": "noop_slow", "sleep_s": 4}))
+    _, runs = plan(_campaign(tree, "lock", policies=["baseline"], seeds=[1], recipe="noop_slow"))
+    wd = tmp_path / "wd"
+    path = write_run_spec(runs[0], wd)
+    argv = [sys.executable, "-m", "orchestrator.stages", "train", "--run-spec", str(path), "--workdir", str(wd)]
+    log = wd / "runs" / "lock" / runs[0].run_key / "executions.log"
+    first = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not log.exists() and time.time() < deadline:
+        time.sleep(0.1)
+    second = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err[-2000:]
+    assert second.returncode == 1 and "windtunnel-stage-error: busy" in second.stderr and "Traceback" not in second.stderr
+    assert _executions(wd, "lock", runs[0].run_key) == ["train"]
+    # once the first is done, a rerun finds its verified outputs and skips (no second execution)
+    again = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and json.loads(again.stdout.splitlines()[-1])["ok"]
+    assert _executions(wd, "lock", runs[0].run_key) == ["train"]
