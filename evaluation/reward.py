@@ -6,6 +6,11 @@ Point verl at it with both key sets (STUDY.md L3):
 
 Every call returns the same typed dict (STUDY.md L4). An unknown `data_source` raises
 `ValueError` at once: a silent 0 reward lost the published study a campaign (L2).
+
+Every grader runs within its time budget (`evaluation.graders.BUDGET_S`, enforced by the parent of the
+grader pool, the same as in the evaluator and the local backend, which calls this function): a rollout that
+exceeds it gets reward 0.0 with `status: "timeout"`, so a degenerate output never stalls a reward worker
+and is told apart from a wrong answer in verl's reward metrics.
 """
 
 from __future__ import annotations
@@ -71,7 +76,9 @@ def compute_score(
     extra_info: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """verl reward: `{"score": float, "acc": bool, "pred": str, "status": str}` for every source."""
+    """verl reward: `{"score": float, "acc": bool, "pred": str, "status": str}` for every source.
+
+    `status` is one of `ok`, `no_answer`, `timeout` (the grader budget ran out), `error` (bad gold)."""
     grader, default_n = route(str(data_source))
     n_options = default_n
     if grader == "multiple_choice" and extra_info and extra_info.get("n_options") is not None:

@@ -31,7 +31,8 @@ from evaluation.graders.result import GradeResult
 GRADER_VERSION = "2"
 
 _MARKDOWN = re.compile(r"[*_`#]++")
-_TOKEN = re.compile(r"[A-Za-z][A-Za-z'’\-]*+|->|→|[,:;.!?\n()=–—&\-]")
+# words and punctuation; line breaks are whitespace (a statement may wrap), names in a list need separators
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z'’\-]*+|->|→|[,:;.!?()=–—&\-]")
 _PHRASE_MARK = re.compile(
     r"\b(?:final answer|final assignment|the answer is|answer ?:|in conclusion|in summary|to summari[sz]e)",
     re.IGNORECASE,

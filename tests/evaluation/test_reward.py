@@ -46,3 +46,13 @@ def test_every_route_uses_a_known_grader():
     for src in ROUTES:
         assert route(src)[0] in ("math", "multiple_choice", "knights_knaves")
     assert route("mmlu_pro_chemistry") == ("multiple_choice", 10)
+
+
+def test_a_grader_over_its_budget_is_a_timeout_status_not_a_wrong_answer(monkeypatch):
+    """verl and the local backend both call `compute_score`: the budget and the `timeout` status reach both."""
+    from evaluation import graders
+
+    monkeypatch.setitem(graders.BUDGET_S, "math", 1.0)
+    tower = "\\boxed{" + "9^{" * 12 + "9" + "}" * 12 + "}"  # math-verify does not finish this within 20 s
+    assert compute_score("math", tower, "3") == {"score": 0.0, "acc": False, "pred": "", "status": "timeout"}
+    assert compute_score("math", "\\boxed{3}", "3")["status"] == "ok"  # the pool restarted
