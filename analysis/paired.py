@@ -5,11 +5,27 @@ matrix of paired differences d_s = A(method, s) - A(reference, s) without NaN. S
 sample SD (n-1). Everything a user quotes comes with its definition:
 
 * t CI: mean +/- t(1-(1-level)/2, n-1) * sd / sqrt(n).
-* bootstrap CI: percentile interval of the mean over resampled seeds (multinomial counts, one
-  matrix product for all resamples); each metric column is sorted first, so the result depends
-  only on the set of differences, not on how seeds are labelled.
+* second CI (`boot_lo`, `boot_hi`, labelled by `boot_method` with its `boot_coverage`):
+  - n <= 5 ("seed range"): [min d, max d]. At n = 3 the 95% percentile bootstrap *is* this range
+    (P(all 3 resamples = min) = 1/27 > 0.025), and its coverage is not 95%: for the median of d
+    (= the mean under symmetric seed noise) it is exactly 1 - 2^(1-n), distribution-free
+    (0.75, 0.875, 0.9375 at n = 3, 4, 5). So it is printed with that exact coverage.
+  - n >= 6 ("expanded percentile bootstrap", Hesterberg 2015): percentile interval of the
+    resampled means at the widened level whose normal quantile is sqrt(n/(n-1)) * t(n-1); the
+    plain percentile interval undercovers at small n. Coverage measured in
+    benchmarks/interval_coverage.py. Each column is sorted first, so the result depends only on
+    the set of differences, not on how seeds are labelled.
 * permutation p: two-sided sign-flip test of mean = 0; exact enumeration when 2^n <= 100,000,
-  else Monte Carlo with the observed sign pattern counted.
+  else Monte Carlo with the observed sign pattern counted. It can never be below its floor
+  `p_perm_floor` = 2/2^n (exact) or 1/(n_mc+1) (Monte Carlo): 0.25 at n = 3.
+* score resolution: a metric moves in steps of `resolution` points (100/n_items for a benchmark,
+  the smallest weighted step for a domain or aggregate). An SD below resolution/2 ("near zero",
+  e.g. three identical differences) cannot support a t statistic: then p_t is the exact sign-flip
+  p, and the SD used for t CI, TOST, MDE, seeds needed and the posterior is floored at
+  resolution/2 (`sd_floored`). No p-value is ever 0 from a zero SD.
+* MDE and seeds needed carry a 95% interval (`mde_lo/hi`, `seeds_needed_lo/hi`) from the
+  chi-square CI of sigma, s*sqrt((n-1)/chi2_{0.975,n-1}) .. s*sqrt((n-1)/chi2_{0.025,n-1})
+  (0.52 .. 6.28 x s at n = 3); exact under normal seed noise.
 * Holm / BH: over the family = all method-vs-reference comparisons of one (campaign, model,
   regime, step) and one metric (A/A rows excluded), applied to the paired-t p-values.
 * TOST: two one-sided paired t-tests against +/- margin; p = max of the two.
@@ -37,6 +53,12 @@ from analysis.schema import DEFAULT_REFERENCE, GROUP_KEYS
 from evaluation.suite import Suite
 
 MAX_EXACT = 100_000
+RANGE_MAX_N = 5  # at n <= 5 the second CI is the seed range with its exact coverage
+SMALL_N_NOTE = ("small n: at n <= 5 the second CI is the seed range [min d, max d] with its exact coverage "
+                "1 - 2^(1-n) (0.75 at n = 3; percentile bootstrap = this range at n = 3), not 95%; the sign-flip "
+                "p cannot go below 2/2^n (0.25 at n = 3); an SD below half the score resolution is floored there "
+                "and p_t falls back to the exact sign-flip p; MDE and seeds needed carry the 95% interval "
+                "from the chi-square CI of the SD (normal noise).")
 
 
 class UnpairedWarning(UserWarning):
@@ -73,18 +95,39 @@ def t_pvalue(d: np.ndarray) -> np.ndarray:
     return np.where(sd == 0, np.where(mean == 0, 1.0, 0.0), p)
 
 
+def expanded_level(n: int, level: float = 0.95) -> float:
+    """Percentile level of the expanded bootstrap: 2*Phi(sqrt(n/(n-1)) * t_{(1+level)/2, n-1}) - 1."""
+    if n < 2:
+        return level
+    z = np.sqrt(n / (n - 1)) * stats.t.ppf(0.5 + level / 2, n - 1)
+    return float(2 * stats.norm.cdf(z) - 1)
+
+
+def range_coverage(n: int | np.ndarray) -> np.ndarray:
+    """Exact coverage of [min d, max d] for the median of d (continuous d): 1 - 2^(1-n)."""
+    return 1.0 - 2.0 ** (1.0 - np.asarray(n, dtype=float))
+
+
+def percentile_is_range(n: int, level: float = 0.95) -> bool:
+    """True when the percentile bootstrap interval is exactly the seed range: P(all n draws = min) = n^-n
+    exceeds the tail (1-level)/2 (n = 3 at 95%), so the lower percentile is the minimum."""
+    return float(n) ** (-n) > (1 - level) / 2
+
+
 def bootstrap_interval(d: np.ndarray, rng: np.random.Generator, n_resamples: int = 10_000,
-                       level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+                       level: float = 0.95, expanded: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """d: (n, m) -> percentile bootstrap interval of the mean (lo (m,), hi (m,)).
 
     Resamples seeds with replacement: counts (B, n) ~ Multinomial(n, 1/n); means = d.T @ counts.T / n.
     Percentiles use the inverted-CDF definition (an actual resampled mean, no interpolation), which
     lets small n be computed exactly on the distinct count vectors with their frequencies.
+    expanded: use `expanded_level(n, level)` (the small-sample correction of the module doc).
     """
     n, m = d.shape
     ds = np.sort(d, axis=0)  # labelling-invariant (see module doc)
     counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_resamples)
-    q = np.array([0.5 - level / 2, 0.5 + level / 2])
+    lvl = expanded_level(n, level) if expanded else level
+    q = np.array([0.5 - lvl / 2, 0.5 + lvl / 2])
     k = np.maximum(np.ceil(q * n_resamples - 1e-9).astype(int) - 1, 0)  # inverted-CDF order statistics
     if n <= 6:  # at most C(11, 6) = 462 distinct count vectors: sort those, weighted by frequency
         uniq, freq = np.unique(counts, axis=0, return_counts=True)
@@ -119,6 +162,46 @@ def sign_flip_pvalue(d: np.ndarray, rng: np.random.Generator, n_mc: int = 10_000
     signs = rng.choice(np.array([-1.0, 1.0]), size=(n_mc, n))
     null = np.abs(signs @ ds / n)
     return (1 + (null >= obs - 1e-12 * (1 + obs)).sum(axis=0)) / (n_mc + 1)
+
+
+def sign_flip_floor(n: int, n_mc: int = 10_000) -> float:
+    """Smallest p `sign_flip_pvalue` can return at n: 2/2^n exact (the observed pattern and its mirror
+    always count), 1/(n_mc+1) Monte Carlo."""
+    return 2.0 / 2 ** n if 2 ** n <= MAX_EXACT else 1.0 / (n_mc + 1)
+
+
+def sd_interval(sd: np.ndarray, n: int, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Chi-square CI of sigma from a sample SD with n-1 df (exact under normal noise)."""
+    sd = np.asarray(sd, dtype=float)
+    if n < 2:
+        return np.full_like(sd, np.nan), np.full_like(sd, np.nan)
+    df = n - 1
+    lo = sd * np.sqrt(df / stats.chi2.ppf(0.5 + level / 2, df))
+    hi = sd * np.sqrt(df / stats.chi2.ppf(0.5 - level / 2, df))
+    return lo, hi
+
+
+def metric_resolution(suite: Suite, metrics: list[tuple[str, str]]) -> np.ndarray:
+    """Score step (points) of each metric: 100/n_items for a benchmark; the smallest weighted step of its
+    benchmarks for a domain mean or an aggregate (one item more on the finest benchmark)."""
+    from analysis.aggregates import aggregate_weights
+
+    ids = suite.benchmark_ids
+    step = np.array([100.0 / suite.item_counts()[b] for b in ids])
+    dom = suite.domain_of()
+    out = []
+    for kind, name in metrics:
+        if kind == "benchmark":
+            out.append(step[ids.index(name)])
+            continue
+        if kind == "domain":
+            members = np.array([dom[b] == name for b in ids])
+            w = members / members.sum()
+        else:
+            w = aggregate_weights(suite.aggregate(name), suite)
+        nz = w > 0
+        out.append(float(np.min(w[nz] * step[nz])) if nz.any() else np.nan)
+    return np.asarray(out, dtype=float)
 
 
 def adjust(p: np.ndarray, method: str, family: np.ndarray | None = None) -> np.ndarray:
@@ -254,17 +337,39 @@ def metric_columns(suite: Suite, aggregates: list[str] | None = None) -> list[tu
 
 
 def _stats_block(d: np.ndarray, rng: np.random.Generator, *, n_resamples: int, level: float,
-                 margin: float | None, effect: float) -> dict[str, np.ndarray]:
+                 margin: float | None, effect: float, resolution: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """All per-(comparison, metric) statistics of one seed count n; `resolution` (m,) score steps."""
     n = d.shape[0]
     mean, sd = mean_sd(d)
-    t_lo, t_hi = t_interval(d, level)
-    b_lo, b_hi = bootstrap_interval(d, rng, n_resamples, level)
-    share, post = prob_improvement(d)
+    tol = np.zeros_like(mean) if resolution is None else np.nan_to_num(np.asarray(resolution, float) / 2)
+    floored = (sd < tol) | (sd == 0) if n > 1 else np.zeros(mean.shape, bool)
+    sd_used = np.where(floored, np.maximum(sd, tol), sd)
+    se = sd_used / np.sqrt(n)
+    if n > 1:
+        half = stats.t.ppf(0.5 + level / 2, n - 1) * se
+    else:
+        half = np.full_like(mean, np.nan)
+    if n <= RANGE_MAX_N:
+        b_lo, b_hi = d.min(axis=0), d.max(axis=0)
+    else:
+        b_lo, b_hi = bootstrap_interval(d, rng, n_resamples, level, expanded=True)
+    p_perm = sign_flip_pvalue(d, rng)
+    p_t = np.where(floored, p_perm, t_pvalue(d))
+    share, _ = prob_improvement(d)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        post = stats.t.cdf(mean / se, n - 1) if n > 1 else np.full_like(mean, np.nan)
+        post = np.where(se == 0, np.where(mean > 0, 1.0, np.where(mean < 0, 0.0, 0.5)), post)
+        if margin is not None and n > 1:
+            p_tost = np.maximum(stats.t.sf((mean + margin) / se, n - 1), stats.t.cdf((mean - margin) / se, n - 1))
+            p_tost = np.where(se == 0, np.where(np.abs(mean) < margin, 0.0, 1.0), p_tost)
+        else:
+            p_tost = np.full(mean.shape, np.nan)
+    s_lo, s_hi = sd_interval(sd_used, n)
     return {
-        "n": np.full(mean.shape, float(n)), "mean_diff": mean, "sd": sd, "t_lo": t_lo, "t_hi": t_hi,
-        "boot_lo": b_lo, "boot_hi": b_hi, "p_t": t_pvalue(d), "p_perm": sign_flip_pvalue(d, rng),
-        "p_tost": tost_pvalue(d, margin) if margin is not None else np.full(mean.shape, np.nan),
-        "mde": mde(n, sd), "p_improve_seeds": share,
+        "n": np.full(mean.shape, float(n)), "mean_diff": mean, "sd": sd, "sd_used": sd_used,
+        "sd_floored": floored.astype(float), "t_lo": mean - half, "t_hi": mean + half,
+        "boot_lo": b_lo, "boot_hi": b_hi, "p_t": p_t, "p_perm": p_perm, "p_tost": p_tost,
+        "mde": mde(n, sd_used), "mde_lo": mde(n, s_lo), "mde_hi": mde(n, s_hi), "p_improve_seeds": share,
         "p_improve_posterior": post,
     }
 
@@ -345,6 +450,7 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
     dropped: list[str] = []
     jobs = _jobs(runs, reference_map or {}, dropped)
     values = runs[cols].to_numpy(float)
+    resolution = metric_resolution(suite, metrics)
     seeds = runs["seed"].to_numpy()
     run_ids = runs["run_id"].to_numpy().astype(str)
 
@@ -384,7 +490,8 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
     for n, group in pieces.items():
         big = np.concatenate([g[2] for g in group], axis=1)
         res = _stats_block(big, np.random.default_rng([seed, n]), n_resamples=n_resamples, level=level,
-                           margin=margin, effect=effect)
+                           margin=margin, effect=effect,
+                           resolution=np.concatenate([resolution[g[1]] for g in group]))
         offsets = np.cumsum([0] + [g[2].shape[1] for g in group])
         for (b, j, _), lo, hi in zip(group, offsets[:-1], offsets[1:]):
             for key, v in res.items():
@@ -407,7 +514,25 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
         table["step"] = table["step"].astype(np.int64)
     table["margin"] = np.nan if margin is None else margin
     table["effect"] = effect
-    table["seeds_needed"] = seeds_needed(effect, table["sd"].to_numpy(float)) if len(table) else np.nan
+    sd_used = table["sd_used"].to_numpy(float) if len(table) else np.zeros(0)
+    table["seeds_needed"] = seeds_needed(effect, sd_used) if len(table) else np.nan
+    table["seeds_needed_lo"] = np.nan
+    table["seeds_needed_hi"] = np.nan
+    table["sd_floored"] = table["sd_floored"].fillna(0).astype(bool) if len(table) else False
+    if len(table):
+        # sigma's CI per n; seeds needed is increasing in sigma, so its bounds come from sigma's bounds
+        nn = table["n"].to_numpy(float)
+        for n in np.unique(nn[~np.isnan(nn)]):
+            rows = nn == n
+            s_lo, s_hi = sd_interval(sd_used[rows], int(n))
+            table.loc[rows, "seeds_needed_lo"] = seeds_needed(effect, s_lo)
+            table.loc[rows, "seeds_needed_hi"] = seeds_needed(effect, s_hi)
+    nvals = table["n"].to_numpy(float) if len(table) else np.zeros(0)
+    table["resolution"] = pd.Series(dict(zip(cols, resolution))).reindex(table["metric"]).to_numpy() \
+        if len(table) else np.nan
+    table["boot_method"] = np.where(nvals <= RANGE_MAX_N, "seed range", "expanded percentile bootstrap")
+    table["boot_coverage"] = np.where(nvals <= RANGE_MAX_N, range_coverage(nvals), level)
+    table["p_perm_floor"] = [sign_flip_floor(int(v)) if v == v else np.nan for v in nvals]
     table["p_holm"] = np.nan
     table["p_bh"] = np.nan
     eff = (table["kind"] == "effect").to_numpy()
@@ -427,4 +552,7 @@ TABLE_COLUMNS = [
     "metric_type", "metric", "n", "seeds", "method_mean", "reference_mean", "mean_diff", "sd", "t_lo", "t_hi",
     "boot_lo", "boot_hi", "p_t", "p_perm", "p_holm", "p_bh", "margin", "p_tost", "mde", "effect",
     "seeds_needed", "p_improve_seeds", "p_improve_posterior",
+    # small-n honesty (module doc): what each interval and p can be at this n
+    "resolution", "sd_used", "sd_floored", "boot_method", "boot_coverage", "p_perm_floor", "mde_lo", "mde_hi",
+    "seeds_needed_lo", "seeds_needed_hi",
 ]

@@ -16,7 +16,7 @@ import pandas as pd
 
 from analysis.aggregates import missing_report, run_table, score_matrix
 from analysis.atomic import atomic_write_text
-from analysis.paired import paired_comparisons
+from analysis.paired import SMALL_N_NOTE, paired_comparisons
 from analysis.plots import correlation_matrix, domain_tradeoff, forest_plot, rank_heatmap
 from analysis.records import read_records
 from analysis.schema import GROUP_KEYS
@@ -72,6 +72,7 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
              f'<p class="note">{runs.shape[0]} runs x steps, {config_means.shape[0]} configurations, '
              f'{runs["campaign"].nunique()} campaigns; suite {html.escape(s.name)} v{html.escape(s.version)}; '
              f'{len(recs)} records. SD = sample SD (n-1). Paired comparisons match seeds within a campaign.</p>',
+             f'<p><b>{html.escape(SMALL_N_NOTE)}</b></p>',
              *lead_sections]
     if len(missing):
         parts.append("<h2>Missing scores</h2><p class='note'>These make the listed aggregates NaN for the run "
@@ -87,7 +88,8 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
                  + _img(rank_heatmap(corr, "Spearman rho between configuration rankings (all configurations pooled)"), "rank-correlation heat map"))
     for t in tables:
         body = t.display.to_html(index=False, escape=True) if not t.display.empty else ""
-        parts.append(f'<h2 id="{t.name}">{html.escape(t.title)}</h2>{body}'
+        lead = f"<p><b>{html.escape(t.lead)}</b></p>" if t.lead else ""
+        parts.append(f'<h2 id="{t.name}">{html.escape(t.title)}</h2>{lead}{body}'
                      f'<p class="note">{html.escape(t.note)}</p>')
     for sec_title, sec_html in extra_sections:
         parts.append(f"<h2>{html.escape(sec_title)}</h2>{sec_html}")

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.aggregates import SD_LABEL, config_summary, run_table
-from analysis.paired import PairedResult, paired_comparisons
+from analysis.paired import SMALL_N_NOTE, PairedResult, paired_comparisons
 from analysis.schema import CONFIG_KEYS, GROUP_KEYS, ORDER_MAIN, ORDER_MIXER, ORDER_OTHER
 from analysis.sensitivity import leave_one_benchmark_out, rank_correlations
 from evaluation.suite import Suite
@@ -31,6 +31,7 @@ class Table:
     data: pd.DataFrame
     display: pd.DataFrame
     note: str = ""
+    lead: str = ""  # one line a reader must see before the numbers (printed right under the title)
 
 
 @dataclass(frozen=True)
@@ -196,19 +197,28 @@ def paired_table(paired: pd.DataFrame, metric: str) -> Table:
     disp["Δ mean"] = data["mean_diff"].map(lambda v: f"{v:+.2f}")
     disp["sd"] = data["sd"].map(_fmt)
     disp["t 95% CI"] = [_ci(a, b) for a, b in zip(data["t_lo"], data["t_hi"])]
-    disp["bootstrap 95% CI"] = [_ci(a, b) for a, b in zip(data["boot_lo"], data["boot_hi"])]
-    for c, lab in (("p_t", "p (t)"), ("p_perm", "p (sign-flip)"), ("p_holm", "p Holm"), ("p_bh", "p BH")):
+    disp["range / bootstrap CI (coverage)"] = [
+        "" if np.isnan(a) else f"{_ci(a, b)} ({'range' if m == 'seed range' else 'boot'} {c:.1%})"
+        for a, b, m, c in zip(data["boot_lo"], data["boot_hi"], data["boot_method"], data["boot_coverage"])]
+    floored = data["sd_floored"].astype(bool).to_numpy() if len(data) else np.zeros(0, bool)
+    disp["p (t)"] = [_fmt(v, 3) + (" ‡" if f else "") for v, f in zip(data["p_t"], floored)]
+    disp["p (sign-flip) ≥ floor"] = [f"{_fmt(v, 3)} ≥ {_fmt(fl, 3)}" for v, fl in zip(data["p_perm"], data["p_perm_floor"])]
+    for c, lab in (("p_holm", "p Holm"), ("p_bh", "p BH")):
         disp[lab] = data[c].map(lambda v: _fmt(v, 3))
     if data["p_tost"].notna().any():
         disp[f"p TOST (±{data['margin'].iloc[0]:g})"] = data["p_tost"].map(lambda v: _fmt(v, 3))
-    disp["MDE"] = data["mde"].map(_fmt)
+    disp["MDE [σ 95% CI if normal]"] = [f"{_fmt(v)} [{_fmt(lo)}, {_fmt(hi)}]"
+                              for v, lo, hi in zip(data["mde"], data["mde_lo"], data["mde_hi"])]
     if len(data):
-        disp[f"seeds for Δ={data['effect'].iloc[0]:g}"] = data["seeds_needed"].map(lambda v: _fmt(v, 0))
+        disp[f"seeds for Δ={data['effect'].iloc[0]:g} [σ 95% CI if normal]"] = [
+            f"{_fmt(v, 0)} [{_fmt(lo, 0)}, {_fmt(hi, 0)}]"
+            for v, lo, hi in zip(data["seeds_needed"], data["seeds_needed_lo"], data["seeds_needed_hi"])]
     disp["P(d>0) seeds"] = data["p_improve_seeds"].map(lambda v: _fmt(v, 2))
     note = (f"{metric}: d = method − reference per seed; sd = {SD_LABEL}; Holm/BH over the methods of one "
             "campaign/model/regime/step; A/A rows (static vs baseline) estimate the noise floor and are "
-            "excluded from the family")
-    return Table("paired", f"{EXTRA_TABLES['paired']} ({metric})", data, disp, note)
+            "excluded from the family; ‡ = SD below half the score resolution: p (t) is the exact sign-flip p and "
+            "the SD is floored at resolution/2 for the t CI, TOST, MDE and seeds")
+    return Table("paired", f"{EXTRA_TABLES['paired']} ({metric})", data, disp, note, lead=SMALL_N_NOTE)
 
 
 def build_tables(records: pd.DataFrame, suite: Suite, names: list[str] | None = None, *,
@@ -256,13 +266,17 @@ def render_table(t: Table, fmt: str) -> str:
     if fmt == "md":
         body = _md(t.display) if not t.display.empty else f"_{t.note or 'empty'}_"
         note = f"\n\n_{t.note}_" if t.note and not t.display.empty else ""
-        return f"## {t.title}\n\n{body}{note}\n"
+        lead = f"**{t.lead}**\n\n" if t.lead else ""
+        return f"## {t.title}\n\n{lead}{body}{note}\n"
     if t.display.empty:
         return f"% {t.title}: {t.note}\n"
+    if t.lead:
+        return f"% {t.lead}\n" + t.display.to_latex(index=False, caption=f"{t.title}. {t.lead}", label=f"tab:{t.name}",
+                                                     escape=True)
     return t.display.to_latex(index=False, caption=t.title, label=f"tab:{t.name}", escape=True)
 
 
 def render_tables(tables: list[Table], fmt: str) -> str:
     if fmt == "csv":
-        return "\n".join(f"# {t.title}\n{render_table(t, fmt)}" for t in tables)
+        return "\n".join(f"# {t.title}\n" + (f"# {t.lead}\n" if t.lead else "") + render_table(t, fmt) for t in tables)
     return "\n".join(render_table(t, fmt) for t in tables)

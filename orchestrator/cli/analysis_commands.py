@@ -52,7 +52,7 @@ def _clean(v):  # noqa: ANN001, ANN202
     return v
 
 
-_COUNTS = {"n", "seeds_needed", "step", "seed"}
+_COUNTS = {"n", "seeds_needed", "seeds_needed_lo", "seeds_needed_hi", "step", "seed"}
 
 
 def _rows(df) -> list[dict]:  # noqa: ANN001
@@ -140,7 +140,7 @@ def compare(
         _fail(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
     import warnings
 
-    from analysis.paired import paired_comparisons
+    from analysis.paired import SMALL_N_NOTE, paired_comparisons
     from analysis.tables import paired_table, render_table
 
     with warnings.catch_warnings():
@@ -155,6 +155,7 @@ def compare(
         typer.echo(json.dumps({
             "suite": s.name, "aggregates": aggs, "margin": margin, "effect": effect, "n_resamples": resamples,
             "seed": seed, "sd": "sample (n-1)", "family": "campaign/model/regime/step x metric",
+            "small_n": SMALL_N_NOTE,
             "comparisons": _rows(t), "dropped": res.dropped}, indent=1))
         return
     for m in aggs + (list(s.domains) if detail else []):

@@ -98,7 +98,8 @@ COMPARISON_KEYS = {
     "campaign", "model", "regime", "step", "policy", "reference", "reference_campaign", "mechanism", "kind",
     "metric_type", "metric", "n", "seeds", "method_mean", "reference_mean", "mean_diff", "sd", "t_lo", "t_hi",
     "boot_lo", "boot_hi", "p_t", "p_perm", "p_holm", "p_bh", "margin", "p_tost", "mde", "effect", "seeds_needed",
-    "p_improve_seeds", "p_improve_posterior"}
+    "p_improve_seeds", "p_improve_posterior", "resolution", "sd_used", "sd_floored", "boot_method", "boot_coverage",
+    "p_perm_floor", "mde_lo", "mde_hi", "seeds_needed_lo", "seeds_needed_hi"}
 
 
 def test_compare_json_shape_and_values() -> None:
@@ -107,7 +108,8 @@ def test_compare_json_shape_and_values() -> None:
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     assert set(doc) == {"suite", "aggregates", "margin", "effect", "n_resamples", "seed", "sd", "family",
-                        "comparisons", "dropped"}
+                        "small_n", "comparisons", "dropped"}
+    assert "0.75 at n = 3" in doc["small_n"] and "2/2^n" in doc["small_n"]
     assert doc["aggregates"] == ["DB-12"] and len(doc["comparisons"]) == 8
     for c in doc["comparisons"]:
         assert set(c) == COMPARISON_KEYS and c["reference"] == "baseline" and isinstance(c["n"], int)
@@ -117,6 +119,31 @@ def test_compare_json_shape_and_values() -> None:
     assert gfpo["mean_diff"] == pytest.approx(statistics.mean(d), abs=1e-9)
     assert gfpo["sd"] == pytest.approx(statistics.stdev(d), abs=1e-9)
     assert 0 <= gfpo["p_tost"] <= 1
+    # n = 3: the second CI is the seed range with its exact coverage 1 - 2^(1-3), never "95%"
+    assert gfpo["boot_method"] == "seed range" and gfpo["boot_coverage"] == pytest.approx(0.75)
+    assert (gfpo["boot_lo"], gfpo["boot_hi"]) == (pytest.approx(min(d)), pytest.approx(max(d)))
+    assert gfpo["p_perm_floor"] == pytest.approx(0.25) and gfpo["p_perm"] >= 0.25
+    assert gfpo["seeds_needed_lo"] <= gfpo["seeds_needed"] <= gfpo["seeds_needed_hi"]
+
+
+def test_released_records_have_no_zero_p_and_no_95_label_at_n3() -> None:
+    """issue 12 "done when": no p = 0 anywhere, no bootstrap row labelled 95% at n = 3 (tables and JSON)."""
+    res = _invoke("compare", str(RELEASED), "--detail", "--margin", "0.5", "--json", "--resamples", "200")
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)["comparisons"]
+    assert len(rows) == 893
+    for key in ("p_t", "p_perm", "p_holm", "p_bh", "p_tost"):
+        vals = [r[key] for r in rows if r["kind"] == "effect" or key not in ("p_holm", "p_bh")]
+        assert all(v is not None and v > 0 for v in vals), key
+    # main / 0.5B / ar / kk_hard: differences (0.5, 0.5, 0.5) -> the exact sign-flip p, not 0
+    kk = next(r for r in rows if (r["campaign"], r["model"], r["policy"], r["metric"])
+              == ("main", "Qwen2.5-0.5B-Instruct", "ar", "kk_hard"))
+    assert kk["sd"] == 0 and kk["sd_floored"] and kk["p_t"] == pytest.approx(0.25) and kk["t_lo"] < kk["t_hi"]
+    assert kk["sd_used"] == pytest.approx(100 / 200 / 2)
+    tab = _invoke("tables", str(RELEASED), "--table", "paired", "--resamples", "200")
+    header = tab.output.split("| policy")[1].split("\n")[0]
+    assert tab.exit_code == 0 and "bootstrap 95%" not in tab.output and "range / bootstrap CI (coverage)" in header
+    assert "(range 75.0%)" in tab.output and "≥ 0.250" in tab.output and "small n:" in tab.output
 
 
 def test_sensitivity_json_shape() -> None:

@@ -25,7 +25,11 @@ from analysis.paired import (
     bootstrap_interval,
     mde,
     paired_comparisons,
+    percentile_is_range,
+    range_coverage,
+    sd_interval,
     seeds_needed,
+    sign_flip_floor,
     sign_flip_pvalue,
     t_interval,
     tost_pvalue,
@@ -103,22 +107,70 @@ def _synthetic(seeds: list[int], diffs: np.ndarray, base_level: np.ndarray) -> p
     return normalise_records(pd.DataFrame(rows), SUITE)
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=10, deadline=None, derandomize=True)
 @given(st.integers(2, 8), st.floats(-5, 5, allow_nan=False), st.integers(0, 2**31 - 1))
-def test_constant_paired_difference_gives_zero_width_intervals(n: int, c: float, seed: int) -> None:
+def test_constant_paired_difference_never_gives_p_zero(n: int, c: float, seed: int) -> None:
+    """A zero SD falls back to the exact sign-flip p and the SD floor resolution/2 (issue 12, item 3)."""
     rng = np.random.default_rng(seed)
     base = rng.uniform(20, 70, (n, 12))
     recs = _synthetic(list(range(1, n + 1)), np.full(n, c), base)
     t = paired_comparisons(recs, SUITE, n_resamples=500).table
-    t = t[t["metric_type"] != "aggregate"].query("metric_type == 'benchmark'")  # exact per-benchmark shift
+    t = t[t["metric_type"] == "benchmark"]  # exact per-benchmark shift
     assert np.allclose(t["mean_diff"], c, atol=1e-9)
-    assert np.allclose(t["t_hi"] - t["t_lo"], 0, atol=1e-9)
-    assert np.allclose(t["boot_hi"] - t["boot_lo"], 0, atol=1e-9)
+    assert t["sd_floored"].all() and (t["p_t"] > 0).all()
+    want_p = 2 / 2 ** n if abs(c) > 1e-9 else 1.0
+    assert np.allclose(t["p_t"], want_p) and np.allclose(t["p_perm"], want_p)
+    res = np.array([100 / SUITE.item_counts()[b] for b in t["metric"]])
+    assert np.allclose(t["resolution"], res)
+    half = stats.t.ppf(0.975, n - 1) * (res / 2) / math.sqrt(n)
+    assert np.allclose(t["t_hi"] - t["t_lo"], 2 * half)
+    assert np.allclose(t["boot_hi"] - t["boot_lo"], 0, atol=1e-9)  # range (n <= 5) / bootstrap of a constant
     d = np.full((n, 3), c)
-    lo, hi = t_interval(d)
-    assert np.array_equal(lo, hi)
     blo, bhi = bootstrap_interval(d, np.random.default_rng(0), 1000)
     assert np.array_equal(blo, bhi)
+
+
+def test_n3_percentile_bootstrap_is_the_seed_range_with_exact_coverage_075() -> None:
+    """Issue 12 item 1: recompute the coverage of the n = 3 'bootstrap 95% CI' independently."""
+    rng = np.random.default_rng(11)
+    d = rng.normal(0, 1, (3, 400))
+    lo, hi = bootstrap_interval(d, np.random.default_rng(1), 20_000)
+    assert np.allclose(lo, d.min(axis=0)) and np.allclose(hi, d.max(axis=0))
+    assert percentile_is_range(3) and not percentile_is_range(4)
+    # exact: P(min <= 0 <= max) = 1 - P(all > 0) - P(all < 0) = 1 - 2 / 8, by enumeration of sign patterns
+    patterns = list(itertools.product((0, 1), repeat=3))
+    exact = sum(0 < sum(p) < 3 for p in patterns) / len(patterns)
+    assert exact == 0.75 == pytest.approx(range_coverage(3))
+    # and by fixed-seed simulation under normal and t3 noise
+    for draw in (rng.normal(0, 1, (200_000, 3)), rng.standard_t(3, (200_000, 3))):
+        cov = np.mean((draw.min(axis=1) <= 0) & (draw.max(axis=1) >= 0))
+        assert cov == pytest.approx(0.75, abs=0.005)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.integers(2, 10), st.integers(0, 2**31 - 1))
+def test_sign_flip_p_never_below_its_floor(n: int, seed: int) -> None:
+    d = np.random.default_rng(seed).normal(0.5, 1, (n, 5))
+    p = sign_flip_pvalue(d, np.random.default_rng(0))
+    assert (p >= sign_flip_floor(n) - 1e-15).all()
+    one_sided = np.abs(d) + 0.1  # all positive, distinct: only the pattern and its mirror reach |mean|
+    assert np.allclose(sign_flip_pvalue(one_sided, np.random.default_rng(0)), 2 / 2 ** n)
+
+
+def test_mde_and_seeds_intervals_from_the_chi_square_ci_of_sigma() -> None:
+    lo, hi = sd_interval(np.array([1.0]), 3)
+    # by hand: chi2(2) quantiles have the closed form -2 ln(1 - q)
+    assert lo[0] == pytest.approx(math.sqrt(2 / (-2 * math.log(0.025))), rel=1e-9)
+    assert hi[0] == pytest.approx(math.sqrt(2 / (-2 * math.log(0.975))), rel=1e-9)
+    assert (round(lo[0], 2), round(hi[0], 2)) == (0.52, 6.28)
+    rng = np.random.default_rng(4)
+    recs = _synthetic([1, 2, 3], rng.normal(0, 1, 3), rng.uniform(30, 60, (3, 12)))
+    t = paired_comparisons(recs, SUITE, n_resamples=200).table
+    for r in t.itertuples():
+        s_lo, s_hi = sd_interval(np.array([r.sd_used]), 3)
+        assert r.mde_lo == pytest.approx(mde(3, s_lo)[0]) and r.mde_hi == pytest.approx(mde(3, s_hi)[0])
+        assert r.seeds_needed_lo == seeds_needed(1.0, s_lo)[0] and r.seeds_needed_hi == seeds_needed(1.0, s_hi)[0]
+        assert r.seeds_needed_lo <= r.seeds_needed <= r.seeds_needed_hi
 
 
 @settings(max_examples=8, deadline=None)
