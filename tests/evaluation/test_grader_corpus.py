@@ -104,10 +104,11 @@ def test_budget_overrun_is_a_timeout_status_for_every_grader_and_the_pool_recove
     """The same parent-enforced budget for all graders: an item not back in time is `timeout`, not a 0 'wrong'."""
     pool = GraderPool(1)
     try:
-        for grader, resp, gold in (("multiple_choice", "The answer is (B)", "B"),
-                                   ("knights_knaves", "Michael is a knight", "Michael is a knight")):
-            assert pool.grade_items(grader, [resp], [gold], timeout_s=1e-6) == [GradeResult(0.0, None, "timeout")]
-            assert pool.grade_items(grader, [resp], [gold], timeout_s=5.0)[0].score == 1.0
+        # a 10 MB output takes the linear graders ~0.1-1 s, far over a 1 ms budget
+        for grader, resp, gold in (("multiple_choice", "The answer is (B). " + "x " * 5_000_000, "B"),
+                                   ("knights_knaves", "Michael is a knight. " * 500_000, "Michael is a knight")):
+            assert pool.grade_items(grader, [resp], [gold], timeout_s=0.001) == [GradeResult(0.0, None, "timeout")]
+            assert pool.grade_items(grader, [resp[:200]], [gold], timeout_s=5.0)[0].score == 1.0
         assert pool.restarts == 2
     finally:
         pool.close()
