@@ -1,0 +1,137 @@
+"""Coverage of every interval the analysis report prints, by fixed-seed simulation (issue 12).
+
+For n = 3, 5, 12 seeds and normal or heavy-tailed (Student t, 3 df) paired seed noise, draws
+`--reps` comparisons with true mean difference 0 and computes, with the report's own functions:
+
+* paired t CI (labelled 95%),
+* the second CI: seed range [min d, max d] at n <= 5 (labelled with its exact coverage
+  1 - 2^(1-n)), expanded percentile bootstrap at n >= 6 (labelled 95%),
+* the plain percentile bootstrap the report used to print as "95%" (for reference only),
+* sigma's chi-square 95% CI behind the MDE / seeds-needed intervals (labelled "if normal"),
+* across groups (k = 4 groups of n seeds, seed-noise scales 0.5, 1, 1, 2, true between-group
+  SD 0.5): the t CI of the group means (labelled 95%), the DerSimonian-Laird z CI (labelled
+  "nominal 95%, undercovers") and, for reference, the HKSJ CI (not printed).
+
+Each row prints the label's claim, the measured coverage, and the ratio measured / 0.94 for
+intervals labelled 95% (>= 1 required) or measured / claimed for intervals whose label states a
+different coverage. Everything is vectorised over replications (seconds on one core).
+
+    .venv/bin/python benchmarks/interval_coverage.py [--reps 4000] [--resamples 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from analysis.paired import (  # noqa: E402
+    RANGE_MAX_N,
+    bootstrap_interval,
+    range_coverage,
+    sd_interval,
+    t_interval,
+)
+
+TARGET = 0.94
+
+
+def _noise(kind: str, rng: np.random.Generator, shape: tuple[int, ...]) -> tuple[np.ndarray, float]:
+    """(draws with mean 0, true SD)."""
+    if kind == "normal":
+        return rng.standard_normal(shape), 1.0
+    return rng.standard_t(3, shape), float(np.sqrt(3.0))
+
+
+def _covers(lo: np.ndarray, hi: np.ndarray, truth: float | np.ndarray) -> float:
+    return float(np.mean((lo <= truth) & (truth <= hi)))
+
+
+def run(reps: int, resamples: int, seed: int = 20261130) -> list[dict]:
+    from analysis.meta import dersimonian_laird
+
+    rows = []
+    rng = np.random.default_rng(seed)
+    for noise in ("normal", "t3"):
+        for n in (3, 5, 12):
+            d, sigma = _noise(noise, rng, (n, reps))  # columns are replications
+            lo, hi = t_interval(d)
+            rows.append({"interval": "paired t CI", "label": "95%", "claim": 0.95, "noise": noise, "n": n,
+                         "coverage": _covers(lo, hi, 0.0)})
+            if n <= RANGE_MAX_N:
+                claim = float(range_coverage(n))
+                rows.append({"interval": "seed range (2nd CI)", "label": f"{claim:.1%} exact", "claim": claim,
+                             "noise": noise, "n": n, "coverage": _covers(d.min(axis=0), d.max(axis=0), 0.0)})
+            else:
+                blo, bhi = bootstrap_interval(d, rng, resamples, expanded=True)
+                rows.append({"interval": "expanded bootstrap (2nd CI)", "label": "95%", "claim": 0.95,
+                             "noise": noise, "n": n, "coverage": _covers(blo, bhi, 0.0)})
+            plo, phi = bootstrap_interval(d, rng, resamples)
+            rows.append({"interval": "plain percentile bootstrap (old, not printed)", "label": "(was 95%)",
+                         "claim": float("nan"), "noise": noise, "n": n, "coverage": _covers(plo, phi, 0.0)})
+            slo, shi = sd_interval(d.std(axis=0, ddof=1), n)
+            rows.append({"interval": "sigma chi2 CI (MDE/seeds interval)", "label": "95% if normal",
+                         "claim": 0.95 if noise == "normal" else float("nan"), "noise": noise, "n": n,
+                         "coverage": _covers(slo, shi, sigma)})
+            # random effects across k = 4 groups: group effects ~ N(0, 0.5^2), n seeds each
+            k, tau = 4, 0.5
+            g = rng.standard_normal((reps, k)) * tau
+            e, _ = _noise(noise, rng, (reps, k, n))
+            e = e * np.array([0.5, 1.0, 1.0, 2.0])[None, :, None]  # groups differ in seed noise
+            dd = g[:, :, None] + e
+            est = dd.mean(axis=2)
+            var = dd.var(axis=2, ddof=1) / n
+            re = dersimonian_laird(est, var)
+            rows.append({"interval": "random-effects DL z CI (k=4 groups)", "label": "nominal, under",
+                         "claim": float("nan"),
+                         "noise": noise, "n": n, "coverage": _covers(re["lo"], re["hi"], 0.0)})
+            rows.append({"interval": "random-effects HKSJ CI (not printed)", "label": "(95% nominal)",
+                         "claim": float("nan"),
+                         "noise": noise, "n": n, "coverage": _covers(re["lo_hksj"], re["hi_hksj"], 0.0)})
+            rows.append({"interval": "across-group t CI of group means (k=4)", "label": "95%", "claim": 0.95,
+                         "noise": noise, "n": n, "coverage": _covers(re["lo_u"], re["hi_u"], 0.0)})
+    for r in rows:
+        if r["label"] == "95%":
+            r["ratio"] = r["coverage"] / TARGET
+            r["ok"] = "yes" if r["coverage"] >= TARGET else "NO"
+        elif r["claim"] == r["claim"]:
+            r["ratio"] = r["coverage"] / r["claim"]
+            r["ok"] = "yes" if abs(r["coverage"] - r["claim"]) < 3 * np.sqrt(r["claim"] * (1 - r["claim"]) / reps) + 0.005 \
+                else "NO"
+        else:
+            r["ratio"] = float("nan")
+            r["ok"] = "n/a (label makes no claim here)"
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=4000)
+    ap.add_argument("--resamples", type=int, default=1000)
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    rows = run(args.reps, args.resamples)
+    secs = time.perf_counter() - t0
+    head = f"{'interval':46s} {'label':14s} {'noise':6s} {'n':>3s} {'coverage':>9s} {'ratio':>6s}  ok"
+    print(f"coverage of the report's intervals, {args.reps} replications each, true difference 0")
+    print("ratio = coverage / 0.94 for intervals labelled 95%, coverage / claim for intervals labelled otherwise")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r['interval']:46s} {r['label']:14s} {r['noise']:6s} {r['n']:3d} {r['coverage']:9.3f} "
+              f"{r['ratio']:6.3f}  {r['ok']}")
+    print(f"\n{secs:.1f} s")
+    bad = [r for r in rows if r["ok"] == "NO"]
+    if bad:
+        print(f"{len(bad)} interval(s) do not cover what their label says")
+
+
+if __name__ == "__main__":
+    main()
