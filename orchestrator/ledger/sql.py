@@ -15,6 +15,7 @@ orchestrator on the same campaign waits instead of racing the first.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import time
 from contextlib import contextmanager
@@ -137,7 +138,15 @@ class SQLLedger(Ledger):
                 cur.execute("PRAGMA synchronous=NORMAL")
                 cur.execute("PRAGMA busy_timeout=30000")
                 cur.close()
-        _retry(self._create_schema)
+            db = sa.engine.make_url(url).database
+            if db and db != ":memory:" and not db.startswith("file:") and not os.path.isdir(os.path.dirname(os.path.abspath(db))):
+                raise LedgerError(f"ledger URL {url!r}: directory {os.path.dirname(os.path.abspath(db))} does not exist; "
+                                  "create it or give another path")
+        try:
+            _retry(self._create_schema)
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+            shown = sa.engine.make_url(url).render_as_string(hide_password=True)
+            raise LedgerError(f"ledger {shown}: cannot open it ({str(exc.orig).strip().splitlines()[0]})") from None
 
     def _create_schema(self) -> None:
         """create_all plus added columns for a ledger made by an older version (ALTER TABLE ADD COLUMN)."""

@@ -1,7 +1,17 @@
-"""Ledger: state machine, idempotent upsert by run_key, changed-spec diff, leases."""
+"""Ledger: state machine, idempotent upsert by run_key, changed-spec diff, generations, leases,
+concurrent writers; against SQLite and a real throwaway PostgreSQL server (Debian's initdb/pg_ctl on
+a private unix socket; skipped, saying why, only when those binaries are absent)."""
 
 from __future__ import annotations
 
+import glob
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -19,9 +29,67 @@ def _runs(keys: dict[str, str]) -> list[dict]:
     return [{"run_key": k, "run_id": rid, "gpus": 8, "spec_json": "{}"} for rid, k in keys.items()]
 
 
+def _pg_bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    cands = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(p.split("/")[4]))
+    return cands[-1] if cands else None
+
+
+@pytest.fixture(scope="session")
+def pg_server():  # noqa: ANN201
+    """A PostgreSQL server for this session on a unix socket in a private temp dir (no TCP port):
+    the base URL without a database name. initdb refuses root, so as root it runs as `postgres`."""
+    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
+    if not (initdb and pg_ctl):
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found: `apt-get install postgresql` "
+                    "(.ci/run does) to run the ledger tests against PostgreSQL")
+    d = Path(tempfile.mkdtemp(prefix="wtpg", dir="/tmp"))  # short: a unix socket path is at most 107 bytes
+    pre: list[str] = []
+    if os.geteuid() == 0:
+        shutil.chown(d, "postgres")
+        pre = ["runuser", "-u", "postgres", "--"]
+    run = lambda *a: subprocess.run([*pre, *a], capture_output=True, text=True, timeout=120)  # noqa: E731
+    r = run(initdb, "-D", str(d / "data"), "-A", "trust", "-U", "wt", "--no-sync", "-E", "UTF8")
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = run(pg_ctl, "-D", str(d / "data"), "-l", str(d / "log"), "-w", "-o",
+            f"-c listen_addresses='' -k {d} -p 5432 -F", "start")
+    assert r.returncode == 0, r.stderr[-2000:] + (d / "log").read_text()[-2000:]
+    try:
+        yield f"postgresql://wt@/{{db}}?host={d}&port=5432"
+    finally:
+        run(pg_ctl, "-D", str(d / "data"), "-m", "immediate", "stop")
+        shutil.rmtree(d, ignore_errors=True)
+
+
+_dbs = itertools.count()
+
+
+def _fresh_pg(base: str) -> str:
+    """A new empty database on the session's server (each test starts from nothing)."""
+    import sqlalchemy as sa
+
+    name = f"t{os.getpid()}_{next(_dbs)}"
+    eng = sa.create_engine(base.format(db="postgres").replace("postgresql://", "postgresql+psycopg://"),
+                           isolation_level="AUTOCOMMIT")
+    with eng.connect() as c:
+        c.exec_driver_sql(f"CREATE DATABASE {name}")
+    eng.dispose()
+    return base.format(db=name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_url(request, tmp_path: Path) -> str:  # noqa: ANN001
+    if request.param == "sqlite":
+        (tmp_path / "wd").mkdir()
+        return f"sqlite:///{tmp_path / 'wd' / 'ledger.db'}"
+    return _fresh_pg(request.getfixturevalue("pg_server"))
+
+
 @pytest.fixture
-def ledger(tmp_path: Path):  # noqa: ANN201
-    led = open_ledger(tmp_path / "wd")
+def ledger(ledger_url: str):  # noqa: ANN201
+    led = open_ledger(ledger_url)
     yield led
     led.close()
 
@@ -102,3 +170,116 @@ def test_only_allowed_transitions_ever_happen(tmp_path_factory, path) -> None:  
                 led.transition("c", "k", dst)
         assert led.get("c", "k").state == state.value
     led.close()
+
+
+# -- generations, instances, concurrent orchestrators (issue 16) ---------------------------------------------
+
+
+def test_a_changed_spec_supersedes_the_old_generation_whatever_its_state(ledger) -> None:  # noqa: ANN001
+    ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1", "c/a/s2": "k2", "c/a/s3": "k3"}))
+    for dst in (S.queued, S.training, S.trained, S.evaluating, S.recorded):
+        ledger.transition("c", "k1", dst)  # finished
+    ledger.transition("c", "k2", S.queued)
+    ledger.transition("c", "k2", S.training)  # in flight
+    d = ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1b", "c/a/s2": "k2b", "c/a/s3": "k3b"}))
+    assert sorted(d.changed) == ["c/a/s1", "c/a/s2", "c/a/s3"]
+    assert {r.run_key for r in ledger.runs("c")} == {"k1b", "k2b", "k3b"}
+    assert ledger.runs("c", [S.recorded]) == []  # the recorded old run is no longer collected
+    old = {r.run_key: r for r in ledger.superseded("c")}
+    assert {k: (r.state, r.superseded_by) for k, r in old.items()} == {
+        "k1": ("recorded", "k1b"), "k2": ("cancelled", "k2b"), "k3": ("cancelled", "k3b")}
+    # reverting the spec makes the old generation current again (a recorded run is reused as is)
+    d = ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1", "c/a/s2": "k2b", "c/a/s3": "k3b"}))
+    assert d.changed == ["c/a/s1"]
+    assert {r.run_key: r.state for r in ledger.runs("c")} == {"k1": "recorded", "k2b": "planned", "k3b": "planned"}
+    assert ledger.get("c", "k1b").superseded_by == "k1"
+
+
+def test_campaign_instance_id_is_created_once_per_ledger(ledger, tmp_path: Path) -> None:  # noqa: ANN001
+    ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
+    iid = ledger.campaign_instance("c")
+    ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1", "c/a/s2": "k2"}))
+    assert ledger.campaign_instance("c") == iid and len(iid) == 8
+    other = open_ledger(tmp_path / "other")  # the same campaign in another work dir
+    other.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
+    assert other.campaign_instance("c") != iid
+    other.close()
+
+
+_RACER = """
+import sys, time
+from orchestrator.ledger import open_ledger
+url, t0 = sys.argv[1], float(sys.argv[2])
+time.sleep(max(0.0, t0 - time.time()))
+led = open_ledger(url)
+runs = [{"run_key": f"k{i}", "run_id": f"c/a/s{i}", "gpus": 0, "spec_json": "{}"} for i in range(20)]
+d = led.upsert_campaign("race", "{}", runs)
+print(len(d.new) + len(d.unchanged), led.campaign_instance("race"))
+"""
+
+
+def test_orchestrators_starting_together_on_a_fresh_ledger_do_not_crash(ledger_url: str) -> None:
+    """Schema creation and the campaign upsert race: every process succeeds, nothing is duplicated."""
+    t0 = time.time() + 4.0
+    procs = [subprocess.Popen([sys.executable, "-c", _RACER, ledger_url, str(t0)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, [e[-800:] for _, e in outs]
+    assert {o.split()[0] for o, _ in outs} == {"20"} and len({o.split()[1] for o, _ in outs}) == 1
+    led = open_ledger(ledger_url)
+    assert len(led.runs("race")) == 20 and led.campaigns() == ["race"]
+    led.close()
+
+
+def _scheduler(ledger, tmp_path: Path, **kw):  # noqa: ANN001, ANN003, ANN202
+    """A scheduler whose executor points at a closed port: any cluster call would raise ClusterUnreachable."""
+    from orchestrator.executor import RayJobsExecutor
+    from orchestrator.scheduler import Scheduler, SchedulerConfig
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return Scheduler(ledger, "c", RayJobsExecutor(f"127.0.0.1:{port}"), tmp_path, SchedulerConfig(poll_s=0.05), **kw)
+
+
+def test_reconcile_never_transitions_from_a_stale_row(ledger, tmp_path: Path) -> None:  # noqa: ANN001
+    ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
+    for dst in (S.queued, S.training, S.trained, S.evaluating):
+        ledger.transition("c", "k1", dst)
+    stale = ledger.get("c", "k1")
+    ledger.transition("c", "k1", S.recorded, expect=S.evaluating)  # the other orchestrator finished it
+    sched = _scheduler(ledger, tmp_path)
+    assert sched._reconcile(stale) is False  # no IllegalTransition, no cluster call on a finished run
+    row = ledger.get("c", "k1")
+    assert (row.state, row.lease_owner) == ("recorded", "")  # and no lease left on the recorded run
+
+
+def test_second_orchestrator_reports_the_first_ones_lease_and_waits(ledger, tmp_path: Path) -> None:  # noqa: ANN001
+    from orchestrator.ledger import CampaignBusy
+
+    ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
+    first = subprocess.Popen(["sleep", "60"])  # a live process on this host holds the lease
+    try:
+        holder = f"{socket.gethostname()}:{first.pid}"
+        assert ledger.claim_driver("c", holder, ttl_s=60)[0]
+        seen: list[tuple[str, float]] = []
+        second = _scheduler(ledger, tmp_path, on_busy=lambda h, e: seen.append((h, e)))
+        with pytest.raises(CampaignBusy, match=f"driven by orchestrator {holder}"):
+            second.acquire(wait=False)
+        assert second.run(timeout_s=0.3) == {"planned": 1}  # waited, changed nothing, returned cleanly
+        assert [h for h, _ in seen] == [holder] and ledger.get("c", "k1").state == "planned"
+    finally:
+        first.kill()
+        first.wait()
+    assert second.acquire(wait=False)  # the holder died (SIGKILL): taken over at once, no TTL wait
+    second.ledger.release_driver("c", second.owner)
+
+
+def test_postgresql_url_without_its_driver_is_a_clear_error() -> None:
+    code = ("import sys; sys.modules['psycopg'] = None\n"
+            "from orchestrator.ledger import LedgerError, open_ledger\n"
+            "try:\n    open_ledger('postgresql://wt@localhost/ledger')\n"
+            "except LedgerError as e:\n    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "'psycopg'" in r.stdout and "windtunnel[postgres]" in r.stdout
