@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade "pip>=24,<27"
 	$(BIN)/pip install --quiet "torch==2.13.0"
-	$(BIN)/pip install --quiet -c constraints.txt -e ".[test]"
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[test,postgres]"
 	touch $(STAMP)
 
 # The main job: campaigns/demo.yaml end to end on CPU (local Ray, SQLite ledger + MLflow, tiny model).
