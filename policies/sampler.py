@@ -26,12 +26,35 @@ def largest_remainder(p: np.ndarray, n: int) -> np.ndarray:
     return counts
 
 
+def carried_counts(p: np.ndarray, n: int, carry: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Integer counts summing to n for the wanted `p * n + carry`, and the new carry (wanted minus given).
+
+    Carrying each step's rounding remainder into the next makes the cumulative counts track the cumulative
+    targets within about one item per domain, so realised proportions converge to the targets over a run and
+    a floor is met on average (largest remainder restarted every step gave `static` [22, 21, 21] for 300
+    steps at 64 prompts, and a 0.05 floor 3/64 every step). Ties go to the lower index; the carry repays them.
+    A negative want (a domain that got more than its share) gets 0 items, never a negative count."""
+    want = p * n + carry
+    raw = np.maximum(want, 0.0)
+    counts = np.floor(raw + 1e-9).astype(np.int64)
+    short = n - int(counts.sum())
+    frac = raw - counts
+    if short > 0:
+        counts[np.argsort(-frac, kind="stable")[:short]] += 1
+    elif short < 0:  # only after clipping a negative want: take back from the smallest remainders
+        order = [d for d in np.argsort(frac, kind="stable") if counts[d] > 0]
+        counts[order[:-short]] -= 1
+    return counts, want - counts
+
+
 class DomainSampler:
     """Draw `batch_size` item indices per step from per-domain pools.
 
     Each domain's pool is walked in a seeded random order without replacement, reshuffled when exhausted
-    (one pass = one epoch of that domain). Counts per domain come from largest-remainder rounding of the
-    proportions; a domain whose pool is empty gets nothing and its share goes to the others.
+    (one pass = one epoch of that domain). Counts per domain come from `carried_counts`: largest-remainder
+    rounding of the proportions plus the remainder carried from earlier steps (part of the checkpointed
+    state), so realised proportions converge to the targets; a domain whose pool is empty gets nothing and its
+    share goes to the others.
     `item_domains`: (N,) dense domain ids 0..D-1 (D = `n_domains` or max id + 1)."""
 
     def __init__(self, item_domains: Sequence[int] | np.ndarray, batch_size: int, seed: int, n_domains: int | None = None,
@@ -55,6 +78,7 @@ class DomainSampler:
         self.epochs = [0] * self.n_domains
         self.last_diagnostics: dict[str, float] = {}
         self.history: list[np.ndarray] = []  # realised proportions per call
+        self.carry = np.zeros(self.n_domains)  # rounding remainder owed to each domain (wanted - given)
 
     def _take(self, d: int, k: int) -> np.ndarray:
         out = []
@@ -80,7 +104,7 @@ class DomainSampler:
         avail = np.array([pool.size > 0 for pool in self.pools])
         eff = np.where(avail, target, 0.0)
         eff = eff / eff.sum()
-        counts = largest_remainder(eff, self.batch_size)
+        counts, self.carry = carried_counts(eff, self.batch_size, np.where(avail, self.carry, 0.0))
         idx = np.concatenate([self._take(d, int(c)) for d, c in enumerate(counts) if c > 0])
         idx = idx[self.rng.permutation(idx.size)]
         realised = counts / counts.sum()
@@ -94,13 +118,16 @@ class DomainSampler:
     def state_dict(self) -> dict:
         """A snapshot (copies, not references) for checkpointing mixing state beside verl's dataloader state."""
         return {"rng": self.rng.bit_generator.state, "order": [o.tolist() for o in self._order], "pos": list(self._pos),
-                "epochs": list(self.epochs), "history": [h.tolist() for h in self.history]}
+                "epochs": list(self.epochs), "history": [h.tolist() for h in self.history],
+                "carry": self.carry.tolist()}
 
     def load_state_dict(self, state: dict) -> None:
         self.rng.bit_generator.state = state["rng"]
         self._order = [np.asarray(o, dtype=np.int64) for o in state["order"]]
         self._pos, self.epochs = list(state["pos"]), list(state["epochs"])
         self.history = [np.asarray(h).copy() for h in state.get("history", [])]
+        # a state saved before the carry existed resumes with nothing owed
+        self.carry = np.asarray(state.get("carry", np.zeros(self.n_domains)), dtype=np.float64).copy()
 
 
 def is_inert(history: Sequence[Sequence[float]] | np.ndarray, tol: float = 0.02) -> bool:
