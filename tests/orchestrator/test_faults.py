@@ -40,6 +40,18 @@ def _db(wd: Path, q: str) -> list[tuple]:
         return c.execute(q).fetchall()
 
 
+def _wait_for_runs(wd: Path, campaign: str, timeout_s: float = 120) -> None:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            if _db(wd, f"select count(*) from runs where campaign='{campaign}'")[0][0]:
+                return
+        except sqlite3.Error:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{campaign} never reached the ledger in {wd}")
+
+
 def test_token_file_is_private(head) -> None:  # noqa: ANN001
     _, tok = head
     assert oct(tok.stat().st_mode & 0o777) == "0o600" and len(tok.read_text()) == 64
@@ -54,7 +66,8 @@ def test_sigkill_at_random_points_then_resume_loses_and_duplicates_nothing(tree:
     cmds = [[CAMPAIGN, "submit", str(camp), *base[1:]]] + [[CAMPAIGN, "resume", "kill", *base[1:]]] * 2
     for cmd in cmds[:2]:  # the submitting orchestrator and the first resume are both SIGKILLed
         p = subprocess.Popen(cmd, env=_env(tok), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(3.0, 12.0))
+        _wait_for_runs(wd, "kill")  # kill while driving, not while the CLI still imports (a loaded machine)
+        time.sleep(rng.uniform(1.0, 10.0))
         p.send_signal(signal.SIGKILL)
         p.wait()
     done = subprocess.run(cmds[2], env=_env(tok), cwd=REPO, capture_output=True, text=True, timeout=240)
