@@ -44,6 +44,59 @@ class EvaluationError(RuntimeError):
         self.health = health or []
 
 
+def _read_checked(s: Suite, bid: str, data_dir: Path, manifest: dict[str, Any] | None, *, limit: int | None,
+                  require_item_count: bool) -> pd.DataFrame:
+    """One benchmark's items after the schema, checksum and item-count checks (EvaluationError names the fix)."""
+    b = s.benchmark(bid)
+    try:
+        df = read_benchmark(data_dir, bid, b.grader)
+        verify_checksum(data_dir, bid, manifest)
+    except BenchmarkDataError as e:
+        raise EvaluationError(f"benchmark {bid}: {e}") from e
+    fixture = bool(manifest and manifest.get("kind") == "fixture")
+    expected = len(df) if fixture else b.n_items
+    if require_item_count and limit is None and len(df) != expected:
+        hint = ("rebuild the data (`campaign data benchmarks`)" if manifest is not None else
+                "no manifest.json in the data dir: a small fixture set must say so (`campaign data synthetic` "
+                "writes one, or `evaluation.benchmark_data.write_manifest(dir, ids, kind='fixture')`)")
+        raise EvaluationError(f"benchmark {bid}: {data_dir / (bid + '.parquet')} has {len(df)} items, the suite "
+                              f"expects {b.n_items}; {hint}")
+    return df
+
+
+def check_benchmark_data(suite: Suite, data_dir: Path, *, limit: int | None = None,
+                         require_item_count: bool = True) -> list[str]:
+    """Every problem with a suite's evaluation data, one line each (empty: the evaluate stage can read it).
+
+    The same checks `evaluate_checkpoint` makes before loading a model, so a campaign can run them
+    before training (preflight) instead of discovering them after."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        return [f"{data_dir}: evaluation data directory not found; write fixtures with `campaign data synthetic "
+                "--out DIR` (they go to DIR/eval) or the real data with `campaign data benchmarks`, then pass "
+                "--data-dir to submit (or set evaluation.data_dir)"]
+    manifest = read_manifest(data_dir)
+    problems = []
+    for bid in suite.benchmark_ids:
+        try:
+            _read_checked(suite, bid, data_dir, manifest, limit=limit, require_item_count=require_item_count)
+        except EvaluationError as e:
+            problems.append(str(e))
+    return problems
+
+
+class HealthGateError(EvaluationError):
+    """The model's outputs failed a health gate (parse rate, truncation rate, grader errors): a property of
+    the checkpoint, not of the configuration or the data; retrying the evaluation gives the same result."""
+
+    def __init__(self, failures: list[str], checkpoint: Path, items_path: Path | None,
+                 health: list[dict[str, Any]] | None = None):
+        self.failures, self.items_path = list(failures), items_path
+        where = f" (item log: {items_path})" if items_path else ""
+        super().__init__(f"{len(failures)} health gate failure(s): " + "; ".join(failures)
+                         + f" — checkpoint {checkpoint}{where}", health=health)
+
+
 @dataclass
 class BenchmarkHealth:
     benchmark: str
@@ -186,18 +239,8 @@ def evaluate_checkpoint(
     health: dict[str, BenchmarkHealth] = {}
     for bid in ids:
         b = s.benchmark(bid)
-        try:
-            df = read_benchmark(data_dir, bid, b.grader)
-            verify_checksum(data_dir, bid, manifest)
-        except BenchmarkDataError as e:
-            raise EvaluationError(f"benchmark {bid}: {e}") from e
+        df = _read_checked(s, bid, data_dir, manifest, limit=limit, require_item_count=g.require_item_count)
         expected = len(df) if fixture else b.n_items
-        if g.require_item_count and limit is None and len(df) != expected:
-            hint = ("rebuild the data (`campaign data benchmarks`)" if manifest is not None else
-                    "no manifest.json in the data dir: a small fixture set must say so with "
-                    "`evaluation.benchmark_data.write_manifest(dir, ids, kind='fixture')`")
-            raise EvaluationError(f"benchmark {bid}: {data_dir / (bid + '.parquet')} has {len(df)} items, the suite "
-                                  f"expects {b.n_items}; {hint}")
         n_exp = min(limit, len(df)) if limit else expected
         frames[bid] = df.iloc[:n_exp] if limit else df
         health[bid] = BenchmarkHealth(benchmark=bid, task="", n_expected=n_exp, max_gen_toks=b.max_gen_toks)
@@ -320,9 +363,7 @@ def evaluate_checkpoint(
     health_list = [asdict(h) for h in health.values()]
     failures = [f for h in health.values() for f in h.failures]
     if failures:
-        where = f" (item log: {items_path})" if items_path else ""
-        raise EvaluationError(f"{len(failures)} health gate failure(s) for {checkpoint}{where}:\n  " + "\n  ".join(failures),
-                              health=health_list)
+        raise HealthGateError(failures, checkpoint, items_path, health=health_list)
 
     harness = f"lm-eval {lm_eval.__version__}; windtunnel-eval {EVALUATOR_VERSION}; backend {backend}"
     rows = []

@@ -108,7 +108,14 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
     out.print(f"[bold]demo[/]: {len(runs)} runs ({', '.join(dict.fromkeys(r.policy for r in runs))} × seeds "
               f"{sorted({r.seed for r in runs})}) in {workdir}", highlight=False)
     workdir.mkdir(parents=True, exist_ok=True)
-    prepare_data(workdir, spec)
+    data_dir = prepare_data(workdir, spec)
+    from orchestrator.preflight import Context, preflight
+
+    try:  # the same checks as `campaign submit`, before any compute
+        preflight(spec, runs, Context(data_dir=data_dir))
+    except SpecError as exc:
+        fail(str(exc))
+        return None
     sess = Session(workdir=workdir)
     try:
         diff = sess.submit(spec, runs)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.data import CorpusError, corpus_identity
-from orchestrator.spec import CampaignSpec, SpecError, load_yaml_mapping
+from orchestrator.spec import CampaignSpec, SpecError, check_name, load_yaml_mapping, shipped_config_root
 
 
 def canonical_json(obj: Any) -> str:
@@ -82,9 +82,16 @@ class _Resolver:
     def _load(self, group: str, name: str, key: str) -> dict[str, Any]:
         ck = (group, name)
         if ck not in self._cache:
+            try:
+                check_name(name, group)  # names become paths: never outside the config tree
+            except ValueError as exc:
+                raise SpecError(f"{self.spec.file_for(key)}: key '{key}': {exc}") from None
             path = self.root / group / f"{name}.yaml"
+            shipped = shipped_config_root() / group / f"{name}.yaml"
             if path.exists():
                 self._cache[ck] = load_yaml_mapping(path, group)
+            elif shipped.exists():  # a user's campaign outside the repo reuses the shipped models/recipes/policies
+                self._cache[ck] = load_yaml_mapping(shipped, group)
             elif group == "model" and name in self.spec.model_defs:
                 self._cache[ck] = dict(self.spec.model_defs[name])
             else:

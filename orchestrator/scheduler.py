@@ -58,8 +58,10 @@ class SchedulerConfig:
 
 
 def classify_failure(message: str, logs: str, exit_code: int | None) -> str:
-    """config (deterministic: not retried) | oom | infra | error."""
+    """config | health_gate (both deterministic: not retried) | oom | infra | error."""
     text = f"{message}\n{logs[-4000:]}".lower()
+    if "windtunnel-stage-error: health_gate" in text:
+        return "health_gate"
     if exit_code == 2 or "windtunnel-stage-error: config" in text:
         return "config"
     if "out of memory" in text or "cuda oom" in text or "outofmemoryerror" in text:
@@ -300,14 +302,16 @@ class Scheduler:
 
     def _fail(self, row: RunRow, stage: str, reason: str, klass: str, logs: str = "") -> None:
         tail = [ln for ln in logs.splitlines() if "windtunnel-stage-error" in ln]
-        reason = (tail[-1] if tail else reason)[:500]
+        reason = (tail[-1] if tail else reason)[:4000]  # a health-gate line names every failing benchmark
         self.ledger.end_attempt(self.campaign, row.submission_id, "failed", reason, klass)
         failures = dict(row.outputs.get("failures", {}))
         failures[stage] = failures.get(stage, 0) + 1
         outputs = {**row.outputs, "failures": failures}
         back = S.queued if stage == "train" else S.trained
-        if klass == "config" or failures[stage] >= self.cfg.max_attempts:
-            why = "deterministic configuration error" if klass == "config" else f"retry cap {self.cfg.max_attempts} reached"
+        if klass in ("config", "health_gate") or failures[stage] >= self.cfg.max_attempts:
+            why = {"config": "deterministic configuration error",
+                   "health_gate": "evaluation health gate failed (not retried)"}.get(
+                klass, f"retry cap {self.cfg.max_attempts} reached")
             r = self.ledger.transition(self.campaign, row.run_key, S.failed, stage=stage, reason=f"{why}: {reason}",
                                        failure_class=klass, outputs=outputs)
         else:

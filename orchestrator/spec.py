@@ -9,6 +9,7 @@ are errors, see STUDY P15) and every error names the file, the key and the fix.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,6 +18,47 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 MECHANISMS = ("none", "select", "reweight", "mix")
 DEFAULT_BASELINES = {"select": "baseline", "reweight": "baseline", "mix": "static"}
+
+# One safe pattern for every name that becomes part of a path (campaign, group label, policy, model,
+# recipe, suite): no separators, no `..`, no whitespace or control characters.
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
+SEED_LIMIT = 2**32  # numpy/torch seeds are uint32; a larger seed would be truncated silently
+
+
+def shipped_config_root() -> Path:
+    """The `campaigns/` tree shipped with Windtunnel (models, recipes, policies, suites, demo campaigns)."""
+    return Path(__file__).resolve().parents[1] / "campaigns"
+
+
+def check_name(value: Any, what: str) -> str:
+    """`value` if it is a safe name, else ValueError saying why and what is allowed."""
+    if not isinstance(value, str) or not SAFE_NAME.fullmatch(value) or ".." in value:
+        raise ValueError(f"{what} {value!r} is not a safe name: use letters, digits and _ . + - "
+                         "(starting with a letter or digit, at most 128 characters, no '/' or '..')")
+    return value
+
+
+def check_seeds(v: list[Any] | None) -> list[int] | None:
+    """Seeds are distinct plain integers in [0, 2**32)."""
+    if v is None:
+        return v
+    for s in v:
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise ValueError(f"seed {s!r} is not an integer; write seeds as integers, e.g. [1, 2, 3]")
+        if not 0 <= s < SEED_LIMIT:
+            raise ValueError(f"seed {s} is out of range; seeds must be >= 0 and < 2**32")
+    if len(set(v)) != len(v):
+        raise ValueError(f"seeds {v} contain duplicates; list each seed once")
+    return v
+
+
+def _unique_names(v: list[Any], what: str) -> list[Any]:
+    for x in v:
+        check_name(x, what)
+    dup = sorted({x for x in v if v.count(x) > 1})
+    if dup:
+        raise ValueError(f"{what}s {dup} listed more than once; list each once")
+    return v
 
 
 class SpecError(ValueError):
@@ -42,7 +84,8 @@ class ComputeSpec(_Strict):
     models: dict[str, ModelCompute] = Field(default_factory=dict)
     nodes: int = Field(default=1, ge=1)
     gpus_per_node: int = Field(default=8, ge=0)
-    cpus_per_run: int = Field(default=1, ge=0)
+    cpus_per_run: int = Field(default=1, ge=1)
+    cpus_per_node: int | None = Field(default=None, ge=1)  # declared CPUs per node; default: this machine's for a local head
     hours_at_steps: int = Field(default=300, gt=0)  # `hours` are per this many steps; scaled linearly
 
     def for_model(self, model: str) -> ModelCompute:
@@ -72,11 +115,36 @@ class GroupSpec(_Strict):
     recipe_by_mechanism: dict[str, str] = Field(default_factory=dict)
     note: str = ""
 
-    @field_validator("seeds")
+    @field_validator("seeds", mode="before")
     @classmethod
-    def _seeds_unique(cls, v: list[int] | None) -> list[int] | None:
-        if v is not None and len(set(v)) != len(v):
-            raise ValueError(f"seeds {v} contain duplicates; list each seed once")
+    def _seeds_valid(cls, v: Any) -> Any:
+        return check_seeds(v) if isinstance(v, list) else v
+
+    @field_validator("campaign")
+    @classmethod
+    def _label_safe(cls, v: str) -> str:
+        return check_name(v, "campaign label")
+
+    @field_validator("models")
+    @classmethod
+    def _models_unique(cls, v: list[str]) -> list[str]:
+        return _unique_names(v, "model")
+
+    @field_validator("policies")
+    @classmethod
+    def _policies_unique(cls, v: list[str]) -> list[str]:
+        return _unique_names(v, "policy")
+
+    @field_validator("recipe")
+    @classmethod
+    def _recipe_safe(cls, v: str | None) -> str | None:
+        return v if v is None else check_name(v, "recipe")
+
+    @field_validator("recipe_by_model", "recipe_by_mechanism")
+    @classmethod
+    def _recipes_safe(cls, v: dict[str, str]) -> dict[str, str]:
+        for r in v.values():
+            check_name(r, "recipe")
         return v
 
 
@@ -119,11 +187,35 @@ class CampaignSpec(_Strict):
     config_root: str = ""
     overrides: list[str] = Field(default_factory=list)
 
-    @field_validator("seeds")
+    @field_validator("seeds", mode="before")
     @classmethod
-    def _top_seeds_unique(cls, v: list[int]) -> list[int]:
-        if len(set(v)) != len(v):
-            raise ValueError(f"seeds {v} contain duplicates; list each seed once")
+    def _top_seeds_valid(cls, v: Any) -> Any:
+        return check_seeds(v) if isinstance(v, list) else v
+
+    @field_validator("name", "suite")
+    @classmethod
+    def _name_safe(cls, v: str, info: Any) -> str:
+        return check_name(v, "campaign name" if info.field_name == "name" else "suite")
+
+    @field_validator("models")
+    @classmethod
+    def _top_models_unique(cls, v: list[str]) -> list[str]:
+        return _unique_names(v, "model")
+
+    @field_validator("policies")
+    @classmethod
+    def _top_policies_unique(cls, v: list[str]) -> list[str]:
+        return _unique_names(v, "policy")
+
+    @field_validator("recipe")
+    @classmethod
+    def _top_recipe_safe(cls, v: str | None) -> str | None:
+        return v if v is None else check_name(v, "recipe")
+
+    @field_validator("evaluation")
+    @classmethod
+    def _evaluation_valid(cls, v: dict[str, Any]) -> dict[str, Any]:
+        check_evaluation_options(v)
         return v
 
     @field_validator("baselines")
@@ -165,6 +257,47 @@ class CampaignSpec(_Strict):
             return dict(self.sub_campaigns)
         group = GroupSpec(campaign=self.name, models=self.models, policies=self.policies, regime=self.regime)
         return {"main": SubCampaignSpec(groups=[group], expected_runs=self.expected_runs)}
+
+
+EVALUATION_KEYS = {"backend", "data_dir", "limit", "max_gen_toks", "gates", "fixture_items", "fixture_seed",
+                   "validation_suite"}
+
+
+def check_evaluation_options(v: dict[str, Any]) -> None:
+    """The `evaluation:` block: known keys, values of the right type and range (ValueError names the key)."""
+    unknown = sorted(set(v) - EVALUATION_KEYS)
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown}; allowed: {sorted(EVALUATION_KEYS)}")
+
+    def pos_int(key: str, allow_none: bool) -> None:
+        x = v.get(key)
+        if x is None and allow_none:
+            return
+        if isinstance(x, bool) or not isinstance(x, int) or x <= 0:
+            raise ValueError(f"{key}: got {x!r}; must be a positive integer" + (" or null" if allow_none else ""))
+
+    if v.get("backend", "hf") not in ("hf", "vllm"):
+        raise ValueError(f"backend: got {v.get('backend')!r}; choose hf (CPU, small models) or vllm (GPU)")
+    for key in ("limit", "max_gen_toks"):
+        if key in v:
+            pos_int(key, allow_none=True)
+    if "fixture_items" in v:
+        pos_int("fixture_items", allow_none=False)
+    if "data_dir" in v and not (isinstance(v["data_dir"], str) and v["data_dir"].strip()):
+        raise ValueError(f"data_dir: got {v['data_dir']!r}; give a directory path (relative to the work directory)")
+    gates = v.get("gates")
+    if gates is not None:
+        if not isinstance(gates, dict):
+            raise ValueError(f"gates: got {gates!r}; a mapping such as {{min_parse_rate: 0.5}}")
+        from evaluation.suite import Gates
+
+        known = {f for f in Gates.__dataclass_fields__}
+        bad = sorted(set(gates) - known)
+        if bad:
+            raise ValueError(f"gates: unknown key(s) {bad}; allowed: {sorted(known)}")
+        for k, x in gates.items():
+            if k.endswith("_rate") and (isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1):
+                raise ValueError(f"gates.{k}: got {x!r}; a rate between 0 and 1")
 
 
 def _sequential(raw: dict[str, Any]) -> Any:
@@ -265,7 +398,8 @@ def load_campaign(campaign: str | Path, overrides: list[str] | tuple[str, ...] =
         for err in exc.errors():
             loc = tuple(err["loc"])
             key = ".".join(str(p) for p in loc)
-            fix = "remove it (unknown key) or fix its spelling" if err["type"] == "extra_forbidden" else err["msg"]
+            fix = ("remove it (unknown key) or fix its spelling" if err["type"] == "extra_forbidden"
+                   else str(err["msg"]).removeprefix("Value error, "))
             problems.append(f"{_file_for_key(root, name, loc)}: key '{key}': {fix}")
         raise SpecError("; ".join(problems)) from None
     if not spec.sub_campaigns and (not spec.models or not spec.policies):

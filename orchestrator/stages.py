@@ -37,10 +37,16 @@ from typing import Any, Iterator
 from orchestrator.grid import RunSpec
 
 EXIT_CONFIG = 2
+EXIT_HEALTH_GATE = 3
 
 
 class StageConfigError(RuntimeError):
     """A deterministic error in the run's configuration: retrying cannot help."""
+
+
+class StageHealthGateError(RuntimeError):
+    """The checkpoint failed an evaluation health gate: deterministic (not retried), but a model-quality
+    finding rather than a configuration error, so it is its own failure class (`health_gate`)."""
 
 
 class StageBusy(RuntimeError):
@@ -296,7 +302,7 @@ def stage_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any]:
             time.sleep(float(spec.recipe_cfg.get("eval_sleep_s", 0)))
             frames.append(_noop_records(spec, c["step"]))
             continue
-        from evaluation.evaluator import EvaluationError, evaluate_checkpoint
+        from evaluation.evaluator import EvaluationError, HealthGateError, evaluate_checkpoint
 
         data_dir = _resolve(opts.get("data_dir"), workdir) or Path(workdir) / "data" / "eval"
         try:
@@ -306,7 +312,9 @@ def stage_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any]:
                 cache_dir=Path(workdir) / "cache" / "eval", max_gen_toks=opts.get("max_gen_toks"),
                 gates=opts.get("gates"), progress=False,
             ))
-        except EvaluationError as exc:  # a failed health gate or missing data is deterministic: no retry
+        except HealthGateError as exc:  # deterministic for this checkpoint: no retry, reported in full
+            raise StageHealthGateError(f"evaluation of {spec.run_id} step {c['step']}: {exc}") from None
+        except EvaluationError as exc:  # missing or malformed data is deterministic: no retry
             raise StageConfigError(f"evaluation of {spec.run_id} step {c['step']}: {exc}") from None
     records = rd / "records.parquet"
     write_records(pd.concat(frames, ignore_index=True), records)
@@ -354,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     except StageConfigError as exc:
         print(f"windtunnel-stage-error: config: {exc}", file=sys.stderr, flush=True)
         return EXIT_CONFIG
+    except StageHealthGateError as exc:
+        print(f"windtunnel-stage-error: health_gate: {exc}", file=sys.stderr, flush=True)
+        return EXIT_HEALTH_GATE
     except StageBusy as exc:
         print(f"windtunnel-stage-error: busy: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -26,6 +26,7 @@ WORKDIR_HELP = "work directory holding ledger.db, mlflow.db, the local Ray head 
 
 
 def _plan(campaign: str, overrides: list[str] | None, data_root: Path | None = None):  # noqa: ANN202
+    """Compose, validate and expand a campaign (exit 2 naming file and key on a bad spec)."""
     from orchestrator.data import CorpusError
     from orchestrator.session import plan
     from orchestrator.spec import SpecError
@@ -36,10 +37,49 @@ def _plan(campaign: str, overrides: list[str] | None, data_root: Path | None = N
         _fail(str(exc))
 
 
-def _session(workdir: Path, ledger_url: str | None = None, ray_address: str | None = None):  # noqa: ANN202
+def _preflight(spec, runs, eval_data: Path | None, *, local_head: bool) -> None:  # noqa: ANN001
+    """Policies, seeds, recipes, resources and (when `eval_data` is given) the evaluation data, before any
+    compute; every problem is listed at once and nothing is written (exit 2)."""
+    from orchestrator.preflight import Context, PreflightError, preflight
+
+    try:
+        preflight(spec, runs, Context(data_dir=eval_data, local_cpus=os.cpu_count() if local_head else None))
+    except PreflightError as exc:
+        _fail(str(exc))
+
+
+def _with_data_dir(spec, runs, data_dir: Path):  # noqa: ANN001, ANN202
+    """The spec and runs with `evaluation.data_dir` set to an absolute `data_dir` (`--data-dir`)."""
+    import dataclasses
+
+    ev = {**spec.evaluation, "data_dir": str(Path(data_dir).expanduser().resolve())}
+    return spec.model_copy(update={"evaluation": ev}), [dataclasses.replace(r, evaluation=dict(ev)) for r in runs]
+
+
+def _session(workdir: Path, ledger_url: str | None = None, ray_address: str | None = None, *,
+             remember: bool = False):  # noqa: ANN202
+    """A session on the work directory. The cluster is `--ray-address`, else the one `submit` recorded in
+    `<workdir>/cluster.json` (with its token file), else the work directory's own local head."""
+    from orchestrator.executor.cluster_record import load_cluster, save_cluster
     from orchestrator.session import Session
 
+    if ray_address and remember:
+        save_cluster(workdir, ray_address, os.environ.get("RAY_AUTH_TOKEN_PATH"))
+    elif not ray_address:
+        rec = load_cluster(workdir)
+        if rec is not None:
+            ray_address = rec["address"]
+            if rec.get("token_path") and not os.environ.get("RAY_AUTH_TOKEN_PATH"):
+                os.environ["RAY_AUTH_TOKEN_PATH"] = rec["token_path"]
     return Session(workdir=workdir, ledger_url=ledger_url, ray_address=ray_address)
+
+
+def _existing_workdir(workdir: Path, ledger_url: str | None) -> None:
+    """Commands that act on a submitted campaign never create a work directory (a mistyped --workdir
+    would otherwise leave an empty ledger behind)."""
+    if not ledger_url and not (workdir / "ledger.db").exists():
+        _fail(f"{workdir / 'ledger.db'}: no ledger in this work directory; pass the --workdir of a submitted "
+              "campaign (or --ledger-url)")
 
 
 def _require_campaign(sess, campaign: str) -> None:  # noqa: ANN001
@@ -74,6 +114,22 @@ def _counts_line(counts: dict[str, int]) -> str:
     return "  ".join(f"{k}={counts[k]}" for k in order if counts.get(k))
 
 
+def _ship_plugins(sess, campaign: str) -> None:  # noqa: ANN001
+    """Make the campaign's plugin modules importable here and ship them to its jobs (runtime_env py_modules)."""
+    from orchestrator.plugins import add_project_path, plugin_names, plugin_paths
+
+    spec_json = sess.ledger.campaign_spec(campaign)
+    add_project_path(json.loads(spec_json).get("config_root") if spec_json else None)
+    names = plugin_names(json.loads(r.spec_json).get("policy_cfg", {}) for r in sess.ledger.runs(campaign))
+    if not names:
+        return
+    try:
+        paths = plugin_paths(names)
+    except ValueError as exc:
+        _fail(str(exc))
+    sess.executor.py_modules = paths
+
+
 def drive(sess, campaign: str, *, timeout_s: float | None = None, quiet: bool = False,  # noqa: ANN001
           max_parallel: int | None = None, poll_s: float | None = None) -> dict[str, int]:
     """Run the scheduler loop with a Rich progress bar until the campaign has nothing pending."""
@@ -88,6 +144,7 @@ def drive(sess, campaign: str, *, timeout_s: float | None = None, quiet: bool = 
         cfg.poll_s = poll_s
     total = len([r for r in sess.ledger.runs(campaign) if r.state != "cancelled"])
     try:
+        _ship_plugins(sess, campaign)
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[states]}"), TimeElapsedColumn(), console=err, disable=quiet) as prog:
             task = prog.add_task(campaign, total=total, states="")
@@ -154,11 +211,20 @@ def register(app: typer.Typer) -> None:
         overrides: Optional[list[str]] = typer.Argument(None, help="Hydra overrides, e.g. seeds=[1,2,3]"),
         as_json: bool = typer.Option(False, "--json", help="print the accounting as JSON"),
         runs: bool = typer.Option(False, "--runs", help="also list every run (id, run_key)"),
+        workdir: Optional[Path] = typer.Option(None, "--workdir", help="also check the evaluation data this work "
+                                               "directory's campaign would read"),
+        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="also check this evaluation data directory"),
     ) -> None:
-        """Expand a campaign into runs and print the accounting and GPU-hour estimate (submits nothing)."""
+        """Expand a campaign into runs, check it (policies, seeds, recipes, resources, evaluation data) and print
+        the accounting and GPU-hour estimate (submits nothing)."""
         from orchestrator.grid import accounting
+        from orchestrator.preflight import eval_data_dir
 
-        spec, rs = _plan(campaign, overrides)
+        spec, rs = _plan(campaign, overrides, data_root=workdir / "data" if workdir else None)
+        eval_dir = data_dir or (eval_data_dir(spec, workdir.resolve()) if workdir else None)
+        _preflight(spec, rs, eval_dir, local_head=True)
+        if eval_dir is None and spec.backend != "noop":
+            err.print("note: evaluation data not checked (pass --workdir or --data-dir to check it too)")
         acc = accounting(spec, rs)
         if runs:
             acc["runs"] = [{"run_id": r.run_id, "run_key": r.run_key, "sub_campaign": r.sub_campaign} for r in rs]
@@ -192,9 +258,16 @@ def register(app: typer.Typer) -> None:
         wait: bool = typer.Option(True, "--wait/--no-wait", help="drive the campaign to completion"),
         max_parallel: Optional[int] = typer.Option(None, "--max-parallel", help="cap on concurrent jobs"),
         dry_run: bool = typer.Option(False, "--dry-run", help="show new/changed/unchanged without writing"),
+        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="evaluation data directory (default: the "
+                                                "campaign's evaluation.data_dir, relative to the work directory)"),
     ) -> None:
-        """Register a campaign in the ledger (idempotent by run_key) and run it."""
+        """Check a campaign before any compute, register it in the ledger (idempotent by run_key) and run it."""
+        from orchestrator.preflight import eval_data_dir
+
         spec, rs = _plan(campaign, overrides, data_root=workdir / "data")
+        if data_dir is not None:
+            spec, rs = _with_data_dir(spec, rs, data_dir)
+        _preflight(spec, rs, eval_data_dir(spec, workdir.resolve()), local_head=not ray_address)
         if dry_run:
             from orchestrator.ledger.sql import SQLLedger
 
@@ -208,7 +281,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps({"new": len(new), "changed": len(rs) - len(new) - len(unchanged),
                                    "unchanged": len(unchanged)}))
             return
-        sess = _session(workdir, ledger_url, ray_address)
+        sess = _session(workdir, ledger_url, ray_address, remember=True)
         diff = sess.submit(spec, rs)
         removed = diff.removed
         if spec.seed_design is not None:  # later batches of a sequential design are not "removed"
@@ -235,6 +308,7 @@ def register(app: typer.Typer) -> None:
         timeout: Optional[float] = typer.Option(None, "--timeout", help="stop driving after this many seconds"),
     ) -> None:
         """Pick up a campaign after a crash: reattach to running jobs, resubmit lost ones, continue."""
+        _existing_workdir(workdir, ledger_url)
         sess = _session(workdir, ledger_url, ray_address)
         _require_campaign(sess, campaign)
         counts = drive_campaign(sess, campaign, timeout_s=timeout, max_parallel=max_parallel)
@@ -284,6 +358,7 @@ def register(app: typer.Typer) -> None:
         """Live status matrix (read-only; the orchestrator driving the campaign is `submit`/`resume`)."""
         from rich.live import Live
 
+        _existing_workdir(workdir, ledger_url)
         sess = _session(workdir, ledger_url)
         _require_campaign(sess, campaign)
         with Live(status_matrix(sess, campaign), console=out, refresh_per_second=1) as live:
@@ -317,6 +392,7 @@ def register(app: typer.Typer) -> None:
         """Cancel runs (stopping their jobs); they can be brought back with `campaign retry`."""
         from orchestrator.executor import ClusterUnreachable
 
+        _existing_workdir(workdir, ledger_url)
         sess = _session(workdir, ledger_url, ray_address)
         rows = _select(sess, campaign, runs)
         try:
@@ -335,6 +411,7 @@ def register(app: typer.Typer) -> None:
         wait: bool = typer.Option(True, "--wait/--no-wait"),
     ) -> None:
         """Requeue failed or cancelled runs with a fresh retry budget (verified stages are skipped)."""
+        _existing_workdir(workdir, ledger_url)
         sess = _session(workdir, ledger_url, ray_address)
         rows = _select(sess, campaign, runs)
         n = sess.scheduler(campaign).retry(rows) if rows else 0
@@ -354,9 +431,12 @@ def register(app: typer.Typer) -> None:
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
         attempt: Optional[int] = typer.Option(None, "--attempt", help="attempt number; default the latest"),
     ) -> None:
-        """Attempts and events of a run from the ledger, and its job's log from the cluster."""
+        """Attempts and events of a run from the ledger, and its job's log: from the cluster the campaign ran
+        on, or from the stopped local head's log files. Never starts a Ray head."""
         from orchestrator.executor import ClusterUnreachable
+        from orchestrator.executor.local_head import head_temp_dir, running_head
 
+        _existing_workdir(workdir, ledger_url)
         sess = _session(workdir, ledger_url, ray_address)
         rows = _select(sess, campaign, [run])
         row = rows[0]
@@ -367,8 +447,17 @@ def register(app: typer.Typer) -> None:
         chosen = [a for a in atts if attempt is None or a["attempt"] == attempt]
         if not chosen:
             _fail(f"run {row.run_id} has no attempt {attempt}")
+        sub = chosen[-1]["submission_id"]
+        if sess.ray_address is None and running_head(workdir) is None:  # the local head is gone: read its files
+            tmp = head_temp_dir(workdir)
+            logs = sorted(tmp.glob(f"session_*/logs/job-driver-{sub}.log")) if tmp else []
+            if not logs:
+                _fail(f"no log of job {sub}: the work directory's local Ray head is stopped and its log files "
+                      f"are gone ({tmp or 'no temp dir'}); the ledger's attempts are shown above", 3)
+            typer.echo(logs[-1].read_text(errors="replace"))
+            return
         try:
-            typer.echo(sess.executor.logs(chosen[-1]["submission_id"]))
+            typer.echo(sess.executor.logs(sub))
         except ClusterUnreachable as exc:
             _fail(f"{exc}; the ledger's attempts are shown above", 3)
 

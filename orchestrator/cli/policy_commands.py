@@ -93,6 +93,9 @@ def register(app: typer.Typer) -> None:
         if not path.is_file():
             known = sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
             _fail(f"{path}: no such policy configuration; known: {', '.join(known)}")
+        from orchestrator.plugins import add_project_path, project_root_of_policy
+
+        add_project_path(project_root_of_policy(path))
         try:
             p = load_policy(path)
         except PolicyConfigError as exc:
@@ -115,10 +118,16 @@ def register(app: typer.Typer) -> None:
     @policies_app.command("validate")
     def validate(files: Annotated[list[Path], typer.Argument(help="policy YAML files")],
                  rollout_n: Annotated[Optional[int], typer.Option("--rollout-n", help="cross-check against rollout.n")] = None) -> None:
-        """Validate policy YAMLs strictly (exit 2 naming the file and field on the first error)."""
+        """Validate policy YAMLs strictly (exit 2 naming the file and field on the first error). A policy's
+        `plugins:` modules are imported (that runs their code) from its project directory: the folder above
+        `policy/` (or the YAML's own folder)."""
+        from orchestrator.plugins import add_project_path, project_root_of_policy
         from policies import PolicyConfigError, load_policy
 
+        if rollout_n is not None and rollout_n < 2:
+            _fail(f"--rollout-n: got {rollout_n}; GRPO needs at least 2 samples per prompt")
         for f in files:
+            add_project_path(project_root_of_policy(f))
             try:
                 p = load_policy(f, rollout_n=rollout_n)
             except PolicyConfigError as exc:

@@ -25,7 +25,10 @@ def build_request(
 
     from policies import load_policy
 
+    from orchestrator.plugins import add_project_path, project_root_of_policy
+
     # Strict validation (file, YAML, fields) before anything is written; the run gets the resolved config.
+    add_project_path(project_root_of_policy(policy))  # the policy's plugin modules live in its project directory
     pol = dict(load_policy(policy, seed=seed).config)
     rec = load_recipe(recipe)
     if rec.get("backend", backend) != backend:
@@ -115,16 +118,25 @@ def register(app: typer.Typer) -> None:
         test_per_domain: int = typer.Option(32, "--test-per-domain", help="held-out prompts per domain"),
         eval_items: int = typer.Option(16, "--eval-items", help="items per benchmark fixture"),
         suite: str = typer.Option("db12", "--suite", help="suite whose benchmarks get fixtures"),
+        heldout: str = typer.Option("iid", "--heldout", help="iid: held-out prompts drawn like training ones (as the "
+                                    "cpu_tiny recipe); disjoint: never trained on (needs enough distinct prompts)"),
     ) -> None:
-        """Write the synthetic corpus (train/test.parquet) and eval fixtures (eval/<benchmark>.parquet)."""
+        """Write the synthetic corpus (train/test.parquet) and eval fixtures (eval/<benchmark>.parquet plus the
+        manifest.json that declares them fixtures, so `campaign submit --data-dir OUT/eval` accepts them)."""
+        from evaluation.benchmark_data import write_manifest
         from orchestrator.training import synthetic
 
         for name, val in (("--per-domain", per_domain), ("--test-per-domain", test_per_domain), ("--eval-items", eval_items)):
             if val < 1:
                 _fail(f"{name}: got {val}; must be >= 1")
+        if heldout not in ("iid", "disjoint"):
+            _fail(f"--heldout: got {heldout!r}; choose iid or disjoint")
         try:
-            paths = synthetic.write_corpus(out, seed=seed, train_per_domain=per_domain, test_per_domain=test_per_domain)
+            paths = synthetic.write_corpus(out, seed=seed, train_per_domain=per_domain, test_per_domain=test_per_domain,
+                                           heldout=heldout)
             fixtures = synthetic.write_eval_fixtures(out / "eval", seed=seed, n_items=eval_items, suite=suite)
+            write_manifest(out / "eval", sorted(fixtures), kind="fixture")
         except (ValueError, KeyError, FileNotFoundError) as e:
             _fail(f"synthetic data: {e}")
-        typer.echo(f"train: {paths['train']}\ntest: {paths['test']}\neval fixtures: {out / 'eval'} ({len(fixtures)} benchmarks)")
+        typer.echo(f"train: {paths['train']}\ntest: {paths['test']}\neval fixtures: {out / 'eval'} ({len(fixtures)} "
+                   "benchmarks, manifest.json)")

@@ -70,19 +70,60 @@ def _temp_dir(workdir: Path) -> Path:
     return tmp
 
 
-def ensure_head(workdir: Path, *, num_cpus: int = 4, num_gpus: int = 0, timeout_s: float = 60,
+START_TIMEOUT_ENV = "WINDTUNNEL_RAY_START_TIMEOUT"
+DEFAULT_START_TIMEOUT_S = 240.0  # `ray start` was seen taking 72 s on a loaded 2-core machine
+
+
+def start_timeout_s() -> float:
+    """Seconds a local head may take to start: $WINDTUNNEL_RAY_START_TIMEOUT, else 240."""
+    raw = os.environ.get(START_TIMEOUT_ENV, "")
+    try:
+        value = float(raw) if raw else DEFAULT_START_TIMEOUT_S
+    except ValueError:
+        raise ClusterUnreachable(f"{START_TIMEOUT_ENV}={raw!r} is not a number of seconds; e.g. "
+                                 f"{START_TIMEOUT_ENV}=600") from None
+    if not value > 0:
+        raise ClusterUnreachable(f"{START_TIMEOUT_ENV}={raw!r} must be a positive number of seconds")
+    return value
+
+
+def running_head(workdir: Path) -> str | None:
+    """The dashboard address of this workdir's head if it is alive, else None (never starts one)."""
+    state = Path(workdir).resolve() / "ray_head.json"
+    if not state.exists():
+        return None
+    try:
+        info = json.loads(state.read_text())
+    except ValueError:
+        return None
+    return info["dashboard"] if _alive(info["dashboard"]) else None
+
+
+def head_temp_dir(workdir: Path) -> Path | None:
+    """The temp dir of this workdir's (running or stopped) head, where Ray keeps its job logs."""
+    state = Path(workdir).resolve() / "ray_head.json"
+    if state.exists():
+        try:
+            return Path(json.loads(state.read_text())["temp_dir"])
+        except (ValueError, KeyError):
+            return None
+    tmp = _temp_dir(Path(workdir).resolve())
+    return tmp if tmp.exists() else None
+
+
+def ensure_head(workdir: Path, *, num_cpus: int = 4, num_gpus: int = 0, timeout_s: float | None = None,
                 attempts: int = 2) -> str:
     """Address (http://127.0.0.1:port) of this workdir's head, starting one if none is alive.
 
     A start that fails (Ray's "node timed out during startup" on a loaded machine) is cleaned up,
     so no half-started daemon is left behind, and tried again with fresh ports up to `attempts` times.
+    The start may take `timeout_s` (default: `start_timeout_s()`).
     """
     workdir = Path(workdir).resolve()
-    state = workdir / "ray_head.json"
-    if state.exists():
-        info = json.loads(state.read_text())
-        if _alive(info["dashboard"]):
-            return info["dashboard"]
+    timeout_s = start_timeout_s() if timeout_s is None else timeout_s
+    alive = running_head(workdir)
+    if alive:
+        return alive
     for attempt in range(1, attempts + 1):
         try:
             return _start_head(workdir, num_cpus=num_cpus, num_gpus=num_gpus, timeout_s=timeout_s)
@@ -110,7 +151,9 @@ def _start_head(workdir: Path, *, num_cpus: int, num_gpus: int, timeout_s: float
     ]
     address = f"http://127.0.0.1:{dash_port}"
     try:
-        proc = subprocess.run(argv, env=_env(workdir), cwd=str(Path(__file__).resolve().parents[2]),
+        # cwd: the work directory, so jobs never import a user's modules by accident of where the head
+        # started; plugin modules reach jobs through runtime_env py_modules (orchestrator.plugins)
+        proc = subprocess.run(argv, env=_env(workdir), cwd=str(workdir),
                               capture_output=True, text=True, timeout=timeout_s)
         if proc.returncode != 0:
             raise ClusterUnreachable(f"could not start a local Ray head: {proc.stderr.strip()[-800:]}")
@@ -122,7 +165,9 @@ def _start_head(workdir: Path, *, num_cpus: int, num_gpus: int, timeout_s: float
     except (ClusterUnreachable, subprocess.TimeoutExpired) as exc:
         _kill_head_processes(tmp, str(gcs_port))
         if isinstance(exc, subprocess.TimeoutExpired):
-            raise ClusterUnreachable(f"`ray start` did not finish in {timeout_s:.0f} s") from None
+            raise ClusterUnreachable(f"the local Ray head (`ray start`) did not finish in {timeout_s:.0f} s — a "
+                                     f"loaded machine? Set {START_TIMEOUT_ENV}=600 (seconds) and run the command "
+                                     "again; nothing was marked failed") from None
         raise
     state = workdir / "ray_head.json"
     tmpf = state.with_suffix(".tmp")

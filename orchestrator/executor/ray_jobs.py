@@ -62,6 +62,9 @@ class RayJobsExecutor(Executor):
         except RuntimeError as exc:
             msg = str(exc).lower()
             if any(h in msg for h in _UNREACHABLE_HINTS):
+        # local files/dirs shipped to every job via runtime_env (the researcher's plugin modules), so a
+        # remote cluster's jobs import them too (orchestrator.plugins.plugin_paths)
+        self.py_modules: list[str] = []
                 raise ClusterUnreachable(f"Ray at {self.address} is unreachable: {exc}") from None
             raise
         except Exception as exc:  # requests exceptions
@@ -82,7 +85,9 @@ class RayJobsExecutor(Executor):
         while True:
             try:
                 self._call(self.client.submit_job, entrypoint=entrypoint, submission_id=submission_id,
-                           runtime_env={"env_vars": env_vars}, entrypoint_num_cpus=num_cpus,
+                           runtime_env={"env_vars": env_vars, **({"py_modules": list(self.py_modules)}
+                                                                 if self.py_modules else {})},
+                           entrypoint_num_cpus=num_cpus,
                            entrypoint_num_gpus=num_gpus or None)
                 return
             except RuntimeError as exc:

@@ -199,13 +199,22 @@ def write_corpus(
             held.setdefault(it.prompt if heldout == "disjoint" else len(held), it)
             if len(held) == test_per_domain:
                 break
+        if len(held) < test_per_domain:
+            raise ValueError(f"domain {d} (level {levels.get(d, 0)}): only {len(held)} distinct prompts could be "
+                             f"held out, {test_per_domain} were asked for; lower test_per_domain "
+                             "(--test-per-domain) or use heldout 'iid' (--heldout iid)")
         test.extend(held.values())
-        n = 0
+        n = tries = 0
         while n < train_per_domain:
             it = GENERATORS[d](rng, levels.get(d, 0))
+            tries += 1
             if heldout == "iid" or it.prompt not in held:
                 train.append(it)
                 n += 1
+            elif tries > 50 * train_per_domain + 1000:  # every prompt of the task space is held out
+                raise ValueError(f"domain {d} (level {levels.get(d, 0)}): the held-out set covers (nearly) every "
+                                 f"prompt of the task, none is left to train on; lower test_per_domain or use "
+                                 "heldout 'iid'")
     paths = {"train": out / "train.parquet", "test": out / "test.parquet"}
     _atomic_parquet(corpus_frame(train, "train", seed), paths["train"])
     _atomic_parquet(corpus_frame(test, "test", seed + 1), paths["test"])

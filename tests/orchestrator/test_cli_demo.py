@@ -47,3 +47,9 @@ def test_demo_end_to_end_on_a_reduced_grid(tmp_path: Path) -> None:
     assert recs["accuracy"].between(0, 100).all() and recs["parse_rate"].notna().all()
     assert "gfpo" in p.stdout and "vs" in p.stdout  # the paired table was printed
     assert (wd / "mlflow.db").exists() and not (wd / "ray_head.json").exists()  # head stopped after the demo
+    # `logs` after the campaign: no --ray-address, and it reads the stopped head's files instead of starting one
+    p = subprocess.run([CAMPAIGN, "logs", "demo", "demo/tiny_qwen2/gfpo/s1", "--workdir", str(wd)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "evaluate" in p.stdout and '"ok": true' in p.stdout  # the ledger's attempts, then the job's driver log
+    assert not (wd / "ray_head.json").exists()

@@ -1,0 +1,41 @@
+"""The cluster a work directory's campaigns run on, remembered at `submit` for every later command.
+
+Why: `resume`, `cancel`, `retry` and `logs` must talk to the same cluster as `submit` without the user
+repeating `--ray-address` (and a read-only command must never start a local head just because the
+address was not given). `<workdir>/cluster.json` (mode 0600) holds the address and the path of the
+token file used to authenticate to it — never the token itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+FILE = "cluster.json"
+
+
+def save_cluster(workdir: Path, address: str, token_path: str | None) -> Path:
+    """Record the cluster (atomic write, 0600)."""
+    path = Path(workdir).resolve() / FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"address": address, "token_path": str(Path(token_path).resolve()) if token_path else None}
+    tmp = path.with_name(f".{FILE}.tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(body, f, indent=2)
+    os.replace(tmp, path)
+    return path
+
+
+def load_cluster(workdir: Path) -> dict[str, Any] | None:
+    """The recorded cluster, or None when the campaign ran on the work directory's own local head."""
+    path = Path(workdir).resolve() / FILE
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and data.get("address") else None

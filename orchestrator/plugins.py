@@ -1,0 +1,72 @@
+"""The researcher's own policy modules (`plugins:` in a policy YAML): importable by the CLI, shipped to jobs.
+
+Why: a policy YAML names its plugin modules and every process that loads the policy imports them. The
+CLI finds them in the campaign's project directory (its config root, put on `sys.path`); Ray jobs get
+them through `runtime_env.py_modules`, so a job on a remote cluster, whose nodes never saw the
+researcher's files, imports the same code. Loading a plugin runs its code: only list modules you trust.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any, Iterable
+
+
+def add_project_path(root: str | Path | None) -> None:
+    """Make the campaign's project directory importable (first on `sys.path`), once."""
+    if not root:
+        return
+    p = str(Path(root).resolve())
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+
+def plugin_names(policy_cfgs: Iterable[dict[str, Any]]) -> list[str]:
+    """Distinct top-level module names listed under `plugins:` by these policy configs."""
+    names: dict[str, None] = {}
+    for cfg in policy_cfgs:
+        mods = cfg.get("plugins") or []
+        for m in [mods] if isinstance(mods, str) else mods:
+            if isinstance(m, str) and m:
+                names[m.split(".")[0]] = None
+    return list(names)
+
+
+def _installed(path: Path) -> bool:
+    """True for modules installed into the environment (every node of a cluster has the same env)."""
+    roots = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+    return any(path.is_relative_to(Path(r).resolve()) for r in roots)
+
+
+OWN_PACKAGES = frozenset({"orchestrator", "policies", "evaluation", "analysis"})
+
+
+def plugin_paths(names: Iterable[str]) -> list[str]:
+    """Local file (module.py) or directory (package) of each plugin module to ship to jobs; modules
+    installed in the environment are not shipped. Raises ValueError naming a module that cannot be found."""
+    out: list[str] = []
+    for name in names:
+        if name in OWN_PACKAGES:
+            continue
+        spec = importlib.util.find_spec(name)
+        if spec is None:
+            raise ValueError(f"plugin module {name!r} cannot be found; put it in the campaign's project directory "
+                             "or install it")
+        if spec.submodule_search_locations:
+            path = Path(list(spec.submodule_search_locations)[0]).resolve()
+        elif spec.origin and spec.origin.endswith(".py"):
+            path = Path(spec.origin).resolve()
+        else:
+            continue  # built-in or compiled: nothing to ship
+        if not _installed(path):
+            out.append(str(path))
+    return out
+
+
+def project_root_of_policy(path: str | Path) -> Path:
+    """The project directory of a policy YAML: the parent of its `policy/` folder, else its own folder."""
+    p = Path(path).resolve().parent
+    return p.parent if p.name == "policy" else p

@@ -1,0 +1,166 @@
+"""Preflight: everything that can fail a campaign deterministically, checked before any compute.
+
+Why: a campaign that trains for GPU-days and then fails at evaluation because a data file is missing,
+or whose policy YAML has an unknown scorer, wastes the whole budget. `campaign plan` and `campaign
+submit` call `preflight()` after expanding the grid and before writing anything: every policy is
+loaded through the strict registry (plugins imported), every recipe, the suite and its evaluation
+data (files, item counts, manifest) and the resources are checked, and all problems are reported at
+once, one line each, naming the file and the fix.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.grid import RunSpec
+from orchestrator.spec import CampaignSpec, SpecError
+
+STUDY_DOMAINS = ("math", "logic", "science")
+
+
+class PreflightError(SpecError):
+    """One or more problems found before any compute; `problems` holds one line each."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__(f"{len(self.problems)} problem(s) found before any compute:\n"
+                         + "\n".join(f"  - {p}" for p in self.problems))
+
+
+@dataclass
+class Context:
+    """Where the campaign will run: its evaluation data and the CPUs a run may ask for."""
+
+    data_dir: Path | None = None  # evaluation data; None: not checked (plan without --workdir/--data-dir)
+    local_cpus: int | None = field(default_factory=os.cpu_count)  # None for a remote cluster
+
+
+def _recipe_rollout_n(recipe: dict[str, Any]) -> int | None:
+    n = (recipe.get("rollout") or {}).get("n")
+    if n is None:
+        n = (recipe.get("overrides") or {}).get("actor_rollout_ref.rollout.n")
+    return int(n) if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def check_policies(runs: list[RunSpec], root: Path) -> list[str]:
+    """Load every distinct (policy, recipe) pair through the strict registry, plugins included."""
+    from policies import load_policy
+    from policies.errors import PolicyConfigError
+
+    problems: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for r in runs:
+        if (r.policy, r.recipe_name) in seen:
+            continue
+        seen.add((r.policy, r.recipe_name))
+        path = root / "policy" / f"{r.policy}.yaml"
+        domains = (r.policy_cfg.get("domains") or (r.recipe_cfg.get("data") or {}).get("domains")
+                   or list(STUDY_DOMAINS))
+        try:
+            load_policy({"name": r.policy, **r.policy_cfg}, seed=r.seed, domains=domains,
+                        rollout_n=_recipe_rollout_n(r.recipe_cfg))
+        except PolicyConfigError as exc:
+            problems.append(f"{path}: {exc} (recipe {r.recipe_name})")
+        except Exception as exc:  # noqa: BLE001 - a plugin's own import error is the user's to see, named
+            problems.append(f"{path}: policy {r.policy!r} cannot be loaded: {type(exc).__name__}: {exc}")
+    return problems
+
+
+def check_recipes(runs: list[RunSpec], root: Path) -> list[str]:
+    """Each recipe's backend matches the campaign's and its numeric knobs are usable."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for r in runs:
+        if r.recipe_name in seen:
+            continue
+        seen.add(r.recipe_name)
+        path = root / "recipe" / f"{r.recipe_name}.yaml"
+        rb = r.recipe_cfg.get("backend")
+        if r.backend != "noop" and rb and rb != r.backend:
+            problems.append(f"{path}: key 'backend': recipe is for {rb!r} but the campaign's backend is "
+                            f"{r.backend!r}; pick a {r.backend} recipe or change the campaign's backend")
+        n = _recipe_rollout_n(r.recipe_cfg)
+        raw_n = (r.recipe_cfg.get("rollout") or {}).get("n")
+        if raw_n is not None and (n is None or n < 2):
+            problems.append(f"{path}: key 'rollout.n': got {raw_n!r}; GRPO needs at least 2 samples per prompt")
+    return problems
+
+
+def check_resources(spec: CampaignSpec, runs: list[RunSpec], ctx: Context) -> list[str]:
+    """Every run must fit the cluster the campaign declares (and, for a local head, this machine)."""
+    problems: list[str] = []
+    c = spec.compute
+    total_gpus = c.nodes * c.gpus_per_node
+    for model in sorted({r.model for r in runs}):
+        g = c.for_model(model).gpus
+        if g > total_gpus:
+            problems.append(f"{spec.source}: key 'compute': a {model} run needs {g} GPUs but the cluster declares "
+                            f"{c.nodes} node(s) × {c.gpus_per_node} = {total_gpus}; raise compute.nodes/"
+                            "gpus_per_node or lower the model's gpus")
+    cpus = c.cpus_per_node or ctx.local_cpus
+    if cpus is not None and c.cpus_per_run > cpus:
+        where = "compute.cpus_per_node" if c.cpus_per_node else f"this machine ({cpus} CPUs, local Ray head)"
+        problems.append(f"{spec.source}: key 'compute.cpus_per_run': {c.cpus_per_run} CPUs per run can never be "
+                        f"scheduled on {where}; lower it" + ("" if c.cpus_per_node else
+                                                            " or declare compute.cpus_per_node for your cluster"))
+    return problems
+
+
+def check_eval_data(spec: CampaignSpec, data_dir: Path) -> list[str]:
+    """The suite exists and its evaluation data is complete (files, schema, checksums, item counts)."""
+    from evaluation.evaluator import check_benchmark_data
+    from evaluation.suite import SuiteError, load_suite
+
+    try:
+        suite = load_suite(spec.suite)
+    except (SuiteError, FileNotFoundError) as exc:
+        return [f"{spec.source}: key 'suite': {exc}"]
+    limit = spec.evaluation.get("limit")
+    gates = dict(spec.evaluation.get("gates") or {})
+    return check_benchmark_data(suite, data_dir, limit=limit,
+                                require_item_count=bool(gates.get("require_item_count", True)))
+
+
+def preflight(spec: CampaignSpec, runs: list[RunSpec], ctx: Context | None = None) -> None:
+    """Raise `PreflightError` listing every problem; return None when the campaign can start."""
+    from orchestrator.plugins import add_project_path
+
+    ctx = ctx or Context()
+    root = Path(spec.config_root)
+    add_project_path(root)  # the researcher's plugin modules live in the campaign's project directory
+    problems = check_policies(runs, root) + check_recipes(runs, root) + check_resources(spec, runs, ctx)
+    if spec.backend != "noop" and ctx.data_dir is not None:
+        problems += check_eval_data(spec, ctx.data_dir)
+    elif spec.backend != "noop":
+        from evaluation.suite import SuiteError, load_suite
+
+        try:
+            load_suite(spec.suite)
+        except (SuiteError, FileNotFoundError) as exc:
+            problems.append(f"{spec.source}: key 'suite': {exc}")
+    if problems:
+        raise PreflightError(problems)
+
+
+def eval_data_dir(spec: CampaignSpec, workdir: Path) -> Path:
+    """Where the evaluate stage will read the suite's data (same rule as `orchestrator.stages`)."""
+    raw = spec.evaluation.get("data_dir")
+    if not raw:
+        return Path(workdir) / "data" / "eval"
+    p = Path(str(raw).replace("${workdir}", str(workdir)))
+    return p if p.is_absolute() else Path(workdir) / p
+
+
+def check_positive(name: str, value: float | int | None, *, allow_zero: bool = False) -> str | None:
+    """A one-line problem for a numeric CLI option that is NaN, infinite or not positive, else None."""
+    if value is None:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{name}: got {value}; give a finite number"
+    if value < 0 or (value == 0 and not allow_zero):
+        return f"{name}: got {value}; must be {'>= 0' if allow_zero else '> 0'}"
+    return None
