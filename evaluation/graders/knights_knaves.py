@@ -57,24 +57,27 @@ _BLOCK_GAP = 300  # characters allowed between two statements of one block
 Statement = tuple[int, str, str | None]  # (character position, name_lower, role or None = no answer)
 
 
-def _tokens(text: str) -> list[tuple[int, str, str]]:
-    return [(m.start(), m.group(0).lower(), m.group(0)) for m in _TOKEN.finditer(text)]
-
-
 class _Parser:
     """Statements of one text; `names` (lower case) restricts persons, None accepts capitalised words (gold)."""
 
     def __init__(self, text: str, names: set[str] | None):
-        self.toks = _tokens(text)
+        self.text = text
+        self.orig: list[str] = _TOKEN.findall(text)
+        self.low = [t.lower() for t in self.orig]
+        self._pos: list[int] | None = None  # token start offsets, computed only when a statement is found
         self.names = names
 
+    def pos(self, i: int) -> int:
+        if self._pos is None:
+            self._pos = [m.start() for m in _TOKEN.finditer(self.text)]
+        return self._pos[i]
+
     def _is_name(self, i: int) -> bool:
-        if i < 0 or i >= len(self.toks):
+        if i < 0 or i >= len(self.low):
             return False
-        _, low, orig = self.toks[i]
         if self.names is not None:
-            return low in self.names
-        return orig[0].isupper() and low not in _NOT_NAMES
+            return self.low[i] in self.names
+        return self.orig[i][0].isupper() and self.low[i] not in _NOT_NAMES
 
     def _list_left(self, i: int) -> tuple[list[int], int]:
         """Name token indices of a list ending at token i (inclusive), and the index before the list."""
@@ -85,7 +88,7 @@ class _Parser:
         while len(out) < _MAX_LIST:
             k = j
             seps = 0
-            while k >= 0 and self.toks[k][1] in _SEPARATORS and seps < 2:
+            while k >= 0 and self.low[k] in _SEPARATORS and seps < 2:
                 k -= 1
                 seps += 1
             if seps == 0 or not self._is_name(k):
@@ -100,7 +103,7 @@ class _Parser:
         while self._is_name(j) and len(out) < _MAX_LIST:
             out.append(j)
             k, seps = j + 1, 0
-            while k < len(self.toks) and self.toks[k][1] in _SEPARATORS and seps < 2:
+            while k < len(self.low) and self.low[k] in _SEPARATORS and seps < 2:
                 k += 1
                 seps += 1
             if seps == 0:
@@ -111,7 +114,7 @@ class _Parser:
     def _hypothetical(self, before: int) -> bool:
         """A supposition or a reported claim among the 3 tokens before index `before` (inclusive)."""
         for k in range(before, max(before - 3, -1), -1):
-            low = self.toks[k][1]
+            low = self.low[k]
             if low in ".!?;\n":
                 return False
             if low in _HYPOTHETICAL:
@@ -121,13 +124,13 @@ class _Parser:
     def _qualifier(self, j: int, role: str) -> bool:
         """True when the role word at j is followed by "or"/"and" another role: ambiguous or contradictory."""
         k = j + 1
-        if k >= len(self.toks) or self.toks[k][1] not in ("or", "and", "/"):
+        if k >= len(self.low) or self.low[k] not in ("or", "and", "/"):
             return False
         k += 1
         for _ in range(_MAX_FILLERS):
-            if k < len(self.toks) and self.toks[k][1] in _FILLERS:
+            if k < len(self.low) and self.low[k] in _FILLERS:
                 k += 1
-        return k < len(self.toks) and self.toks[k][1] in _ROLES
+        return k < len(self.low) and self.low[k] in _ROLES
 
     def _role_list(self, j: int) -> list[int]:
         """Indices of a comma-separated run of role words starting at j ("knight, knight and knave")."""
@@ -135,12 +138,12 @@ class _Parser:
         k = j + 1
         while len(out) < _MAX_LIST:
             seps = 0
-            while k < len(self.toks) and self.toks[k][1] in _SEPARATORS and seps < 2:
+            while k < len(self.low) and self.low[k] in _SEPARATORS and seps < 2:
                 k += 1
                 seps += 1
-            while k < len(self.toks) and self.toks[k][1] in ("a", "an") and seps:
+            while k < len(self.low) and self.low[k] in ("a", "an") and seps:
                 k += 1
-            if seps == 0 or k >= len(self.toks) or self.toks[k][1] not in _ROLES:
+            if seps == 0 or k >= len(self.low) or self.low[k] not in _ROLES:
                 break
             out.append(k)
             k += 1
@@ -149,47 +152,50 @@ class _Parser:
     def statements(self) -> list[Statement]:
         out: list[Statement] = []
         skip: set[int] = set()
-        toks = self.toks
-        for j, (_, low, _) in enumerate(toks):
-            role = _ROLES.get(low)
-            if role is None or j in skip:
+        low = self.low
+        for j in [j for j, t in enumerate(low) if t in _ROLES]:
+            role = _ROLES[low[j]]
+            if j in skip:
                 continue
-            if j > 1 and toks[j - 1][1] in ("or", "and", "/") and toks[j - 2][1] in _ROLES:
+            if j > 1 and low[j - 1] in ("or", "and", "/") and low[j - 2] in _ROLES:
                 continue  # the second half of "knight or knave": handled with the first
             final: str | None = None if self._qualifier(j, role) else role
             # names first: NAMES (is|are|was|were|must be|:|-|→|=|() [fillers] ROLE
             k = j - 1
             fillers = 0
-            while k >= 0 and toks[k][1] in _FILLERS and fillers < _MAX_FILLERS:
+            while k >= 0 and low[k] in _FILLERS and fillers < _MAX_FILLERS:
                 k -= 1
                 fillers += 1
             names: list[int] = []
             before = -1
             if k >= 0:
-                link = toks[k][1]
-                if link in _COPULAS or link in _LINK_SYMBOLS or (link == "be" and k > 0 and toks[k - 1][1] == "must"):
+                link = low[k]
+                if link in _COPULAS or link in _LINK_SYMBOLS or (link == "be" and k > 0 and low[k - 1] == "must"):
                     k -= 2 if link == "be" else 1
-                    if k >= 0 and toks[k][1] == ",":
+                    if k >= 0 and low[k] == ",":
                         k -= 1
                     names, before = self._list_left(k)
             if not names:  # role first: (the) ROLE(s) (:|are|is|=|-) NAMES
-                if j + 1 < len(toks) and toks[j + 1][1] in _ROLE_FIRST_LINKS:
+                if j + 1 < len(low) and low[j + 1] in _ROLE_FIRST_LINKS:
                     r = j + 2
-                    if r < len(toks) and toks[r][1] == ":":
+                    if r < len(low) and low[r] == ":":
                         r += 1
                     names = self._list_right(r)
-                    before = j - 1 - (1 if j > 0 and toks[j - 1][1] == "the" else 0)
+                    before = j - 1 - (1 if j > 0 and low[j - 1] == "the" else 0)
             if names and not (before >= 0 and self._hypothetical(before)):
                 roles = self._role_list(j)
                 if len(roles) > 1:  # "A, B and C: knight, knight, knave" is respective; a count mismatch is no answer
                     skip.update(roles)
-                    given = [_ROLES[toks[r][1]] for r in roles]
+                    given = [_ROLES[low[r]] for r in roles]
                     per = given if len(given) == len(names) else [None] * len(names)
-                    out.extend((toks[n][0], toks[n][1], rl) for n, rl in zip(names, per))
+                    out.extend((self.pos(n), low[n], rl) for n, rl in zip(names, per))
                 else:
-                    out.extend((toks[n][0], toks[n][1], final) for n in names)
+                    out.extend((self.pos(n), low[n], final) for n in names)
         out.sort(key=lambda s: s[0])
         return out
+
+
+_ANY_ROLE = re.compile(r"kni|kna", re.IGNORECASE)
 
 
 def parse_assignments(text: str, names: set[str] | None = None) -> list[Statement]:
@@ -254,6 +260,8 @@ def grade_knights_knaves(response: str, gold: str) -> GradeResult:
     if not truth:
         return GradeResult(0.0, None, "error")  # gold without any assignment is a data bug
     names = set(truth)
+    if not _ANY_ROLE.search(response):
+        return GradeResult(0.0, None, "no_answer")  # no role word at all: nothing to tokenise
     clean = _MARKDOWN.sub("", response)
     stmts: list[Statement] = []
     block_text = final_block(clean)

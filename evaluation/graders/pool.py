@@ -96,6 +96,13 @@ class GraderPool:
             self._pool.join()
             self._pool = None
 
+    def _abandon(self) -> None:
+        """Drop the pool holding a stuck worker; it is killed in the background so the caller gets its
+        `timeout` at the budget, not after the kill (tens of ms)."""
+        old, self._pool = self._pool, None
+        if old is not None:
+            threading.Thread(target=lambda: (old.terminate(), old.join()), daemon=True).start()
+
     def grade_items(self, grader: str, responses: Sequence[str], golds: Sequence[str],
                     n_options: Sequence[int | None] | None = None, timeout_s: float = 5.0) -> list[GradeResult]:
         """Grade pairs in order; an item still running `timeout_s` after its turn comes is a `timeout`."""
@@ -126,7 +133,7 @@ class GraderPool:
                                 results[j] = GradeResult(s, p, st)  # type: ignore[arg-type]
                             else:
                                 todo.append(j)
-                        self.close()
+                        self._abandon()
                         self.restarts += 1
                         break
             return [r for r in results if r is not None]
