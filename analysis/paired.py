@@ -415,7 +415,11 @@ def _jobs(runs: pd.DataFrame, overrides: dict[str, str], dropped: list[str]) -> 
                     dropped.append(f"{label0}/{pol}: mechanism unknown and no --reference-map entry; not compared")
                 continue
             if ref not in pols:
-                dropped.append(f"{label0}/{pol}: reference {ref!r} has no runs in this campaign group; not compared")
+                elsewhere = sorted({int(k[3]) for k, p in groups.items() if k[:3] == gkey[:3] and ref in p})
+                where = (f"; it has runs at step(s) {elsewhere} (compare checkpoints at the same step)" if elsewhere
+                         else " at any step")
+                dropped.append(f"{label0}/{pol}: reference {ref!r} has no runs at step {gkey[3]} in this campaign "
+                               f"group{where}; not compared")
                 continue
             jobs.append(({**ident, "policy": pol, "reference": ref, "reference_campaign": ident["campaign"],
                           "mechanism": mech, "kind": "effect"}, rows, pols[ref]))

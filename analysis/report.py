@@ -50,18 +50,21 @@ def _img(png: bytes, alt: str) -> str:
 
 def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, suite: Suite | str = "db12",
                  extra_sections: Sequence[tuple[str, str]] = (), lead_sections: Sequence[str] = (),
-                 n_resamples: int = 10_000, title: str = "Windtunnel analysis report") -> Path:
+                 n_resamples: int = 10_000, title: str = "Windtunnel analysis report", margin: float = 1.0) -> Path:
     """Write the report atomically to out_path and return it.
 
     records: long Records (DataFrame) or a path read with `read_records`. extra_sections:
     (title, HTML body) pairs appended verbatim after the analysis sections; lead_sections: HTML
     blocks inserted verbatim after the title, before any score comparison (callers escape).
+    The first table is the verdict table (one verdict per comparison at ±margin points).
     """
     s = load_suite(suite) if isinstance(suite, str) else suite
     recs = read_records(records, s) if isinstance(records, (str, Path)) else records
     runs = run_table(recs, s)
     paired = paired_comparisons(recs, s, runs=runs, n_resamples=n_resamples)
-    tables = build_tables(recs, s, paired=paired, runs=runs)
+    tables = build_tables(recs, s, paired=paired, runs=runs, margin=margin)
+    first = [t for t in tables if t.name == "verdicts"]
+    tables = [t for t in tables if t.name != "verdicts"]
     head = s.aggregate_names[0]
     aggs = s.aggregate_names
     config_means = runs.groupby(list(GROUP_KEYS) + ["policy"], sort=True)[aggs].mean()
@@ -74,6 +77,10 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
              f'{len(recs)} records. SD = sample SD (n-1). Paired comparisons match seeds within a campaign.</p>',
              f'<p><b>{html.escape(SMALL_N_NOTE)}</b></p>',
              *lead_sections]
+    for t in first:  # the report's first table: one verdict per claim
+        parts.append(f'<h2 id="{t.name}">{html.escape(t.title)}</h2><p><b>{html.escape(t.lead)}</b></p>'
+                     + (t.display.to_html(index=False, escape=True) if not t.display.empty else "")
+                     + f'<p class="note">{html.escape(t.note)}</p>')
     if len(missing):
         parts.append("<h2>Missing scores</h2><p class='note'>These make the listed aggregates NaN for the run "
                      "(never averaged around).</p>" + missing.to_html(index=False, escape=True))

@@ -52,7 +52,8 @@ def _clean(v):  # noqa: ANN001, ANN202
     return v
 
 
-_COUNTS = {"n", "seeds_needed", "seeds_needed_lo", "seeds_needed_hi", "step", "seed"}
+_COUNTS = {"n", "seeds_needed", "seeds_needed_lo", "seeds_needed_hi", "step", "seed", "seeds_to_decide",
+           "seeds_to_decide_lo", "seeds_to_decide_hi"}
 
 
 def _rows(df) -> list[dict]:  # noqa: ANN001
@@ -65,6 +66,30 @@ def _rows(df) -> list[dict]:  # noqa: ANN001
                 row[k] = int(row[k])
         out.append(row)
     return out
+
+
+def _require_pairs(res, records: Path) -> None:  # noqa: ANN001
+    """Exit 2 with the reasons (which reference is missing at which step, which scores are NaN) when no
+    method-vs-reference pair could be formed: nothing to compare is a user error, not a traceback."""
+    t = res.table
+    ok = t["kind"].eq("effect") & t["mean_diff"].astype(float).notna() if len(t) else None
+    if ok is not None and bool(ok.any()):
+        return
+    why = "; ".join(res.dropped[:8]) + (f"; ... {len(res.dropped) - 8} more" if len(res.dropped) > 8 else "")
+    _fail(f"{records}: no method-vs-reference pair could be formed (a policy and its reference, select/reweight -> "
+          f"baseline, mix -> static, at the same campaign/model/regime/step and seed with finite scores)"
+          + (f": {why}" if why else ": the records hold no policy whose reference is present")
+          + "; add the reference's runs or pass --reference-map POLICY=REFERENCE")
+
+
+def _check_out(out: Path, inputs: list[Path | None], force: bool, what: str = "--out") -> None:
+    """--out never equals an input and never replaces an existing file unless --force."""
+    target = out.resolve()
+    for p in inputs:
+        if p is not None and Path(p).exists() and Path(p).resolve() == target:
+            _fail(f"{what} {out}: is an input of this command ({p}); write the output to another path")
+    if out.exists() and not force:
+        _fail(f"{what} {out}: exists; pass --force to replace it, or choose another path")
 
 
 def _parse_map(items: list[str] | None) -> dict[str, str]:
@@ -85,6 +110,8 @@ def tables(
     metric: Annotated[Optional[str], typer.Option("--aggregate", help="metric of the paired table")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="write <name>.<ext> per table into this folder")] = None,
     resamples: Annotated[int, typer.Option("--resamples", min=100, help="bootstrap resamples")] = 10_000,
+    margin: Annotated[float, typer.Option("--margin", help="equivalence margin of the verdict table (points)")] = 1.0,
+    force: Annotated[bool, typer.Option("--force", help="replace existing table files in --out")] = False,
 ) -> None:
     """Print the study's tables regenerated from RECORDS (Markdown, LaTeX or CSV)."""
     from analysis.tables import FORMATS, TABLE_NAMES
@@ -99,16 +126,27 @@ def tables(
     if metric is not None and metric not in s.aggregate_names + list(s.domains) + s.benchmark_ids:
         _fail(f"--aggregate {metric!r}: not an aggregate, domain or benchmark of suite {s.name!r} "
               f"(aggregates: {', '.join(s.aggregate_names)})")
+    if not margin > 0:
+        _fail(f"--margin {margin}: must be > 0 (points)")
+    ext = {"md": "md", "latex": "tex", "csv": "csv"}[fmt]
+    if out is not None:
+        if out.exists() and not out.is_dir():
+            _fail(f"--out {out}: is a file; --out takes a folder (one <table>.{ext} per table)")
+        for n in names:
+            _check_out(out / f"{n}.{ext}", [records], force)
     import warnings
 
     from analysis.atomic import atomic_write_text
+    from analysis.paired import paired_comparisons
     from analysis.tables import build_tables, render_table, render_tables
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        built = build_tables(df, s, names, metric=metric, n_resamples=resamples)
+        paired = paired_comparisons(df, s, n_resamples=resamples)
+        if set(names) & {"paired", "verdicts", "random_effects"}:
+            _require_pairs(paired, records)
+        built = build_tables(df, s, names, metric=metric, n_resamples=resamples, paired=paired, margin=margin)
     if out is not None:
-        ext = {"md": "md", "latex": "tex", "csv": "csv"}[fmt]
         for t in built:
             atomic_write_text(out / f"{t.name}.{ext}", render_table(t, fmt))
         err.print(f"wrote {len(built)} tables to {out}", markup=False)
@@ -147,6 +185,7 @@ def compare(
         warnings.simplefilter("ignore")
         res = paired_comparisons(df, s, reference_map=refs, margin=margin, effect=effect,
                                  n_resamples=resamples, seed=seed)
+    _require_pairs(res, records)
     t = res.table
     aggs = [aggregate] if aggregate else s.aggregate_names
     keep = t["metric"].isin(aggs) | (detail & t["metric_type"].isin(["domain", "benchmark"]))
@@ -212,6 +251,8 @@ def report(
     records: RecordsArg,
     out: Annotated[Path, typer.Option("--out", help="HTML file to write (atomic)")],
     suite: SuiteOpt = "db12",
+    margin: Annotated[float, typer.Option("--margin", help="equivalence margin of the verdict table (points)")] = 1.0,
+    force: Annotated[bool, typer.Option("--force", help="replace an existing --out file")] = False,
     resamples: Annotated[int, typer.Option("--resamples", min=100, help="bootstrap resamples")] = 10_000,
     runs_dir: Annotated[Optional[Path], typer.Option(
         "--runs-dir", help="the runs' folder (<workdir>/runs): adds each run's intervention evidence and compute; "
@@ -220,10 +261,18 @@ def report(
         "--looks", help="interim looks of a sequential campaign (default: sequential_looks.csv next to the "
                         "records, when present): their adjusted intervals are shown first")] = None,
 ) -> None:
-    """Write one self-contained HTML report (tables, forest plot, domain trade-off, rank heat map)."""
+    """Write one self-contained HTML report (verdicts first, tables, forest plot, domain trade-off, rank heat map)."""
+    if not margin > 0:
+        _fail(f"--margin {margin}: must be > 0 (points)")
+    _check_out(out, [records, looks], force)
     s, df = _load(records, suite)
     import warnings
 
+    from analysis.paired import paired_comparisons as _pc
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _require_pairs(_pc(df, s, n_resamples=100), records)
     from analysis.report import build_report
     from analysis.sequential import SequentialError, looks_section_html, read_looks_file
 
@@ -237,7 +286,7 @@ def report(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if runs_dir is None:
-            path = build_report(df, out, suite=s, n_resamples=resamples, lead_sections=lead)
+            path = build_report(df, out, suite=s, n_resamples=resamples, lead_sections=lead, margin=margin)
         else:
             from analysis.intervention import InterventionError, build_report_with_evidence, runs_from_dir
 
@@ -251,9 +300,54 @@ def report(
     err.print(f"wrote {path}", markup=False)
 
 
+def verdicts(
+    records: RecordsArg,
+    margin: Annotated[float, typer.Option("--margin", help="equivalence margin ±M (points); also the effect "
+                                          "the seeds-to-decide column is powered for")] = 1.0,
+    aggregate: Annotated[Optional[str], typer.Option("--aggregate", help="default: the suite's first aggregate")] = None,
+    campaign: CampaignOpt = None,
+    model: ModelOpt = None,
+    alpha: Annotated[float, typer.Option("--alpha", help="family-wise error rate of each family (Holm)")] = 0.05,
+    reference_map: Annotated[Optional[list[str]], typer.Option(
+        "--reference-map", help="POLICY=REFERENCE, overrides baseline/static (repeatable)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output (stable keys)")] = False,
+    suite: SuiteOpt = "db12",
+) -> None:
+    """One verdict per method-vs-reference comparison: better / worse / equivalent within ±M / undecided."""
+    refs = _parse_map(reference_map)
+    if not margin > 0:
+        _fail(f"--margin {margin}: must be > 0 (points)")
+    if not 0 < alpha < 1:
+        _fail(f"--alpha {alpha}: must be in (0, 1)")
+    s, df = _load(records, suite, campaign, model)
+    if aggregate is not None and aggregate not in s.aggregate_names:
+        _fail(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
+    import warnings
+
+    from analysis.paired import SMALL_N_NOTE, paired_comparisons
+    from analysis.tables import render_table, verdicts_table
+    from analysis.verdicts import verdict_counts
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = paired_comparisons(df, s, reference_map=refs, aggregates=[aggregate] if aggregate else None, n_resamples=200)
+    _require_pairs(res, records)
+    t = verdicts_table(res.table, aggregate or s.aggregate_names[0], margin, alpha)
+    if as_json:
+        typer.echo(json.dumps({"suite": s.name, "aggregate": aggregate or s.aggregate_names[0], "margin": margin,
+                               "alpha": alpha, "method": t.note, "small_n": SMALL_N_NOTE,
+                               "counts": verdict_counts(t.data), "verdicts": _rows(t.data),
+                               "dropped": res.dropped}, indent=1))
+        return
+    typer.echo(render_table(t, "md"))
+    for msg in res.dropped:
+        err.print(f"warning: {msg}", markup=False, soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the main app."""
     app.command("tables")(tables)
     app.command("compare")(compare)
     app.command("sensitivity")(sensitivity)
     app.command("report")(report)
+    app.command("verdicts")(verdicts)

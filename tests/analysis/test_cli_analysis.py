@@ -198,3 +198,76 @@ def test_tables_all_on_a_two_policy_campaign(tmp_path: Path) -> None:
     res = _invoke("tables", str(f), "--table", "all")
     assert res.exit_code == 0, res.output
     assert "gfpo" in res.output and "leave" in res.output.lower()
+
+
+def _subset_csv(tmp_path: Path, name: str, keep, edit=None) -> Path:  # noqa: ANN001
+    rows = [r for r in csv.DictReader(open(RELEASED, newline="")) if keep(r)]
+    for r in rows:
+        if edit:
+            edit(r)
+    f = tmp_path / name
+    with open(f, "w", newline="") as out:
+        w = csv.DictWriter(out, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return f
+
+
+def _nan_scores(r: dict[str, str]) -> None:
+    for b in sum(DOMAINS.values(), []):
+        r[b] = ""
+
+
+def _baseline_at_200(r: dict[str, str]) -> None:
+    if r["method"] == "baseline":
+        r["steps"] = "200"
+
+
+@pytest.mark.parametrize("case,edit,why", [
+    ("no_reference", None, "reference 'baseline' has no runs at step 300"),
+    ("reference_other_step", _baseline_at_200, "it has runs at step(s) [200]"),
+    ("all_nan", _nan_scores, "missing for"),
+])
+def test_no_formable_pair_exits_2_with_the_reason(tmp_path: Path, case: str, edit, why: str) -> None:  # noqa: ANN001
+    methods = ("topk",) if case == "no_reference" else ("baseline", "topk")
+    f = _subset_csv(tmp_path, f"{case}.csv", lambda r: r["campaign"] == "main" and r["model"] == "Qwen2.5-7B-Instruct"
+                    and r["method"] in methods, edit)
+    for args in (["compare", str(f)], ["verdicts", str(f)], ["tables", str(f), "--table", "paired"],
+                 ["tables", str(f)], ["report", str(f), "--out", str(tmp_path / f"{case}.html")]):
+        res = _invoke(*args)
+        assert res.exit_code == 2, (args, res.output)
+        assert "no method-vs-reference pair" in res.output and why in res.output, res.output
+        assert "Traceback" not in res.output
+    assert not (tmp_path / f"{case}.html").exists()
+
+
+def test_out_never_clobbers_and_never_equals_an_input(tmp_path: Path) -> None:
+    f = _subset_csv(tmp_path, "two.csv", lambda r: r["campaign"] == "main" and r["model"] == "Qwen2.5-7B-Instruct"
+                    and r["method"] in ("baseline", "gfpo"))
+    before = f.read_bytes()
+    res = _invoke("report", str(f), "--out", str(f), "--force")
+    assert res.exit_code == 2 and "is an input" in res.output and f.read_bytes() == before
+    out = tmp_path / "r.html"
+    out.write_text("keep me")
+    res = _invoke("report", str(f), "--out", str(out), "--resamples", "100")
+    assert res.exit_code == 2 and "--force" in res.output and out.read_text() == "keep me"
+    assert _invoke("report", str(f), "--out", str(out), "--resamples", "100", "--force").exit_code == 0
+    assert out.read_text().startswith("<!DOCTYPE html>")
+    tabs = tmp_path / "tabs"
+    assert _invoke("tables", str(f), "--table", "paired", "--out", str(tabs), "--resamples", "100").exit_code == 0
+    res = _invoke("tables", str(f), "--table", "paired", "--out", str(tabs), "--resamples", "100")
+    assert res.exit_code == 2 and "paired.md" in res.output and "--force" in res.output
+    assert _invoke("tables", str(f), "--table", "paired", "--out", str(tabs), "--force", "--resamples", "100").exit_code == 0
+    res = _invoke("tables", str(f), "--out", str(f))
+    assert res.exit_code == 2 and "takes a folder" in res.output
+
+
+def test_report_first_table_is_the_verdict_table(tmp_path: Path) -> None:
+    out = tmp_path / "v.html"
+    res = _invoke("report", str(RELEASED), "--out", str(out), "--resamples", "100", "--margin", "0.5")
+    assert res.exit_code == 0, res.output
+    doc = out.read_text()
+    first_table = doc.index("<table")
+    assert doc.index('id="verdicts"') < first_table < doc.index("Forest plot")
+    assert "undecided 45 of 45 comparisons" in doc and "0.75 at n = 3" in doc
+    assert 'id="random_effects"' in doc and "DerSimonian-Laird" in doc
