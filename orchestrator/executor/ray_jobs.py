@@ -34,11 +34,37 @@ def configure_token_auth(token_file: Path | None) -> None:
         pass
 
 
+def stage_gpus(argv: Sequence[str]) -> int:
+    """GPUs a stage job must hold in Ray's own accounting, read from its run spec (`--run-spec`).
+
+    A verl run trains in a private Ray runtime on the GPUs its job reserved (docs/verl_on_cpu.md), so
+    the reservation is the run's `gpus` for `train` and one of them for `evaluate`; Ray then refuses to
+    oversubscribe, whoever else uses the cluster. 0 when the argv is not a stage command."""
+    import json
+
+    args = [str(a) for a in argv]
+    if "orchestrator.stages" not in args or "--run-spec" not in args:
+        return 0
+    stage = args[args.index("orchestrator.stages") + 1]
+    raw = args[args.index("--run-spec") + 1]
+    try:
+        spec = json.loads(raw if raw.lstrip().startswith("{") else Path(raw).read_text())
+    except (OSError, ValueError):
+        return 0
+    gpus = int(spec.get("gpus") or 0)
+    nnodes = max(1, int((spec.get("model_cfg") or {}).get("nnodes") or 1))
+    # a multi-node run's driver holds its own node's share (the other nodes' would be a placement group)
+    return gpus // nnodes if stage == "train" else min(1, gpus)
+
+
 class RayJobsExecutor(Executor):
     def __init__(self, address: str, *, token_file: Path | None = None, job_env: Mapping[str, str] | None = None):
         self.address = address if "://" in address else f"http://{address}"
         self.token_file = token_file
         self.job_env = dict(job_env or {})
+        # local files/dirs shipped to every job via runtime_env (the researcher's plugin modules), so a
+        # remote cluster's jobs import them too (orchestrator.plugins.plugin_paths)
+        self.py_modules: list[str] = []
         configure_token_auth(token_file)
         self._client = None
         self.agent_wait_s = 60.0
@@ -62,9 +88,6 @@ class RayJobsExecutor(Executor):
         except RuntimeError as exc:
             msg = str(exc).lower()
             if any(h in msg for h in _UNREACHABLE_HINTS):
-        # local files/dirs shipped to every job via runtime_env (the researcher's plugin modules), so a
-        # remote cluster's jobs import them too (orchestrator.plugins.plugin_paths)
-        self.py_modules: list[str] = []
                 raise ClusterUnreachable(f"Ray at {self.address} is unreachable: {exc}") from None
             raise
         except Exception as exc:  # requests exceptions
@@ -78,6 +101,7 @@ class RayJobsExecutor(Executor):
     def submit(self, submission_id: str, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
                num_cpus: float = 0, num_gpus: float = 0) -> None:
         entrypoint = shlex.join([str(a) for a in argv])
+        num_gpus = num_gpus or stage_gpus(argv)
         env_vars = {**self.job_env, **(env or {})}
         if self.token_file is not None:
             env_vars |= {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.token_file)}

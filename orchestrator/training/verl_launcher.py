@@ -126,7 +126,7 @@ def build_command(req: TrainRequest, *, python: str | None = None, write_policy:
         ov["trainer.n_gpus_per_node"] = int(model["gpus"])
     if model.get("nnodes"):
         ov["trainer.nnodes"] = int(model["nnodes"])
-    ov.setdefault("ray_kwargs.ray_init.num_cpus", 64)
+    ov.update(runtime_overrides(ov))
     if write_policy:
         dirs["out"].mkdir(parents=True, exist_ok=True)
         dirs["policy"].write_text(yaml.safe_dump(req.policy, sort_keys=False))
@@ -143,6 +143,40 @@ def build_command(req: TrainRequest, *, python: str | None = None, write_policy:
     if req.extra.get("mlflow_run_id"):
         env["MLFLOW_RUN_ID"] = str(req.extra["mlflow_run_id"])
     return argv, env
+
+
+# Ray Job env vars that point a process at the shared cluster (ray dashboard/modules/job/job_supervisor.py::
+# _get_driver_env_vars). Removed from verl's env so its `ray.init` starts the run's private runtime.
+CLUSTER_ENV_VARS = ("RAY_ADDRESS", "RAY_JOB_CONFIG_JSON_ENV_VAR")
+
+
+def runtime_overrides(ov: dict[str, Any]) -> dict[str, Any]:
+    """`ray_kwargs.ray_init` for the run's private Ray runtime (docs/verl_on_cpu.md, "Isolation").
+
+    verl's `main_ppo` calls `ray.init(**ray_kwargs.ray_init)` (`verl/trainer/main_ppo.py:57-74`).
+    `address=local` makes that a fresh single-node runtime owned by this run, never the cluster the job
+    runs on: `num_cpus`/`num_gpus` are then legal (Ray refuses them when connecting to a cluster,
+    `ray/_private/worker.py`), and every named actor (TransferQueue's controller in its fixed namespace
+    `transfer_queue`, `transfer_queue/interface.py:200`; verl's rollout servers) lives in a GCS no other
+    run can see. GPUs: the runtime autodetects the job's `CUDA_VISIBLE_DEVICES`, which Ray sets from the
+    job's `entrypoint_num_gpus` reservation, so it sees exactly the GPUs reserved for this run."""
+    nnodes = int(ov.get("trainer.nnodes") or 1)
+    if nnodes > 1:
+        raise TrainingError(
+            f"trainer.nnodes: {nnodes}: a multi-node verl run needs its private runtime to span the nodes Ray "
+            "reserved for it (docs/verl_on_cpu.md, 'Two nodes'); not implemented yet. Run it with nnodes: 1")
+    out: dict[str, Any] = {"+ray_kwargs.ray_init.address": "local", "+ray_kwargs.ray_init.include_dashboard": False}
+    if "ray_kwargs.ray_init.num_cpus" not in ov:
+        out["ray_kwargs.ray_init.num_cpus"] = 64
+    return out
+
+
+def private_runtime_env(parent: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
+    """The environment of verl's process: the parent's (the Ray Job's) without the variables that attach
+    to the shared cluster, plus the run's own variables."""
+    env = {k: v for k, v in parent.items() if k not in CLUSTER_ENV_VARS}
+    env.update(extra)
+    return env
 
 
 def merge_command(actor_dir: Path, target_dir: Path, python: str | None = None) -> list[str]:
@@ -165,7 +199,7 @@ def cancel(out_dir: Path, sig: int = signal.SIGTERM) -> bool:
 
 def _run(argv: list[str], env: dict[str, str], log: Path, pid_file: Path | None = None) -> int:
     with open(log, "ab") as fh:
-        proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=fh, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, env=private_runtime_env(dict(os.environ), env), stdout=fh, stderr=subprocess.STDOUT,
                                 start_new_session=True)  # own process group: cancel kills exactly this run
         if pid_file is not None:
             pid_file.write_text(str(proc.pid))
@@ -188,6 +222,28 @@ def _verl_metrics(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def resolve_inputs(req: TrainRequest) -> TrainRequest:
+    """A `builtin:<model>` becomes the warmed-up local base model and an empty `train_files` the recipe's
+    synthetic corpus (train + held-out val), exactly as the local backend resolves them (shared cache)."""
+    import dataclasses
+
+    from orchestrator.training import warmup
+    from orchestrator.training.local import load_model_config
+
+    cache_root = Path(req.extra.get("cache_dir") or warmup.default_cache_root())
+    model_path, train, extra = req.model_path, list(req.train_files), dict(req.extra)
+    if model_path.startswith("builtin:"):
+        cfg = req.extra.get("model") or load_model_config(model_path.split(":", 1)[1])
+        model_path = str(warmup.base_model(cfg, req.recipe, cache_root))
+    if not train:
+        if not isinstance(req.recipe.get("data"), dict):
+            raise TrainingError(f"recipe {req.recipe.get('name', '?')!r}: no train_files and no data: section for a synthetic corpus")
+        corpus = warmup.synthetic_corpus(req.recipe["data"], cache_root)
+        train = [str(corpus["train"])]
+        extra.setdefault("val_files", [str(corpus["test"])])
+    return dataclasses.replace(req, model_path=model_path, train_files=train, extra=extra)
+
+
 class VerlBackend(TrainingBackend):
     """GPU training through verl 0.9.1 with the Windtunnel policy plugin."""
 
@@ -196,6 +252,7 @@ class VerlBackend(TrainingBackend):
     def train(self, req: TrainRequest) -> TrainResult:
         from orchestrator.training.local import save_checkpoint_meta
 
+        req = resolve_inputs(req)
         dirs = run_dirs(req.out_dir)
         argv, env = build_command(req)
         dirs["launch"].write_text(json.dumps({"argv": argv, "env": env}, indent=1))

@@ -1,10 +1,38 @@
 """verl plugin entry point (`[project.entry-points."verl.plugins"] windtunnel = "policies.verl.plugin"`).
 
-Importing this module registers the `windtunnel_sync` trainer in verl's TRAINER_REGISTRY. verl imports it
-on every `import verl` and swallows any exception (VERL.md §2), so run `campaign policies check` (or
+Importing this module registers the `windtunnel_sync` trainer in verl's TRAINER_REGISTRY and the `hf`
+rollout in verl's two rollout registries (`policies.verl.hf_rollout`); with `WINDTUNNEL_VERL_CPU=1` it
+also installs the CPU workarounds (`policies.verl.cpu`). verl imports it on every `import verl` and
+swallows any exception (VERL.md §2), so run `campaign policies check` (or
 `policies.verl.checks.self_check()`) to see a failure.
 """
 
-from policies.verl.trainer import TRAINER_NAME, WindtunnelTrainer  # noqa: F401  (registers the trainer)
+from policies.verl import cpu as _cpu
 
-__all__ = ["TRAINER_NAME", "WindtunnelTrainer"]
+if _cpu.enabled():
+    _cpu.register_platform()  # before verl's engine modules import (they read the platform at import)
+
+from verl.workers.rollout.base import _ROLLOUT_REGISTRY  # noqa: E402
+from verl.workers.rollout.replica import RolloutReplicaRegistry  # noqa: E402
+
+from policies.verl.trainer import TRAINER_NAME, WindtunnelTrainer  # noqa: E402,F401  (registers the trainer)
+
+ROLLOUT_NAME = "hf"
+ROLLOUT_MODULE = "policies.verl.hf_rollout"
+
+
+def _load_hf_replica():  # noqa: ANN202
+    # lazy, like verl's own loaders (`replica.py:_load_vllm`): a Ray worker that unpickles an hf_rollout
+    # class imports hf_rollout -> verl -> this plugin, which must not need hf_rollout's attributes yet
+    from policies.verl.hf_rollout import HFReplica
+
+    return HFReplica
+
+
+RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_hf_replica)  # `verl/workers/rollout/replica.py:312`
+_ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = f"{ROLLOUT_MODULE}.HFServerAdapter"  # `verl/workers/rollout/base.py:89`
+if _cpu.enabled():
+    _cpu.install()
+
+
+__all__ = ["ROLLOUT_NAME", "TRAINER_NAME", "WindtunnelTrainer"]

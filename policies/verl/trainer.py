@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,33 @@ class WindtunnelTrainer(PPOTrainerSync):
         self.wt_domain_key: str = block.get("domain_key", "domain")
         self.wt_sampler: DomainSampler | None = None
         self.wt_pending_metrics: dict[str, float] = {}
+        self._wt_runtime_record(started_at=time.time())
+
+    # ---- which runtime this run lives in (isolation is checkable from outside) ------------------------
+    def _wt_runtime_record(self, **fields: Any) -> None:
+        """Merge `fields` into `<run>/verl_runtime.json` next to the checkpoint dir: the Ray runtime's GCS
+        address, the TransferQueue controller's actor id and the times the trainer started/ended.
+        Concurrent runs must show different controllers (docs/verl_on_cpu.md, isolation)."""
+        import ray
+        from transfer_queue import interface as tq_interface
+
+        path = Path(self.config.trainer.default_local_dir).absolute().parent / RUNTIME_FILE
+        rec = json.loads(path.read_text()) if path.is_file() else {}
+        controller = getattr(tq_interface, "_TQ_CONTROLLER", None)
+        ctx = ray.get_runtime_context()
+        rec.update({"gcs_address": ctx.gcs_address, "job_id": ctx.get_job_id(), "pid": os.getpid(),
+                    "tq_controller_actor_id": controller._actor_id.hex() if controller is not None else None})
+        rec.update(fields)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(rec, indent=1))
+        os.replace(tmp, path)
+
+    def on_step_end(self) -> None:
+        super().on_step_end()
+        # `fit` returns from inside its loop after the last step (`trainer_base.py:527`) and never reaches
+        # `on_train_end`, so the end time is the last step's end
+        self._wt_runtime_record(ended_at=time.time(), last_step=int(self.global_steps))
 
     # ---- selection / reweighting / mixer feedback ------------------------------------------------
     def _compute_advantage(self, batch, metrics: dict):
@@ -180,6 +208,7 @@ class WindtunnelTrainer(PPOTrainerSync):
 
 
 MIX_STATE_FILE = "windtunnel_mix.json"
+RUNTIME_FILE = "verl_runtime.json"
 
 
 def save_mix_state(path: Path, policy: DataPolicy, sampler: DomainSampler | None) -> None:

@@ -135,3 +135,64 @@ def test_cancel_kills_only_the_recorded_process_group(tmp_path):
     assert cancel(tmp_path)
     assert proc.wait(timeout=10) != 0
     assert not cancel(tmp_path / "nowhere")
+
+
+# ---- cluster-safe launching (issue 11, Build 3) ---------------------------------------------------
+
+def test_verl_starts_a_private_runtime_never_the_jobs_cluster(tmp_path):
+    """verl's `ray.init(**ray_kwargs.ray_init)` must not attach to the cluster the Ray Job runs on (Ray refuses
+    num_cpus/num_gpus there): address=local, and the env given to verl drops the job's RAY_ADDRESS."""
+    from orchestrator.training.verl_launcher import CLUSTER_ENV_VARS, private_runtime_env
+
+    d = _as_dict(build_command(_req(tmp_path, recipe="grpo_05b", model="qwen25_05b_instruct"))[0])
+    assert d["ray_kwargs.ray_init.address"] == "local"
+    assert d["ray_kwargs.ray_init.num_cpus"] == "64" and d["ray_kwargs.ray_init.include_dashboard"] == "false"
+    job_env = {"RAY_ADDRESS": "10.0.0.1:6379", "RAY_JOB_CONFIG_JSON_ENV_VAR": "{}", "PATH": "/bin",
+               "CUDA_VISIBLE_DEVICES": "2,3"}
+    env = private_runtime_env(job_env, {"VERL_USE_EXTERNAL_MODULES": "policies.verl.plugin"})
+    assert not set(CLUSTER_ENV_VARS) & set(env)
+    assert env["CUDA_VISIBLE_DEVICES"] == "2,3"  # the job's reserved GPUs are what the private runtime sees
+    assert env["PATH"] == "/bin" and env["VERL_USE_EXTERNAL_MODULES"] == "policies.verl.plugin"
+    assert job_env["RAY_ADDRESS"] == "10.0.0.1:6379"  # input untouched
+
+
+def test_a_multi_node_run_is_refused_with_the_reason(tmp_path):
+    req = _req(tmp_path, recipe="grpo_05b", model="qwen25_05b_instruct")
+    req.extra["model"] = {**req.extra["model"], "nnodes": 2}
+    with pytest.raises(TrainingError, match="nnodes: 2"):
+        build_command(req)
+
+
+def test_cpu_recipe_composes_in_verls_config_with_the_hf_rollout(tmp_path):
+    import verl
+    from hydra import compose, initialize_config_dir
+
+    req = _req(tmp_path, policy="gfpo", recipe="verl_cpu_tiny", model="tiny_qwen2", seed=3)
+    argv, env = build_command(req)
+    assert env["WINDTUNNEL_VERL_CPU"] == "1" and env["VERL_PLATFORM"] == "windtunnel_cpu"
+    with initialize_config_dir(config_dir=os.path.join(verl.__path__[0], "trainer/config"), version_base=None):
+        cfg = compose("ppo_trainer", overrides=argv[3:])
+    assert cfg.actor_rollout_ref.rollout.name == "hf"
+    assert cfg.ray_kwargs.ray_init.num_gpus == 1 and cfg.ray_kwargs.ray_init.address == "local"
+    assert cfg.transfer_queue.backend.SimpleStorage.num_data_storage_units == 1
+    assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
+    assert cfg.actor_rollout_ref.model.use_remove_padding is False
+    assert cfg.trainer.save_freq == 1 and cfg.trainer.total_training_steps == 300
+
+
+def test_stage_jobs_reserve_the_runs_gpus_in_rays_accounting(tmp_path):
+    import json
+
+    from orchestrator.executor.ray_jobs import stage_gpus
+
+    spec = tmp_path / "run_spec.json"
+    spec.write_text(json.dumps({"gpus": 8, "model_cfg": {"nnodes": 1}}))
+    argv = ["python", "-m", "orchestrator.stages", "train", "--run-spec", str(spec), "--workdir", "/w"]
+    assert stage_gpus(argv) == 8
+    assert stage_gpus([*argv[:3], "evaluate", *argv[4:]]) == 1
+    spec.write_text(json.dumps({"gpus": 16, "model_cfg": {"nnodes": 2}}))
+    assert stage_gpus(argv) == 8  # the driver's node share
+    spec.write_text(json.dumps({"gpus": 0}))
+    assert stage_gpus(argv) == 0 and stage_gpus([*argv[:3], "evaluate", *argv[4:]]) == 0
+    assert stage_gpus(["python", "-c", "pass"]) == 0
+    assert stage_gpus([*argv[:5], str(tmp_path / "missing.json")]) == 0
