@@ -140,38 +140,38 @@ def _config_table(spec: ConfigTableSpec, summ_all: pd.DataFrame, suite: Suite, p
     return Table(spec.name, spec.title, data, disp, note)
 
 
+def _group_label(key: tuple) -> str:
+    return "/".join(str(v) for v in key if str(v) not in ("", "nan"))
+
+
 def _sensitivity_table(summ_all: pd.DataFrame, suite: Suite) -> Table:
+    """Rank correlation between aggregates within each campaign/model/regime/step group, then pooled."""
     aggs = suite.aggregate_names
     summ = summ_all.xs("mean", axis=1, level=1)[aggs]
-    pooled = rank_correlations(summ)
-    within = []
-    codes = pd.MultiIndex.from_frame(summ.index.to_frame(index=False)[list(GROUP_KEYS)]).factorize()[0]
+    keys = summ.index.to_frame(index=False)[list(GROUP_KEYS)]
+    codes, uniq = pd.MultiIndex.from_frame(keys).factorize()
     values = summ.to_numpy(float)
-    for g in np.unique(codes):
+    parts = []
+    for g in range(len(uniq)):
         rows = codes == g
         if rows.sum() >= 3:
-            within.append(rank_correlations(pd.DataFrame(values[rows], columns=aggs)))
-    data = pooled.rename(columns={"spearman": "spearman_pooled", "kendall": "kendall_pooled",
-                                  "n_configs": "n_configs_pooled"})
-    if within:
-        w = pd.concat(within).groupby(["aggregate_a", "aggregate_b"], sort=False)
-        med = w[["spearman", "kendall"]].median().rename(columns=lambda c: f"{c}_median_within_group")
-        med["n_groups"] = w.size()
-        data = data.merge(med.reset_index(), on=["aggregate_a", "aggregate_b"], how="left")
+            rc = rank_correlations(pd.DataFrame(values[rows], columns=aggs))
+            rc.insert(0, "scope", _group_label(uniq[g]))
+            parts.append(rc)
+    pooled = rank_correlations(summ)
+    pooled.insert(0, "scope", f"pooled: all {len(summ)} configurations")
+    data = pd.concat(parts + [pooled], ignore_index=True)
     disp = data.copy()
-    for c in disp.columns:
-        if disp[c].dtype.kind == "f":
-            disp[c] = disp[c].map(lambda v: _fmt(v, 3))
-    note = ("Spearman rho / Kendall tau-b between configuration rankings; pooled over all configurations "
-            "and the median within each campaign/model/regime/step group (groups with >= 3 configurations)")
-    return Table("aggregation_sensitivity", EXTRA_TABLES["aggregation_sensitivity"], data, disp, note)
+    for c in ("spearman", "kendall"):
+        disp[c] = disp[c].map(lambda v: _fmt(v, 3))
+    note = ("Spearman rho / Kendall tau-b between configuration rankings within each campaign/model/regime/step "
+            "group (>= 3 configurations), then pooled over every configuration (labelled pooled: it mixes models "
+            "and regimes). With 4 configurations rho takes only 11 values and tau 7: read the group rows as coarse")
+    return Table("aggregation_sensitivity", EXTRA_TABLES["aggregation_sensitivity"], data, disp, note,
+                 lead="per group first; the pooled rows are labelled pooled")
 
 
-def _lobo_table(runs: pd.DataFrame, suite: Suite) -> Table:
-    lobo = leave_one_benchmark_out(runs, suite)
-    if lobo.empty:
-        return Table("leave_one_out", EXTRA_TABLES["leave_one_out"], lobo, lobo, note="no configurations")
-    # With two configurations a rank correlation can be undefined (NaN) for every benchmark: no "worst" then.
+def _lobo_rows(lobo: pd.DataFrame, scope: str) -> pd.DataFrame:
     ranked = lobo.dropna(subset=["spearman"])
     worst = ranked.loc[ranked.groupby("aggregate", sort=False)["spearman"].idxmin()] if len(ranked) else ranked
     data = lobo.groupby("aggregate", sort=False).agg(spearman_min=("spearman", "min"),
@@ -179,11 +179,29 @@ def _lobo_table(runs: pd.DataFrame, suite: Suite) -> Table:
                                                       kendall_min=("kendall", "min"), n_configs=("n_configs", "max"))
     data["most_influential_benchmark"] = worst.set_index("aggregate")["benchmark"]
     data = data.reset_index()
+    data.insert(0, "scope", scope)
+    return data
+
+
+def _lobo_table(runs: pd.DataFrame, suite: Suite) -> Table:
+    """Leave-one-benchmark-out per campaign/model/regime/step group (>= 3 configurations), then pooled."""
+    lobo = leave_one_benchmark_out(runs, suite)
+    if lobo.empty:
+        return Table("leave_one_out", EXTRA_TABLES["leave_one_out"], lobo, lobo, note="no configurations")
+    parts = []
+    for key, part in runs.groupby(list(GROUP_KEYS), sort=True):
+        if part["policy"].nunique() >= 3:
+            parts.append(_lobo_rows(leave_one_benchmark_out(part, suite), _group_label(key)))
+    n_cfg = runs.groupby(list(CONFIG_KEYS)).ngroups
+    parts.append(_lobo_rows(lobo, f"pooled: all {n_cfg} configurations"))
+    data = pd.concat(parts, ignore_index=True)
     disp = data.copy()
     for c in ("spearman_min", "spearman_median", "kendall_min"):
         disp[c] = disp[c].map(lambda v: _fmt(v, 3))
     return Table("leave_one_out", EXTRA_TABLES["leave_one_out"], data, disp,
-                 note="pooled over all configurations in the records")
+                 note="rank correlation of each aggregate's configuration ranking without one benchmark vs with all, "
+                      "within each group (>= 3 configurations), then pooled over all configurations (labelled pooled)",
+                 lead="per group first; the pooled rows are labelled pooled")
 
 
 def verdicts_table(paired: pd.DataFrame, metric: str, margin: float = 1.0, alpha: float = 0.05) -> Table:
