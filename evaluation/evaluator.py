@@ -28,12 +28,17 @@ from evaluation.benchmark_data import (BenchmarkDataError, _atomic_write, read_b
                                        verify_checksum)
 from evaluation.checkpoint_hash import checkpoint_hash
 from evaluation.generation_cache import CachedLM, GenerationStore
+from evaluation.graders import grader_version
 from evaluation.suite import Gates, Suite, load_suite
 from evaluation.tasks.build import write_task_dir
 
 EVALUATOR_VERSION = "1"
 RUN_META_REQUIRED = ("run_id", "campaign", "model", "policy", "seed", "step")
 METRIC_KEYS = ("acc,none", "parsed_ok,none", "grader_error,none", "grader_timeout,none")
+# an item whose grader ran past its budget (evaluation.graders.BUDGET_S) is status `timeout`, scored 0 and
+# counted; more than this share of a benchmark's items timing out fails its health gate (the score would be
+# the grader's, not the model's)
+MAX_GRADER_TIMEOUT_RATE = 0.01
 
 
 class EvaluationError(RuntimeError):
@@ -97,6 +102,14 @@ class HealthGateError(EvaluationError):
                          + f" — checkpoint {checkpoint}{where}", health=health)
 
 
+def grader_timeout_gate(bid: str, n_timeouts: int, n_items: int) -> str | None:
+    """The health-gate failure for a benchmark whose grader timeouts exceed `MAX_GRADER_TIMEOUT_RATE`, else None."""
+    if n_items and n_timeouts / n_items > MAX_GRADER_TIMEOUT_RATE:
+        return (f"{bid}: {n_timeouts} of {n_items} item(s) ran past the grader's time budget (status timeout, "
+                f"above the gate {MAX_GRADER_TIMEOUT_RATE:.0%}); see the item log")
+    return None
+
+
 @dataclass
 class BenchmarkHealth:
     benchmark: str
@@ -109,6 +122,7 @@ class BenchmarkHealth:
     truncation_rate: float = math.nan
     n_grader_errors: int = 0
     n_grader_timeouts: int = 0
+    grader_version: str = ""
     max_gen_toks: int = 0
     failures: list[str] = field(default_factory=list)
 
@@ -243,7 +257,8 @@ def evaluate_checkpoint(
         expected = len(df) if fixture else b.n_items
         n_exp = min(limit, len(df)) if limit else expected
         frames[bid] = df.iloc[:n_exp] if limit else df
-        health[bid] = BenchmarkHealth(benchmark=bid, task="", n_expected=n_exp, max_gen_toks=b.max_gen_toks)
+        health[bid] = BenchmarkHealth(benchmark=bid, task="", n_expected=n_exp, max_gen_toks=b.max_gen_toks,
+                                      grader_version=grader_version(b.grader))
 
     ckpt_hash = checkpoint_hash(checkpoint)
 
@@ -326,7 +341,7 @@ def evaluate_checkpoint(
                 "response": smp["resps"][0][0], "gold": doc["answer"], "parsed": smp["answer"] or None,
                 "score": float(smp["acc"]), "status": status, "finish_reason": fin,
                 "response_tokens": info.get("n_tokens"), "prompt_tokens": plen.get(doc["item_id"]),
-                "max_gen_toks": h.max_gen_toks,
+                "max_gen_toks": h.max_gen_toks, "grader_version": h.grader_version,
             })
             scores.append(float(smp["acc"]))
             parsed.append(float(smp["parsed_ok"]))
@@ -342,6 +357,9 @@ def evaluate_checkpoint(
             h.truncation_rate = float(np.nanmean(fins)) if not np.all(np.isnan(fins)) else math.nan
             h.n_grader_errors = int(np.sum(errs))
             h.n_grader_timeouts = int(np.sum(touts))
+        timeout_failure = grader_timeout_gate(bid, h.n_grader_timeouts, len(samples))
+        if timeout_failure:
+            h.failures.append(timeout_failure)
         if h.n_grader_errors:
             h.failures.append(f"{bid}: {h.n_grader_errors} grader error(s) (bad gold or grader crash); see the item log")
         if not h.parse_rate >= g.min_parse_rate:  # NaN fails too
@@ -377,7 +395,7 @@ def evaluate_checkpoint(
             "benchmark": bid, "domain": b.domain, "n_items": int(h.n_evaluated), "n_correct": h.n_correct,
             "accuracy": h.accuracy, "parse_rate": h.parse_rate, "truncation_rate": h.truncation_rate,
             "suite_version": f"{s.name}-{s.version}" + ("+fixture" if fixture else "") + (f"+limit{limit}" if limit else ""),
-            "harness_version": f"{harness}; grader {b.grader}; max_gen_toks {b.max_gen_toks}",
+            "harness_version": f"{harness}; grader {h.grader_version}; max_gen_toks {b.max_gen_toks}",
             "config_hash": str(meta["config_hash"]),
         })
     records = pd.DataFrame(rows)

@@ -192,3 +192,13 @@ def test_correct_kk_answer_survives_whitespace_and_markdown(d):
 def test_correct_math_answer_survives_whitespace_and_markdown(outer, inner, value):
     resp = f"The result:{outer}\\boxed{{{inner}{value}{inner}}}{outer[::-1]}"
     assert grade("math", resp, str(value)).score == 1.0
+
+
+def test_grader_timeouts_are_counted_by_the_evaluator_health_gate():
+    from evaluation.evaluator import MAX_GRADER_TIMEOUT_RATE, grader_timeout_gate
+
+    assert grader_timeout_gate("math500", 0, 500) is None
+    assert grader_timeout_gate("math500", int(500 * MAX_GRADER_TIMEOUT_RATE), 500) is None  # at the gate passes
+    msg = grader_timeout_gate("math500", 6, 500)
+    assert msg is not None and msg.startswith("math500: 6 of 500") and "time budget" in msg
+    assert grader_timeout_gate("math500", 0, 0) is None
