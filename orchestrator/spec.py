@@ -362,7 +362,8 @@ def _compose(root: Path, name: str, overrides: list[str]) -> dict[str, Any]:
         data = OmegaConf.to_container(cfg, resolve=True)
     except Exception as exc:  # Hydra raises several unrelated types for bad overrides/configs
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SpecError(f"{root / name}.yaml: cannot compose with overrides {list(overrides)}: {msg}") from None
+        raise SpecError(f"{root / name}.yaml: cannot compose with overrides {list(overrides)}: {msg}"
+                        + _override_hint(msg)) from None
     finally:
         GlobalHydra.instance().clear()
     if not isinstance(data, dict):
@@ -378,6 +379,38 @@ def _file_for_key(root: Path, name: str, loc: tuple[Any, ...]) -> Path:
         if cand.exists():
             return cand
     return primary
+
+
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the model a validation error location points into (for did-you-mean hints)."""
+    model: Any = CampaignSpec
+    for part in loc[:-1]:
+        field = getattr(model, "model_fields", {}).get(part) if isinstance(part, str) else None
+        if field is None:
+            continue
+        ann = field.annotation
+        args = [a for a in getattr(ann, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            model = ann
+        elif args:
+            model = args[-1]
+    return [k for k in getattr(model, "model_fields", {}) if k not in LOADER_KEYS]
+
+
+def _override_hint(msg: str) -> str:
+    """' — did you mean `seeds`?' for a Hydra "Could not override 'seed'" naming a near top-level key."""
+    import difflib
+
+    m = re.search(r"override '([^']+)'", msg)
+    if not m:
+        return ""
+    key = m.group(1).split(".")[0]
+    close = difflib.get_close_matches(key, [k for k in CampaignSpec.model_fields if k not in LOADER_KEYS], n=1)
+    hint = f" — did you mean `{close[0]}`?" if close and close[0] != key else ""
+    return hint + f" (a key the campaign does not set yet is added with `+{m.group(1)}=...`)"
+
+
+LOADER_KEYS = {"seed_design", "source", "config_root", "overrides"}
 
 
 def load_campaign(campaign: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> CampaignSpec:
@@ -398,8 +431,13 @@ def load_campaign(campaign: str | Path, overrides: list[str] | tuple[str, ...] =
         for err in exc.errors():
             loc = tuple(err["loc"])
             key = ".".join(str(p) for p in loc)
-            fix = ("remove it (unknown key) or fix its spelling" if err["type"] == "extra_forbidden"
-                   else str(err["msg"]).removeprefix("Value error, "))
+            if err["type"] == "extra_forbidden":
+                import difflib
+
+                close = difflib.get_close_matches(str(loc[-1]), _fields_at(loc), n=1)
+                fix = f"unknown key; did you mean '{close[0]}'?" if close else "remove it (unknown key) or fix its spelling"
+            else:
+                fix = str(err["msg"]).removeprefix("Value error, ")
             problems.append(f"{_file_for_key(root, name, loc)}: key '{key}': {fix}")
         raise SpecError("; ".join(problems)) from None
     if not spec.sub_campaigns and (not spec.models or not spec.policies):

@@ -109,6 +109,31 @@ def status_matrix(sess, campaign: str) -> Table:  # noqa: ANN001
     return t
 
 
+def _progress(sess, campaign: str) -> dict:  # noqa: ANN001
+    """Driver (is an orchestrator holding the campaign's runs?) and ETA from finished attempts."""
+    from orchestrator.progress import driver_status, eta_seconds
+
+    rows = sess.ledger.runs(campaign)
+    parallel = sess.default_config(campaign).max_parallel
+    read_driver = getattr(sess.ledger, "driver", None)  # the campaign's driver lease, where the ledger keeps one
+    driver = read_driver(campaign) if callable(read_driver) else None
+    return {"driver": driver_status(rows, driver=driver),
+            "eta_s": eta_seconds(rows, sess.ledger.attempts(campaign), parallel)}
+
+
+def _driver_line(sess, campaign: str) -> str:  # noqa: ANN001
+    from orchestrator.progress import format_duration
+
+    p = _progress(sess, campaign)
+    d = p["driver"]
+    if d["state"] == "done":
+        return "nothing pending"
+    if d["state"] == "idle":
+        return (f"no orchestrator is driving this campaign (no live lease): run `campaign resume {campaign} "
+                "--workdir ...` to continue")
+    return f"driven by {d['owner']} (lease {d['lease_left_s']:.0f} s left, renewed while it runs); ETA {format_duration(p['eta_s'])}"
+
+
 def _counts_line(counts: dict[str, int]) -> str:
     order = ["planned", "queued", "training", "trained", "evaluating", "recorded", "failed", "cancelled"]
     return "  ".join(f"{k}={counts[k]}" for k in order if counts.get(k))
@@ -337,6 +362,7 @@ def register(app: typer.Typer) -> None:
                 st["runs"] = [{"run_id": r.run_id, "run_key": r.run_key, "state": r.state, "stage": r.stage,
                                "reason": r.reason, "attempts": r.attempts, "compute": r.compute}
                               for r in sess.ledger.runs(n)]
+                st.update(_progress(sess, n))
                 res.append(st)
             typer.echo(json.dumps(res if not campaign else res[0], indent=2, default=str))
             return
@@ -344,8 +370,10 @@ def register(app: typer.Typer) -> None:
             st = sess.status(n)
             out.print(f"[bold]{n}[/]: {st['total']} runs  {_counts_line(st['states'])}")
             out.print(status_matrix(sess, n))
+            out.print(_driver_line(sess, n), highlight=False)
             for r in sess.ledger.runs(n, ["failed"]):
-                out.print(f"  [red]failed[/] {r.run_id} ({r.stage}): {r.reason}", highlight=False)
+                out.print(f"  [red]failed[/] {r.run_id} ({r.stage}, {r.failure_class or 'error'}): {r.reason}",
+                          highlight=False, markup=False)
 
     @app.command("watch")
     def watch_cmd(

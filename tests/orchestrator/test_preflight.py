@@ -6,6 +6,7 @@ ledger, no Ray head, no run directory (checked on disk). The CLI runs in-process
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,45 @@ def test_plugin_project_dir_is_importable_for_policies_validate(tmp_path):
     assert res.exit_code == 0 and "ok" in res.output, res.output
     res = runner.invoke(app, ["policies", "validate", str(proj / "policy" / "short.yaml"), "--rollout-n", "0"])
     assert res.exit_code == 2 and "--rollout-n" in res.output
+
+
+# --- status: driver and ETA (pure) -----------------------------------------------------------------
+
+
+def _row(state: str, owner: str = "", expires: float = 0.0):
+    from orchestrator.ledger.base import RunRow
+
+    return RunRow(campaign="c", run_key=state + owner, run_id="r", state=state, order=0, gpus=0, spec_json="{}",
+                  lease_owner=owner, lease_expires=expires)
+
+
+def test_driver_status_tells_driving_idle_and_done():
+    from orchestrator.progress import driver_status
+
+    assert driver_status([_row("recorded")], now=100)["state"] == "done"
+    assert driver_status([_row("queued")], now=100)["state"] == "idle"  # pending, nobody holds it: resume
+    assert driver_status([_row("queued", "h:1", 90.0)], now=100)["state"] == "idle"  # expired lease
+    d = driver_status([_row("training", "h:1", 130.0)], now=100)
+    assert d == {"state": "driving", "owner": "h:1", "lease_left_s": 30.0}
+    assert driver_status([_row("queued")], now=100, driver=("h:2", 160.0))["owner"] == "h:2"
+
+
+def test_eta_from_finished_attempts():
+    from orchestrator.progress import eta_seconds
+
+    att = [{"stage": "train", "status": "succeeded", "started_at": 0, "ended_at": 30},
+           {"stage": "train", "status": "succeeded", "started_at": 0, "ended_at": 50},
+           {"stage": "evaluate", "status": "succeeded", "started_at": 0, "ended_at": 10},
+           {"stage": "train", "status": "failed", "started_at": 0, "ended_at": 999}]
+    rows = [_row("queued"), _row("trained"), _row("recorded")]
+    # queued: median train 40 + eval 10; trained: eval 10 -> 60 s of work on 2 parallel jobs
+    assert eta_seconds(rows, att, parallel=2) == 30.0
+    assert eta_seconds(rows, att[:2], parallel=2) is None  # no evaluate attempt finished yet: unknown, not 0
+
+
+@pytest.mark.parametrize("override,hint", [("seed=[1,2]", "did you mean `seeds`"),
+                                           ("+sedes=[1,2]", "did you mean 'seeds'"),
+                                           ("+compute.gpus_pernode=1", "did you mean 'gpus_per_node'")])
+def test_override_mistakes_suggest_the_nearest_key(override, hint):
+    with pytest.raises(SpecError, match=re.escape(hint)):
+        load_campaign(REPO / "campaigns" / "demo.yaml", [override])
