@@ -118,7 +118,9 @@ def build_command(req: TrainRequest, *, python: str | None = None, write_policy:
         "trainer.save_freq": int(req.save_freq or ov.get("trainer.save_freq") or total),
         "trainer.default_local_dir": str(dirs["verl"]),
         "trainer.resume_mode": str(req.extra.get("resume_mode", "auto")),  # auto: resume this run's own dir
-        "trainer.logger": ["console", "mlflow", "file"],
+        # MLflow only with an explicit store: without one verl falls back to one SQLite file in the temp dir
+        # that every concurrent run would write (stage jobs never write MLflow; the orchestrator ingests)
+        "trainer.logger": ["console", "mlflow", "file"] if req.extra.get("mlflow_uri") else ["console", "file"],
         "trainer.project_name": str(req.extra.get("experiment") or recipe.get("project_name") or "windtunnel"),
         "trainer.experiment_name": req.run_id.replace("/", "__"),
     })
@@ -210,6 +212,21 @@ def _run(argv: list[str], env: dict[str, str], log: Path, pid_file: Path | None 
             raise
 
 
+def merge_metric_files(files: Sequence[Path], out: Path) -> None:
+    """One line per step from verl's per-launch JSONL files; a later launch's line for a step wins (a
+    resumed run re-logs only the steps after its checkpoint). Written atomically."""
+    by_step: dict[int, str] = {}
+    for f in files:
+        for line in f.read_text().splitlines():
+            try:
+                by_step[int(json.loads(line)["step"])] = line
+            except (ValueError, KeyError, TypeError):
+                continue
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text("".join(by_step[k] + "\n" for k in sorted(by_step)))
+    os.replace(tmp, out)
+
+
 def _verl_metrics(path: Path) -> list[dict[str, Any]]:
     rows = []
     if path.exists():
@@ -255,12 +272,18 @@ class VerlBackend(TrainingBackend):
         req = resolve_inputs(req)
         dirs = run_dirs(req.out_dir)
         argv, env = build_command(req)
+        # verl's file logger truncates its file on open (`verl/utils/tracking.py:541`): each launch (a resume
+        # after a kill is a new launch) logs to its own file, merged into metrics.jsonl when the run is done
+        attempts = dirs["out"] / "verl_metrics"
+        attempts.mkdir(parents=True, exist_ok=True)
+        env["VERL_FILE_LOGGER_PATH"] = str(attempts / f"launch_{len(list(attempts.glob('launch_*.jsonl'))):03d}.jsonl")
         dirs["launch"].write_text(json.dumps({"argv": argv, "env": env}, indent=1))
         t0 = time.time()
         rc = _run(argv, env, dirs["log"], dirs["pid"])
         wall = time.time() - t0
         if rc != 0:
             raise TrainingError(f"verl exited with {rc}; see {dirs['log']}")
+        merge_metric_files(sorted(attempts.glob("launch_*.jsonl")), dirs["metrics"])
         checkpoints = []
         for step_dir in sorted(dirs["verl"].glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1])):
             step = int(step_dir.name.rsplit("_", 1)[1])

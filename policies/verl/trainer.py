@@ -204,6 +204,8 @@ class WindtunnelTrainer(PPOTrainerSync):
                 if state.get("sampler") is not None:
                     self.wt_sampler = self._wt_build_sampler()
                     self.wt_sampler.load_state_dict(state["sampler"])
+                # visible in verl's metrics of the next step: the mixer resumed from this checkpoint step
+                self.wt_pending_metrics["mix_state_restored_step"] = float(self.global_steps)
         return out
 
 

@@ -196,3 +196,25 @@ def test_stage_jobs_reserve_the_runs_gpus_in_rays_accounting(tmp_path):
     assert stage_gpus(argv) == 0 and stage_gpus([*argv[:3], "evaluate", *argv[4:]]) == 0
     assert stage_gpus(["python", "-c", "pass"]) == 0
     assert stage_gpus([*argv[:5], str(tmp_path / "missing.json")]) == 0
+
+
+def test_metrics_of_a_resumed_run_keep_every_step(tmp_path):
+    """verl truncates its metrics file at each launch; the per-launch files merge, later launch wins."""
+    import json
+
+    from orchestrator.training.verl_launcher import merge_metric_files
+
+    a, b = tmp_path / "launch_000.jsonl", tmp_path / "launch_001.jsonl"
+    a.write_text("".join(json.dumps({"step": s, "data": {"x": s, "launch": 0}}) + "\n" for s in (1, 2)) + "{broken\n")
+    b.write_text(json.dumps({"step": 2, "data": {"x": 2, "launch": 1}}) + "\n" + json.dumps({"step": 3, "data": {"x": 3, "launch": 1}}) + "\n")
+    out = tmp_path / "metrics.jsonl"
+    merge_metric_files([a, b], out)
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [(r["step"], r["data"]["launch"]) for r in rows] == [(1, 0), (2, 1), (3, 1)]
+
+
+def test_no_mlflow_logger_without_a_store(tmp_path):
+    req = _req(tmp_path)
+    req.extra.pop("mlflow_uri")
+    argv, env = build_command(req)
+    assert _as_dict(argv)["trainer.logger"] == "[console,file]" and "MLFLOW_TRACKING_URI" not in env
