@@ -274,8 +274,14 @@ class SequentialDesign:
     small_sample: Literal["mc", "nominal", "z"] = "mc"
     futility_cp: float | None = None
     futility_min_seeds: int = 6
+    familywise: Literal["none", "bonferroni"] = "none"
+    family_size: int | None = None
 
     def __post_init__(self) -> None:
+        if self.familywise not in ("none", "bonferroni"):
+            raise SequentialError(f"familywise: {self.familywise!r}; use 'none' or 'bonferroni'")
+        if self.family_size is not None and (not isinstance(self.family_size, int) or self.family_size < 1):
+            raise SequentialError(f"family_size: must be a positive integer or null, got {self.family_size!r}")
         looks = tuple(int(n) for n in self.looks)
         if not looks or any(n < 2 for n in looks) or any(b <= a for a, b in zip(looks, looks[1:])):
             raise SequentialError(f"looks {list(self.looks)}: need strictly increasing seed counts, each >= 2")
@@ -346,7 +352,7 @@ class SequentialDesign:
         `aggregate` (which aggregate the looks test) is accepted and left to the orchestrator."""
         known = {"max", "design", "batch", "looks", "alpha", "spending", "equivalence_margin",
                  "equivalence_alpha", "equivalence_spending", "small_sample", "futility_cp",
-                 "futility_min_seeds", "aggregate"}
+                 "futility_min_seeds", "aggregate", "familywise", "family_size"}
         unknown = set(raw) - known
         if unknown:
             raise SequentialError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -366,7 +372,19 @@ class SequentialDesign:
                    equivalence_alpha=float(raw.get("equivalence_alpha", 0.05)),
                    equivalence_spending=raw.get("equivalence_spending", "pocock"),
                    small_sample=raw.get("small_sample", "mc"), futility_cp=raw.get("futility_cp"),
-                   futility_min_seeds=int(raw.get("futility_min_seeds", 6)))
+                   futility_min_seeds=int(raw.get("futility_min_seeds", 6)),
+                   familywise=raw.get("familywise", "none"), family_size=raw.get("family_size"))
+
+    def per_comparison(self, m: int) -> "SequentialDesign":
+        """The design each of m comparisons runs under: with familywise="bonferroni" every comparison
+        spends alpha/m (family_size overrides m), so P(any false efficacy decision in the family) <= alpha
+        by the union bound, whatever the correlation between comparisons (they share references)."""
+        from dataclasses import replace
+
+        if self.familywise == "none":
+            return self
+        k = self.family_size or m
+        return replace(self, alpha=self.alpha / k, familywise="none", family_size=None)
 
 
 @dataclass(frozen=True)
@@ -516,6 +534,81 @@ def fixed_t_test(diffs: np.ndarray, n: int, alpha: float = 0.05) -> np.ndarray:
     return np.where(np.abs(stat) >= crit, np.sign(stat), 0).astype(int)
 
 
+# ---------------------------------------------------------------- estimation after an early stop
+
+_THETA = np.linspace(-8.0, 8.0, 321)  # standardised effect delta/sigma per seed
+
+
+@lru_cache(maxsize=16)
+def _stagewise_tables(looks: tuple[int, ...], bounds: tuple[float, ...], n_paths: int, seed: int
+                      ) -> tuple[np.ndarray, list[list[np.ndarray]]]:
+    """For every theta on _THETA: P(upper efficacy stop before look j) (theta, K+1) and, per look j,
+    the sorted paired t statistics of the paths that reach look j (as fractions of n_paths).
+
+    One fixed-seed noise matrix (common random numbers across theta), efficacy stops only
+    (equivalence and futility stops are non-binding and ignored, the usual convention)."""
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((n_paths, looks[-1]))
+    K = len(looks)
+    up_before = np.zeros((_THETA.size, K + 1))
+    reached: list[list[np.ndarray]] = []
+    idx = np.asarray(looks) - 1
+    zc = np.cumsum(z, axis=1)[:, idx]
+    zq = np.cumsum(z * z, axis=1)[:, idx]
+    nn = np.asarray(looks, dtype=float)
+    for i, th in enumerate(_THETA):
+        s1 = zc + th * nn  # sums of x = z + theta
+        s2 = zq + 2 * th * zc + th * th * nn
+        mean = s1 / nn
+        sd = np.sqrt(np.maximum(s2 - nn * mean * mean, 0.0) / (nn - 1))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tt = mean / (sd / np.sqrt(nn))
+        alive = np.ones(n_paths, dtype=bool)
+        per_look = []
+        for j in range(K):
+            per_look.append(np.sort(tt[alive, j]))
+            up = alive & (tt[:, j] >= bounds[j])
+            up_before[i, j + 1] = up_before[i, j] + up.mean()
+            alive &= np.abs(tt[:, j]) < bounds[j]
+        reached.append(per_look)
+    return up_before, reached
+
+
+def stagewise_estimate(design: SequentialDesign, look: int, stat: np.ndarray, sd: np.ndarray,
+                       level: float = 0.95, n_paths: int = 20_000, seed: int = 20_261_130
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Median-unbiased estimate and CI of the mean difference after stopping at `look` (0-based)
+    with paired t statistic `stat` and SD `sd` (arrays, one per comparison).
+
+    Stage-wise ordering (Jennison & Turnbull 2000, 8.4): an outcome (j, t_j) is at least as large
+    as the observed (k, t) when it crossed the upper boundary at an earlier look j < k, or reached
+    look k with t_k >= t. F(theta) = P_theta(that) is increasing in the standardised effect
+    theta = delta/sigma and the paired t statistics' law depends on theta only, so
+    theta_hat solves F = 1/2 and the CI solves F = (1 -+ level)/2 (fixed-seed simulation on a grid of
+    theta, linear interpolation). Returned on the score scale as theta * sd. Checked by simulation
+    in tests (median unbiasedness and coverage)."""
+    stat = np.atleast_1d(np.asarray(stat, dtype=float))
+    sd = np.atleast_1d(np.asarray(sd, dtype=float))
+    bounds = tuple(float(b) for b in design.stat_bounds())
+    up_before, reached = _stagewise_tables(design.looks, bounds, n_paths, seed)
+    F = np.empty((_THETA.size, stat.size))
+    for i in range(_THETA.size):
+        srt = reached[i][look]
+        F[i] = up_before[i, look] + (srt.size - np.searchsorted(srt, stat, side="left")) / n_paths
+    F = np.maximum.accumulate(F, axis=0)  # monotone in theta up to simulation noise
+
+    def solve(target: float) -> np.ndarray:
+        out = np.empty(stat.size)
+        for q in range(stat.size):
+            out[q] = np.interp(target, F[:, q] + np.arange(_THETA.size) * 1e-12, _THETA)
+        return out
+
+    theta = solve(0.5)
+    lo = solve((1 - level) / 2)
+    hi = solve((1 + level) / 2)
+    return theta * sd, lo * sd, hi * sd
+
+
 # ---------------------------------------------------------------- campaign integration (ledger-agnostic)
 
 _GROUP = ("campaign", "model", "regime", "step")
@@ -540,6 +633,13 @@ def look_at_runs(runs: "pd.DataFrame", design: SequentialDesign, look: int, aggr
         raise SequentialError(f"aggregate {aggregate!r} is not a column of the runs table; known: "
                               f"{[c for c in runs.columns if c[:1].isupper()]}")
     last = runs.sort_values("step").groupby(["campaign", "model", "regime", "policy", "seed"], sort=False).tail(1)
+    if design.familywise != "none":  # family = every comparison of the campaign present in `runs`
+        m = 0
+        for _, g in last.groupby(["campaign", "model", "regime"], sort=True):
+            mech_of = g.groupby("policy")["mechanism"].first().to_dict()
+            m += sum(1 for pol, mech in mech_of.items()
+                     if refs.get(mech) not in (None, pol) and refs.get(mech) in mech_of)
+        design = design.per_comparison(max(m, 1))
     rows = []
     for gkey, g in last.groupby(["campaign", "model", "regime"], sort=True):
         by_pol = {p: d.set_index("seed")[aggregate].astype(float) for p, d in g.groupby("policy")}
@@ -559,10 +659,16 @@ def look_at_runs(runs: "pd.DataFrame", design: SequentialDesign, look: int, aggr
                              "look": look, "n": int(np.isfinite(diffs).sum()), "decision": "error", "error": str(exc),
                              "needs_seeds": True})
                 continue
+            mue = mue_lo = mue_hi = math.nan
+            if d.decision in ("superior", "inferior") and np.isfinite(d.stat) and d.n == design.looks[look]:
+                e, e_lo, e_hi = stagewise_estimate(design, look, np.array([d.stat]), np.array([d.sd]))
+                mue, mue_lo, mue_hi = float(e[0]), float(e_lo[0]), float(e_hi[0])
             rows.append({**dict(zip(("campaign", "model", "regime"), gkey)), "policy": pol, "reference": ref,
+                         "mue": mue, "mue_low": mue_lo, "mue_high": mue_hi,
                          "look": look, "n": d.n, "n_dropped": d.n_dropped, "mean": d.mean, "sd": d.sd, "stat": d.stat,
                          "critical": d.critical, "rci_low": d.rci_low, "rci_high": d.rci_high, "eq_low": d.eq_low,
-                         "eq_high": d.eq_high, "decision": d.decision, "error": "", "needs_seeds": not d.stopped})
+                         "eq_high": d.eq_high, "decision": d.decision, "error": "", "needs_seeds": not d.stopped,
+                         "alpha_comparison": design.alpha})
     return pd.DataFrame(rows)
 
 
@@ -582,9 +688,36 @@ def next_batch_seeds(decisions: "pd.DataFrame", design: SequentialDesign, look: 
     return {k: batch for k in out}
 
 
-def record_look(url: str, campaign: str, decisions: "pd.DataFrame", design: SequentialDesign) -> int:
+def _design_doc(design: SequentialDesign, aggregate: str | None, name: str) -> dict:
+    return {**dataclasses_asdict(design), "aggregate": aggregate, "name": name}
+
+
+def _design_diff(stored: dict, new: dict) -> list[str]:
+    """Fields on which two designs differ; a key the stored row lacks (written by an older version)
+    takes its default, and an aggregate missing on either side is not compared."""
+    defaults = {**dataclasses_asdict(SequentialDesign()), "aggregate": None, "name": "default"}
+    out = []
+    for k in sorted(set(stored) | set(new)):
+        a, b = stored.get(k, defaults.get(k)), new.get(k, defaults.get(k))
+        if k == "aggregate" and (a is None or b is None):
+            continue
+        if (list(a) if isinstance(a, (list, tuple)) else a) != (list(b) if isinstance(b, (list, tuple)) else b):
+            out.append(k)
+    return out
+
+
+def _same_design(stored: dict, new: dict) -> bool:
+    return not _design_diff(stored, new)
+
+
+def record_look(url: str, campaign: str, decisions: "pd.DataFrame", design: SequentialDesign, *,
+                aggregate: str | None = None, design_name: str = "default") -> int:
     """Append the look's decisions to table `sequential_looks` in the ledger database (any
-    SQLAlchemy URL). Idempotent per (campaign, look, comparison). Returns rows written."""
+    SQLAlchemy URL), with the design (every field, the aggregate tested and the design's name) on
+    every row. Looks are immutable: recording under a name whose earlier looks used a different
+    design (another margin, spending, alpha, aggregate, ...) raises SequentialError; a new design
+    needs a new `design_name`, and its rows are kept apart (comparison key suffixed " [name]").
+    Re-recording the same look with the same design is idempotent. Returns rows written."""
     import json
     import time
 
@@ -601,22 +734,35 @@ def record_look(url: str, campaign: str, decisions: "pd.DataFrame", design: Sequ
     )
     eng = sa.create_engine(url, future=True)
     meta.create_all(eng)
-    dj = json.dumps(dataclasses_asdict(design), sort_keys=True)
+    doc = _design_doc(design, aggregate, design_name)
+    dj = json.dumps(doc, sort_keys=True)
+    suffix = "" if design_name == "default" else f" [{design_name}]"
     n = 0
-    with eng.begin() as c:
-        for r in decisions.to_dict("records"):
-            comp = f"{r['campaign']}/{r['model']}/{r['regime']}:{r['policy']}-{r['reference']}"
-            key = (t.c.campaign == campaign) & (t.c.look == int(r["look"])) & (t.c.comparison == comp)
-            c.execute(t.delete().where(key))
-            c.execute(t.insert().values(
-                campaign=campaign, look=int(r["look"]), comparison=comp, n=int(r["n"]), decision=str(r["decision"]),
-                mean=_finite_or_none(r.get("mean")), rci_low=_finite_or_none(r.get("rci_low")),
-                rci_high=_finite_or_none(r.get("rci_high")), design_json=dj,
-                row_json=json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                                     for k, v in r.items()}, default=str),
-                ts=time.time()))
-            n += 1
-    eng.dispose()
+    try:
+        with eng.begin() as c:
+            for (look_k, stored_json) in c.execute(sa.select(t.c.look, t.c.design_json).where(t.c.campaign == campaign)):
+                stored = json.loads(stored_json or "{}")
+                if stored.get("name", "default") == design_name and not _same_design(stored, doc):
+                    diff = _design_diff(stored, doc)
+                    raise SequentialError(
+                        f"campaign {campaign!r}: look {look_k} was taken under design {design_name!r} with "
+                        f"{ {k: stored.get(k) for k in diff} }; this look asks for { {k: doc.get(k) for k in diff} }. "
+                        "Looks are immutable: keep the design, or declare a new named design "
+                        "(seeds-look --design-name NEW) whose looks are recorded apart")
+            for r in decisions.to_dict("records"):
+                comp = f"{r['campaign']}/{r['model']}/{r['regime']}:{r['policy']}-{r['reference']}{suffix}"
+                key = (t.c.campaign == campaign) & (t.c.look == int(r["look"])) & (t.c.comparison == comp)
+                c.execute(t.delete().where(key))
+                c.execute(t.insert().values(
+                    campaign=campaign, look=int(r["look"]), comparison=comp, n=int(r["n"]), decision=str(r["decision"]),
+                    mean=_finite_or_none(r.get("mean")), rci_low=_finite_or_none(r.get("rci_low")),
+                    rci_high=_finite_or_none(r.get("rci_high")), design_json=dj,
+                    row_json=json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                                         for k, v in r.items()}, default=str),
+                    ts=time.time()))
+                n += 1
+    finally:
+        eng.dispose()
     return n
 
 
@@ -668,6 +814,33 @@ def read_looks_file(path: str | "Path") -> "pd.DataFrame":
     return df
 
 
+def _adjusted_after_stop(last: "pd.DataFrame") -> dict:
+    """Row index -> "estimate [lo, hi]" for the comparisons stopped for efficacy, from the recorded design
+    (design_json), n, mean and the repeated CI (se = half width / critical value)."""
+    out: dict = {}
+    for i, r in last.iterrows():
+        if str(r["decision"]) not in ("superior", "inferior") or any(
+                not math.isfinite(float(r[c])) for c in ("mean", "rci_low", "rci_high")):
+            continue
+        try:
+            doc = json.loads(r["design_json"])
+            fields = {k: v for k, v in doc.items() if k in SequentialDesign.__dataclass_fields__}
+            fields["looks"] = tuple(fields.get("looks", ()))
+            design = SequentialDesign(**fields)
+        except (TypeError, ValueError, SequentialError):
+            continue
+        k = int(r["look"])
+        if int(r["n"]) != design.looks[k]:
+            continue
+        crit = float(design.stat_bounds(design.looks[:k + 1])[-1])
+        se = (float(r["rci_high"]) - float(r["rci_low"])) / (2 * crit)
+        if not se > 0:
+            continue
+        e, lo, hi = stagewise_estimate(design, k, np.array([float(r["mean"]) / se]), np.array([se * math.sqrt(r["n"])]))
+        out[i] = f"{e[0]:+.3f} [{lo[0]:+.3f}, {hi[0]:+.3f}]"
+    return out
+
+
 def looks_section_html(looks: "pd.DataFrame") -> str:
     """Lead section of a report for a sequential campaign: each comparison's last look, its
     repeated (adjusted) CI and decision, then the look-by-look history. It goes before the score
@@ -684,6 +857,7 @@ def looks_section_html(looks: "pd.DataFrame") -> str:
             + (f", equivalence margin ±{margin}" if margin is not None else "")
             + (f", futility below conditional power {design.get('futility_cp')}" if design.get("futility_cp") else ""))
     last = looks.sort_values("look").groupby("comparison", sort=True).tail(1)
+    adj = _adjusted_after_stop(last)
 
     def ci(r: pd.Series) -> str:
         lo, hi = r["rci_low"], r["rci_high"]
@@ -691,10 +865,12 @@ def looks_section_html(looks: "pd.DataFrame") -> str:
 
     def rows(df: pd.DataFrame, with_look: bool) -> str:
         out = []
-        for _, r in df.iterrows():
+        for i, r in df.iterrows():
             cells = ([str(int(r["look"]))] if with_look else []) + [
                 html.escape(str(r["comparison"])), str(int(r["n"])),
                 "NaN" if pd.isna(r["mean"]) else f"{r['mean']:+.3f}", ci(r), html.escape(str(r["decision"]))]
+            if not with_look:
+                cells.append(adj.get(i, "not stopped for efficacy"))
             out.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         return "".join(out)
 
@@ -705,7 +881,12 @@ def looks_section_html(looks: "pd.DataFrame") -> str:
         "<b>Use the repeated confidence intervals below: they keep their coverage over every look taken. "
         "The paired CIs in the tables further down are fixed-n intervals, not adjusted for the looks, "
         "and comparisons stopped early have fewer seeds there.</b></p>"
-        f"<table><thead><tr>{head}</tr></thead><tbody>{rows(last, False)}</tbody></table>"
+        f"<table><thead><tr>{head}<th>bias-adjusted Δ [95% CI] (median-unbiased, stage-wise ordering)</th></tr>"
+        f"</thead><tbody>{rows(last, False)}</tbody></table>"
+        "<p class='note'>A comparison stopped early for efficacy overstates its effect (the mean that crossed a "
+        "boundary is selected to be large). The bias-adjusted estimate is the median-unbiased estimate under the "
+        "stage-wise ordering, on the standardised scale delta/sigma (exact for paired t statistics, fixed-seed "
+        "simulation), times the SD at the stop.</p>"
         "<details><summary>every interim look</summary>"
         f"<table><thead><tr><th>look</th>{head}</tr></thead><tbody>{rows(looks.sort_values(['look', 'comparison']), True)}"
         "</tbody></table></details>"

@@ -56,6 +56,10 @@ def register(app: typer.Typer) -> None:
         margin: Optional[float] = typer.Option(None, "--margin", help="equivalence margin in aggregate points"),
         futility: Optional[float] = typer.Option(None, "--futility-cp", help="stop when conditional power < this"),
         spending: str = typer.Option("obf", "--spending", help="obf | pocock"),
+        familywise: str = typer.Option("none", "--familywise", help="none | bonferroni: alpha/m per comparison, "
+                                       "m = the campaign's comparisons (P(any false efficacy decision) <= alpha)"),
+        design_name: str = typer.Option("default", "--design-name", help="name of the design; a look under an "
+                                        "existing name must use that name's design (looks are immutable)"),
         aggregate: Optional[str] = typer.Option(None, "--aggregate", help="default: the suite's first aggregate"),
         suite: str = typer.Option("db12", "--suite"),
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
@@ -83,7 +87,8 @@ def register(app: typer.Typer) -> None:
             s = load_suite(suite)
             design = SequentialDesign.from_mapping({"max": max_seeds, "batch": batch, "design": "sequential",
                                                     "equivalence_margin": margin, "futility_cp": futility,
-                                                    "spending": spending}, where="seeds-look")
+                                                    "spending": spending, "familywise": familywise},
+                                                   where="seeds-look")
             path = records or workdir / "results" / campaign / "records.parquet"
             runs = run_table(read_records(path, suite=s), s)
             dec = look_at_runs(runs, design, look, aggregate or s.aggregate_names[0])
@@ -91,7 +96,11 @@ def register(app: typer.Typer) -> None:
             _fail(str(exc))
         if dec.empty:
             _fail(f"{path}: no comparison with both a policy and its reference; nothing to look at")
-        n = record_look(url, campaign, dec, design)
+        try:
+            n = record_look(url, campaign, dec, design, aggregate=aggregate or s.aggregate_names[0],
+                            design_name=design_name)
+        except SequentialError as exc:
+            _fail(str(exc))
         nxt = next_batch_seeds(dec, design, look)
         if as_json:
             out.print_json(json.dumps({"decisions": dec.to_dict("records"), "recorded": n,

@@ -183,3 +183,109 @@ def test_futility_is_non_binding_and_conditional_power_matches_formula():
         assert float(d.conditional_power(z, n)) == pytest.approx(stats.norm.sf((c - z / math.sqrt(t)) / math.sqrt(1 - t)))
     out = interim_decision({"flat": [0.3, -0.2, 0.1, -0.3, 0.2, -0.1]}, 1, SequentialDesign(futility_cp=0.2))
     assert out["flat"].decision == "futile"
+
+
+def test_median_unbiased_estimate_after_early_stop_by_simulation():
+    """Stage-wise ordering MUE (issue 12 build 5), checked by an independent fixed-seed simulation:
+    theta_hat is median-unbiased for delta/sigma with ~95% CI coverage, and on the score scale it
+    removes most of the early-stop bias of the naive mean."""
+    from analysis.sequential import stagewise_estimate
+
+    d = SequentialDesign(looks=(3, 6, 9, 12))
+    rng = np.random.default_rng(5)
+    delta, sigma, reps = 1.0, 1.0, 2000
+    x = rng.normal(delta, sigma, (reps, 12))
+    res = simulate(x, d)
+    theta = np.empty(reps)
+    lo = np.empty(reps)
+    hi = np.empty(reps)
+    est = np.empty(reps)
+    naive = np.empty(reps)
+    for k, n in enumerate(d.looks):
+        m = res.stop_look == k
+        if not m.any():
+            continue
+        mean, sd = x[m, :n].mean(axis=1), x[m, :n].std(axis=1, ddof=1)
+        t = mean / (sd / math.sqrt(n))
+        e, e_lo, e_hi = stagewise_estimate(d, k, t, np.ones_like(sd))  # sd = 1: the standardised scale
+        theta[m], lo[m], hi[m] = e, e_lo, e_hi
+        est[m], naive[m] = e * sd, mean
+    assert abs(np.mean(theta < delta / sigma) - 0.5) < 0.035
+    assert abs(np.mean((lo <= delta / sigma) & (delta / sigma <= hi)) - 0.95) < 0.025
+    early = res.stop_look < len(d.looks) - 1
+    assert early.sum() > 200
+    assert naive[early].mean() - delta > 0.15  # the bias the issue measured
+    assert abs(np.median(est[early]) - delta) < 0.75 * (naive[early].mean() - delta)  # 0.14 vs 0.23 here
+
+
+def test_bonferroni_family_controls_any_false_decision_across_comparisons():
+    """45 null comparisons of one campaign: per-comparison OBF at alpha gives P(any false) >> alpha;
+    familywise='bonferroni' (alpha/45 each) keeps it <= alpha (fixed-seed simulation)."""
+    m, fam = 45, 1500
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((fam * m, 12))
+    plain = SequentialDesign(looks=(3, 6, 9, 12))
+    bonf = SequentialDesign(looks=(3, 6, 9, 12), familywise="bonferroni").per_comparison(m)
+    assert bonf.alpha == pytest.approx(0.05 / 45) and bonf.familywise == "none"
+    any_plain = (simulate(x, plain).decision != 0).reshape(fam, m).any(axis=1).mean()
+    any_bonf = (simulate(x, bonf).decision != 0).reshape(fam, m).any(axis=1).mean()
+    assert any_plain > 0.5 and any_bonf <= 0.05 + 0.015
+
+
+def test_looks_are_immutable_unless_a_new_named_design(tmp_path):
+    import pandas as pd
+
+    from analysis.sequential import look_at_runs, read_looks, record_look
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in range(1, 4):
+        base = 50 + rng.normal()
+        rows += [{"campaign": "c", "model": "m", "regime": "", "step": 5, "policy": "baseline", "mechanism": "none",
+                  "seed": seed, "A": base},
+                 {"campaign": "c", "model": "m", "regime": "", "step": 5, "policy": "topk", "mechanism": "select",
+                  "seed": seed, "A": base + rng.normal(0.3, 1)}]
+    runs = pd.DataFrame(rows)
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    d1 = SequentialDesign(looks=(3, 6, 9, 12), equivalence_margin=1.0)
+    dec = look_at_runs(runs, d1, 0, "A")
+    assert record_look(url, "c", dec, d1, aggregate="A") == 1
+    assert record_look(url, "c", dec, d1, aggregate="A") == 1  # same design: idempotent
+    d2 = SequentialDesign(looks=(3, 6, 9, 12), equivalence_margin=0.5)
+    with pytest.raises(SequentialError, match="immutable.*design-name"):
+        record_look(url, "c", look_at_runs(runs, d2, 0, "A"), d2, aggregate="A")
+    with pytest.raises(SequentialError, match="aggregate"):
+        record_look(url, "c", dec, d1, aggregate="B")
+    assert record_look(url, "c", look_at_runs(runs, d2, 0, "A"), d2, aggregate="A", design_name="m05") == 1
+    back = read_looks(url, "c")
+    assert len(back) == 2 and set(back["comparison"]) == {"c/m/:topk-baseline", "c/m/:topk-baseline [m05]"}
+    import json
+
+    docs = [json.loads(j) for j in back["design_json"]]
+    assert {(d["equivalence_margin"], d["aggregate"], d["name"]) for d in docs} == {(1.0, "A", "default"),
+                                                                                   (0.5, "A", "m05")}
+
+
+def test_report_section_shows_the_bias_adjusted_estimate_of_an_early_stop(tmp_path):
+    import pandas as pd
+
+    from analysis.sequential import LOOK_COLUMNS, look_at_runs, looks_section_html, read_looks, record_look, stagewise_estimate
+
+    rng = np.random.default_rng(1)
+    rows = []
+    for seed in range(1, 7):
+        b = 50 + rng.normal()
+        rows += [{"campaign": "c", "model": "m", "regime": "", "step": 5, "policy": "baseline", "mechanism": "none",
+                  "seed": seed, "A": b},
+                 {"campaign": "c", "model": "m", "regime": "", "step": 5, "policy": "topk", "mechanism": "select",
+                  "seed": seed, "A": b + 2 + rng.normal(0, 1)}]
+    d = SequentialDesign(looks=(3, 6, 9, 12), spending="pocock")
+    dec = look_at_runs(pd.DataFrame(rows), d, 1, "A")
+    r = dec.iloc[0]
+    assert r["decision"] == "superior" and r["mue"] < r["mean"]  # shrunk towards 0 after the early stop
+    e, lo, hi = stagewise_estimate(d, 1, np.array([r["stat"]]), np.array([r["sd"]]))
+    assert (r["mue"], r["mue_low"], r["mue_high"]) == (pytest.approx(e[0]), pytest.approx(lo[0]), pytest.approx(hi[0]))
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    record_look(url, "c", dec, d, aggregate="A")
+    html = looks_section_html(read_looks(url, "c")[list(LOOK_COLUMNS)])  # as the report reads the exported CSV
+    assert f"{r['mue']:+.3f} [{r['mue_low']:+.3f}, {r['mue_high']:+.3f}]" in html and "median-unbiased" in html
