@@ -45,6 +45,15 @@ def _data_dir_or_fail(data_dir: Path) -> Path:
     return data_dir
 
 
+def export_command(task_dir: Path, tasks: list[str], checkpoint: str = "CHECKPOINT", batch_size: int = 32,
+                   output_path: str = "OUT") -> list[str]:
+    """The `lm_eval` argv that reproduces `campaign eval` on exported tasks: the HF backend in float32 on CPU
+    (as the evaluator), the chat template applied, per-sample logs kept."""
+    return ["lm_eval", "--model", "hf", "--model_args", f"pretrained={checkpoint},dtype=float32",
+            "--include_path", str(task_dir), "--tasks", ",".join(tasks), "--apply_chat_template",
+            "--batch_size", str(batch_size), "--device", "cpu", "--output_path", output_path, "--log_samples"]
+
+
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the main app."""
 
@@ -107,6 +116,51 @@ def register(app: typer.Typer) -> None:
         out.print(t)
         if out_path:
             out.print(f"records: {out_path}\nitem log: {rec.attrs['items_path']}")
+
+    @app.command("export-tasks")
+    def export_tasks_cmd(
+        out_dir: Path = typer.Argument(..., help="directory to write the lm-eval task YAMLs and their data into"),
+        suite: str = typer.Option("db12", "--suite", help="suite name (campaigns/suite/<name>.yaml) or path"),
+        data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir", help="directory of <benchmark>.parquet files"),
+        max_gen_toks: Optional[int] = typer.Option(None, "--max-gen-toks", min=1,
+                                                   help="override every generation limit (as `campaign eval`)"),
+        benchmark: list[str] = typer.Option([], "--benchmark", help="only these benchmark ids (repeatable)"),
+        force: bool = typer.Option(False, "--force", help="replace task files already in OUT_DIR"),
+    ) -> None:
+        """Write the suite's lm-eval tasks (YAML + data copy) so plain `lm_eval --include_path OUT_DIR` reproduces
+        `campaign eval` (the command to run is written to OUT_DIR/README.md and printed)."""
+        import shutil
+
+        from evaluation.benchmark_data import BenchmarkDataError, read_benchmark
+        from evaluation.tasks.build import write_task_dir
+
+        s = _suite_or_fail(suite, max_gen_toks)
+        _data_dir_or_fail(data_dir)
+        ids = benchmark or s.benchmark_ids
+        unknown = sorted(set(ids) - set(s.benchmark_ids))
+        if unknown:
+            _fail(f"--benchmark {unknown}: not in suite {s.name}; known: {s.benchmark_ids}")
+        if out_dir.exists() and any(out_dir.glob("*.yaml")) and not force:
+            _fail(f"{out_dir}: already holds task YAMLs; pass --force to replace them or choose another directory")
+        for bid in ids:  # the same schema checks as the evaluator, before anything is written
+            try:
+                read_benchmark(data_dir, bid, s.benchmark(bid).grader)
+            except BenchmarkDataError as e:
+                _fail(f"benchmark {bid}: {e}")
+        data_out = (out_dir / "data").resolve()
+        data_out.mkdir(parents=True, exist_ok=True)
+        for bid in ids:
+            shutil.copy2(data_dir / f"{bid}.parquet", data_out / f"{bid}.parquet")
+        if (data_dir / "manifest.json").exists():
+            shutil.copy2(data_dir / "manifest.json", data_out / "manifest.json")
+        names = write_task_dir(s, data_out, out_dir, ids)
+        cmd = export_command(out_dir.resolve(), list(names.values()))
+        (out_dir / "README.md").write_text(
+            f"# lm-eval tasks of the Windtunnel suite {s.name}\n\nGreedy generation, graded by Windtunnel's graders "
+            "(`evaluation.tasks.functions`, so the windtunnel package must be installed). Reproduce "
+            "`campaign eval CHECKPOINT` with:\n\n```bash\n" + " ".join(cmd) + "\n```\n")
+        out.print(f"wrote {len(names)} tasks to {out_dir} (data copied to {data_out})")
+        typer.echo(" ".join(cmd))
 
     @app.command("calibrate")
     def calibrate_cmd(
