@@ -22,7 +22,8 @@ from orchestrator.cli.groups import subgroup
 
 
 REPO = Path(__file__).resolve().parents[2]
-WORKDIR_HELP = "work directory holding ledger.db, mlflow.db, the local Ray head and run outputs"
+WORKDIR_HELP = ("work directory holding ledger.db, mlflow.db, the local Ray head and run outputs "
+                "(default: $WINDTUNNEL_WORKDIR)")
 
 
 def _plan(campaign: str, overrides: list[str] | None, data_root: Path | None = None):  # noqa: ANN202
@@ -132,6 +133,9 @@ def _driver_line(sess, campaign: str) -> str:  # noqa: ANN001
         return (f"no orchestrator is driving this campaign (no live lease): run `campaign resume {campaign} "
                 "--workdir ...` to continue")
     return f"driven by {d['owner']} (lease {d['lease_left_s']:.0f} s left, renewed while it runs); ETA {format_duration(p['eta_s'])}"
+
+
+LEGEND = "legend: · planned  q queued  T training  t trained  E evaluating  ✓ recorded  ✗ failed  c cancelled"
 
 
 def _counts_line(counts: dict[str, int]) -> str:
@@ -277,7 +281,7 @@ def register(app: typer.Typer) -> None:
     def submit_cmd(
         campaign: str = typer.Argument(..., help="campaign file or directory"),
         overrides: Optional[list[str]] = typer.Argument(None, help="Hydra overrides"),
-        workdir: Path = typer.Option(..., "--workdir", help=WORKDIR_HELP),
+        workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
         ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray dashboard address; default: a local head"),
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url", help="SQLAlchemy URL; default sqlite:///<workdir>/ledger.db"),
         wait: bool = typer.Option(True, "--wait/--no-wait", help="drive the campaign to completion"),
@@ -326,7 +330,7 @@ def register(app: typer.Typer) -> None:
     @app.command("resume")
     def resume_cmd(
         campaign: str = typer.Argument(..., help="campaign name in the ledger"),
-        workdir: Path = typer.Option(..., "--workdir", help=WORKDIR_HELP),
+        workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
         ray_address: Optional[str] = typer.Option(None, "--ray-address"),
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
         max_parallel: Optional[int] = typer.Option(None, "--max-parallel"),
@@ -344,7 +348,7 @@ def register(app: typer.Typer) -> None:
     @app.command("status")
     def status_cmd(
         campaign: Optional[str] = typer.Argument(None, help="campaign name; default: all in the ledger"),
-        workdir: Path = typer.Option(..., "--workdir", help=WORKDIR_HELP),
+        workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
@@ -370,6 +374,7 @@ def register(app: typer.Typer) -> None:
             st = sess.status(n)
             out.print(f"[bold]{n}[/]: {st['total']} runs  {_counts_line(st['states'])}")
             out.print(status_matrix(sess, n))
+            out.print(LEGEND, highlight=False, markup=False)
             out.print(_driver_line(sess, n), highlight=False)
             for r in sess.ledger.runs(n, ["failed"]):
                 out.print(f"  [red]failed[/] {r.run_id} ({r.stage}, {r.failure_class or 'error'}): {r.reason}",
@@ -378,7 +383,7 @@ def register(app: typer.Typer) -> None:
     @app.command("watch")
     def watch_cmd(
         campaign: str = typer.Argument(...),
-        workdir: Path = typer.Option(..., "--workdir", help=WORKDIR_HELP),
+        workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
         interval: float = typer.Option(2.0, "--interval"),
         once: bool = typer.Option(False, "--once", help="render once and exit"),
@@ -389,6 +394,17 @@ def register(app: typer.Typer) -> None:
         _existing_workdir(workdir, ledger_url)
         sess = _session(workdir, ledger_url)
         _require_campaign(sess, campaign)
+        if not out.is_terminal:  # a pipe or a log file: one plain line per change, no live redraw
+            last = None
+            while True:
+                st = sess.status(campaign)["states"]
+                line = f"{time.strftime('%H:%M:%S')} {campaign}: {_counts_line(st)}"
+                if line.split(" ", 1)[1] != last:
+                    typer.echo(line)
+                    last = line.split(" ", 1)[1]
+                if once or not any(st.get(k) for k in ("planned", "queued", "training", "trained", "evaluating")):
+                    return
+                time.sleep(interval)
         with Live(status_matrix(sess, campaign), console=out, refresh_per_second=1) as live:
             while not once:
                 st = sess.status(campaign)["states"]
@@ -413,7 +429,7 @@ def register(app: typer.Typer) -> None:
     def cancel_cmd(
         campaign: str = typer.Argument(...),
         runs: Optional[list[str]] = typer.Argument(None, help="run ids/keys or id prefixes; default all"),
-        workdir: Path = typer.Option(..., "--workdir", help=WORKDIR_HELP),
+        workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
         ray_address: Optional[str] = typer.Option(None, "--ray-address"),
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
     ) -> None:
@@ -433,7 +449,7 @@ def register(app: typer.Typer) -> None:
     def retry_cmd(
         campaign: str = typer.Argument(...),
         runs: Optional[list[str]] = typer.Argument(None, help="run ids/keys; default every failed/cancelled run"),
-        workdir: Path = typer.Option(..., "--workdir", help=WORKDIR_HELP),
+        workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
         ray_address: Optional[str] = typer.Option(None, "--ray-address"),
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
         wait: bool = typer.Option(True, "--wait/--no-wait"),
@@ -454,7 +470,7 @@ def register(app: typer.Typer) -> None:
     def logs_cmd(
         campaign: str = typer.Argument(...),
         run: str = typer.Argument(..., help="run id or run_key"),
-        workdir: Path = typer.Option(..., "--workdir", help=WORKDIR_HELP),
+        workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
         ray_address: Optional[str] = typer.Option(None, "--ray-address"),
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
         attempt: Optional[int] = typer.Option(None, "--attempt", help="attempt number; default the latest"),

@@ -1,0 +1,45 @@
+"""CLI conventions a user relies on: -h, --version, $WINDTUNNEL_WORKDIR, plain `watch` output off a terminal,
+and a legend under `status` (in-process, Typer's CliRunner: no terminal)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.session import Session, plan
+
+REPO = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def _submitted(workdir: Path) -> None:
+    spec, runs = plan(REPO / "campaigns" / "demo.yaml", ["policies=[baseline,gfpo]", "seeds=[1]"])
+    sess = Session(workdir=workdir)
+    sess.submit(spec, runs)
+    sess.close()
+
+
+def test_short_help_and_version():
+    assert runner.invoke(app, ["-h"]).exit_code == 0
+    r = runner.invoke(app, ["status", "-h"])
+    assert r.exit_code == 0 and "--workdir" in r.output
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and r.output.startswith("windtunnel ")
+
+
+def test_workdir_from_the_environment_and_a_status_legend(tmp_path):
+    _submitted(tmp_path / "w")
+    r = runner.invoke(app, ["status", "demo"], env={"WINDTUNNEL_WORKDIR": str(tmp_path / "w")})
+    assert r.exit_code == 0, r.output
+    assert "planned=2" in r.output and "legend:" in r.output
+    assert "no orchestrator is driving this campaign" in r.output  # planned runs, nobody holds them
+
+
+def test_watch_off_a_terminal_prints_plain_lines(tmp_path):
+    _submitted(tmp_path / "w")
+    r = runner.invoke(app, ["watch", "demo", "--workdir", str(tmp_path / "w"), "--once"])
+    assert r.exit_code == 0
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].endswith("demo: planned=2")
