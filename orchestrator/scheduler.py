@@ -106,6 +106,7 @@ class Scheduler:
     write_specs: bool = True  # False only in simulation (benchmarks/scheduler_sim.py)
     # called once with (holder, expires) when another orchestrator drives the campaign; default: stderr
     on_busy: Callable[[str, float], None] | None = None
+    tracker: Any = None  # orchestrator.tracking.CampaignTracker: MLflow kept in step after every poll
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
@@ -176,7 +177,21 @@ class Scheduler:
             used += need
             n_active += 1
         self.stop_orphans()
+        self._track()
         return self._counts()
+
+    def _track(self) -> None:
+        """Sync MLflow; a tracking failure is an event and a warning, never a stopped campaign."""
+        if self.tracker is None:
+            return
+        try:
+            self.tracker.sync()
+        except Exception as exc:  # noqa: BLE001 - MLflow store trouble must not stop the runs
+            msg = f"MLflow sync failed: {type(exc).__name__}: {exc}"[:500]
+            self.ledger.event(self.campaign, "tracking_error", msg)
+            if not getattr(self, "_tracking_warned", False):
+                print(f"warning: {msg}; the campaign continues (`campaign resume` syncs again)", file=sys.stderr)
+                self._tracking_warned = True
 
     def _submit(self, row: RunRow, stage: str) -> bool:
         """Start the stage's next attempt; False when the row moved on since our snapshot."""

@@ -2,7 +2,7 @@
 
 Work directory layout (everything addressed from one place, STUDY L18):
     ledger.db            run ledger (SQLite WAL) unless --ledger-url is given
-    mlflow.db, mlartifacts/   embedded MLflow store written only by the orchestrator
+    mlflow.db, mlartifacts/   embedded MLflow store written only by the orchestrator (orchestrator.tracking)
     ray_head.json, ray_auth_token (0600), ray/   the local Ray head this workdir owns
     runs/<campaign>/<run_key>/  run_spec.json, train/, train_done.json, eval/, records.parquet, eval_done.json
     results/<campaign>/records.parquet   all recorded runs of the campaign's current generation (contract 1);
@@ -12,7 +12,6 @@ Work directory layout (everything addressed from one place, STUDY L18):
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +62,7 @@ class Session:
     ledger_url: str | None = None
     ray_address: str | None = None
     mlflow_uri: str | None = None
+    track: bool = True  # keep MLflow in step while driving (False: only `ingest` writes it)
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
@@ -99,7 +99,7 @@ class Session:
     def scheduler(self, campaign: str, cfg: SchedulerConfig | None = None,
                   on_change: Callable[[RunRow, str], None] | None = None) -> Scheduler:
         return Scheduler(self.ledger, campaign, self.executor, self.workdir, cfg or self.default_config(campaign),
-                         on_change=on_change)
+                         on_change=on_change, tracker=self.tracker(campaign) if self.track else None)
 
     def default_config(self, campaign: str) -> SchedulerConfig:
         spec_json = self.ledger.campaign_spec(campaign)
@@ -111,20 +111,16 @@ class Session:
                                max_attempts=spec.retries.max_attempts, backoff_s=spec.retries.backoff_s,
                                backoff_max_s=spec.retries.backoff_max_s, cpus_per_job=spec.compute.cpus_per_run)
 
-    def ingest(self, campaign: str) -> int:
-        """Write every recorded run's MLflow run (idempotent via the stored mlflow_run_id)."""
-        from orchestrator.mlflow_ingest import default_uri, ingest_run
+    def tracker(self, campaign: str):  # noqa: ANN201
+        """The campaign's MLflow tracker (one run per cell, kept in step with the ledger)."""
+        from orchestrator.tracking import CampaignTracker, default_uri
 
-        uri = self.mlflow_uri or default_uri(self.workdir)
-        n = 0
-        for row in self.ledger.runs(campaign, ["recorded"]):
-            if row.outputs.get("mlflow_ingested"):
-                continue
-            spec = RunSpec.from_dict(json.loads(row.spec_json))
-            rid = ingest_run(uri, spec, self.workdir, row.mlflow_run_id)
-            self.ledger.update(campaign, row.run_key, mlflow_run_id=rid, outputs={**row.outputs, "mlflow_ingested": True})
-            n += 1
-        return n
+        return CampaignTracker(self.mlflow_uri or default_uri(self.workdir), self.ledger, campaign, self.workdir)
+
+    def ingest(self, campaign: str) -> int:
+        """Bring the campaign's MLflow runs up to date with the ledger (idempotent; the scheduler does the
+        same after every poll when `track` is on). Returns the number of runs created or ended."""
+        return self.tracker(campaign).sync()
 
     def collect_records(self, campaign: str) -> Path | None:
         """`results/<campaign>/records.parquet` from every recorded run of the current generation

@@ -1,11 +1,21 @@
-"""MLflow helpers shared by the training CLI and the orchestrator.
+"""MLflow tracking: the one module that writes MLflow (training CLI, local backend, orchestrator).
 
-Why: one experiment per campaign, one MLflow run per grid cell, found again by its `run_key` tag so
-a resumed campaign never creates a duplicate. With the embedded SQLite store only one process may
-write (concurrent writers fail with "database is locked"), so training jobs write JSONL and the
-single writer (the CLI or the orchestrator) ingests it here. All helpers take an explicit tracking
-URI and use `MlflowClient`, never the fluent global state, so several stores can be used in one
-process.
+Why one module: one tag key (`RUN_KEY_TAG`), one param-value limit (`PARAM_LIMIT`), one URI
+default (`default_uri`), so a run written by `campaign train` and one written by a campaign are
+found the same way. One experiment per campaign, one MLflow run per grid cell, found again by its
+`run_key` tag *before* any create, so neither a resumed campaign nor a crash between `create_run`
+and the ledger update makes a duplicate.
+
+Campaigns: with the embedded SQLite store only one process may write ("database is locked"), so
+stage jobs never write MLflow; the orchestrator holding the campaign's driver lease does, through
+`CampaignTracker.sync()` after every scheduler poll: a cell's run is created when its first attempt
+starts (start time = that attempt's start), training metrics are streamed from the job's
+`metrics.jsonl` as lines appear (the byte offset ingested so far is a tag on the run, so a restarted
+orchestrator continues where the last one stopped), and a terminal ledger state ends the run with
+its status (recorded → FINISHED with per-benchmark scores and the suite's aggregates such as DB-12
+per checkpoint step, failed → FAILED, cancelled/superseded → KILLED) at the time the ledger recorded it.
+
+All helpers take an explicit tracking URI and use `MlflowClient`, never the fluent global state.
 """
 
 from __future__ import annotations
@@ -17,9 +27,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 if TYPE_CHECKING:
+    from orchestrator.grid import RunSpec
+    from orchestrator.ledger import SQLLedger
+    from orchestrator.ledger.base import RunRow
     from orchestrator.training.backend import TrainRequest, TrainResult
 
 RUN_KEY_TAG = "windtunnel.run_key"
+OFFSET_TAG = "windtunnel.metrics_offset"  # bytes of the job's metrics.jsonl already logged
+PARAM_LIMIT = 6000  # MLflow's limit on a param value's length
 MAX_BATCH = 1000  # MLflow's log_batch limit on metrics per call
 
 
@@ -28,20 +43,24 @@ def default_uri(workdir: str | Path) -> str:
     return f"sqlite:///{(Path(workdir).resolve() / 'mlflow.db')}"
 
 
-def client(uri: str):
+def client(uri: str):  # noqa: ANN201
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=uri)
 
 
-def experiment_id(uri: str, name: str) -> str:
+def _ms(t: float | None = None) -> int:
+    return int((time.time() if t is None else t) * 1000)
+
+
+def experiment_id(uri: str, name: str, artifact_location: str | None = None) -> str:
     """Id of experiment `name`, created if missing."""
     c = client(uri)
     exp = c.get_experiment_by_name(name)
     if exp is not None:
         return exp.experiment_id
     try:
-        return c.create_experiment(name)
+        return c.create_experiment(name, artifact_location=artifact_location)
     except Exception:  # noqa: BLE001 - created concurrently by another writer: read it back
         exp = c.get_experiment_by_name(name)
         if exp is None:
@@ -66,95 +85,136 @@ def ensure_run(
     run_name: str,
     params: Mapping[str, Any] | None = None,
     tags: Mapping[str, str] | None = None,
+    *,
+    start_time: float | None = None,
+    artifact_location: str | None = None,
 ) -> str:
-    """Idempotent: the existing run for `run_key`, else a new one with flattened params and tags."""
+    """Idempotent: the existing run for `run_key` (looked up by tag first), else a new one with
+    flattened params and tags, started at `start_time` (epoch seconds; default now)."""
     rid = find_run(uri, experiment, run_key)
+    if rid is not None:
+        return rid
     c = client(uri)
-    if rid is None:
-        all_tags = {RUN_KEY_TAG: run_key, **(tags or {})}
-        run = c.create_run(experiment_id(uri, experiment), run_name=run_name, tags=all_tags)
-        rid = run.info.run_id
-        if params:
-            log_params(uri, rid, params)
+    all_tags = {RUN_KEY_TAG: run_key, **(tags or {})}
+    run = c.create_run(experiment_id(uri, experiment, artifact_location), run_name=run_name, tags=all_tags,
+                       start_time=_ms(start_time))
+    rid = run.info.run_id
+    if params:
+        log_params(uri, rid, params)
     return rid
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """Nested mapping -> {"a.b.c": "value"} (MLflow params are flat strings, at most 6000 chars)."""
+    """Nested mapping -> {"a.b.c": "value"} (MLflow params are flat strings of at most PARAM_LIMIT chars)."""
     out: dict[str, str] = {}
     for k, v in d.items():
         key = f"{prefix}{k}"
         if isinstance(v, Mapping):
             out.update(flatten(v, key + "."))
         else:
-            out[key] = json.dumps(v, default=str)[:6000] if not isinstance(v, str) else v[:6000]
+            out[key] = (v if isinstance(v, str) else json.dumps(v, default=str))[:PARAM_LIMIT]
     return out
 
 
 def log_params(uri: str, run_id: str, params: Mapping[str, Any]) -> None:
     from mlflow.entities import Param
 
-    items = [Param(k, v) for k, v in flatten(params).items()]
+    items = [Param(k[:250], v) for k, v in flatten(params).items()]
     c = client(uri)
     for i in range(0, len(items), 100):
         c.log_batch(run_id, params=items[i : i + 100])
 
 
-def log_metric_rows(uri: str, run_id: str, rows: Iterable[Mapping[str, Any]], step_key: str = "step") -> int:
-    """Log each numeric, finite field of each row at `row[step_key]`; returns the number logged.
+def metric_rows(rows: Iterable[Mapping[str, Any]], step_key: str = "step", prefix: str = "") -> list[Any]:
+    """MLflow Metrics for each numeric, finite field of each row at `row[step_key]`.
 
-    NaN stays unlogged (missing is not a value); keys are sanitised like verl does (`@` -> `_at_`).
-    """
+    NaN stays unlogged (missing is not a value); keys are sanitised like verl does (`@` -> `_at_`)."""
     from mlflow.entities import Metric
 
-    ts = int(time.time() * 1000)
+    ts = _ms()
     metrics = []
     for row in rows:
-        step = int(row[step_key])
+        step = int(row.get(step_key, 0))
         for k, v in row.items():
             if k == step_key or isinstance(v, bool) or not isinstance(v, (int, float)):
                 continue
             if math.isfinite(float(v)):
-                metrics.append(Metric(k.replace("@", "_at_"), float(v), ts, step))
+                metrics.append(Metric(f"{prefix}{k}".replace("@", "_at_"), float(v), ts, step))
+    return metrics
+
+
+def _log_batches(uri: str, run_id: str, metrics: list[Any], tags: list[Any] | None = None) -> None:
     c = client(uri)
-    for i in range(0, len(metrics), MAX_BATCH):
-        c.log_batch(run_id, metrics=metrics[i : i + MAX_BATCH])
+    for i in range(0, max(len(metrics), 1), MAX_BATCH):
+        last = i + MAX_BATCH >= len(metrics)
+        c.log_batch(run_id, metrics=metrics[i : i + MAX_BATCH], tags=(tags or []) if last else [])
+
+
+def log_metric_rows(uri: str, run_id: str, rows: Iterable[Mapping[str, Any]], step_key: str = "step",
+                    prefix: str = "") -> int:
+    """Log each numeric, finite field of each row at `row[step_key]`; returns the number logged."""
+    metrics = metric_rows(rows, step_key, prefix)
+    if metrics:
+        _log_batches(uri, run_id, metrics)
     return len(metrics)
 
 
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a metrics JSONL; a torn last line (a job killed mid-write) is skipped."""
+def read_jsonl(path: str | Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """Complete rows of a metrics JSONL from byte `offset`, and the offset after the last complete line.
+
+    A line without its newline is not consumed (a job mid-write, or one killed mid-write: it is read
+    again on the next call and skipped only if it never completes); an undecodable complete line is skipped."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read()
+    end = data.rfind(b"\n") + 1
     rows = []
-    for line in Path(path).read_text().splitlines():
+    for line in data[:end].splitlines():
         try:
-            rows.append(json.loads(line))
+            obj = json.loads(line)
         except json.JSONDecodeError:
             continue
-    return rows
+        if isinstance(obj, dict):
+            rows.append(obj)
+    return rows, offset + end
 
 
-def log_metrics_file(uri: str, run_id: str, metrics_path: str | Path) -> int:
-    """Ingest a training job's metrics JSONL (one object per step)."""
-    return log_metric_rows(uri, run_id, read_jsonl(metrics_path))
+def log_metrics_file(uri: str, run_id: str, metrics_path: str | Path, prefix: str = "") -> int:
+    """Ingest a training job's whole metrics JSONL (one object per step); a torn last line is skipped."""
+    rows, _ = read_jsonl(metrics_path)
+    return log_metric_rows(uri, run_id, rows, prefix=prefix)
 
 
 def log_artifact(uri: str, run_id: str, path: str | Path, artifact_path: str | None = None) -> None:
     client(uri).log_artifact(run_id, str(path), artifact_path)
 
 
-def finish(uri: str, run_id: str, status: str = "FINISHED") -> None:
-    """Mark the run FINISHED / FAILED / KILLED."""
-    client(uri).set_terminated(run_id, status=status)
+def finish(uri: str, run_id: str, status: str = "FINISHED", end_time: float | None = None) -> None:
+    """Mark the run FINISHED / FAILED / KILLED (at `end_time`, epoch seconds; default now)."""
+    client(uri).set_terminated(run_id, status=status, end_time=_ms(end_time))
 
 
-def log_training_run(uri: str, req: "TrainRequest", result: "TrainResult", experiment: str | None = None) -> str:
-    """Standalone `campaign train`: one run with params, metrics, compute and the result manifest."""
+# -- standalone training (`campaign train`, the local backend) ---------------------------------------------
+
+
+def start_training_run(uri: str, req: "TrainRequest", experiment: str | None = None) -> str:
+    """The run of a standalone training request, created (RUNNING) before its first step."""
     exp = experiment or req.extra.get("experiment") or "windtunnel-train"
     params = {"policy": req.policy, "seed": req.seed, "recipe": req.recipe, "model_path": req.model_path,
               "config_hash": req.config_hash()}
     rid = ensure_run(uri, exp, req.run_key, req.run_id, params=params,
                      tags={"windtunnel.policy": str(req.policy.get("name", "")), "windtunnel.seed": str(req.seed)})
-    log_metrics_file(uri, rid, result.metrics_path)
+    client(uri).update_run(rid, status="RUNNING")
+    return rid
+
+
+def log_training_run(uri: str, req: "TrainRequest", result: "TrainResult", experiment: str | None = None,
+                     run_id: str | None = None) -> str:
+    """End a standalone training run: compute, the result manifest, FINISHED. Without `run_id` (metrics
+    not streamed) the run is found or created and the whole metrics file is ingested first."""
+    rid = run_id or start_training_run(uri, req, experiment)
+    if run_id is None:
+        log_metrics_file(uri, rid, result.metrics_path)
     last = max((c.step for c in result.checkpoints), default=0)
     log_metric_rows(uri, rid, [{"step": last, **{f"compute/{k}": v for k, v in result.compute.items()}}])
     manifest = Path(result.metrics_path).parent / "result.json"
@@ -162,3 +222,163 @@ def log_training_run(uri: str, req: "TrainRequest", result: "TrainResult", exper
         log_artifact(uri, rid, manifest)
     finish(uri, rid)
     return rid
+
+
+# -- campaigns: one MLflow run per grid cell, kept in step with the ledger -----------------------------------
+
+
+def cell_params(spec: "RunSpec") -> dict[str, Any]:
+    return {"run_key": spec.run_key, "config_hash": spec.config_hash, "model": spec.model_cfg,
+            "recipe": spec.recipe_cfg, "policy": spec.policy_cfg, "seed": spec.seed, "steps": spec.steps,
+            "regime": spec.regime, "data": spec.data}
+
+
+def cell_tags(spec: "RunSpec") -> dict[str, str]:
+    return {"windtunnel.policy": spec.policy, "windtunnel.model": spec.model, "windtunnel.seed": str(spec.seed),
+            "windtunnel.group": spec.group, "windtunnel.regime": spec.regime, "windtunnel.run_id": spec.run_id}
+
+
+def eval_metric_rows(records_path: str | Path, suite: str) -> list[dict[str, Any]]:
+    """Per checkpoint step: `eval/<benchmark>`, `domain/<domain>` and `agg/<aggregate>` (DB-12 …) from a
+    run's records, through the analysis code that computes them for reports (NaN stays missing)."""
+    from analysis.aggregates import run_table
+    from analysis.records import read_records
+    from evaluation.suite import load_suite
+
+    s = load_suite(suite)
+    tab = run_table(read_records(records_path, suite=s), s)
+    out = []
+    for _, r in tab.iterrows():
+        row: dict[str, Any] = {"step": int(r["step"])}
+        row |= {f"eval/{b}": r[b] for b in s.benchmark_ids}
+        row |= {f"domain/{d}": r[d] for d in s.domains}
+        row |= {f"agg/{a}": r[a] for a in s.aggregate_names}
+        out.append(row)
+    return out
+
+
+_TERMINAL_STATUS = {"recorded": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}
+
+
+class CampaignTracker:
+    """Keeps a campaign's MLflow runs in step with its ledger; `sync()` is cheap when nothing changed."""
+
+    def __init__(self, uri: str, ledger: "SQLLedger", campaign: str, workdir: Path):
+        self.uri, self.ledger, self.campaign, self.workdir = uri, ledger, campaign, Path(workdir).resolve()
+        self._known: dict[str, dict[str, Any]] = {}  # run_key -> {"id", "status", "offset", "superseded"}
+
+    def _spec(self, row: "RunRow") -> "RunSpec":
+        from orchestrator.grid import RunSpec
+
+        return RunSpec.from_dict(json.loads(row.spec_json))
+
+    def _metrics_path(self, spec: "RunSpec") -> Path:
+        from orchestrator.stages import run_dir
+
+        rd = run_dir(self.workdir, spec)
+        try:
+            return Path(json.loads((rd / "train_done.json").read_text())["metrics_path"])
+        except (OSError, ValueError, KeyError):
+            return rd / "train" / "metrics.jsonl"  # where every backend writes it while training
+
+    def _open(self, row: "RunRow") -> dict[str, Any] | None:
+        """The cell's MLflow run: by the ledger's id, else by run_key tag, else created (current cells only)."""
+        c = client(self.uri)
+        rid = row.mlflow_run_id or None
+        if rid is not None:
+            try:
+                c.get_run(rid)
+            except Exception:  # noqa: BLE001 - deleted from the store, or another store: look it up again
+                rid = None
+        spec = self._spec(row)
+        if rid is None:
+            rid = find_run(self.uri, self.campaign, row.run_key)
+        if rid is None:
+            if row.superseded_by:
+                return None  # an earlier generation never tracked: do not create it now
+            attempts = self.ledger.attempts(self.campaign, row.run_key)
+            started = attempts[0]["started_at"] if attempts else time.time()
+            rid = ensure_run(self.uri, self.campaign, row.run_key, spec.run_id, params=cell_params(spec),
+                             tags=cell_tags(spec), start_time=started,
+                             artifact_location=(self.workdir / "mlartifacts" / self.campaign).as_uri())
+        if row.mlflow_run_id != rid:
+            self.ledger.update(self.campaign, row.run_key, mlflow_run_id=rid)
+        run = c.get_run(rid)
+        return {"id": rid, "status": run.info.status, "offset": int(run.data.tags.get(OFFSET_TAG, "0")),
+                "superseded": run.data.tags.get("windtunnel.superseded_by", "")}
+
+    def _stream(self, spec: "RunSpec", st: dict[str, Any]) -> int:
+        from mlflow.entities import RunTag
+
+        path = self._metrics_path(spec)
+        if not path.exists():
+            return 0
+        if path.stat().st_size < st["offset"]:
+            st["offset"] = 0  # the file was rewritten (a retried training attempt starts it again)
+        if path.stat().st_size == st["offset"]:
+            return 0
+        rows, offset = read_jsonl(path, st["offset"])
+        if offset == st["offset"]:
+            return 0
+        metrics = metric_rows(rows, prefix="train/")
+        _log_batches(self.uri, st["id"], metrics, tags=[RunTag(OFFSET_TAG, str(offset))])
+        st["offset"] = offset
+        return len(metrics)
+
+    def _end_time(self, row: "RunRow") -> float:
+        ts = [e["ts"] for e in self.ledger.events(self.campaign, row.run_key)
+              if e["kind"] in ("transition", "superseded") and e["dst"] == row.state]
+        return ts[-1] if ts else time.time()
+
+    def _finish(self, row: "RunRow", spec: "RunSpec", st: dict[str, Any]) -> None:
+        from mlflow.entities import RunTag
+
+        from orchestrator.stages import run_dir
+
+        c = client(self.uri)
+        status = _TERMINAL_STATUS[row.state]
+        rd = run_dir(self.workdir, spec)
+        rows = [{"step": spec.steps, **{f"compute/{k}": v for k, v in row.compute.items()}}]
+        tags = [RunTag("windtunnel.state", row.state)]
+        if row.reason:
+            tags.append(RunTag("windtunnel.reason", row.reason[:PARAM_LIMIT]))
+        if row.state == "recorded" and row.outputs.get("records") and Path(row.outputs["records"]).exists():
+            rows += eval_metric_rows(row.outputs["records"], spec.suite)
+            c.log_artifact(st["id"], str(row.outputs["records"]))
+            if (rd / "eval").is_dir():
+                c.log_artifacts(st["id"], str(rd / "eval"), artifact_path="eval")
+        if (rd / "run_spec.json").exists():
+            c.log_artifact(st["id"], str(rd / "run_spec.json"))
+        _log_batches(self.uri, st["id"], metric_rows(rows), tags=tags)
+        finish(self.uri, st["id"], status, end_time=self._end_time(row))
+        st["status"] = status
+
+    def sync(self) -> int:
+        """Bring MLflow up to date with the ledger; returns the number of runs created or ended."""
+        changed = 0
+        rows = self.ledger.runs(self.campaign) + self.ledger.superseded(self.campaign)
+        for row in rows:
+            if row.attempts == 0 and row.state in ("planned", "queued") and not row.mlflow_run_id:
+                continue  # not started: no MLflow run yet
+            st = self._known.get(row.run_key)
+            if st is None:
+                st = self._open(row)
+                if st is None:
+                    continue
+                changed += int(not row.mlflow_run_id)
+                self._known[row.run_key] = st
+            spec = self._spec(row)
+            if row.superseded_by and st["superseded"] != row.superseded_by:
+                client(self.uri).set_tag(st["id"], "windtunnel.superseded_by", row.superseded_by)
+                st["superseded"] = row.superseded_by
+            if row.state in _TERMINAL_STATUS:
+                if st["status"] == "RUNNING":
+                    self._stream(spec, st)
+                    self._finish(row, spec, st)
+                    changed += 1
+            else:
+                if st["status"] != "RUNNING":  # retried or reopened: running again
+                    client(self.uri).update_run(st["id"], status="RUNNING")
+                    st["status"] = "RUNNING"
+                self._stream(spec, st)
+        return changed

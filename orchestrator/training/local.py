@@ -21,8 +21,9 @@ import json
 import os
 import shutil
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -251,6 +252,19 @@ def _finished(out: Path, config_hash: str) -> TrainResult | None:
     return TrainResult(cks, Path(res["metrics_path"]), res["compute"])
 
 
+@contextmanager
+def _mlflow_failed_on_error(uri: str | None, run_id: str | None) -> Iterator[None]:
+    """A training run that raises (or is interrupted) ends FAILED in MLflow, not RUNNING forever."""
+    try:
+        yield
+    except BaseException:
+        if uri and run_id:
+            from orchestrator import tracking
+
+            tracking.finish(uri, run_id, "FAILED")
+        raise
+
+
 def run_training(req: TrainRequest, progress: ProgressFn | None = None) -> TrainResult:
     """Train `req` on CPU; idempotent (a verified finished run is returned as is, a partial one restarts).
 
@@ -340,11 +354,19 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult
     metrics_path = out / "metrics.jsonl"
     checkpoints: list[Checkpoint] = []
     compute = {"wall_s": 0.0, "gpu_s": 0.0, "rollout_tokens": 0, "update_tokens": 0.0}
-    with open(metrics_path, "w") as mf:
+    mlflow_uri = req.extra.get("mlflow_uri")
+    mlflow_run = None
+    if mlflow_uri:  # standalone `campaign train` (this process is the store's only writer): stream each step
+        from orchestrator import tracking
+
+        mlflow_run = tracking.start_training_run(mlflow_uri, req)
+    with open(metrics_path, "w") as mf, _mlflow_failed_on_error(mlflow_uri, mlflow_run):
 
         def emit(row: dict[str, Any]) -> None:
             mf.write(json.dumps(row, sort_keys=True) + "\n")
             mf.flush()
+            if mlflow_run:
+                tracking.log_metric_rows(mlflow_uri, mlflow_run, [row])
 
         if trainer_cfg.get("val_before_train", True):
             emit({"step": 0, **heldout_reward(model, tokenizer, heldout, max_new, val_samples, val_seed)})
@@ -447,10 +469,8 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult
     result = TrainResult(checkpoints, metrics_path, compute)
     _atomic_json(out / "result.json", {**result.to_json(), "config_hash": config_hash, "run_id": req.run_id,
                                         "run_key": req.run_key, "base_model": str(model_dir)})
-    if req.extra.get("mlflow_uri"):
-        from orchestrator import tracking
-
-        tracking.log_training_run(req.extra["mlflow_uri"], req, result)
+    if mlflow_run:
+        tracking.log_training_run(mlflow_uri, req, result, run_id=mlflow_run)
     return result
 
 

@@ -35,10 +35,10 @@ def on_head(head, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: ANN001
     return addr
 
 
-def _session(wd: Path, addr: str):  # noqa: ANN202
+def _session(wd: Path, addr: str, track: bool = False):  # noqa: ANN202
     from orchestrator.session import Session
 
-    return Session(wd, ray_address=addr)
+    return Session(wd, ray_address=addr, track=track)
 
 
 def _drive(sess, campaign: str, timeout_s: float = 240) -> dict[str, int]:  # noqa: ANN001
@@ -55,8 +55,8 @@ def test_resubmit_with_changed_recipe_collects_only_the_new_generation(tree: Pat
     from orchestrator.session import plan, records_spec_hash, spec_hash
 
     (tree / "recipe" / "noop_b.yaml").write_text(yaml.safe_dump({"name": "noop_b", "sleep_s": 0.6}))
-    camp = _campaign(tree, "gen", policies=["baseline", "gfpo"], seeds=[1, 2])  # 4 runs
-    sess = _session(tmp_path / "wd", on_head)
+    camp = _campaign(tree, "gen", policies=["baseline", "gfpo", "static"], seeds=[1])  # 3 runs
+    sess = _session(tmp_path / "wd", on_head, track=True)  # MLflow kept in step while driving
     spec, runs = plan(camp)
     sess.submit(spec, runs)
     cfg = sess.default_config("gen")
@@ -74,11 +74,11 @@ def test_resubmit_with_changed_recipe_collects_only_the_new_generation(tree: Pat
     camp.write_text(yaml.safe_dump({**yaml.safe_load(camp.read_text()), "recipe": "noop_b"}))
     spec2, runs2 = plan(camp)
     diff = sess.submit(spec2, runs2)
-    assert len(diff.changed) == 4 and not diff.new
+    assert len(diff.changed) == 3 and not diff.new
     new_keys = {r.run_key for r in runs2}
     assert not new_keys & set(first)
     counts = _drive(sess, "gen")
-    assert counts == {"recorded": 4}
+    assert counts == {"recorded": 3}
 
     old = sess.ledger.superseded("gen")
     assert {r.run_key for r in old} == set(first) and all(r.superseded_by in new_keys for r in old)
@@ -88,9 +88,20 @@ def test_resubmit_with_changed_recipe_collects_only_the_new_generation(tree: Pat
 
     out = sess.collect_records("gen")
     recs = pd.read_parquet(out)
-    assert set(recs["run_key"]) == new_keys and len(recs) == 4 * 12
+    assert set(recs["run_key"]) == new_keys and len(recs) == 3 * 12
     assert recs.groupby(["run_id", "benchmark"]).size().max() == 1  # one run per cell: no generation mix
     assert records_spec_hash(out) == spec_hash(sess.ledger.campaign_spec("gen"))
+
+    from orchestrator import tracking  # MLflow: the new generation FINISHED, every old run ended and tagged
+
+    ml = tracking.client(tracking.default_uri(tmp_path / "wd"))
+    cells = ml.search_runs([ml.get_experiment_by_name("gen").experiment_id])
+    status = {r.data.tags[tracking.RUN_KEY_TAG]: (r.info.status, r.data.tags.get("windtunnel.superseded_by", ""))
+              for r in cells}
+    assert {k: v for k, v in status.items() if k in new_keys} == {k: ("FINISHED", "") for k in new_keys}
+    old_runs = {k: v for k, v in status.items() if k not in new_keys}
+    assert all(st in ("FINISHED", "KILLED") and sup in new_keys for st, sup in old_runs.values()), old_runs
+    assert len(cells) == len(status)  # one MLflow run per cell, never two
     sess.close()
 
 

@@ -1,13 +1,20 @@
-"""MLflow helpers on a real SQLite store: idempotent runs by run_key, JSONL ingestion, NaN left missing."""
+"""MLflow tracking on a real SQLite store: idempotent runs by run_key, JSONL ingestion, NaN left missing;
+a campaign's cells tracked live from the ledger (created at start, streamed, final status, aggregates)."""
 
 from __future__ import annotations
 
 import json
 import math
+import shutil
+from pathlib import Path
 
+import pandas as pd
 import pytest
+import yaml
 
 from orchestrator import tracking
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -39,3 +46,98 @@ def test_metrics_jsonl_ingested_per_step_and_nan_stays_missing(uri, tmp_path):
     tracking.finish(uri, rid)
     assert tracking.client(uri).get_run(rid).info.status == "FINISHED"
     assert not math.isnan(hist[0].value)
+
+
+# -- campaigns: one MLflow run per cell, kept in step with the ledger (issue 16.8) --------------------------
+
+
+def _tree(root: Path) -> Path:
+    """A campaigns tree: the repo's policies, a stub model, a noop recipe with simulated scores."""
+    shutil.copytree(REPO / "campaigns" / "policy", root / "policy")
+    (root / "model").mkdir()
+    (root / "model" / "m0.yaml").write_text(yaml.safe_dump({"name": "m0", "path": "hf/m0"}))
+    (root / "recipe").mkdir()
+    (root / "recipe" / "noop_sim.yaml").write_text(yaml.safe_dump(
+        {"name": "noop_sim", "sleep_s": 1.2, "simulate": {"base": 50.0, "effects": {"gfpo": 5.0}}}))
+    (root / "trk.yaml").write_text(yaml.safe_dump({
+        "name": "trk", "backend": "noop", "models": ["m0"], "recipe": "noop_sim", "steps": 2,
+        "policies": ["baseline", "gfpo", "topk"], "seeds": [1],
+        "compute": {"nodes": 1, "gpus_per_node": 0, "gpus_per_run": 0, "hours_per_run": 0.01}}))
+    return root / "trk.yaml"
+
+
+def _cell_runs(uri: str, campaign: str) -> list:  # noqa: ANN401
+    c = tracking.client(uri)
+    exp = c.get_experiment_by_name(campaign)
+    return [] if exp is None else c.search_runs([exp.experiment_id])
+
+
+def test_campaign_cells_are_tracked_live_once_each_with_final_status(uri, tmp_path: Path) -> None:  # noqa: ANN001
+    from orchestrator.grid import RunSpec
+    from orchestrator.session import Session, plan
+    from orchestrator.stages import run_dir, stage_evaluate, stage_train
+
+    spec, runs = plan(_tree(tmp_path / "campaigns"))
+    wd = tmp_path / "wd"
+    sess = Session(wd, mlflow_uri=uri)
+    sess.submit(spec, runs)
+    led = sess.ledger
+    a, b, c = led.runs("trk")
+    sa_, sb = (RunSpec.from_dict(json.loads(r.spec_json)) for r in (a, b))
+    tracker = sess.tracker("trk")
+    assert tracker.sync() == 0 and _cell_runs(uri, "trk") == []  # nothing started, nothing in MLflow
+
+    for r in (a, b, c):  # the scheduler's first poll: every cell's first attempt starts
+        led.transition("trk", r.run_key, "queued")
+        led.start_attempt("trk", r.run_key, "queued", "training", "train", f"sid-{r.run_key}")
+    assert tracker.sync() == 3
+    started = {r.run_key: led.attempts("trk", r.run_key)[0]["started_at"] for r in (a, b, c)}
+    mr = {r.data.tags[tracking.RUN_KEY_TAG]: r for r in _cell_runs(uri, "trk")}
+    assert {k: m.info.status for k, m in mr.items()} == {a.run_key: "RUNNING", b.run_key: "RUNNING", c.run_key: "RUNNING"}
+    assert all(abs(mr[k].info.start_time - started[k] * 1000) < 2 for k in mr)
+    assert mr[a.run_key].data.params["recipe.sleep_s"] == "1.2" and led.get("trk", a.run_key).mlflow_run_id
+
+    # metrics stream while b trains: complete lines only, each once
+    mpath = run_dir(wd, sb) / "train" / "metrics.jsonl"
+    mpath.parent.mkdir(parents=True)
+    mpath.write_text('{"step": 1, "reward/mean": 0.1}\n{"step": 2, "reward/mean": 0.2}\n{"step": 3, "rew')
+    tracker.sync()
+    bid = mr[b.run_key].info.run_id
+    hist = lambda rid, k: [(m.step, m.value) for m in tracking.client(uri).get_metric_history(rid, k)]  # noqa: E731
+    assert hist(bid, "train/reward/mean") == [(1, 0.1), (2, 0.2)]
+    with open(mpath, "a") as f:
+        f.write('ard/mean": 0.3}\n')
+    tracker.sync()
+    tracker.sync()
+    assert hist(bid, "train/reward/mean") == [(1, 0.1), (2, 0.2), (3, 0.3)]
+
+    # a crash between create_run and the ledger update: a fresh orchestrator finds the run by its tag
+    led.update("trk", b.run_key, mlflow_run_id="")
+    sess.tracker("trk").sync()
+    assert led.get("trk", b.run_key).mlflow_run_id == bid and len(_cell_runs(uri, "trk")) == 3
+
+    # a runs its real noop stages (simulated scores) and is recorded
+    stage_train(sa_, wd)
+    led.transition("trk", a.run_key, "trained")
+    led.start_attempt("trk", a.run_key, "trained", "evaluating", "evaluate", f"sid-{a.run_key}-e")
+    ev = stage_evaluate(sa_, wd)
+    led.transition("trk", a.run_key, "recorded", compute={"wall_s": 1.2}, outputs={"records": ev["records"]})
+    led.transition("trk", b.run_key, "failed", stage="train", reason="retry cap 2 reached: boom")
+    led.transition("trk", c.run_key, "cancelled", reason="cancelled by user")
+    assert tracker.sync() == 3
+    mr = {r.data.tags[tracking.RUN_KEY_TAG]: r for r in _cell_runs(uri, "trk")}
+    assert {k: m.info.status for k, m in mr.items()} == {a.run_key: "FINISHED", b.run_key: "FAILED", c.run_key: "KILLED"}
+    assert mr[b.run_key].data.tags["windtunnel.reason"] == "retry cap 2 reached: boom"
+    ra = mr[a.run_key]
+    assert ra.info.end_time - ra.info.start_time >= 1200  # real duration: the 1.2 s noop training and more
+    assert hist(ra.info.run_id, "train/noop") == [(1, 1.0), (2, 1.0)]
+    recs = pd.read_parquet(ev["records"])
+    by_domain = recs.groupby("domain")["accuracy"].mean()
+    db12 = hist(ra.info.run_id, "agg/DB-12")
+    assert len(db12) == 1 and db12[0][0] == 2 and db12[0][1] == pytest.approx(by_domain.mean())
+    assert hist(ra.info.run_id, "eval/" + recs["benchmark"][0]) == [(2, pytest.approx(recs["accuracy"][0]))]
+    assert "records.parquet" in {f.path for f in tracking.client(uri).list_artifacts(ra.info.run_id)}
+
+    # idempotent: a resumed orchestrator changes nothing and creates nothing
+    assert Session(wd, mlflow_uri=uri).ingest("trk") == 0 and len(_cell_runs(uri, "trk")) == 3
+    sess.close()
