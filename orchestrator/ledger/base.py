@@ -123,6 +123,10 @@ class Ledger(abc.ABC):
     def release_driver(self, name: str, owner: str) -> None: ...
 
     @abc.abstractmethod
+    def driver(self, name: str) -> tuple[str, float] | None:
+        """(holder, expires) of the campaign's driver lease, or None."""
+
+    @abc.abstractmethod
     def superseded(self, campaign: str) -> list[RunRow]:
         """Rows of earlier generations of the campaign's runs."""
 

@@ -279,6 +279,13 @@ class SQLLedger(Ledger):
                       .values(driver=owner, driver_expires=now + ttl_s))
             return True, owner, now + ttl_s
 
+    def driver(self, name: str) -> tuple[str, float] | None:
+        """(holder, expires) of the campaign's driver lease, or None when nobody holds one."""
+        with self.engine.connect() as c:
+            r = c.execute(sa.select(campaigns_t.c.driver, campaigns_t.c.driver_expires)
+                          .where(campaigns_t.c.name == name)).first()
+        return (str(r[0]), float(r[1])) if r and r[0] else None
+
     def release_driver(self, name: str, owner: str) -> None:
         with self._tx() as c:
             c.execute(campaigns_t.update().where((campaigns_t.c.name == name) & (campaigns_t.c.driver == owner))

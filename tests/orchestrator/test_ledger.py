@@ -261,7 +261,8 @@ def test_second_orchestrator_reports_the_first_ones_lease_and_waits(ledger, tmp_
     first = subprocess.Popen(["sleep", "60"])  # a live process on this host holds the lease
     try:
         holder = f"{socket.gethostname()}:{first.pid}"
-        assert ledger.claim_driver("c", holder, ttl_s=60)[0]
+        assert ledger.driver("c") is None and ledger.claim_driver("c", holder, ttl_s=60)[0]
+        assert ledger.driver("c")[0] == holder  # what `campaign status` shows
         seen: list[tuple[str, float]] = []
         second = _scheduler(ledger, tmp_path, on_busy=lambda h, e: seen.append((h, e)))
         with pytest.raises(CampaignBusy, match=f"driven by orchestrator {holder}"):
