@@ -212,6 +212,17 @@ def accounting(spec: CampaignSpec, runs: list[RunSpec]) -> dict[str, Any]:
                 if sub.expected_runs is not None and sub.expected_runs != by_sub[s]}
     if spec.expected_runs is not None and spec.expected_runs != len(runs):
         mismatch["total"] = {"expected": spec.expected_runs, "planned": len(runs)}
+    gpu_h_model = Counter()
+    for r in runs:
+        gpu_h_model[r.model] += r.gpus * r.est_hours
+    ckpts = sum(checkpoints_evaluated(r) for r in runs)
+    per_ckpt = spec.compute.eval_gpu_hours_per_checkpoint
+    matrix: dict[str, dict[str, list[int]]] = {}
+    for r in runs:
+        matrix.setdefault(r.policy, {}).setdefault(r.model, []).append(r.seed)
+    assumptions = [{"where": "campaign", **a.model_dump()} for a in spec.assumptions]
+    for name, sub in spec.sub_campaigns.items():
+        assumptions += [{"where": f"sub_campaigns.{name}", **a.model_dump()} for a in sub.assumptions]
     return {
         "campaign": spec.name,
         "total_runs": len(runs),
@@ -224,5 +235,38 @@ def accounting(spec: CampaignSpec, runs: list[RunSpec]) -> dict[str, Any]:
         "by_regime": {k or "standard": v for k, v in by("regime").items()},
         "gpu_hours": round(sum(gpu_h.values()), 1),
         "gpu_hours_by_sub_campaign": {k: round(v, 1) for k, v in gpu_h.items()},
+        "gpu_hours_by_model": {k: round(v, 1) for k, v in sorted(gpu_h_model.items())},
+        "eval_checkpoints": ckpts,
+        "eval_gpu_hours": None if per_ckpt is None else round(ckpts * per_ckpt, 1),
+        "matrix": {p: {m: sorted(s) for m, s in ms.items()} for p, ms in matrix.items()},
+        "assumptions": assumptions,
         "missing_references": missing_references(runs),
     }
+
+
+def checkpoints_evaluated(r: RunSpec) -> int:
+    """Checkpoints the evaluate stage scores for a run: every saved one with `evaluation.all_checkpoints`,
+    else the final one."""
+    if r.evaluation.get("all_checkpoints"):
+        return max(1, r.steps // max(1, r.save_freq))
+    return 1
+
+
+def makespan_hours(runs: list[RunSpec], gpus: int) -> float | None:
+    """Wall hours to run every training job on `gpus` GPUs: longest-first list scheduling, each run holding its
+    GPUs for its estimated hours (what the scheduler does, without failures). None when a run needs more GPUs
+    than exist; 0 GPUs (CPU campaigns) schedules by count on `max(1, gpus)` slots of one GPU-less run each."""
+    import heapq
+
+    if any(r.gpus > gpus for r in runs) and gpus > 0:
+        return None
+    if gpus <= 0:
+        return None
+    free = [0.0] * gpus  # time each GPU becomes free
+    for r in sorted(runs, key=lambda r: (-r.est_hours * max(r.gpus, 1), r.run_id)):
+        need = max(r.gpus, 1)
+        picked = [heapq.heappop(free) for _ in range(need)]
+        start = max(picked)
+        for _ in range(need):
+            heapq.heappush(free, start + r.est_hours)
+    return round(max(free), 1)

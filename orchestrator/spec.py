@@ -69,6 +69,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Assumption(_Strict):
+    """A number or choice the campaign rests on, with its basis: `published` (a source states it), `measured`
+    (we measured it) or `inferred` (nobody states it; we chose it). `campaign plan` lists them."""
+
+    key: str
+    value: Any = None
+    basis: Literal["published", "measured", "inferred"] = "inferred"
+    note: str = ""
+
+
 class ModelCompute(_Strict):
     """Resources of one run of a model: GPUs it holds and the wall hours it takes."""
 
@@ -86,6 +96,7 @@ class ComputeSpec(_Strict):
     gpus_per_node: int = Field(default=8, ge=0)
     cpus_per_run: int = Field(default=1, ge=1)
     cpus_per_node: int | None = Field(default=None, ge=1)  # declared CPUs per node; default: this machine's for a local head
+    eval_gpu_hours_per_checkpoint: float | None = Field(default=None, ge=0)  # None: not declared (never shown as 0)
     hours_at_steps: int = Field(default=300, gt=0)  # `hours` are per this many steps; scaled linearly
 
     def for_model(self, model: str) -> ModelCompute:
@@ -152,6 +163,7 @@ class SubCampaignSpec(_Strict):
     description: str = ""
     expected_runs: int | None = Field(default=None, ge=0)
     groups: list[GroupSpec] = Field(min_length=1)
+    assumptions: list[Assumption] = Field(default_factory=list)
 
 
 class RetrySpec(_Strict):
@@ -181,6 +193,7 @@ class CampaignSpec(_Strict):
     model_defs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     sub_campaigns: dict[str, SubCampaignSpec] = Field(default_factory=dict)
     expected_runs: int | None = Field(default=None, ge=0)
+    assumptions: list[Assumption] = Field(default_factory=list)
     # Filled in by the loader, not by users:
     seed_design: dict[str, Any] | None = None  # a `seeds: {design: sequential, ...}` block; seeds = its first batch
     source: str = ""
@@ -260,7 +273,7 @@ class CampaignSpec(_Strict):
 
 
 EVALUATION_KEYS = {"backend", "data_dir", "limit", "max_gen_toks", "gates", "fixture_items", "fixture_seed",
-                   "validation_suite"}
+                   "validation_suite", "validation_data_dir", "all_checkpoints"}
 
 
 def check_evaluation_options(v: dict[str, Any]) -> None:
@@ -283,8 +296,11 @@ def check_evaluation_options(v: dict[str, Any]) -> None:
             pos_int(key, allow_none=True)
     if "fixture_items" in v:
         pos_int("fixture_items", allow_none=False)
-    if "data_dir" in v and not (isinstance(v["data_dir"], str) and v["data_dir"].strip()):
-        raise ValueError(f"data_dir: got {v['data_dir']!r}; give a directory path (relative to the work directory)")
+    for key in ("data_dir", "validation_data_dir"):
+        if key in v and not (isinstance(v[key], str) and v[key].strip()):
+            raise ValueError(f"{key}: got {v[key]!r}; give a directory path (relative to the work directory)")
+    if "all_checkpoints" in v and not isinstance(v["all_checkpoints"], bool):
+        raise ValueError(f"all_checkpoints: got {v['all_checkpoints']!r}; true or false")
     gates = v.get("gates")
     if gates is not None:
         if not isinstance(gates, dict):

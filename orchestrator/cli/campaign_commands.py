@@ -238,40 +238,91 @@ def register(app: typer.Typer) -> None:
     def plan_cmd(
         campaign: str = typer.Argument(..., help="campaign file or directory, e.g. campaigns/paper"),
         overrides: Optional[list[str]] = typer.Argument(None, help="Hydra overrides, e.g. seeds=[1,2,3]"),
-        as_json: bool = typer.Option(False, "--json", help="print the accounting as JSON"),
-        runs: bool = typer.Option(False, "--runs", help="also list every run (id, run_key)"),
+        fmt: str = typer.Option("table", "--format", help="table | json | csv (csv: one row per run)"),
+        as_json: bool = typer.Option(False, "--json", help="same as --format json"),
+        runs: bool = typer.Option(False, "--runs", help="also list every run (id, run_key, sub-campaign)"),
+        matrix: bool = typer.Option(False, "--matrix", help="also show the policy × model matrix of seeds"),
+        gpus: Optional[int] = typer.Option(None, "--gpus", min=1, help="GPUs available for the duration estimate "
+                                           "(default: the campaign's compute.nodes × gpus_per_node)"),
         workdir: Optional[Path] = typer.Option(None, "--workdir", help="also check the evaluation data this work "
                                                "directory's campaign would read"),
         data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="also check this evaluation data directory"),
     ) -> None:
         """Expand a campaign into runs, check it (policies, seeds, recipes, resources, evaluation data) and print
-        the accounting and GPU-hour estimate (submits nothing)."""
-        from orchestrator.grid import accounting
+        the accounting: runs, GPU-hours per sub-campaign and model, evaluation GPU-hours, the duration on the
+        cluster, and every assumption the campaign declares (submits nothing)."""
+        from orchestrator.grid import accounting, makespan_hours
         from orchestrator.preflight import eval_data_dir
 
+        fmt = "json" if as_json else fmt
+        if fmt not in ("table", "json", "csv"):
+            _fail(f"--format: got {fmt!r}; choose table, json or csv")
         spec, rs = _plan(campaign, overrides, data_root=workdir / "data" if workdir else None)
         eval_dir = data_dir or (eval_data_dir(spec, workdir.resolve()) if workdir else None)
         _preflight(spec, rs, eval_dir, local_head=True)
-        if eval_dir is None and spec.backend != "noop":
+        if eval_dir is None and spec.backend != "noop" and fmt == "table":
             err.print("note: evaluation data not checked (pass --workdir or --data-dir to check it too)")
         acc = accounting(spec, rs)
+        n_gpus = gpus or spec.compute.nodes * spec.compute.gpus_per_node
+        span = makespan_hours(rs, n_gpus)
+        acc["duration"] = {"gpus": n_gpus, "hours": span, "days": None if span is None else round(span / 24, 1),
+                           "method": "longest-first list scheduling of the runs' estimated hours on the GPUs; "
+                                     "no failures, retries or evaluation time"}
+        run_rows = [{"run_id": r.run_id, "run_key": r.run_key, "sub_campaign": r.sub_campaign, "model": r.model,
+                     "policy": r.policy, "seed": r.seed, "gpus": r.gpus, "est_hours": round(r.est_hours, 3)}
+                    for r in rs]
         if runs:
-            acc["runs"] = [{"run_id": r.run_id, "run_key": r.run_key, "sub_campaign": r.sub_campaign} for r in rs]
-        if as_json:
+            acc["runs"] = run_rows
+        if fmt == "json":
             typer.echo(json.dumps(acc, indent=2))
             return
-        out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs, ≈{acc['gpu_hours']:,} GPU-hours "
-                  f"({spec.compute.nodes}×{spec.compute.gpus_per_node} GPUs)")
-        for title, key in (("sub-campaign", "by_sub_campaign"), ("record campaign", "by_campaign_label"),
-                           ("model", "by_model"), ("policy", "by_policy"), ("seed", "by_seed"), ("regime", "by_regime")):
+        if fmt == "csv":
+            import csv
+            import sys
+
+            w = csv.DictWriter(sys.stdout, fieldnames=list(run_rows[0]) if run_rows else ["run_id"])
+            w.writeheader()
+            w.writerows(run_rows)
+            return
+        dur = ("cannot be scheduled (a run needs more GPUs than available)" if span is None
+               else f"≈{span:,.1f} h ({span / 24:,.1f} days) on {n_gpus} GPUs")
+        ev = ("evaluation GPU-hours not declared (compute.eval_gpu_hours_per_checkpoint)" if acc["eval_gpu_hours"] is None
+              else f"evaluation ≈{acc['eval_gpu_hours']:,} GPU-hours for {acc['eval_checkpoints']} checkpoints")
+        out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs, ≈{acc['gpu_hours']:,} training GPU-hours; "
+                  f"{ev}; duration {dur}", highlight=False)
+        for title, key in (("sub-campaign", "by_sub_campaign"), ("model", "by_model"), ("record campaign", "by_campaign_label"),
+                           ("policy", "by_policy"), ("seed", "by_seed"), ("regime", "by_regime")):
             t = Table(title=f"runs by {title}")
             t.add_column(title)
             t.add_column("runs", justify="right")
-            if key == "by_sub_campaign":
+            gh = {"by_sub_campaign": acc["gpu_hours_by_sub_campaign"], "by_model": acc["gpu_hours_by_model"]}.get(key)
+            if gh is not None:
                 t.add_column("GPU-h", justify="right")
             for k, v in acc[key].items():
-                extra = [f"{acc['gpu_hours_by_sub_campaign'].get(k, 0):,}"] if key == "by_sub_campaign" else []
-                t.add_row(str(k), str(v), *extra)
+                t.add_row(str(k), str(v), *([f"{gh.get(k, 0):,}"] if gh is not None else []))
+            out.print(t)
+        if matrix:
+            models = sorted({r.model for r in rs})
+            t = Table(title="seeds by policy × model")
+            t.add_column("policy")
+            for m in models:
+                t.add_column(m)
+            for pol, by_m in acc["matrix"].items():
+                t.add_row(pol, *[",".join(map(str, by_m.get(m, []))) or "—" for m in models])
+            out.print(t)
+        if runs:
+            t = Table(title="runs")
+            for c in ("run_id", "run_key", "sub_campaign", "gpus", "est_hours"):
+                t.add_column(c, justify="right" if c in ("gpus", "est_hours") else "left")
+            for r in run_rows:
+                t.add_row(r["run_id"], r["run_key"], r["sub_campaign"], str(r["gpus"]), f"{r['est_hours']:.2f}")
+            out.print(t)
+        if acc["assumptions"]:
+            t = Table(title="assumptions (from the campaign YAMLs)")
+            for c in ("where", "key", "value", "basis", "note"):
+                t.add_column(c)
+            for a in acc["assumptions"]:
+                t.add_row(a["where"], a["key"], "" if a["value"] is None else str(a["value"]), a["basis"], a["note"])
             out.print(t)
         if acc["missing_references"]:
             err.print(f"warning: {len(acc['missing_references'])} runs lack their campaign-local reference, "

@@ -1,0 +1,60 @@
+"""`campaign plan`: duration on the cluster, GPU-hours per model, evaluation GPU-hours, matrix, assumptions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+from orchestrator.grid import RunSpec, makespan_hours
+
+REPO = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def _run(i: int, gpus: int, hours: float) -> RunSpec:
+    return RunSpec(run_key=f"k{i}", run_id=f"r{i}", campaign="c", sub_campaign="s", group="g", model="m",
+                   policy="p", mechanism="none", reference="p", seed=i, steps=1, save_freq=1, regime="",
+                   recipe_name="x", backend="noop", suite="db12", gpus=gpus, est_hours=hours)
+
+
+def test_makespan_by_hand():
+    # 4 runs of 8 GPUs × 10 h on 16 GPUs: two waves → 20 h; one 16-GPU run of 5 h then adds a wave of 5 h
+    runs = [_run(i, 8, 10.0) for i in range(4)]
+    assert makespan_hours(runs, 16) == 20.0
+    assert makespan_hours(runs + [_run(9, 16, 5.0)], 16) == 25.0
+    assert makespan_hours(runs, 8) == 40.0
+    assert makespan_hours([_run(0, 16, 1.0)], 8) is None  # cannot be scheduled: never a number
+
+
+def test_paper_plan_duration_and_per_model_hours_in_table_and_json():
+    r = runner.invoke(app, ["plan", str(REPO / "campaigns" / "paper"), "--gpus", "64", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    acc = json.loads(r.output)
+    assert acc["total_runs"] == 591
+    assert acc["duration"]["gpus"] == 64
+    # the schedule cannot beat the GPU-hour bound, and with 591 runs it should be close to it
+    bound = acc["gpu_hours"] / 64
+    assert bound <= acc["duration"]["hours"] <= bound * 1.1
+    assert sum(acc["gpu_hours_by_model"].values()) == pytest.approx(acc["gpu_hours"], abs=1.0)
+    assert acc["eval_checkpoints"] == 591 and acc["eval_gpu_hours"] == pytest.approx(591 * 0.5)
+    assert {a["basis"] for a in acc["assumptions"]} == {"published", "inferred"}
+    assert set(acc["matrix"]["baseline"]) >= {"qwen25_7b_base", "qwen25_05b_instruct"}
+    t = runner.invoke(app, ["plan", str(REPO / "campaigns" / "paper"), "--gpus", "64"], terminal_width=200)
+    assert t.exit_code == 0
+    assert f"{acc['duration']['hours']:,.1f} h" in t.output and "qwen25_14b_base" in t.output
+    assert f"{acc['gpu_hours_by_model']['qwen25_14b_base']:,}" in t.output
+
+
+def test_plan_runs_in_every_format():
+    demo = str(REPO / "campaigns" / "demo.yaml")
+    js = json.loads(runner.invoke(app, ["plan", demo, "--runs", "--format", "json"]).output)
+    assert len(js["runs"]) == 8
+    csv = runner.invoke(app, ["plan", demo, "--format", "csv"]).output.strip().splitlines()
+    assert csv[0].startswith("run_id,") and len(csv) == 9
+    table = runner.invoke(app, ["plan", demo, "--runs", "--matrix"], terminal_width=200).output
+    assert "demo/tiny_qwen2/gfpo/s2" in table and "seeds by policy × model" in table
+    assert runner.invoke(app, ["plan", demo, "--format", "yaml"]).exit_code == 2
