@@ -125,7 +125,7 @@ adversarial = st.lists(st.sampled_from(FRAGMENTS), max_size=400).map("".join) | 
 any_text = st.text(max_size=20_000) | adversarial
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(text=any_text)
 def test_any_string_up_to_20000_chars_grades_within_the_budget_mc_and_kk(text):
     """A timeout here would mean an extraction pattern is not linear: these graders must never use the budget."""
@@ -138,7 +138,7 @@ def test_any_string_up_to_20000_chars_grades_within_the_budget_mc_and_kk(text):
 @given(text=any_text)
 def test_any_string_up_to_20000_chars_returns_from_the_math_grader(text):
     """Math always returns: graded, or `timeout` once its budget is spent (never a hang, never an exception)."""
-    assert grade("math", text[:20_000], "3").status in ("ok", "no_answer", "timeout")
+    assert grade("math", text[:20_000], "3", timeout_s=2.0).status in ("ok", "no_answer", "timeout")
 
 
 PROSE_WORDS = ["the", "option", "choice", "is", "wrong", "because", "A", "B", "C", "D", "(A)", "(C)", "not",
