@@ -284,3 +284,23 @@ def test_postgresql_url_without_its_driver_is_a_clear_error() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert "'psycopg'" in r.stdout and "windtunnel[postgres]" in r.stdout
+
+
+def test_a_ledger_from_before_generations_is_migrated_in_place(ledger_url: str) -> None:
+    """A ledger.db written before superseded_by / instance_id / the driver lease existed opens, keeps its
+    rows and gains the columns (ALTER TABLE ADD COLUMN), and the campaign gets an instance id on first use."""
+    led = open_ledger(ledger_url)
+    led.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
+    led.transition("c", "k1", S.queued)
+    with led.engine.begin() as c:  # back to the old schema
+        c.exec_driver_sql('ALTER TABLE runs DROP COLUMN superseded_by')
+        for col in ("instance_id", "driver", "driver_expires"):
+            c.exec_driver_sql(f'ALTER TABLE campaigns DROP COLUMN {col}')
+    led.close()
+    led = open_ledger(ledger_url)
+    assert [(r.run_key, r.state, r.superseded_by) for r in led.runs("c")] == [("k1", "queued", "")]
+    iid = led.campaign_instance("c")
+    assert len(iid) == 8 and led.campaign_instance("c") == iid
+    led.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1b"}))
+    assert [r.run_key for r in led.superseded("c")] == ["k1"]
+    led.close()
