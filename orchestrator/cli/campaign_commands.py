@@ -83,6 +83,19 @@ def _existing_workdir(workdir: Path, ledger_url: str | None) -> None:
               "campaign (or --ledger-url)")
 
 
+def _campaign_name(arg: str) -> str:
+    """A campaign name from the one argument convention: a ledger name, or the campaign file/directory
+    `submit` was given (its `name`)."""
+    if arg.endswith((".yaml", ".yml")) or os.sep in arg or Path(arg).is_dir():
+        from orchestrator.spec import SpecError, load_campaign
+
+        try:
+            return load_campaign(arg).name
+        except SpecError as exc:
+            _fail(str(exc))
+    return arg
+
+
 def _require_campaign(sess, campaign: str) -> None:  # noqa: ANN001
     if sess.ledger.campaign_spec(campaign) is None:
         known = sess.ledger.campaigns()
@@ -380,7 +393,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("resume")
     def resume_cmd(
-        campaign: str = typer.Argument(..., help="campaign name in the ledger"),
+        campaign: str = typer.Argument(..., help="campaign name, or its spec file/directory"),
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
         ray_address: Optional[str] = typer.Option(None, "--ray-address"),
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
@@ -388,6 +401,7 @@ def register(app: typer.Typer) -> None:
         timeout: Optional[float] = typer.Option(None, "--timeout", help="stop driving after this many seconds"),
     ) -> None:
         """Pick up a campaign after a crash: reattach to running jobs, resubmit lost ones, continue."""
+        campaign = _campaign_name(campaign)
         _existing_workdir(workdir, ledger_url)
         sess = _session(workdir, ledger_url, ray_address)
         _require_campaign(sess, campaign)
@@ -398,12 +412,14 @@ def register(app: typer.Typer) -> None:
 
     @app.command("status")
     def status_cmd(
-        campaign: Optional[str] = typer.Argument(None, help="campaign name; default: all in the ledger"),
+        campaign: Optional[str] = typer.Argument(None, help="campaign name or spec file; default: all in the ledger"),
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
         """Counts by state and a policies × seeds matrix per campaign (reads the ledger only)."""
+        if campaign:
+            campaign = _campaign_name(campaign)
         if not ledger_url and not (workdir / "ledger.db").exists():
             _fail(f"{workdir / 'ledger.db'}: no ledger in this work directory; pass --workdir of a submitted campaign")
         sess = _session(workdir, ledger_url)
@@ -433,13 +449,14 @@ def register(app: typer.Typer) -> None:
 
     @app.command("watch")
     def watch_cmd(
-        campaign: str = typer.Argument(...),
+        campaign: str = typer.Argument(..., help="campaign name, or its spec file/directory"),
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
         interval: float = typer.Option(2.0, "--interval"),
         once: bool = typer.Option(False, "--once", help="render once and exit"),
     ) -> None:
         """Live status matrix (read-only; the orchestrator driving the campaign is `submit`/`resume`)."""
+        campaign = _campaign_name(campaign)
         from rich.live import Live
 
         _existing_workdir(workdir, ledger_url)
@@ -478,13 +495,14 @@ def register(app: typer.Typer) -> None:
 
     @app.command("cancel")
     def cancel_cmd(
-        campaign: str = typer.Argument(...),
+        campaign: str = typer.Argument(..., help="campaign name, or its spec file/directory"),
         runs: Optional[list[str]] = typer.Argument(None, help="run ids/keys or id prefixes; default all"),
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
         ray_address: Optional[str] = typer.Option(None, "--ray-address"),
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
     ) -> None:
         """Cancel runs (stopping their jobs); they can be brought back with `campaign retry`."""
+        campaign = _campaign_name(campaign)
         from orchestrator.executor import ClusterUnreachable
 
         _existing_workdir(workdir, ledger_url)
@@ -498,7 +516,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("retry")
     def retry_cmd(
-        campaign: str = typer.Argument(...),
+        campaign: str = typer.Argument(..., help="campaign name, or its spec file/directory"),
         runs: Optional[list[str]] = typer.Argument(None, help="run ids/keys; default every failed/cancelled run"),
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
         ray_address: Optional[str] = typer.Option(None, "--ray-address"),
@@ -506,6 +524,7 @@ def register(app: typer.Typer) -> None:
         wait: bool = typer.Option(True, "--wait/--no-wait"),
     ) -> None:
         """Requeue failed or cancelled runs with a fresh retry budget (verified stages are skipped)."""
+        campaign = _campaign_name(campaign)
         _existing_workdir(workdir, ledger_url)
         sess = _session(workdir, ledger_url, ray_address)
         rows = _select(sess, campaign, runs)
@@ -519,7 +538,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("logs")
     def logs_cmd(
-        campaign: str = typer.Argument(...),
+        campaign: str = typer.Argument(..., help="campaign name, or its spec file/directory"),
         run: str = typer.Argument(..., help="run id or run_key"),
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
         ray_address: Optional[str] = typer.Option(None, "--ray-address"),
@@ -528,6 +547,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Attempts and events of a run from the ledger, and its job's log: from the cluster the campaign ran
         on, or from the stopped local head's log files. Never starts a Ray head."""
+        campaign = _campaign_name(campaign)
         from orchestrator.executor import ClusterUnreachable
         from orchestrator.executor.local_head import head_temp_dir, running_head
 

@@ -43,3 +43,10 @@ def test_watch_off_a_terminal_prints_plain_lines(tmp_path):
     assert r.exit_code == 0
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].endswith("demo: planned=2")
+
+
+def test_commands_accept_the_spec_file_as_well_as_the_name(tmp_path):
+    _submitted(tmp_path / "w")
+    by_file = runner.invoke(app, ["status", str(REPO / "campaigns" / "demo.yaml"), "--workdir", str(tmp_path / "w")])
+    by_name = runner.invoke(app, ["status", "demo", "--workdir", str(tmp_path / "w")])
+    assert by_file.exit_code == 0 and by_file.output == by_name.output
