@@ -49,6 +49,7 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower, ttest_power
 
 from analysis.aggregates import run_table
+from analysis.items import NO_ITEMS_REASON
 from analysis.schema import DEFAULT_REFERENCE, GROUP_KEYS
 from evaluation.suite import Suite
 
@@ -435,10 +436,46 @@ def _jobs(runs: pd.DataFrame, overrides: dict[str, str], dropped: list[str]) -> 
     return jobs
 
 
+def _item_block(block: dict, items: pd.DataFrame, suite: Suite, metrics: list[tuple[str, str]],
+                method_runs: np.ndarray, reference_runs: np.ndarray, level: float) -> None:
+    """Seed + item (two-way clustered) CI of every metric of one comparison, in points."""
+    from analysis.aggregates import aggregate_weights
+    from analysis.items import paired_item_matrix, two_way_clustered
+
+    ids = suite.benchmark_ids
+    dom = suite.domain_of()
+    n_m = len(metrics)
+    for key in ("item_lo", "item_hi", "item_se"):
+        block[key] = np.full(n_m, np.nan)
+    try:
+        d_all, bench = paired_item_matrix(items, list(method_runs), list(reference_runs), ids)
+    except KeyError as exc:
+        block["item_note"][:] = str(exc).strip("'\"")
+        return
+    for j, (kind, name) in enumerate(metrics):
+        if kind == "benchmark":
+            w_b = {name: 1.0}
+        elif kind == "domain":
+            members = [b for b in ids if dom[b] == name]
+            w_b = {b: 1.0 / len(members) for b in members}
+        else:
+            w = aggregate_weights(suite.aggregate(name), suite)
+            w_b = {b: float(w[k]) for k, b in enumerate(ids) if w[k] > 0}
+        cols = np.isin(bench, list(w_b))
+        present = set(bench[cols])
+        if present != set(w_b):
+            block["item_note"][j] = f"no paired item logs for {sorted(set(w_b) - present)}"
+            continue
+        counts = pd.Series(bench[cols]).value_counts()
+        a = np.array([w_b[b] / counts[b] for b in bench[cols]])
+        r = two_way_clustered(100.0 * d_all[:, cols], a, bench[cols], level)
+        block["item_lo"][j], block["item_hi"][j], block["item_se"][j] = r["two_way_lo"], r["two_way_hi"], r["se_two_way"]
+
+
 def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: dict[str, str] | None = None,
                        aggregates: list[str] | None = None, margin: float | None = None, effect: float = 1.0,
                        n_resamples: int = 10_000, level: float = 0.95, seed: int = 0,
-                       runs: pd.DataFrame | None = None) -> PairedResult:
+                       runs: pd.DataFrame | None = None, items: pd.DataFrame | None = None) -> PairedResult:
     """Every policy vs its campaign-local reference, per aggregate, domain and benchmark.
 
     reference_map: policy -> reference policy, overriding the default by mechanism
@@ -446,6 +483,8 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
     (model, regime, step) is added as kind="aa_noise_floor", never as a method effect.
     Unpaired runs are dropped, listed in `.dropped` and warned about (UnpairedWarning).
     `runs` (a precomputed `run_table`) skips recomputing the per-run aggregates.
+    `items` (analysis.items layer: run_id, benchmark, item_id, score, ...) adds the seed + item
+    two-way clustered CI (`item_lo`, `item_hi`); without it those are NaN and `item_note` says why.
     """
     runs = run_table(records, suite) if runs is None else runs
     metrics = metric_columns(suite, aggregates)
@@ -472,7 +511,9 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
         d = x - y
         valid = ~np.isnan(d)
         block: dict[str, np.ndarray] = {"method_mean": np.full(n_m, np.nan), "reference_mean": np.full(n_m, np.nan),
-                                        "seeds": np.full(n_m, "", dtype=object)}
+                                        "seeds": np.full(n_m, "", dtype=object),
+                                        "item_note": np.full(n_m, "" if items is not None else NO_ITEMS_REASON,
+                                                             dtype=object)}
         # Columns sharing a pattern of valid seeds share n (usually one pattern for all metrics).
         patterns, inverse = np.unique(valid.T, axis=0, return_inverse=True)
         for k, rows_ok in enumerate(patterns):
@@ -486,6 +527,8 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
             block["method_mean"][j] = x[np.ix_(rows_ok, j)].mean(axis=0)
             block["reference_mean"][j] = y[np.ix_(rows_ok, j)].mean(axis=0)
             block["seeds"][j] = ",".join(str(v) for v in common[rows_ok])
+        if items is not None:
+            _item_block(block, items, suite, metrics, run_ids[m], run_ids[r], level)
         idents.append(ident)
         blocks.append(block)
     # One vectorised pass per seed count n over every comparison and metric with that n. The
@@ -516,6 +559,11 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
         data["n"] = np.concatenate([b["n"] for b in blocks])
         table = pd.DataFrame(data)
         table["step"] = table["step"].astype(np.int64)
+    for c in ("item_lo", "item_hi", "item_se"):
+        if c not in table:
+            table[c] = np.nan
+    if "item_note" not in table or not len(table):
+        table["item_note"] = NO_ITEMS_REASON if items is None else ""
     table["margin"] = np.nan if margin is None else margin
     table["effect"] = effect
     sd_used = table["sd_used"].to_numpy(float) if len(table) else np.zeros(0)
@@ -559,4 +607,6 @@ TABLE_COLUMNS = [
     # small-n honesty (module doc): what each interval and p can be at this n
     "resolution", "sd_used", "sd_floored", "boot_method", "boot_coverage", "p_perm_floor", "mde_lo", "mde_hi",
     "seeds_needed_lo", "seeds_needed_hi",
+    # seed + item evidence (analysis.items): NaN with the reason in item_note when there are no item logs
+    "item_lo", "item_hi", "item_se", "item_note",
 ]

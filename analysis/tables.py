@@ -265,6 +265,7 @@ def paired_table(paired: pd.DataFrame, metric: str) -> Table:
     disp["Δ mean"] = data["mean_diff"].map(lambda v: f"{v:+.2f}")
     disp["sd"] = data["sd"].map(_fmt)
     disp["t 95% CI"] = [_ci(a, b) for a, b in zip(data["t_lo"], data["t_hi"])]
+    disp["seed + item 95% CI"] = [_ci(a, b) if not np.isnan(a) else "NaN" for a, b in zip(data["item_lo"], data["item_hi"])]
     disp["range / bootstrap CI (coverage)"] = [
         "" if np.isnan(a) else f"{_ci(a, b)} ({'range' if m == 'seed range' else 'boot'} {c:.1%})"
         for a, b, m, c in zip(data["boot_lo"], data["boot_hi"], data["boot_method"], data["boot_coverage"])]
@@ -285,7 +286,10 @@ def paired_table(paired: pd.DataFrame, metric: str) -> Table:
     note = (f"{metric}: d = method − reference per seed; sd = {SD_LABEL}; Holm/BH over the methods of one "
             "campaign/model/regime/step; A/A rows (static vs baseline) estimate the noise floor and are "
             "excluded from the family; ‡ = SD below half the score resolution: p (t) is the exact sign-flip p and "
-            "the SD is floored at resolution/2 for the t CI, TOST, MDE and seeds")
+            "the SD is floored at resolution/2 for the t CI, TOST, MDE and seeds; seed + item CI: two-way clustered "
+            "over seeds and items, paired on items (analysis/items.py)"
+            + (f"; seed + item CI NaN: {data['item_note'].iloc[0]}" if len(data) and data["item_lo"].isna().all()
+               and data["item_note"].iloc[0] else ""))
     return Table("paired", f"{EXTRA_TABLES['paired']} ({metric})", data, disp, note, lead=SMALL_N_NOTE)
 
 

@@ -168,6 +168,9 @@ def compare(
     seed: Annotated[int, typer.Option("--seed", help="bootstrap/permutation generator seed")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output (stable keys)")] = False,
     suite: SuiteOpt = "db12",
+    items: Annotated[Optional[Path], typer.Option(
+        "--items", help="folder with the runs' *.items.jsonl.gz item logs (beside their records): adds the "
+                        "seed + item two-way clustered CI")] = None,
 ) -> None:
     """Seed-paired comparison of every policy with its campaign-local reference."""
     refs = _parse_map(reference_map)
@@ -181,10 +184,19 @@ def compare(
     from analysis.paired import SMALL_N_NOTE, paired_comparisons
     from analysis.tables import paired_table, render_table
 
+    item_df = None
+    if items is not None:
+        from analysis.items import read_items_dir
+        from analysis.schema import RecordsError
+
+        try:
+            item_df = read_items_dir(items)
+        except RecordsError as e:
+            _fail(str(e))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = paired_comparisons(df, s, reference_map=refs, margin=margin, effect=effect,
-                                 n_resamples=resamples, seed=seed)
+                                 n_resamples=resamples, seed=seed, items=item_df)
     _require_pairs(res, records)
     t = res.table
     aggs = [aggregate] if aggregate else s.aggregate_names

@@ -99,7 +99,8 @@ COMPARISON_KEYS = {
     "metric_type", "metric", "n", "seeds", "method_mean", "reference_mean", "mean_diff", "sd", "t_lo", "t_hi",
     "boot_lo", "boot_hi", "p_t", "p_perm", "p_holm", "p_bh", "margin", "p_tost", "mde", "effect", "seeds_needed",
     "p_improve_seeds", "p_improve_posterior", "resolution", "sd_used", "sd_floored", "boot_method", "boot_coverage",
-    "p_perm_floor", "mde_lo", "mde_hi", "seeds_needed_lo", "seeds_needed_hi"}
+    "p_perm_floor", "mde_lo", "mde_hi", "seeds_needed_lo", "seeds_needed_hi", "item_lo", "item_hi", "item_se",
+    "item_note"}
 
 
 def test_compare_json_shape_and_values() -> None:

@@ -1,0 +1,185 @@
+"""Item-level evidence: the evaluator's per-item logs as records, and a CI that counts item sampling.
+
+A benchmark is a sample of items, so a score difference has two sources of noise: seeds (training
+randomness) and items (which questions happen to be in the benchmark). More seeds never reduce the
+second. Layer: one row per (run, benchmark, item) with score, status, finish_reason and tokens, read
+from `<records>.items.jsonl.gz` (evaluation/evaluator.py writes it beside each run's records) and
+validated like run records: every problem located by file, line and field.
+
+Two-way clustered SE (Cameron, Gelbach & Miller 2011) of a paired difference, paired on the same
+seeds *and* the same items: D[s, i] = score(method, s, i) - score(reference, s, i); the estimate
+theta = sum_{s,i} a_i D[s, i] / S with item weights a (sum 1: 1/I for one benchmark, w_b/I_b for an
+aggregate); residuals e = D - (benchmark mean of D); then
+
+    V_seed = S/(S-1) * sum_s (sum_i a_i e[s,i] / S)^2
+    V_item = I/(I-1) * sum_i (sum_s a_i e[s,i] / S)^2
+    V_both = N/(N-1) * sum_{s,i} (a_i e[s,i] / S)^2          (N = S*I)
+    V = V_seed + V_item - V_both  (if negative: max(V_seed, V_item), as CGM advise)
+
+and the CI is theta +- t_{S-1} sqrt(V) (df from the smaller dimension, the seeds). V_seed alone is
+the seed-only variance (var of per-seed scores / S), so both CIs are shown side by side.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analysis.schema import Problem, RecordsError
+
+ITEM_COLUMNS = ("run_id", "benchmark", "item_id", "score", "status", "finish_reason", "tokens")
+STATUSES = ("ok", "no_answer", "timeout", "error")
+NO_ITEMS_REASON = ("no item logs: these records carry one accuracy per benchmark (the released CSV has no "
+                   "*.items.jsonl.gz), so item-sampling error cannot be estimated; evaluate with the "
+                   "evaluator to get the seed + item CI")
+
+
+def read_item_log(path: str | Path, run_id: str) -> pd.DataFrame:
+    """One run's item log -> ITEM_COLUMNS frame; RecordsError lists every bad line/field."""
+    p = Path(path)
+    f = str(p)
+    problems: list[Problem] = []
+    rows = []
+    try:
+        with gzip.open(p, "rt", encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise RecordsError([Problem(f, None, None, f"not a readable gzip JSON-lines item log ({e})")]) from None
+    seen: set[tuple[str, str]] = set()
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            problems.append(Problem(f, i, None, f"not JSON ({e.msg}); fix or remove this line"))
+            continue
+        if not isinstance(r, dict):
+            problems.append(Problem(f, i, None, "not a JSON object"))
+            continue
+        bad = False
+        for col in ("benchmark", "item_id"):
+            if not isinstance(r.get(col), (str, int)) or str(r.get(col)).strip() == "":
+                problems.append(Problem(f, i, col, "is missing or empty; every item needs it"))
+                bad = True
+        score = r.get("score")
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= float(score) <= 1:
+            problems.append(Problem(f, i, "score", f"{score!r} is not a number in [0, 1]"))
+            bad = True
+        if r.get("status") not in STATUSES:
+            problems.append(Problem(f, i, "status", f"{r.get('status')!r}; expected one of {list(STATUSES)}"))
+            bad = True
+        key = (str(r.get("benchmark")), str(r.get("item_id")))
+        if not bad and key in seen:
+            problems.append(Problem(f, i, "item_id", f"{key[1]!r} of {key[0]!r} appears twice; keep one"))
+            bad = True
+        if bad:
+            continue
+        seen.add(key)
+        tok = r.get("response_tokens")
+        rows.append({"run_id": run_id, "benchmark": key[0], "item_id": key[1], "score": float(score),
+                     "status": r["status"], "finish_reason": r.get("finish_reason") or "",
+                     "tokens": float(tok) if isinstance(tok, (int, float)) and not isinstance(tok, bool) else np.nan})
+    if problems:
+        raise RecordsError(problems)
+    if not rows:
+        raise RecordsError([Problem(f, None, None, "has no item rows")])
+    return pd.DataFrame(rows, columns=list(ITEM_COLUMNS))
+
+
+def read_items_dir(root: str | Path) -> pd.DataFrame:
+    """Every `<name>.items.jsonl.gz` under root, each with the run_id of its sibling records file
+    `<name>.parquet` / `<name>.csv` (the evaluator writes both). RecordsError lists every problem."""
+    root = Path(root)
+    logs = sorted(root.rglob("*.items.jsonl.gz")) if root.is_dir() else [root]
+    problems: list[Problem] = []
+    frames = []
+    if not logs:
+        raise RecordsError([Problem(str(root), None, None, "no *.items.jsonl.gz item log found; pass the folder "
+                                    "the evaluator wrote the run records and item logs into")])
+    for log in logs:
+        stem = log.name[: -len(".items.jsonl.gz")]
+        sib = [log.with_name(stem + ext) for ext in (".parquet", ".csv") if log.with_name(stem + ext).is_file()]
+        if not sib:
+            problems.append(Problem(str(log), None, None, f"no records file {stem}.parquet/.csv beside it to name its run"))
+            continue
+        rec = pd.read_parquet(sib[0], columns=["run_id"]) if sib[0].suffix == ".parquet" else \
+            pd.read_csv(sib[0], usecols=["run_id"], dtype=str)
+        ids = rec["run_id"].dropna().astype(str).unique()
+        if len(ids) != 1:
+            problems.append(Problem(str(sib[0]), None, "run_id", f"holds {len(ids)} run ids; an item log belongs to one run"))
+            continue
+        try:
+            frames.append(read_item_log(log, ids[0]))
+        except RecordsError as exc:
+            problems += exc.problems
+    if problems:
+        raise RecordsError(problems)
+    return pd.concat(frames, ignore_index=True)
+
+
+def two_way_clustered(d: np.ndarray, weights: np.ndarray | None = None, groups: np.ndarray | None = None,
+                      level: float = 0.95) -> dict[str, float]:
+    """d: (S seeds, I items) paired item differences -> estimate, seed-only and two-way SE and CIs.
+
+    weights: (I,) item weights summing to 1 (default 1/I); groups: (I,) benchmark labels whose own
+    means are removed before clustering (default one group). Pure; the formulas are in the module doc.
+    """
+    d = np.asarray(d, dtype=float)
+    s_n, i_n = d.shape
+    a = np.full(i_n, 1.0 / i_n) if weights is None else np.asarray(weights, dtype=float)
+    g = np.zeros(i_n, dtype=int) if groups is None else pd.factorize(pd.Series(groups))[0]
+    theta = float((d * a).sum() / s_n)
+    fitted = np.zeros(i_n)
+    for k in np.unique(g):
+        fitted[g == k] = d[:, g == k].mean()
+    u = (d - fitted) * a / s_n  # (S, I) scaled residual contributions
+    v_seed = s_n / (s_n - 1) * float((u.sum(axis=1) ** 2).sum()) if s_n > 1 else np.nan
+    v_item = i_n / (i_n - 1) * float((u.sum(axis=0) ** 2).sum()) if i_n > 1 else np.nan
+    nn = s_n * i_n
+    v_both = nn / (nn - 1) * float((u ** 2).sum())
+    v = v_seed + v_item - v_both
+    if not v > 0:
+        v = max(v_seed, v_item)
+    t = stats.t.ppf(0.5 + level / 2, s_n - 1) if s_n > 1 else np.nan
+    se_seed, se_two = float(np.sqrt(v_seed)), float(np.sqrt(v))
+    return {"estimate": theta, "se_seed": se_seed, "se_two_way": se_two, "v_seed": v_seed, "v_item": v_item,
+            "v_both": v_both, "seed_lo": theta - t * se_seed, "seed_hi": theta + t * se_seed,
+            "two_way_lo": theta - t * se_two, "two_way_hi": theta + t * se_two, "n_seeds": s_n, "n_items": i_n}
+
+
+def outcome_breakdown(items: pd.DataFrame) -> pd.DataFrame:
+    """Per (run, benchmark): share (points) of items correct, wrong answer, parse failure (no_answer),
+    truncated (finish_reason 'length', whatever the status), grader timeout / error."""
+    x = items.assign(
+        correct=(items["status"] == "ok") & (items["score"] > 0),
+        wrong=(items["status"] == "ok") & (items["score"] == 0),
+        parse_failure=items["status"] == "no_answer",
+        truncated=items["finish_reason"] == "length",
+        grader_timeout=items["status"] == "timeout",
+        grader_error=items["status"] == "error")
+    cols = ["correct", "wrong", "parse_failure", "truncated", "grader_timeout", "grader_error"]
+    out = 100.0 * x.groupby(["run_id", "benchmark"], sort=True)[cols].mean()
+    out["n_items"] = x.groupby(["run_id", "benchmark"], sort=True).size()
+    return out.reset_index()
+
+
+def paired_item_matrix(items: pd.DataFrame, method_runs: list[str], reference_runs: list[str],
+                       benchmarks: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(S, I) differences method - reference on the items both runs of every seed pair scored, and the
+    benchmark label of each item column. method_runs[k] and reference_runs[k] share seed k."""
+    sub = items[items["benchmark"].isin(benchmarks)]
+    piv = sub.pivot_table(index=["benchmark", "item_id"], columns="run_id", values="score", aggfunc="first")
+    need = list(method_runs) + list(reference_runs)
+    missing = [r for r in need if r not in piv.columns]
+    if missing:
+        raise KeyError(f"no item log for run(s) {missing}")
+    piv = piv[need].dropna()  # paired on items every run scored
+    m = piv[list(method_runs)].to_numpy(float).T
+    r = piv[list(reference_runs)].to_numpy(float).T
+    return m - r, piv.index.get_level_values("benchmark").to_numpy()
