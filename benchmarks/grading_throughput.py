@@ -1,14 +1,24 @@
-"""Grading throughput: items/s per grader on 6,194 synthetic answers (the db12 item count).
+"""Grading throughput: items/s per grader on 6,194 synthetic answers (the db12 item count), and the worst case.
 
 Math runs math-verify in a spawn process pool with a parent-enforced timeout; the table compares
 2 processes with 1 process (same pool code: the baseline measured in this run) and with the
 in-process floor (no pool, no timeout). Multiple-choice and K&K graders are regex-only and run
 in-process. Prints a table and the 2-process/1-process ratio; asserts nothing about time.
+
+Worst case (issue 13): the slowest of `--worst-n` (default 10,000) random and adversarial strings of up to
+20,000 characters per grader, in ms, with its ratio to the target: 50 ms for the multiple-choice and K&K
+extraction (in-process, no pool, so the figure is the grader's own cost; CPU time, with the wall time beside
+it, because a shared machine inflates wall time), and the math grader's budget
+(`evaluation.graders.BUDGET_S["math"]`) for one call through the budgeted pool (a timeout returns at the
+budget; the pool's restart after it is done before the next timed call). `--math-worst-n` can lower the math
+count on a loaded machine (math-verify takes ~10-50 ms per long string); the table prints the count used.
 """
 
 from __future__ import annotations
 
+import argparse
 import random
+import string
 import sys
 import time
 from pathlib import Path
@@ -18,8 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from evaluation.graders import grade_batch  # noqa: E402
+from evaluation.graders import BUDGET_S, grade_batch  # noqa: E402
 from evaluation.graders.math import MathPool  # noqa: E402
+from evaluation.graders.pool import GraderPool, grade_inprocess  # noqa: E402
 
 N = 6194
 NAMES = ["Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Gina", "Hank"]
@@ -65,6 +76,86 @@ def kk_items(rng: random.Random) -> tuple[list[str], list[str]]:
     return resp, gold
 
 
+MAX_CHARS = 20_000
+TARGET_MS = {"multiple_choice": 50.0, "knights_knaves": 50.0}
+FRAGMENTS = ["The answer", " ", "  ", "\n", "answer", "Answer:", "is", "**", "__", "$", "\\boxed{", "{", "}", "(A)",
+             "(B)", "B", "a", "!", "|", "<answer>", "</answer>", "final answer", "the answer is", "\\text{", "%",
+             "1,234", "{,}", "^\\circ", "Michael", "Ethan", "Zoey", "is a", "knight", "knave", "knights", "or", "and",
+             ",", ":", "-", "→", "9^{", "\\frac{", "x", "=", "1+", "(", ")", ".", "Suppose", "says", "not"]
+ADVERSARIAL = [  # known worst cases for backtracking or quadratic scans, padded to the length limit
+    lambda n: "The answer" + " " * (n - 11) + "!",
+    lambda n: ("| The answer" + " " * 28 + "| 12 |\n") * (n // 48),
+    lambda n: "answer is " * (n // 10),
+    lambda n: "Answer: " + "(A) " * (n // 4 - 2),
+    lambda n: "\\boxed{" * (n // 7),
+    lambda n: "{" * n,
+    lambda n: "Michael is a " * (n // 13),
+    lambda n: "Michael, " * (n // 9 - 2) + "are knights",
+    lambda n: "Knights: " + "Michael, " * (n // 9 - 2),
+    lambda n: "a knight or " * (n // 12),
+    lambda n: "<answer>" * (n // 8),
+    lambda n: "1," * (n // 2),
+    lambda n: "1,234" * (n // 5),
+    lambda n: "$" + "1+" * (n // 2 - 2) + "1$",
+    lambda n: "\\boxed{" + "9^{" * (n // 3 - 4) + "9" + "}" * (n // 3 - 4) + "}",
+    lambda n: "\\frac{" * (n // 6),
+    lambda n: " " * n,
+    lambda n: "\n" * n,
+]
+
+
+def worst_case_strings(rng: random.Random, n: int) -> list[tuple[str, str]]:
+    """(kind, text) pairs: a third adversarial templates, a third fragment soup, a third random printable text."""
+    out: list[tuple[str, str]] = []
+    for i in range(n):
+        length = rng.choice([MAX_CHARS, rng.randint(1, MAX_CHARS)])
+        if i % 3 == 0:
+            k = rng.randrange(len(ADVERSARIAL))
+            out.append((f"adversarial #{k}", ADVERSARIAL[k](length)[:MAX_CHARS]))
+        elif i % 3 == 1:
+            parts, size = [], 0
+            while size < length:
+                f = rng.choice(FRAGMENTS) * rng.choice([1, 1, 1, 5, 50])
+                parts.append(f)
+                size += len(f)
+            out.append(("fragment soup", "".join(parts)[:length]))
+        else:
+            out.append(("random printable", "".join(rng.choices(string.printable, k=length))))
+    return out
+
+
+def worst_case(strings: list[tuple[str, str]], math_n: int):
+    """Yields (grader, n, slowest ms, slowest wall ms, target ms, kind of the slowest, timeouts) per grader.
+
+    MC and K&K: the slowest is CPU time of this process (a machine shared with other jobs inflates wall time,
+    reported beside it); math: wall time of one budgeted call, which is what the budget bounds."""
+    golds = {"multiple_choice": "B", "knights_knaves": "Michael is a knight, Ethan is a knight, and Zoey is a knave."}
+    for grader, gold in golds.items():
+        slowest, kind, wall = 0.0, "", 0.0
+        for k, text in strings:
+            t, w = time.process_time(), time.perf_counter()
+            grade_inprocess(grader, text, gold, 4)
+            ms = 1000 * (time.process_time() - t)
+            wall = max(wall, 1000 * (time.perf_counter() - w))
+            if ms > slowest:
+                slowest, kind = ms, k
+        yield (grader, len(strings), slowest, wall, TARGET_MS[grader], kind, 0)
+    pool = GraderPool(1)
+    slowest, kind, timeouts = 0.0, "", 0
+    try:
+        for k, text in strings[:math_n]:
+            pool._ensure()  # a restart after a timeout is not part of the next item's time
+            t = time.perf_counter()
+            res = pool.grade_items("math", [text], ["3"], timeout_s=BUDGET_S["math"])[0]
+            ms = 1000 * (time.perf_counter() - t)
+            timeouts += res.status == "timeout"
+            if ms > slowest:
+                slowest, kind = ms, k
+    finally:
+        pool.close()
+    yield ("math", min(math_n, len(strings)), slowest, slowest, 1000 * BUDGET_S["math"], kind, timeouts)
+
+
 def timed(fn) -> tuple[float, list]:
     t = time.perf_counter()
     out = fn()
@@ -72,8 +163,25 @@ def timed(fn) -> tuple[float, list]:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--worst-n", type=int, default=10_000, help="strings for the worst-case row (default 10,000)")
+    ap.add_argument("--math-worst-n", type=int, default=None, help="strings for math's worst case (default --worst-n)")
+    ap.add_argument("--skip-throughput", action="store_true", help="print only the worst-case table")
+    args = ap.parse_args()
     rng = random.Random(0)
     console = Console(width=140)
+    strings = worst_case_strings(random.Random(13), args.worst_n)
+    worst = Table(title=f"worst case: slowest of random and adversarial strings (<= {MAX_CHARS:,} chars) per grader")
+    for c in ("grader", "strings", "slowest ms", "(wall ms)", "target ms", "slowest / target", "slowest kind",
+              "timeouts"):
+        worst.add_column(c, justify="left" if c in ("grader", "slowest kind") else "right")
+    for grader, n, ms, wall, target, kind, touts in worst_case(strings, args.math_worst_n or args.worst_n):
+        print(f"worst case {grader}: {n} strings, slowest {ms:.1f} ms ({kind}), {touts} timeouts", flush=True)
+        worst.add_row(grader, f"{n:,}", f"{ms:.1f}" + (" wall" if grader == "math" else " cpu"), f"{wall:.1f}",
+                      f"{target:.0f}" + (" (budget)" if grader == "math" else ""), f"{ms / target:.3f}", kind, str(touts))
+    console.print(worst)
+    if args.skip_throughput:
+        return
     table = Table(title=f"grading throughput, {N} synthetic answers per grader")
     for c in ("grader", "mode", "seconds", "items/s", "ok/no_answer/timeout/error", "mean score"):
         table.add_column(c, justify="left" if c in ("grader", "mode") else "right")
@@ -96,8 +204,11 @@ def main() -> None:
     row("math", "in-process floor (no timeout)", secs, res)
     for grader, make, kw in (("multiple_choice", mc_items, {"n_options": 10}), ("knights_knaves", kk_items, {})):
         r, g = make(rng)
+        grade_batch(grader, r[:4], g[:4], **kw)  # warm the shared pool outside the timing
         secs, res = timed(lambda: grade_batch(grader, r, g, **kw))
-        row(grader, "in-process (regex)", secs, res)
+        row(grader, "pool, 2 processes (budgeted)", secs, res)
+        secs, res = timed(lambda: grade_batch(grader, r, g, processes=0, **kw))
+        row(grader, "in-process floor (no budget)", secs, res)
     console.print(table)
     console.print(f"math: 2 processes vs 1 process = [bold]{rates[2] / rates[1]:.2f}x[/bold] "
                   f"({rates[2]:,.0f} vs {rates[1]:,.0f} items/s)")

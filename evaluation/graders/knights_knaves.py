@@ -50,6 +50,7 @@ _NOT_NAMES = (set(_ROLES) | _COPULAS | _FILLERS | _SEPARATORS | _HYPOTHETICAL
               | {"he", "she", "they", "it", "we", "i", "you", "hence", "since", "because", "not", "no", "yes",
                  "but", "or", "every", "neither", "none", "one", "this", "that", "there", "must", "be", "answer",
                  "final", "knights", "knaves", "person", "people", "everyone", "nobody", "solution"})
+_BOUNDARIES = {".", "!", "?", ";"}
 _MAX_LIST = 16  # names in one list (puzzles have at most 8 people)
 _MAX_FILLERS = 3
 _BLOCK_GAP = 300  # characters allowed between two statements of one block
@@ -115,7 +116,7 @@ class _Parser:
         """A supposition or a reported claim among the 3 tokens before index `before` (inclusive)."""
         for k in range(before, max(before - 3, -1), -1):
             low = self.low[k]
-            if low in ".!?;\n":
+            if low in _BOUNDARIES:
                 return False
             if low in _HYPOTHETICAL:
                 return True
