@@ -183,3 +183,37 @@ def paired_item_matrix(items: pd.DataFrame, method_runs: list[str], reference_ru
     m = piv[list(method_runs)].to_numpy(float).T
     r = piv[list(reference_runs)].to_numpy(float).T
     return m - r, piv.index.get_level_values("benchmark").to_numpy()
+
+
+BREAKDOWN = ("wrong", "parse_failure", "truncated", "grader_timeout", "grader_error")
+
+
+def comparison_breakdown(items: pd.DataFrame, runs: pd.DataFrame, paired: pd.DataFrame) -> pd.DataFrame:
+    """Per method-vs-reference comparison: seed-mean share (points, over all logged items) of wrong answers,
+    parse failures, truncations and grader failures for method and reference, and their difference, so a
+    score change can be read as better answers vs fewer format failures.
+
+    runs: `run_table` (run_id -> configuration); paired: `paired_comparisons(...).table`."""
+    from analysis.schema import CONFIG_KEYS, GROUP_KEYS
+
+    per_run = outcome_breakdown(items)
+    w = per_run["n_items"].to_numpy(float)
+    cols = list(BREAKDOWN)
+    agg = (per_run[cols].mul(w, axis=0).groupby(per_run["run_id"]).sum()
+           .div(per_run.groupby("run_id")["n_items"].sum(), axis=0))
+    cfg = runs.drop_duplicates("run_id").set_index("run_id")[list(CONFIG_KEYS)]
+    agg = agg.join(cfg, how="inner").groupby(list(CONFIG_KEYS))[cols].mean()
+    comp = paired[paired["kind"] == "effect"].drop_duplicates(list(GROUP_KEYS) + ["policy", "reference"])
+    rows = []
+    for _, c in comp.iterrows():
+        g = tuple(c[k] for k in GROUP_KEYS)
+        km, kr = g + (c["policy"],), g + (c["reference"],)
+        if km not in agg.index or kr not in agg.index:
+            continue
+        row = {**{k: c[k] for k in GROUP_KEYS}, "policy": c["policy"], "reference": c["reference"]}
+        for col in cols:
+            row[f"{col}_method"] = float(agg.loc[km, col])
+            row[f"{col}_reference"] = float(agg.loc[kr, col])
+            row[f"{col}_delta"] = row[f"{col}_method"] - row[f"{col}_reference"]
+        rows.append(row)
+    return pd.DataFrame(rows)

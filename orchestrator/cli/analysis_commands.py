@@ -211,6 +211,20 @@ def compare(
         return
     for m in aggs + (list(s.domains) if detail else []):
         typer.echo(render_table(paired_table(t, m), "md"))
+    if item_df is not None:
+        import pandas as pd
+
+        from analysis.aggregates import run_table
+        from analysis.items import BREAKDOWN, comparison_breakdown
+        from analysis.tables import _md
+
+        bd = comparison_breakdown(item_df, run_table(df, s), res.table)
+        if not bd.empty:
+            typer.echo("## Outcome breakdown from the item logs (Δ share of all items, points, method − reference)\n")
+            show = pd.DataFrame({"comparison": bd["policy"] + " vs " + bd["reference"],
+                                 **{f"Δ {c.replace('_', ' ')}": bd[f"{c}_delta"].round(2) for c in BREAKDOWN}})
+            typer.echo(_md(show.astype(str)) + "\n\n_wrong = parsed answer graded wrong; parse failure = no answer "
+                       "extracted; truncated = hit the generation limit (any status)_\n")
     for msg in res.dropped:
         err.print(f"warning: {msg}", markup=False, soft_wrap=True)
 

@@ -141,6 +141,30 @@ def test_compare_with_item_logs_prints_the_seed_plus_item_ci(tmp_path: Path) -> 
     assert got["aime24"]["item_hi"] == pytest.approx(want["two_way_hi"])
     assert got["DB-12"]["item_lo"] < got["DB-12"]["mean_diff"] < got["DB-12"]["item_hi"]
     table = CliRunner().invoke(app, ["compare", str(all_rec), "--items", str(tmp_path / "runs"), "--resamples", "100"])
-    assert "seed + item 95% CI" in table.output and "t 95% CI" in table.output
+    assert "seed + item 95% CI" in table.output and "t 95% CI" in table.output and "Outcome breakdown" in table.output
     plain = CliRunner().invoke(app, ["compare", str(all_rec), "--json", "--resamples", "100"])
     assert all(r["item_lo"] is None and r["item_note"] == NO_ITEMS_REASON for r in json.loads(plain.output)["comparisons"])
+
+
+def test_comparison_breakdown_separates_format_failures_from_wrong_answers() -> None:
+    import pandas as pd
+
+    def run_items(rid: str, wrong: int, no_answer: int, trunc: int) -> list[dict]:
+        out = []
+        for i in range(10):
+            status = "no_answer" if i < no_answer else "ok"
+            score = 0.0 if i < no_answer + wrong else 1.0
+            out.append({"run_id": rid, "benchmark": "gsm8k", "item_id": str(i), "score": score, "status": status,
+                        "finish_reason": "length" if i < trunc else "stop", "tokens": 1.0})
+        return out
+
+    items = pd.DataFrame(run_items("b1", 2, 3, 3) + run_items("t1", 2, 0, 0))
+    runs = pd.DataFrame({"run_id": ["b1", "t1"], "campaign": "c", "model": "m", "regime": "", "step": 5,
+                         "policy": ["baseline", "topk"]})
+    paired = pd.DataFrame([{"campaign": "c", "model": "m", "regime": "", "step": 5, "policy": "topk",
+                            "reference": "baseline", "kind": "effect"}])
+    from analysis.items import comparison_breakdown
+
+    bd = comparison_breakdown(items, runs, paired).iloc[0]
+    # topk: same wrong answers (20%), no parse failures (baseline 30%), no truncation (baseline 30%)
+    assert (bd["wrong_delta"], bd["parse_failure_delta"], bd["truncated_delta"]) == (0.0, -30.0, -30.0)
