@@ -119,7 +119,15 @@ class Session:
 
     def ingest(self, campaign: str) -> int:
         """Bring the campaign's MLflow runs up to date with the ledger (idempotent; the scheduler does the
-        same after every poll when `track` is on). Returns the number of runs created or ended."""
+        same after every poll when `track` is on). Returns the number of runs created or ended; 0 without
+        writing while another live orchestrator drives the campaign (it is the store's writer then)."""
+        import time
+
+        from orchestrator.scheduler import orchestrator_id
+
+        held = self.ledger.driver(campaign)
+        if held and held[0] != orchestrator_id() and held[1] > time.time():
+            return 0
         return self.tracker(campaign).sync()
 
     def collect_records(self, campaign: str) -> Path | None:

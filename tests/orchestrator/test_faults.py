@@ -83,6 +83,14 @@ def test_sigkill_at_random_points_then_resume_loses_and_duplicates_nothing(tree:
     recs = subprocess.run([sys.executable, "-c", f"import pandas as pd; print(len(pd.read_parquet('{wd}/results/kill/records.parquet')))"],
                           capture_output=True, text=True)
     assert int(recs.stdout) == 8 * 12  # one record per run × benchmark
+    # MLflow, written live by whichever orchestrator drove: one run per cell despite the kills, all ended
+    with sqlite3.connect(wd / "mlflow.db") as c:
+        ml = c.execute("select t.value, r.status, r.end_time - r.start_time from runs r join tags t on "
+                       "t.run_uuid = r.run_uuid and t.key = 'windtunnel.run_key' join experiments e on "
+                       "e.experiment_id = r.experiment_id where e.name = 'kill'").fetchall()
+    keys = {k for (k,) in _db(wd, "select run_key from runs where campaign='kill'")}
+    assert len(ml) == 8 and {k for k, _, _ in ml} == keys, ml
+    assert {st for _, st, _ in ml} == {"FINISHED"} and min(d for _, _, d in ml) > 1000  # real durations (ms)
 
 
 def test_always_failing_job_stops_at_retry_cap(tree: Path, tmp_path: Path, head) -> None:  # noqa: ANN001
