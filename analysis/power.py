@@ -100,7 +100,8 @@ def power_section(runs: Iterable[Any], *, margin: float, sd: float | None = None
         if not prior:
             raise ValueError(f"--prior {prior_path}: no method-vs-reference comparison with >= 2 seeds to estimate "
                              "the SD from")
-    rows = plan_power(runs, margin=margin, sd=sd, prior=prior)
+    rows = [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}  # JSON: NaN -> null
+            for r in plan_power(runs, margin=margin, sd=sd, prior=prior)]
     return {"metric": metric, "margin": margin, "alpha": 0.05, "power": 0.8,
             "method": "two-sided paired t (statsmodels TTestPower); MDE interval from the chi-square 95% CI of the "
                       "prior SD (pooled over the model's comparisons)",
@@ -115,9 +116,12 @@ def power_table(doc: dict[str, Any]):  # noqa: ANN201 - rich Table, imported laz
                     f" ({doc['cannot_detect_margin']} of {len(doc['comparisons'])} cannot detect it)")
     for c in ("comparison", "seed pairs", "SD (source)", "MDE [95% CI]", "detects ±margin", "seeds for margin"):
         t.add_column(c)
+    def f(v: float | None) -> str:
+        return "NaN" if v is None or v != v else f"{v:.2f}"
+
     for r in doc["comparisons"]:
-        ci = "" if r["mde_lo"] != r["mde_lo"] else f" [{r['mde_lo']:.2f}, {r['mde_hi']:.2f}]"
+        ci = "" if r["mde_lo"] is None else f" [{f(r['mde_lo'])}, {f(r['mde_hi'])}]"
         t.add_row(f"{r['campaign']}/{r['model']}/{r['regime']}:{r['policy']} vs {r['reference']}", str(r["n_pairs"]),
-                  f"{r['sd']:.2f} ({r['sd_source']})", f"{r['mde']:.2f}{ci}",
+                  f"{f(r['sd'])} ({r['sd_source']})", f"{f(r['mde'])}{ci}",
                   "yes" if r["detects_margin"] else "NO", "" if r["seeds_for_margin"] is None else str(r["seeds_for_margin"]))
     return t

@@ -260,6 +260,9 @@ def register(app: typer.Typer) -> None:
         workdir: Optional[Path] = typer.Option(None, "--workdir", help="also check the evaluation data this work "
                                                "directory's campaign would read"),
         data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="also check this evaluation data directory"),
+        prior: Optional[Path] = typer.Option(None, "--prior", help="records of earlier runs: SD for the power table"),
+        sd: Optional[float] = typer.Option(None, "--sd", help="stated SD of paired differences (points): power table"),
+        margin: float = typer.Option(1.0, "--margin", help="effect of interest (points) for the power table"),
     ) -> None:
         """Expand a campaign into runs, check it (policies, seeds, recipes, resources, evaluation data) and print
         the accounting: runs, GPU-hours per sub-campaign and model, evaluation GPU-hours, the duration on the
@@ -286,6 +289,13 @@ def register(app: typer.Typer) -> None:
                     for r in rs]
         if runs:
             acc["runs"] = run_rows
+        if prior is not None or sd is not None:  # power at plan time (analysis/power.py)
+            from analysis.power import power_section
+
+            try:
+                acc["power"] = power_section(rs, margin=margin, sd=sd, prior_path=prior and str(prior), suite=spec.suite)
+            except ValueError as exc:  # RecordsError/SuiteError: located user errors
+                _fail(str(exc))
         if fmt == "json":
             typer.echo(json.dumps(acc, indent=2))
             return
@@ -337,6 +347,10 @@ def register(app: typer.Typer) -> None:
             for a in acc["assumptions"]:
                 t.add_row(a["where"], a["key"], "" if a["value"] is None else str(a["value"]), a["basis"], a["note"])
             out.print(t)
+        if "power" in acc:
+            from analysis.power import power_table
+
+            out.print(power_table(acc["power"]))
         if acc["missing_references"]:
             err.print(f"warning: {len(acc['missing_references'])} runs lack their campaign-local reference, "
                       f"e.g. {acc['missing_references'][:3]}")

@@ -56,3 +56,21 @@ def test_prior_sd_is_pooled_by_hand_and_gives_an_mde_interval() -> None:
     other = power_section(_runs({"baseline": [1, 2], "topk": [1, 2]}, model="NewModel-1B"), margin=0.5,
                           prior_path=str(RELEASED))["comparisons"][0]
     assert "all models pooled" in other["sd_source"] and np.isfinite(other["mde"])
+
+
+def test_campaign_plan_json_carries_the_power_table() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    res = CliRunner().invoke(app, ["plan", str(REPO / "campaigns" / "demo.yaml"), "--sd", "1.5", "--margin", "1.0",
+                                   "--json"])
+    assert res.exit_code == 0, res.output
+    p = json.loads(res.stdout if hasattr(res, "stdout") else res.output)["power"]
+    dz = TTestPower().solve_power(effect_size=None, nobs=p["comparisons"][0]["n_pairs"], alpha=0.05, power=0.8)
+    assert p["comparisons"] and all(c["mde"] == pytest.approx(dz * 1.5, rel=1e-6) for c in p["comparisons"])
+    assert p["cannot_detect_margin"] == sum(c["mde"] > 1.0 for c in p["comparisons"])
+    bad = CliRunner().invoke(app, ["plan", str(REPO / "campaigns" / "demo.yaml"), "--prior", "/nonexistent.csv"])
+    assert bad.exit_code == 2 and "file not found" in bad.output
