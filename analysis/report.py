@@ -50,18 +50,20 @@ def _img(png: bytes, alt: str) -> str:
 
 def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, suite: Suite | str = "db12",
                  extra_sections: Sequence[tuple[str, str]] = (), lead_sections: Sequence[str] = (),
-                 n_resamples: int = 10_000, title: str = "Windtunnel analysis report", margin: float = 1.0) -> Path:
+                 n_resamples: int = 10_000, title: str = "Windtunnel analysis report", margin: float = 1.0,
+                 items: pd.DataFrame | None = None) -> Path:
     """Write the report atomically to out_path and return it.
 
     records: long Records (DataFrame) or a path read with `read_records`. extra_sections:
     (title, HTML body) pairs appended verbatim after the analysis sections; lead_sections: HTML
     blocks inserted verbatim after the title, before any score comparison (callers escape).
-    The first table is the verdict table (one verdict per comparison at ±margin points).
+    The first table is the verdict table (one verdict per comparison at ±margin points). items: the
+    item-level layer (analysis.items) for the seed + item CI beside the seed-only one.
     """
     s = load_suite(suite) if isinstance(suite, str) else suite
     recs = read_records(records, s) if isinstance(records, (str, Path)) else records
     runs = run_table(recs, s)
-    paired = paired_comparisons(recs, s, runs=runs, n_resamples=n_resamples)
+    paired = paired_comparisons(recs, s, runs=runs, n_resamples=n_resamples, items=items)
     tables = build_tables(recs, s, paired=paired, runs=runs, margin=margin)
     first = [t for t in tables if t.name == "verdicts"]
     tables = [t for t in tables if t.name != "verdicts"]

@@ -279,6 +279,8 @@ def report(
     suite: SuiteOpt = "db12",
     margin: Annotated[float, typer.Option("--margin", help="equivalence margin of the verdict table (points)")] = 1.0,
     force: Annotated[bool, typer.Option("--force", help="replace an existing --out file")] = False,
+    items: Annotated[Optional[Path], typer.Option(
+        "--items", help="folder with the runs' *.items.jsonl.gz item logs: the paired table gets the seed + item CI")] = None,
     resamples: Annotated[int, typer.Option("--resamples", min=100, help="bootstrap resamples")] = 10_000,
     runs_dir: Annotated[Optional[Path], typer.Option(
         "--runs-dir", help="the runs' folder (<workdir>/runs): adds each run's intervention evidence and compute; "
@@ -299,6 +301,15 @@ def report(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _require_pairs(_pc(df, s, n_resamples=100), records)
+    item_df = None
+    if items is not None:
+        from analysis.items import read_items_dir
+        from analysis.schema import RecordsError
+
+        try:
+            item_df = read_items_dir(items)
+        except RecordsError as e:
+            _fail(str(e))
     from analysis.report import build_report
     from analysis.sequential import SequentialError, looks_section_html, read_looks_file
 
@@ -312,7 +323,8 @@ def report(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if runs_dir is None:
-            path = build_report(df, out, suite=s, n_resamples=resamples, lead_sections=lead, margin=margin)
+            path = build_report(df, out, suite=s, n_resamples=resamples, lead_sections=lead, margin=margin,
+                                items=item_df)
         else:
             from analysis.intervention import InterventionError, build_report_with_evidence, runs_from_dir
 

@@ -168,3 +168,36 @@ def test_comparison_breakdown_separates_format_failures_from_wrong_answers() -> 
     bd = comparison_breakdown(items, runs, paired).iloc[0]
     # topk: same wrong answers (20%), no parse failures (baseline 30%), no truncation (baseline 30%)
     assert (bd["wrong_delta"], bd["parse_failure_delta"], bd["truncated_delta"]) == (0.0, -30.0, -30.0)
+
+
+def test_report_with_item_logs_shows_the_seed_plus_item_ci(tmp_path: Path) -> None:
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    rng = np.random.default_rng(2)
+    from evaluation.suite import load_suite
+
+    s = load_suite("db12")
+    rows = []
+    (tmp_path / "runs").mkdir()
+    for seed in (1, 2):
+        for pol in ("baseline", "topk"):
+            rid = f"{pol}_s{seed}"
+            log = []
+            for b in s.benchmark_ids:
+                sc = (rng.random(s.item_counts()[b]) < 0.5).astype(float)
+                rows.append({"run_id": rid, "campaign": "c", "model": "m", "policy": pol, "seed": seed, "step": 5,
+                             "benchmark": b, "accuracy": 100 * sc.mean()})
+                log += [{"benchmark": b, "item_id": str(i), "score": v, "status": "ok", "finish_reason": "stop"}
+                        for i, v in enumerate(sc)]
+            pd.DataFrame([r for r in rows if r["run_id"] == rid]).to_csv(tmp_path / "runs" / f"{rid}.csv", index=False)
+            _log(tmp_path / "runs" / f"{rid}.items.jsonl.gz", log)
+    pd.DataFrame(rows).to_csv(tmp_path / "records.csv", index=False)
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(app, ["report", str(tmp_path / "records.csv"), "--out", str(out), "--items",
+                                   str(tmp_path / "runs"), "--resamples", "100"])
+    assert res.exit_code == 0, res.output
+    doc = out.read_text()
+    assert "seed + item 95% CI" in doc and "no item logs" not in doc
