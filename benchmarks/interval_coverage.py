@@ -8,6 +8,8 @@ For n = 3, 5, 12 seeds and normal or heavy-tailed (Student t, 3 df) paired seed 
   1 - 2^(1-n)), expanded percentile bootstrap at n >= 6 (labelled 95%),
 * the plain percentile bootstrap the report used to print as "95%" (for reference only),
 * sigma's chi-square 95% CI behind the MDE / seeds-needed intervals (labelled "if normal"),
+* the seed + item (two-way clustered) CI of analysis/items.py on 100 items with item effects
+  shared by the seeds (labelled 95%),
 * across groups (k = 4 groups of n seeds, seed-noise scales 0.5, 1, 1, 2, true between-group
   SD 0.5): the t CI of the group means (labelled 95%), the DerSimonian-Laird z CI (labelled
   "nominal 95%, undercovers") and, for reference, the HKSJ CI (not printed).
@@ -97,6 +99,21 @@ def run(reps: int, resamples: int, seed: int = 20261130) -> list[dict]:
                          "noise": noise, "n": n, "coverage": _covers(re["lo_hksj"], re["hi_hksj"], 0.0)})
             rows.append({"interval": "across-group t CI of group means (k=4)", "label": "95%", "claim": 0.95,
                          "noise": noise, "n": n, "coverage": _covers(re["lo_u"], re["hi_u"], 0.0)})
+    # seed + item CI (analysis.items.two_way_clustered): D[s, i] = item effect (shared by the seeds: the
+    # benchmark's items) + seed effect + residual; 100 items; fewer replications (one call per replication)
+    from analysis.items import two_way_clustered
+
+    for noise in ("normal", "t3"):
+        for n in (3, 5, 12):
+            reps_i = max(reps // 4, 200)
+            hits = 0
+            for _ in range(reps_i):
+                seed_eff, _ = _noise(noise, rng, (n, 1))
+                d = rng.normal(0, 1.0, (1, 100)) + 0.1 * seed_eff + rng.normal(0, 0.5, (n, 100))
+                r = two_way_clustered(d)
+                hits += r["two_way_lo"] <= 0 <= r["two_way_hi"]
+            rows.append({"interval": "seed + item two-way CI (100 items)", "label": "95%", "claim": 0.95,
+                         "noise": noise, "n": n, "coverage": hits / reps_i})
     for r in rows:
         if r["label"] == "95%":
             r["ratio"] = r["coverage"] / TARGET
