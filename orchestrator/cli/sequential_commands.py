@@ -107,13 +107,18 @@ def register(app: typer.Typer) -> None:
                                        "next_batch": {"/".join(k): v for k, v in nxt.items()}}, default=str))
             return
         t = Table(title=f"look {look} ({design.looks[look]} seeds planned of {design.max_seeds})")
-        for c in ("comparison", "n", "mean", "repeated CI", "decision"):
+        for c in ("comparison", "n", "mean", "repeated CI", "decision", "bias-adjusted Δ [95% CI]"):
             t.add_column(c)
         for r in dec.itertuples():
             ci = f"[{r.rci_low:+.3f}, {r.rci_high:+.3f}]" if r.decision != "error" else r.error
+            mue = getattr(r, "mue", math.nan)
+            adj = "" if not isinstance(mue, float) or math.isnan(mue) else \
+                f"{mue:+.3f} [{r.mue_low:+.3f}, {r.mue_high:+.3f}]"
             t.add_row(f"{r.campaign}/{r.model}/{r.regime}:{r.policy}-{r.reference}", str(r.n),
-                      _fmt(getattr(r, "mean", math.nan)), ci, r.decision)
+                      _fmt(getattr(r, "mean", math.nan)), ci, r.decision, adj)
         out.print(t)
-        out.print(f"recorded {n} decisions in the ledger database (table sequential_looks)")
+        out.print(f"recorded {n} decisions in the ledger database (table sequential_looks) under design "
+                  f"{design_name!r} (aggregate {aggregate or s.aggregate_names[0]}, familywise {design.familywise}); "
+                  "bias-adjusted Δ: median-unbiased estimate under the stage-wise ordering, for early efficacy stops")
         for k, v in nxt.items():
             out.print(f"next batch for {'/'.join(k)}: seeds {v} (open comparisons and their reference)")
