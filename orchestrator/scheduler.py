@@ -188,9 +188,9 @@ class Scheduler:
             self.tracker.sync()
         except Exception as exc:  # noqa: BLE001 - MLflow store trouble must not stop the runs
             msg = f"MLflow sync failed: {type(exc).__name__}: {exc}"[:500]
-            self.ledger.event(self.campaign, "tracking_error", msg)
-            if not getattr(self, "_tracking_warned", False):
-                print(f"warning: {msg}; the campaign continues (`campaign resume` syncs again)", file=sys.stderr)
+            if not getattr(self, "_tracking_warned", False):  # once per scheduler: not an event per poll
+                self.ledger.event(self.campaign, "tracking_error", msg)
+                print(f"warning: {msg}; the campaign continues (tried again every poll)", file=sys.stderr)
                 self._tracking_warned = True
 
     def _submit(self, row: RunRow, stage: str) -> bool:

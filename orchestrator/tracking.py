@@ -266,6 +266,8 @@ class CampaignTracker:
     def __init__(self, uri: str, ledger: "SQLLedger", campaign: str, workdir: Path):
         self.uri, self.ledger, self.campaign, self.workdir = uri, ledger, campaign, Path(workdir).resolve()
         self._known: dict[str, dict[str, Any]] = {}  # run_key -> {"id", "status", "offset", "superseded"}
+        self._skip: set[str] = set()  # untracked earlier generations: never looked up again
+        self._reported: set[str] = set()
 
     def _spec(self, row: "RunRow") -> "RunSpec":
         from orchestrator.grid import RunSpec
@@ -354,31 +356,51 @@ class CampaignTracker:
         st["status"] = status
 
     def sync(self) -> int:
-        """Bring MLflow up to date with the ledger; returns the number of runs created or ended."""
+        """Bring MLflow up to date with the ledger; returns the number of runs created or ended.
+
+        A cell whose tracking fails (e.g. unreadable records) is reported once on stderr and as a
+        ledger event and tried again on the next poll; the other cells go on."""
         changed = 0
         rows = self.ledger.runs(self.campaign) + self.ledger.superseded(self.campaign)
         for row in rows:
             if row.attempts == 0 and row.state in ("planned", "queued") and not row.mlflow_run_id:
                 continue  # not started: no MLflow run yet
-            st = self._known.get(row.run_key)
+            if row.run_key in self._skip:
+                continue
+            try:
+                changed += self._sync_row(row)
+            except Exception as exc:  # noqa: BLE001 - one cell's trouble must not stop the others
+                import sys
+
+                msg = f"MLflow: run {row.run_id}: {type(exc).__name__}: {exc}"[:500]
+                if msg not in self._reported:  # tried again next poll; said once
+                    self._reported.add(msg)
+                    self.ledger.event(self.campaign, "tracking_error", msg, row.run_key)
+                    print(f"warning: {msg}", file=sys.stderr)
+        return changed
+
+    def _sync_row(self, row: "RunRow") -> int:
+        changed = 0
+        st = self._known.get(row.run_key)
+        if st is None:
+            st = self._open(row)
             if st is None:
-                st = self._open(row)
-                if st is None:
-                    continue
-                changed += int(not row.mlflow_run_id)
-                self._known[row.run_key] = st
-            spec = self._spec(row)
-            if row.superseded_by and st["superseded"] != row.superseded_by:
-                client(self.uri).set_tag(st["id"], "windtunnel.superseded_by", row.superseded_by)
-                st["superseded"] = row.superseded_by
-            if row.state in _TERMINAL_STATUS:
-                if st["status"] == "RUNNING":
-                    self._stream(spec, st)
-                    self._finish(row, spec, st)
-                    changed += 1
-            else:
-                if st["status"] != "RUNNING":  # retried or reopened: running again
-                    client(self.uri).update_run(st["id"], status="RUNNING")
-                    st["status"] = "RUNNING"
+                self._skip.add(row.run_key)  # an untracked earlier generation: never look it up again
+                return 0
+            changed += int(not row.mlflow_run_id)
+            self._known[row.run_key] = st
+        spec = self._spec(row)
+        if row.superseded_by and st["superseded"] != row.superseded_by:
+            client(self.uri).set_tag(st["id"], "windtunnel.superseded_by", row.superseded_by)
+            st["superseded"] = row.superseded_by
+        if row.state in _TERMINAL_STATUS:
+            if st["status"] == "RUNNING":
                 self._stream(spec, st)
+                self._finish(row, spec, st)
+                changed += 1
+        else:
+            if st["status"] != "RUNNING":  # retried or reopened: running again
+                client(self.uri).update_run(st["id"], status="RUNNING")
+                st["status"] = "RUNNING"
+            self._stream(spec, st)
         return changed
