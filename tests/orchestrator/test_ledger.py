@@ -304,3 +304,21 @@ def test_a_ledger_from_before_generations_is_migrated_in_place(ledger_url: str) 
     led.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1b"}))
     assert [r.run_key for r in led.superseded("c")] == ["k1"]
     led.close()
+
+
+def test_a_job_id_of_another_campaign_instance_is_never_reattached(ledger, tmp_path: Path) -> None:  # noqa: ANN001
+    """A row whose submission id lacks this ledger's instance id (a ledger copied from another work dir,
+    or written before instance ids) runs its stage again under its own id instead of adopting that job."""
+    from orchestrator.executor.base import submission_id
+
+    ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
+    ledger.transition("c", "k1", S.queued)
+    foreign = submission_id("k1", "train", 1, "c")  # the pre-instance format: shared by every work dir
+    ledger.start_attempt("c", "k1", S.queued, S.training, "train", foreign)
+    sched = _scheduler(ledger, tmp_path)
+    assert not sched.ours(foreign) and sched.ours(submission_id("k1", "train", 2, "c", sched.instance))
+    assert sched._reconcile(ledger.get("c", "k1")) is False  # no cluster call for someone else's job
+    row = ledger.get("c", "k1")
+    assert (row.state, row.lease_owner, row.next_try_at) == ("queued", "", 0.0)
+    (att,) = ledger.attempts("c", "k1")
+    assert att["status"] == "failed" and "another campaign instance" in att["reason"]
