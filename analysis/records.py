@@ -124,6 +124,9 @@ def _check_text(raw: pd.DataFrame, col: str, f: str, problems: list[Problem]) ->
         problems.append(Problem(f, r, col, "is empty; every record needs a value here"))
 
 
+INT_LIMITS = {"seed": 2**32, "step": 2**31, "steps": 2**31}  # seeds are uint32 (as in campaign specs)
+
+
 def _check_int(raw: pd.DataFrame, col: str, f: str, problems: list[Problem]) -> np.ndarray:
     vals, bad = _numbers(raw[col])
     blank = _blank(raw[col])
@@ -132,6 +135,10 @@ def _check_int(raw: pd.DataFrame, col: str, f: str, problems: list[Problem]) -> 
         problems.append(Problem(f, r, col, "is empty; expected an integer"))
     for r in _rows(bad | nonint):
         problems.append(Problem(f, r, col, f"{raw[col].iloc[r - 1]!r} is not an integer"))
+    hi = INT_LIMITS.get(col, 2**53)
+    finite = np.nan_to_num(vals, nan=0.0, posinf=0.0, neginf=0.0)
+    for r in _rows(~bad & ~blank & ~nonint & ((finite < 0) | (finite >= hi))):
+        problems.append(Problem(f, r, col, f"{raw[col].iloc[r - 1]!r} is out of range; must be >= 0 and < {hi}"))
     return vals
 
 

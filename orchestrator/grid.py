@@ -252,19 +252,24 @@ def checkpoints_evaluated(r: RunSpec) -> int:
     return 1
 
 
-def makespan_hours(runs: list[RunSpec], gpus: int) -> float | None:
+CPU_SLOTS = 2  # concurrent jobs of a GPU-less campaign (the scheduler's default, orchestrator.session)
+
+
+def makespan_hours(runs: list[RunSpec], gpus: int, cpu_slots: int = CPU_SLOTS) -> float | None:
     """Wall hours to run every training job on `gpus` GPUs: longest-first list scheduling, each run holding its
     GPUs for its estimated hours (what the scheduler does, without failures). None when a run needs more GPUs
-    than exist; 0 GPUs (CPU campaigns) schedules by count on `max(1, gpus)` slots of one GPU-less run each."""
+    than exist. A campaign whose runs need no GPU (CPU) runs `cpu_slots` jobs at a time."""
     import heapq
 
-    if any(r.gpus > gpus for r in runs) and gpus > 0:
+    if any(r.gpus > gpus for r in runs):
         return None
-    if gpus <= 0:
+    cpu = all(r.gpus == 0 for r in runs)
+    slots = cpu_slots if cpu else gpus
+    if slots <= 0:
         return None
-    free = [0.0] * gpus  # time each GPU becomes free
+    free = [0.0] * slots  # time each GPU (or CPU slot) becomes free
     for r in sorted(runs, key=lambda r: (-r.est_hours * max(r.gpus, 1), r.run_id)):
-        need = max(r.gpus, 1)
+        need = 1 if cpu else max(r.gpus, 1)
         picked = [heapq.heappop(free) for _ in range(need)]
         start = max(picked)
         for _ in range(need):

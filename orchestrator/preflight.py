@@ -70,6 +70,18 @@ def check_policies(runs: list[RunSpec], root: Path) -> list[str]:
     return problems
 
 
+def check_references(spec: CampaignSpec, runs: list[RunSpec], root: Path) -> list[str]:
+    """Every reference policy a run is compared with (`baselines:`) exists as a policy YAML."""
+    from orchestrator.spec import shipped_config_root
+
+    problems = []
+    for mech, ref in sorted({(r.mechanism, r.reference) for r in runs if r.mechanism != "none"}):
+        if not any((d / "policy" / f"{ref}.yaml").exists() for d in (root, shipped_config_root())):
+            problems.append(f"{spec.source}: key 'baselines.{mech}': reference policy {ref!r} has no YAML in "
+                            f"{root / 'policy'} or the shipped campaigns/policy; name an existing policy")
+    return problems
+
+
 def check_recipes(runs: list[RunSpec], root: Path) -> list[str]:
     """Each recipe's backend matches the campaign's and its numeric knobs are usable."""
     problems: list[str] = []
@@ -132,7 +144,8 @@ def preflight(spec: CampaignSpec, runs: list[RunSpec], ctx: Context | None = Non
     ctx = ctx or Context()
     root = Path(spec.config_root)
     add_project_path(root)  # the researcher's plugin modules live in the campaign's project directory
-    problems = check_policies(runs, root) + check_recipes(runs, root) + check_resources(spec, runs, ctx)
+    problems = (check_policies(runs, root) + check_references(spec, runs, root) + check_recipes(runs, root)
+                + check_resources(spec, runs, ctx))
     if spec.backend != "noop" and ctx.data_dir is not None:
         problems += check_eval_data(spec, ctx.data_dir)
     elif spec.backend != "noop":

@@ -344,6 +344,22 @@ def load_policy(
     Strict: unknown keys, unknown scorer/actuator names, unknown or out-of-range parameters, a scorer whose
     granularity the actuator cannot take, and recipe conflicts (gfpo k >= rollout_n, K * floor > 1) raise
     `PolicyConfigError` naming the file/policy and the field."""
+    try:
+        return _load_policy(source, seed=seed, domains=domains, rollout_n=rollout_n)
+    except PolicyConfigError as exc:
+        origin = str(source) if isinstance(source, (str, Path)) else "<mapping>"
+        if origin != "<mapping>" and origin not in str(exc):  # registry errors name the policy, not its file
+            raise PolicyConfigError(f"{origin}: {exc}") from exc
+        raise
+
+
+def _load_policy(
+    source: str | Path | Mapping[str, Any],
+    *,
+    seed: int,
+    domains: Sequence[str] | None,
+    rollout_n: int | None,
+) -> DataPolicy:
     cfg, origin = _read(source)
     policy = str(cfg.get("name") or (Path(origin).stem if origin != "<mapping>" else ""))
     if not policy:

@@ -307,8 +307,9 @@ def register(app: typer.Typer) -> None:
             w.writeheader()
             w.writerows(run_rows)
             return
+        where = f"{n_gpus} GPUs" if any(r.gpus for r in rs) else "2 CPU job slots"
         dur = ("cannot be scheduled (a run needs more GPUs than available)" if span is None
-               else f"≈{span:,.1f} h ({span / 24:,.1f} days) on {n_gpus} GPUs")
+               else f"≈{span:,.1f} h ({span / 24:,.1f} days) on {where}")
         ev = ("evaluation GPU-hours not declared (compute.eval_gpu_hours_per_checkpoint)" if acc["eval_gpu_hours"] is None
               else f"evaluation ≈{acc['eval_gpu_hours']:,} GPU-hours for {acc['eval_checkpoints']} checkpoints")
         out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs, ≈{acc['gpu_hours']:,} training GPU-hours; "
@@ -354,6 +355,9 @@ def register(app: typer.Typer) -> None:
         if acc["missing_references"]:
             err.print(f"warning: {len(acc['missing_references'])} runs lack their campaign-local reference, "
                       f"e.g. {acc['missing_references'][:3]}")
+        for where, m in acc["expected_runs_mismatch"].items():
+            err.print(f"warning: {where}: declares {m['expected']} runs, the overridden grid has {m['planned']}",
+                      highlight=False)
 
     @app.command("submit")
     def submit_cmd(

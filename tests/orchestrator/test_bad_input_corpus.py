@@ -1,0 +1,241 @@
+"""A corpus of malformed inputs — campaign specs, overrides, YAML files, policy YAMLs, records files and CLI
+options — each of which must be refused with exit 2, a message naming the file or field, no traceback,
+and nothing written (the work directory and any --out path stay absent).
+
+The commands run in-process through Typer's CliRunner (the same code path as the console script, minus the
+process start), so the whole corpus takes seconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from orchestrator.cli import app
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO = str(REPO / "campaigns" / "demo.yaml")
+RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
+runner = CliRunner()
+
+
+def _refused(args: list[str], *, nothing_at: list[Path] = ()) -> str:
+    res = runner.invoke(app, args)
+    text = res.output
+    assert res.exit_code == 2, f"{args}: exit {res.exit_code}\n{text[-2000:]}\n{res.exception!r}"
+    assert "Traceback" not in text and "error" in text.lower(), text[-2000:]
+    for p in nothing_at:
+        assert not Path(p).exists(), f"{args} wrote {p}"
+    return text
+
+
+# --- 1. overrides of a valid campaign (plan and submit: nothing written) ----------------------------
+
+BAD_OVERRIDES = [
+    "seeds=[-1]", "seeds=[2147483648000]", "seeds=[true]", "seeds=[1.5]", "seeds=[x]", "seeds=[1,1]", "seeds=[]",
+    "seeds=7", "seeds={}", "steps=0", "steps=-5", "steps=x", "steps=1.5", "save_freq=0", "save_freq=-1",
+    "name=../../escape", "name=a/b", "name=''", "name=.hidden", "suite=no_such_suite", "suite=../db12",
+    "backend=gpu", "backend=1", "models=[]", "models=[no_such_model]", "models=[tiny_qwen2,tiny_qwen2]",
+    "models=[../model/tiny_qwen2]", "policies=[]", "policies=[no_such_policy]", "policies=[baseline,baseline]",
+    "policies=[../policy/gfpo]", "policies=[baseline,gfpo/../gfpo]", "recipe=no_such_recipe", "recipe=../recipe/cpu_tiny",
+    "recipe=''", "compute.cpus_per_run=0", "compute.cpus_per_run=-1", "compute.cpus_per_run=1000",
+    "compute.nodes=0", "compute.gpus_per_node=-1", "compute.hours_per_run=0", "compute.gpus_per_run=-2",
+    "+compute.colour=red", "retries.max_attempts=0", "retries.backoff_s=-1", "+evaluation.limit=-5",
+    "+evaluation.limit=0", "+evaluation.limit=x", "evaluation.max_gen_toks=0", "evaluation.backend=tpu",
+    "evaluation.fixture_items=0", "+evaluation.gates.min_parse_rate=2", "+evaluation.gates.bogus=1",
+    "+evaluation.colour=red", "+evaluation.all_checkpoints=maybe", "data.corpus=imagenet", "+data.colour=1",
+    "baselines.select=no_such_policy_xyz", "+baselines.sort=baseline", "+colour=red", "seed=[1,2]", "polices=[a]",
+    "+sub_campaigns.x.groups=[]", "+seed_design={}",
+]
+
+
+@pytest.mark.parametrize("override", BAD_OVERRIDES)
+def test_bad_override_is_refused_by_plan(override, tmp_path):
+    _refused(["plan", DEMO, override], nothing_at=[tmp_path / "w"])
+
+
+@pytest.mark.parametrize("override", BAD_OVERRIDES[::4])
+def test_bad_override_is_refused_by_submit_and_writes_nothing(override, tmp_path):
+    wd = tmp_path / "w"
+    _refused(["submit", DEMO, override, "--workdir", str(wd)], nothing_at=[wd])
+
+
+# --- 2. malformed campaign files ------------------------------------------------------------------------
+
+BAD_FILES = {
+    "empty": "", "list": "- a\n- b\n", "scalar": "just text\n", "syntax": "name: [unclosed\n",
+    "tabs": "name:\tdemo\n\tseeds: [1]\n", "dup_key_types": "name: demo\nseeds: 'one'\n",
+    "no_models": "name: x\npolicies: [baseline]\nrecipe: cpu_tiny\n",
+    "no_policies": "name: x\nmodels: [tiny_qwen2]\nrecipe: cpu_tiny\n",
+    "no_recipe": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nbackend: local\n",
+    "unknown_key": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nmodles: [a]\n",
+    "bad_group": "name: x\nsub_campaigns: {a: {groups: [{campaign: main}]}}\n",
+    "bad_group_label": "name: x\nrecipe: cpu_tiny\nsub_campaigns: {a: {groups: [{campaign: ../x, models: [tiny_qwen2], policies: [baseline]}]}}\n",
+    "expected_mismatch": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nexpected_runs: 99\nbackend: local\n",
+    "binary": "\x00\x01\x02name: x\n",
+    "seeds_design_bad": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nseeds: {design: magic}\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_malformed_campaign_file_is_refused(case, tmp_path):
+    f = tmp_path / "campaigns" / f"{case}.yaml"
+    f.parent.mkdir()
+    (tmp_path / "campaigns" / "policy").mkdir()
+    f.write_text(BAD_FILES[case])
+    text = _refused(["plan", str(f)])
+    assert f"{case}.yaml" in text
+
+
+def test_missing_campaign_file_is_refused(tmp_path):
+    _refused(["plan", str(tmp_path / "nope.yaml")])
+    _refused(["submit", str(tmp_path / "nope.yaml"), "--workdir", str(tmp_path / "w")], nothing_at=[tmp_path / "w"])
+
+
+# --- 3. malformed policy YAMLs --------------------------------------------------------------------------
+
+GOOD_SELECT = {"name": "p", "mechanism": "select", "scorer": {"name": "advantage_magnitude"},
+               "actuator": {"name": "topk_fraction", "params": {"fraction": 0.5}}}
+BAD_POLICIES = [
+    {**GOOD_SELECT, "mechanism": "magic"}, {**GOOD_SELECT, "colour": 1}, {**GOOD_SELECT, "scorer": {"name": "nope"}},
+    {**GOOD_SELECT, "actuator": {"name": "nope"}}, {**GOOD_SELECT, "actuator": {"name": "topk_fraction", "params": {"fraction": 7}}},
+    {**GOOD_SELECT, "actuator": {"name": "topk_fraction", "params": {"fraction": -0.1}}},
+    {**GOOD_SELECT, "actuator": {"name": "topk_fraction", "params": {"fraction": "half"}}},
+    {**GOOD_SELECT, "actuator": {"name": "topk_fraction", "params": {"fraction": 0.5, "bogus": 1}}},
+    {**GOOD_SELECT, "actuator": {"name": "topk_fraction", "params": {"fraction": 0.5, "scope": "galaxy"}}},
+    {**GOOD_SELECT, "plugins": ["no_such_module_abc"]}, {**GOOD_SELECT, "plugins": 7}, {**GOOD_SELECT, "plugins": [""]},
+    {**GOOD_SELECT, "warmup_step": -1}, {**GOOD_SELECT, "warmup_step": "x"}, {**GOOD_SELECT, "warmup_step": True},
+    {**GOOD_SELECT, "loss_norm": "some"}, {**GOOD_SELECT, "recompute_advantages": "yes"},
+    {**GOOD_SELECT, "control": {"name": "nope"}}, {**GOOD_SELECT, "control": 3},
+    {**GOOD_SELECT, "search_space": {"actuator.fraction": {"low": 2, "high": 1}}},
+    {**GOOD_SELECT, "search_space": {"actuator.nope": {"low": 0, "high": 1}}},
+    {"name": "p", "mechanism": "select", "actuator": {"name": "topk_fraction"}},
+    {"name": "p", "mechanism": "select", "scorer": {"name": "advantage_magnitude"}},
+    {"name": "p", "mechanism": "mix", "actuator": {"name": "static"}},
+    {"name": "p", "mechanism": "mix", "actuator": {"name": "static"}, "domains": ["math", "math"]},
+    {"name": "p", "mechanism": "mix", "domains": ["a", "b", "c"], "actuator": {"name": "reward_gap", "params": {"floor": 0.5}}},
+    {"name": "p", "mechanism": "mix", "domains": ["a", "b"], "scorer": {"name": "advantage_magnitude"},
+     "actuator": {"name": "static"}},
+    {"name": "p", "mechanism": "reweight", "scorer": {"name": "advantage_magnitude"}, "actuator": {"name": "topk_fraction"}},
+    {"name": "p", "mechanism": "none", "scorer": {"name": "advantage_magnitude"}},
+    {"name": "p", "mechanism": "select", "scorer": "advantage_magnitude", "actuator": {"name": "topk_fraction"}},
+    {"mechanism": None}, [1, 2, 3], "just a string",
+]
+
+
+@pytest.mark.parametrize("i", range(len(BAD_POLICIES)))
+def test_malformed_policy_is_refused(i, tmp_path):
+    f = tmp_path / "policy" / f"bad{i}.yaml"
+    f.parent.mkdir()
+    f.write_text(yaml.safe_dump(BAD_POLICIES[i]))
+    text = _refused(["policies", "validate", str(f), "--rollout-n", "8"])
+    assert f"bad{i}.yaml" in text
+
+
+@pytest.mark.parametrize("text", ["{unclosed", "", "\t- x", "a: b: c"])
+def test_unparseable_policy_yaml_is_refused(text, tmp_path):
+    f = tmp_path / "policy" / "broken.yaml"
+    f.parent.mkdir()
+    f.write_text(text)
+    assert "broken.yaml" in _refused(["policies", "validate", str(f)])
+
+
+# --- 4. malformed records -------------------------------------------------------------------------------
+
+
+def _records_variants(tmp_path: Path) -> dict[str, Path]:
+    df = pd.read_csv(RELEASED)
+    out: dict[str, Path] = {}
+
+    def put(name: str, frame: pd.DataFrame | None = None, text: str | None = None) -> None:
+        p = tmp_path / f"{name}.csv"
+        if text is not None:
+            p.write_text(text)
+        else:
+            frame.to_csv(p, index=False)
+        out[name] = p
+
+    put("empty", text="")
+    put("header_only", text=",".join(df.columns) + "\n")
+    put("truncated", text=RELEASED.read_text()[:700])
+    put("wrong_header", df.rename(columns={"math500": "math_500"}))
+    put("missing_column", df.drop(columns=["seed"]))
+    put("text_score", df.assign(math500=df["math500"].astype(object).where(df.index != 3, "high")))
+    put("score_above_100", df.assign(gsm8k=df["gsm8k"].where(df.index != 5, 250.0)))
+    put("negative_score", df.assign(gsm8k=df["gsm8k"].where(df.index != 5, -3.0)))
+    put("duplicate_rows", pd.concat([df, df.iloc[[0]]]))
+    put("text_seed", df.assign(seed=df["seed"].astype(object).where(df.index != 2, "one")))
+    put("fractional_seed", df.assign(seed=df["seed"].astype(float).where(df.index != 2, 1.5)))
+    put("negative_steps", df.assign(steps=df["steps"].where(df.index != 2, -300)))
+    put("binary", text="\x00\x01\x02\x03")
+    return out
+
+
+def test_malformed_records_are_refused_by_every_analysis_command(tmp_path):
+    variants = _records_variants(tmp_path)
+    assert len(variants) >= 13
+    for name, path in variants.items():
+        for cmd in (["compare", str(path)], ["tables", str(path), "--table", "main_7b"]):
+            text = _refused(cmd)
+            assert f"{name}.csv" in text, (name, cmd, text[-500:])
+
+
+def test_missing_records_file_is_refused(tmp_path):
+    for cmd in ("compare", "tables", "sensitivity"):
+        _refused([cmd, str(tmp_path / "none.csv")])
+
+
+# --- 5. CLI options -----------------------------------------------------------------------------------
+
+
+def test_bad_cli_options_are_refused(tmp_path):
+    wd = tmp_path / "w"
+    cases = [
+        ["plan", DEMO, "--gpus", "0"], ["plan", DEMO, "--format", "yaml"], ["plan", DEMO, "--data-dir", str(tmp_path / "x")],
+        ["submit", DEMO, "--workdir", str(wd), "--max-parallel", "0"],
+        ["submit", DEMO, "--workdir", str(wd), "--ledger-url", "mongodb://x/y"],
+        ["submit", DEMO, "--workdir", str(wd), "--data-dir", str(tmp_path / "no_data")],
+        ["status", "--workdir", str(wd)], ["resume", "demo", "--workdir", str(wd)], ["logs", "demo", "x", "--workdir", str(wd)],
+        ["cancel", "demo", "--workdir", str(wd)], ["retry", "demo", "--workdir", str(wd)], ["watch", "demo", "--workdir", str(wd)],
+        ["compare", str(RELEASED), "--resamples", "5"], ["compare", str(RELEASED), "--aggregate", "DB-99"],
+        ["tables", str(RELEASED), "--table", "no_such_table"], ["tables", str(RELEASED), "--format", "docx"],
+        ["policies", "validate", str(REPO / "campaigns" / "policy" / "gfpo.yaml"), "--rollout-n", "0"],
+        ["policies", "show", "no_such_policy"],
+        ["data", "synthetic", "--out", str(tmp_path / "d"), "--test-per-domain", "0"],
+        ["data", "synthetic", "--out", str(tmp_path / "d"), "--heldout", "sometimes"],
+        ["export-tasks", str(tmp_path / "t"), "--data-dir", str(tmp_path / "none")],
+    ]
+    for args in cases:
+        _refused(args, nothing_at=[wd, tmp_path / "d", tmp_path / "t"])
+
+
+# --- 6. generated: any garbage as a seed list or a campaign name -------------------------------------------
+
+GARBAGE = st.one_of(st.integers(max_value=-1), st.integers(min_value=2**32, max_value=2**80), st.booleans(),
+                    st.floats(allow_nan=True).filter(lambda x: not float(x).is_integer() if x == x else True),
+                    st.text(alphabet="abc!@#", min_size=1, max_size=4))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(bad=GARBAGE)
+def test_generated_bad_seed_is_refused(bad):
+    from orchestrator.spec import check_seeds
+
+    with pytest.raises(ValueError):
+        check_seeds([1, bad])
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.text(min_size=0, max_size=12).filter(
+    lambda s: not (s and s[0].isalnum() and s.isascii() and all(c.isalnum() or c in "_.+-" for c in s) and ".." not in s)))
+def test_generated_unsafe_name_is_refused(name):
+    from orchestrator.spec import check_name
+
+    with pytest.raises(ValueError):
+        check_name(name, "campaign name")
