@@ -855,7 +855,12 @@ def looks_section_html(looks: "pd.DataFrame") -> str:
     margin = design.get("equivalence_margin")
     desc = (f"looks after {design.get('looks')} seeds, alpha {design.get('alpha')}, {design.get('spending')} spending"
             + (f", equivalence margin ±{margin}" if margin is not None else "")
-            + (f", futility below conditional power {design.get('futility_cp')}" if design.get("futility_cp") else ""))
+            + (f", futility below conditional power {design.get('futility_cp')}" if design.get("futility_cp") else "")
+            + (f", family-wise control: {design.get('familywise')} (alpha/m per comparison over the campaign's m "
+               "comparisons)" if design.get("familywise") not in (None, "none") else
+               ", per-comparison error control only (no family-wise adjustment across comparisons)")
+            + (f", aggregate {design.get('aggregate')}" if design.get("aggregate") else "")
+            + (f", design {design.get('name')!r}" if design.get("name") not in (None, "default") else ""))
     last = looks.sort_values("look").groupby("comparison", sort=True).tail(1)
     adj = _adjusted_after_stop(last)
 
