@@ -75,6 +75,17 @@ def _session(workdir: Path, ledger_url: str | None = None, ray_address: str | No
     return Session(workdir=workdir, ledger_url=ledger_url, ray_address=ray_address)
 
 
+PRIVATE_FILES = ("ledger.db", "ledger.db-wal", "ledger.db-shm", "mlflow.db", "mlflow.db-wal", "mlflow.db-shm")
+
+
+def _private(workdir: Path) -> None:
+    """The work directory's databases are readable by this user only (they hold every run's paths and reasons)."""
+    for name in PRIVATE_FILES:
+        p = Path(workdir) / name
+        if p.exists() and p.stat().st_uid == os.getuid():
+            os.chmod(p, 0o600)
+
+
 def _existing_workdir(workdir: Path, ledger_url: str | None) -> None:
     """Commands that act on a submitted campaign never create a work directory (a mistyped --workdir
     would otherwise leave an empty ledger behind)."""
@@ -178,6 +189,7 @@ def drive(sess, campaign: str, *, timeout_s: float | None = None, quiet: bool = 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from orchestrator.executor import ClusterUnreachable
+    from orchestrator.executor.ray_jobs import ClusterAuthError
 
     cfg = sess.default_config(campaign)
     if max_parallel:
@@ -201,10 +213,13 @@ def drive(sess, campaign: str, *, timeout_s: float | None = None, quiet: bool = 
 
             sched = sess.scheduler(campaign, cfg, on_change=change)
             counts = sched.run(timeout_s=timeout_s, on_tick=tick)
+    except ClusterAuthError as exc:  # the cluster answered: a token to fix, not an outage
+        _fail(str(exc), 2)
     except ClusterUnreachable as exc:
         _fail(f"{exc}; no run was marked failed — fix the address or start the cluster, then `campaign resume`", 3)
     sess.ingest(campaign)
     sess.collect_records(campaign)
+    _private(sess.workdir)
     return counts
 
 
@@ -394,6 +409,7 @@ def register(app: typer.Typer) -> None:
             return
         sess = _session(workdir, ledger_url, ray_address, remember=True)
         diff = sess.submit(spec, rs)
+        _private(workdir)
         removed = diff.removed
         if spec.seed_design is not None:  # later batches of a sequential design are not "removed"
             later = {r.run_id for r in sess.ledger.runs(spec.name) if json.loads(r.spec_json)["seed"] in spec.seed_pool()}
@@ -522,12 +538,15 @@ def register(app: typer.Typer) -> None:
         """Cancel runs (stopping their jobs); they can be brought back with `campaign retry`."""
         campaign = _campaign_name(campaign)
         from orchestrator.executor import ClusterUnreachable
+        from orchestrator.executor.ray_jobs import ClusterAuthError
 
         _existing_workdir(workdir, ledger_url)
         sess = _session(workdir, ledger_url, ray_address)
         rows = _select(sess, campaign, runs)
         try:
             n = sess.scheduler(campaign).cancel(rows)
+        except ClusterAuthError as exc:  # the cluster answered: a token to fix, not an outage
+            _fail(str(exc), 2)
         except ClusterUnreachable as exc:
             _fail(f"{exc}; nothing was cancelled", 3)
         out.print(f"cancelled {n} run(s)")
@@ -568,6 +587,7 @@ def register(app: typer.Typer) -> None:
         campaign = _campaign_name(campaign)
         from orchestrator.executor import ClusterUnreachable
         from orchestrator.executor.local_head import head_temp_dir, running_head
+        from orchestrator.executor.ray_jobs import ClusterAuthError
 
         _existing_workdir(workdir, ledger_url)
         sess = _session(workdir, ledger_url, ray_address)
@@ -591,6 +611,8 @@ def register(app: typer.Typer) -> None:
             return
         try:
             typer.echo(sess.executor.logs(sub))
+        except ClusterAuthError as exc:  # the cluster answered: a token to fix, not an outage
+            _fail(str(exc), 2)
         except ClusterUnreachable as exc:
             _fail(f"{exc}; the ledger's attempts are shown above", 3)
 

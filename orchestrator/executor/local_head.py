@@ -143,6 +143,7 @@ def _start_head(workdir: Path, *, num_cpus: int, num_gpus: int, timeout_s: float
     gcs_port, dash_port = ports["port"], ports["dashboard-port"]
     tmp = _temp_dir(workdir)
     tmp.mkdir(parents=True, exist_ok=True)
+    os.chmod(tmp, 0o700)  # Ray's sockets, logs and session files: this user only
     argv = [
         _ray_bin(), "start", "--head", "--node-ip-address=127.0.0.1", *[f"--{k}={v}" for k, v in ports.items()],
         "--dashboard-host=127.0.0.1", f"--temp-dir={tmp}",

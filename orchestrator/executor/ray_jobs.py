@@ -18,6 +18,22 @@ _UNREACHABLE_HINTS = ("connection refused", "failed to connect", "max retries ex
                       "name or service not known", "connectionerror", "newconnectionerror", "cannot connect")
 
 
+_AUTH_HINTS = ("authentication failed", "invalid authentication token", "unauthorized", "401 client error")
+
+
+class ClusterAuthError(ClusterUnreachable):
+    """The cluster answered but refused our token: a configuration error the user fixes (exit 2), not an outage."""
+
+    def __init__(self, address: str, token_file: Path | None, detail: str):
+        src = (f"the token file {token_file}" if token_file else
+               "RAY_AUTH_TOKEN / RAY_AUTH_TOKEN_PATH of the environment" if os.environ.get("RAY_AUTH_TOKEN")
+               or os.environ.get("RAY_AUTH_TOKEN_PATH") else "no token")
+        super().__init__(f"Ray at {address} refused authentication with {src}; give the cluster's own token: "
+                         "`export RAY_AUTH_TOKEN_PATH=/path/to/the/cluster/token` (used for --ray-address unless the "
+                         "work directory owns a local head), then run the command again. Ray said: "
+                         + detail.split("\n")[0][-300:])
+
+
 def configure_token_auth(token_file: Path | None) -> None:
     """Token auth for this process (the Ray client): RAY_AUTH_MODE=token + the workdir token file."""
     if token_file is None:
@@ -81,6 +97,14 @@ class RayJobsExecutor(Executor):
         return self._client
 
     def _call(self, fn, *a, **kw):  # noqa: ANN001, ANN202
+        try:
+            return self._call_unchecked(fn, *a, **kw)
+        except ClusterUnreachable as exc:
+            if any(h in str(exc).lower() for h in _AUTH_HINTS):
+                raise ClusterAuthError(self.address, self.token_file, str(exc)) from None
+            raise
+
+    def _call_unchecked(self, fn, *a, **kw):  # noqa: ANN001, ANN202
         try:
             return fn(*a, **kw)
         except (ConnectionError, TimeoutError) as exc:

@@ -32,6 +32,7 @@ def test_head_serves_jobs_on_loopback_and_stop_leaves_nothing_behind(tmp_path: P
     try:
         assert address.startswith("http://127.0.0.1:")
         assert stat.S_IMODE(os.stat(token_file(work)).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(info["temp_dir"]).st_mode) == 0o700  # Ray's sockets and logs: this user only
         assert ensure_head(work) == address  # a live head is reused, not started twice
         assert _processes_of(gcs_port, info["temp_dir"])  # the head is really running
     finally:
