@@ -14,7 +14,8 @@ aggregate); residuals e = D - (benchmark mean of D); then
     V_seed = S/(S-1) * sum_s (sum_i a_i e[s,i] / S)^2
     V_item = I/(I-1) * sum_i (sum_s a_i e[s,i] / S)^2
     V_both = N/(N-1) * sum_{s,i} (a_i e[s,i] / S)^2          (N = S*I)
-    V = V_seed + V_item - V_both  (if negative: max(V_seed, V_item), as CGM advise)
+    V = max(V_seed + V_item - V_both, V_seed)  (never narrower than the seed-only CI; when the
+        sum is negative, max(V_seed, V_item) as CGM advise)
 
 and the CI is theta +- t_{S-1} sqrt(V) (df from the smaller dimension, the seeds). V_seed alone is
 the seed-only variance (var of per-seed scores / S), so both CIs are shown side by side.
@@ -144,8 +145,8 @@ def two_way_clustered(d: np.ndarray, weights: np.ndarray | None = None, groups: 
     nn = s_n * i_n
     v_both = nn / (nn - 1) * float((u ** 2).sum())
     v = v_seed + v_item - v_both
-    if not v > 0:
-        v = max(v_seed, v_item)
+    if not v >= v_seed:  # never narrower than the seed-only CI (noise can make V_item < V_both)
+        v = v_seed if v > 0 or not v_item > v_seed else max(v_seed, v_item)
     t = stats.t.ppf(0.5 + level / 2, s_n - 1) if s_n > 1 else np.nan
     se_seed, se_two = float(np.sqrt(v_seed)), float(np.sqrt(v))
     return {"estimate": theta, "se_seed": se_seed, "se_two_way": se_two, "v_seed": v_seed, "v_item": v_item,

@@ -86,6 +86,11 @@ def _fmt(x: float, nd: int = 2) -> str:
     return "NaN" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{nd}f}"
 
 
+def _seeds_hi(v: float, hi: float) -> str:
+    """Upper end of a seeds-needed interval: beyond the solver's 100,000 cap it is said so, not NaN."""
+    return "> 100000" if np.isnan(hi) and not np.isnan(v) else _fmt(hi, 0)
+
+
 def _pm(mean: float, sd: float) -> str:
     if np.isnan(mean):
         return "NaN"
@@ -218,7 +223,7 @@ def verdicts_table(paired: pd.DataFrame, metric: str, margin: float = 1.0, alpha
     disp["verdict"] = data["verdict"] + np.where(data["margin_below_aa_floor"], " ⚠", "")
     disp["evidence"] = data["evidence"]
     disp["seeds to decide [σ 95% CI if normal]"] = [
-        "" if np.isnan(v) else f"{v:.0f} [{_fmt(lo, 0)}, {_fmt(hi, 0)}]"
+        "" if np.isnan(v) else f"{v:.0f} [{_fmt(lo, 0)}, {_seeds_hi(v, hi)}]"
         for v, lo, hi in zip(data["seeds_to_decide"], data["seeds_to_decide_lo"], data["seeds_to_decide_hi"])]
     disp["A/A floor"] = data["aa_floor"].map(_fmt)
     counts = verdict_counts(data)
@@ -280,7 +285,7 @@ def paired_table(paired: pd.DataFrame, metric: str) -> Table:
                               for v, lo, hi in zip(data["mde"], data["mde_lo"], data["mde_hi"])]
     if len(data):
         disp[f"seeds for Δ={data['effect'].iloc[0]:g} [σ 95% CI if normal]"] = [
-            f"{_fmt(v, 0)} [{_fmt(lo, 0)}, {_fmt(hi, 0)}]"
+            f"{_fmt(v, 0)} [{_fmt(lo, 0)}, {_seeds_hi(v, hi)}]"
             for v, lo, hi in zip(data["seeds_needed"], data["seeds_needed_lo"], data["seeds_needed_hi"])]
     disp["P(d>0) seeds"] = data["p_improve_seeds"].map(lambda v: _fmt(v, 2))
     note = (f"{metric}: d = method − reference per seed; sd = {SD_LABEL}; Holm/BH over the methods of one "
