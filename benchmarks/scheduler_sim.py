@@ -43,7 +43,7 @@ class SimExecutor(Executor):
         return None
 
     def submit(self, submission_id, argv, *, env=None, num_cpus=0, num_gpus=0) -> None:  # noqa: ANN001
-        key = "-".join(submission_id.split("-")[2:4])
+        key = "-".join(submission_id.split("-")[-3:-1])  # wt-<tag>-<instance>-<run_key>-<stage>-a<n>
         self.ends[submission_id] = self.now + self.durations[key]
 
     def status(self, submission_id: str) -> JobStatus:
