@@ -9,9 +9,9 @@ and the ledger update makes a duplicate.
 Campaigns: with the embedded SQLite store only one process may write ("database is locked"), so
 stage jobs never write MLflow; the orchestrator holding the campaign's driver lease does, through
 `CampaignTracker.sync()` after every scheduler poll: a cell's run is created when its first attempt
-starts (start time = that attempt's start), training metrics are streamed from the job's
-`metrics.jsonl` as lines appear (the byte offset ingested so far is a tag on the run, so a restarted
-orchestrator continues where the last one stopped), and a terminal ledger state ends the run with
+starts (start time = that attempt's start), training metrics are streamed from the job's metrics
+files as lines appear (`metrics.jsonl`, or verl's per-launch files; the byte offsets ingested so far
+are a tag on the run, so a restarted orchestrator continues where the last one stopped), and a terminal ledger state ends the run with
 its status (recorded → FINISHED with per-benchmark scores and the suite's aggregates such as DB-12
 per checkpoint step, failed → FAILED, cancelled/superseded → KILLED) at the time the ledger recorded it.
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from orchestrator.training.backend import TrainRequest, TrainResult
 
 RUN_KEY_TAG = "windtunnel.run_key"
-OFFSET_TAG = "windtunnel.metrics_offset"  # bytes of the job's metrics.jsonl already logged
+OFFSET_TAG = "windtunnel.metrics_offsets"  # {metrics file name: bytes already logged}, JSON
 PARAM_LIMIT = 6000  # MLflow's limit on a param value's length
 MAX_BATCH = 1000  # MLflow's log_batch limit on metrics per call
 
@@ -265,7 +265,7 @@ class CampaignTracker:
 
     def __init__(self, uri: str, ledger: "SQLLedger", campaign: str, workdir: Path):
         self.uri, self.ledger, self.campaign, self.workdir = uri, ledger, campaign, Path(workdir).resolve()
-        self._known: dict[str, dict[str, Any]] = {}  # run_key -> {"id", "status", "offset", "superseded"}
+        self._known: dict[str, dict[str, Any]] = {}  # run_key -> {"id", "status", "offsets", "superseded"}
         self._skip: set[str] = set()  # untracked earlier generations: never looked up again
         self._reported: set[str] = set()
 
@@ -274,14 +274,15 @@ class CampaignTracker:
 
         return RunSpec.from_dict(json.loads(row.spec_json))
 
-    def _metrics_path(self, spec: "RunSpec") -> Path:
+    def _metrics_files(self, spec: "RunSpec") -> list[Path]:
+        """The files a cell's training metrics stream from: verl's per-launch files while they exist
+        (`train/verl_metrics/launch_*.jsonl`; merged into metrics.jsonl only when the run ends), else
+        `train/metrics.jsonl`, where the local and noop backends write each step."""
         from orchestrator.stages import run_dir
 
-        rd = run_dir(self.workdir, spec)
-        try:
-            return Path(json.loads((rd / "train_done.json").read_text())["metrics_path"])
-        except (OSError, ValueError, KeyError):
-            return rd / "train" / "metrics.jsonl"  # where every backend writes it while training
+        train = run_dir(self.workdir, spec) / "train"
+        launches = sorted((train / "verl_metrics").glob("launch_*.jsonl"))
+        return launches or [train / "metrics.jsonl"]
 
     def _open(self, row: "RunRow") -> dict[str, Any] | None:
         """The cell's MLflow run: by the ledger's id, else by run_key tag, else created (current cells only)."""
@@ -306,26 +307,34 @@ class CampaignTracker:
         if row.mlflow_run_id != rid:
             self.ledger.update(self.campaign, row.run_key, mlflow_run_id=rid)
         run = c.get_run(rid)
-        return {"id": rid, "status": run.info.status, "offset": int(run.data.tags.get(OFFSET_TAG, "0")),
+        offsets = json.loads(run.data.tags.get(OFFSET_TAG, "{}"))
+        return {"id": rid, "status": run.info.status, "offsets": offsets if isinstance(offsets, dict) else {},
                 "superseded": run.data.tags.get("windtunnel.superseded_by", "")}
 
     def _stream(self, spec: "RunSpec", st: dict[str, Any]) -> int:
+        """Log the complete lines added to the cell's metrics files since the last call (byte offsets per
+        file name, kept in a run tag with the metrics in one batch)."""
         from mlflow.entities import RunTag
 
-        path = self._metrics_path(spec)
-        if not path.exists():
-            return 0
-        if path.stat().st_size < st["offset"]:
-            st["offset"] = 0  # the file was rewritten (a retried training attempt starts it again)
-        if path.stat().st_size == st["offset"]:
-            return 0
-        rows, offset = read_jsonl(path, st["offset"])
-        if offset == st["offset"]:
-            return 0
-        metrics = metric_rows(rows, prefix="train/")
-        _log_batches(self.uri, st["id"], metrics, tags=[RunTag(OFFSET_TAG, str(offset))])
-        st["offset"] = offset
-        return len(metrics)
+        n = 0
+        for path in self._metrics_files(spec):
+            if not path.exists():
+                continue
+            seen = int(st["offsets"].get(path.name, 0))
+            size = path.stat().st_size
+            if size < seen:
+                seen = 0  # the file was rewritten (a retried training attempt starts it again)
+            if size == seen:
+                continue
+            rows, offset = read_jsonl(path, seen)
+            if offset == seen:
+                continue
+            metrics = metric_rows(rows, prefix="train/")
+            offsets = {**st["offsets"], path.name: offset}
+            _log_batches(self.uri, st["id"], metrics, tags=[RunTag(OFFSET_TAG, json.dumps(offsets, sort_keys=True))])
+            st["offsets"] = offsets
+            n += len(metrics)
+        return n
 
     def _end_time(self, row: "RunRow") -> float:
         ts = [e["ts"] for e in self.ledger.events(self.campaign, row.run_key)

@@ -51,7 +51,7 @@ def test_metrics_jsonl_ingested_per_step_and_nan_stays_missing(uri, tmp_path):
 # -- campaigns: one MLflow run per cell, kept in step with the ledger (issue 16.8) --------------------------
 
 
-def _tree(root: Path) -> Path:
+def _tree(root: Path, name: str = "trk") -> Path:
     """A campaigns tree: the repo's policies, a stub model, a noop recipe with simulated scores."""
     shutil.copytree(REPO / "campaigns" / "policy", root / "policy")
     (root / "model").mkdir()
@@ -59,11 +59,11 @@ def _tree(root: Path) -> Path:
     (root / "recipe").mkdir()
     (root / "recipe" / "noop_sim.yaml").write_text(yaml.safe_dump(
         {"name": "noop_sim", "sleep_s": 1.2, "simulate": {"base": 50.0, "effects": {"gfpo": 5.0}}}))
-    (root / "trk.yaml").write_text(yaml.safe_dump({
-        "name": "trk", "backend": "noop", "models": ["m0"], "recipe": "noop_sim", "steps": 2,
+    (root / f"{name}.yaml").write_text(yaml.safe_dump({
+        "name": name, "backend": "noop", "models": ["m0"], "recipe": "noop_sim", "steps": 2,
         "policies": ["baseline", "gfpo", "topk"], "seeds": [1],
         "compute": {"nodes": 1, "gpus_per_node": 0, "gpus_per_run": 0, "hours_per_run": 0.01}}))
-    return root / "trk.yaml"
+    return root / f"{name}.yaml"
 
 
 def _cell_runs(uri: str, campaign: str) -> list:  # noqa: ANN401
@@ -140,4 +140,34 @@ def test_campaign_cells_are_tracked_live_once_each_with_final_status(uri, tmp_pa
 
     # idempotent: a resumed orchestrator changes nothing and creates nothing
     assert Session(wd, mlflow_uri=uri).ingest("trk") == 0 and len(_cell_runs(uri, "trk")) == 3
+    sess.close()
+
+
+def test_verl_launch_files_stream_and_the_merged_file_is_not_logged_twice(uri, tmp_path: Path) -> None:  # noqa: ANN001
+    """verl writes one metrics file per launch (a resume is a new launch), merged into metrics.jsonl at the end."""
+    from orchestrator.grid import RunSpec
+    from orchestrator.session import Session, plan
+    from orchestrator.stages import run_dir
+
+    spec, runs = plan(_tree(tmp_path / "campaigns", "trkv"))
+    sess = Session(tmp_path / "wd", mlflow_uri=uri)
+    sess.submit(spec, runs[:1])
+    (row,) = sess.ledger.runs("trkv")
+    sess.ledger.transition("trkv", row.run_key, "queued")
+    sess.ledger.start_attempt("trkv", row.run_key, "queued", "training", "train", "sid-1")
+    train = run_dir(tmp_path / "wd", RunSpec.from_dict(json.loads(row.spec_json))) / "train"
+    (train / "verl_metrics").mkdir(parents=True)
+    (train / "verl_metrics" / "launch_000.jsonl").write_text('{"step": 1, "x": 1.0}\n{"step": 2, "x": 2.0}\n')
+    tracker = sess.tracker("trkv")
+    tracker.sync()
+    rid = sess.ledger.get("trkv", row.run_key).mlflow_run_id
+    steps = lambda: [m.step for m in tracking.client(uri).get_metric_history(rid, "train/x")]  # noqa: E731
+    assert steps() == [1, 2]
+    (train / "verl_metrics" / "launch_001.jsonl").write_text('{"step": 3, "x": 3.0}\n')  # resumed after a kill
+    sess.tracker("trkv").sync()  # a restarted orchestrator: offsets come from the run's tag
+    assert steps() == [1, 2, 3]
+    (train / "metrics.jsonl").write_text("".join(f'{{"step": {i}, "x": {i}.0}}\n' for i in (1, 2, 3)))  # merged
+    sess.ledger.transition("trkv", row.run_key, "failed", stage="evaluate", reason="boom")
+    assert sess.tracker("trkv").sync() == 1
+    assert steps() == [1, 2, 3] and tracking.client(uri).get_run(rid).info.status == "FAILED"
     sess.close()
