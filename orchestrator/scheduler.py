@@ -71,6 +71,13 @@ def classify_failure(message: str, logs: str, exit_code: int | None) -> str:
     return "error"
 
 
+def config_identity(spec_json: str) -> str:
+    """A run's configuration without its seed (run_key and run_id contain the seed): runs with equal
+    identities differ only by seed, so a deterministic configuration error in one holds for all."""
+    d = {k: v for k, v in json.loads(spec_json).items() if k not in ("seed", "run_key", "run_id")}
+    return json.dumps(d, sort_keys=True, default=str)
+
+
 def orchestrator_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -329,12 +336,35 @@ class Scheduler:
                 klass, f"retry cap {self.cfg.max_attempts} reached")
             r = self.ledger.transition(self.campaign, row.run_key, S.failed, stage=stage, reason=f"{why}: {reason}",
                                        failure_class=klass, outputs=outputs)
+            if klass == "config":
+                self._stop_same_config(row, stage, reason)
         else:
             delay = min(self.cfg.backoff_s * 2 ** (failures[stage] - 1), self.cfg.backoff_max_s)
             r = self.ledger.transition(self.campaign, row.run_key, back, reason=f"retrying after {klass}: {reason}",
                                        failure_class=klass, next_try_at=self.clock() + delay, outputs=outputs)
         self.ledger.release(self.campaign, row.run_key, self.owner)
         self._notify(r, f"{stage} failed ({klass})")
+
+    def _stop_same_config(self, failed: RunRow, stage: str, reason: str) -> None:
+        """A deterministic configuration error fails every not-yet-started run of the same configuration (the
+        same spec but for the seed) without submitting it: each would fail the same way after its own start-up
+        (on the paper program, GPU-hours apiece). `campaign retry` brings them back once the cause is fixed."""
+        key = config_identity(failed.spec_json)
+        waiting = [S.planned, S.queued] + ([S.trained] if stage == "evaluate" else [])
+        for r in self.ledger.runs(self.campaign, waiting):
+            if r.run_key == failed.run_key or config_identity(r.spec_json) != key:
+                continue
+            why = (f"not started: {failed.run_id}, the same configuration at another seed, failed with a "
+                   f"deterministic configuration error ({reason[:300]}); fix it, then `campaign retry`")
+            try:
+                if r.state == S.planned:
+                    self.ledger.transition(self.campaign, r.run_key, S.queued, expect=S.planned)
+                done = self.ledger.transition(self.campaign, r.run_key, S.failed,
+                                              expect=S.trained if r.state == S.trained else S.queued,
+                                              stage=stage, reason=why, failure_class="config")
+            except IllegalTransition:  # another orchestrator moved it meanwhile: leave it to that one
+                continue
+            self._notify(done, f"{stage} not started (same configuration failed)")
 
     # -- loop ------------------------------------------------------------------------------
     def pending(self) -> int:

@@ -155,6 +155,8 @@ def _noop_train(spec: RunSpec, out: Path) -> dict[str, Any]:
     r = spec.recipe_cfg
     _log_execution(out.parent, "train")
     time.sleep(float(r.get("sleep_s", 0)))
+    if r.get("fail") == "config":
+        raise StageConfigError(f"noop recipe configured to fail deterministically (run {spec.run_id})")
     if r.get("fail"):
         raise RuntimeError(f"noop recipe configured to fail (run {spec.run_id})")
     ckpt = out / "checkpoints" / f"global_step_{spec.steps}"
