@@ -12,8 +12,9 @@ from rich.console import Console
 
 
 def print_analysis(records: Path, *, out: Console, fail: Callable[..., Any], suite: str = "db12",
-                   n_resamples: int = 2000) -> None:
-    """Per-configuration table and paired comparisons (every aggregate) of a records file."""
+                   n_resamples: int = 2000, items_dir: Path | None = None) -> None:
+    """Per-configuration table and paired comparisons (every aggregate) of a records file; with the runs'
+    item logs (`items_dir`), the paired tables show the seed + item CI beside the seed-only one."""
     from analysis.paired import paired_comparisons
     from analysis.records import read_records
     from analysis.schema import RecordsError
@@ -29,9 +30,17 @@ def print_analysis(records: Path, *, out: Console, fail: Callable[..., Any], sui
     except (FileNotFoundError, IsADirectoryError) as exc:
         fail(f"{records}: cannot read records ({exc}); pass a records CSV/Parquet")
         return
+    items = None
+    if items_dir is not None and any(Path(items_dir).rglob("*.items.jsonl.gz")):
+        from analysis.items import read_items_dir
+
+        try:
+            items = read_items_dir(items_dir)
+        except RecordsError as exc:
+            out.print(f"_item logs not used: {exc}_", markup=False, highlight=False, soft_wrap=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        paired = paired_comparisons(df, s, n_resamples=n_resamples)
+        paired = paired_comparisons(df, s, n_resamples=n_resamples, items=items)
         tables, broken = [], []
         for name in TABLE_NAMES:  # one at a time: a table that cannot be built is reported, not fatal
             if name == "paired":
@@ -131,7 +140,7 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
             return None
         out.print(f"records: {records}\nMLflow: mlflow ui --backend-store-uri sqlite:///{workdir / 'mlflow.db'}",
                   highlight=False)
-        print_analysis(records, out=out, fail=fail, suite=spec.suite)
+        print_analysis(records, out=out, fail=fail, suite=spec.suite, items_dir=workdir / "runs" / spec.name)
         write_report(records, workdir, out=out, err=err, suite=spec.suite)
         out.print(f"[bold]demo finished in {time.time() - t0:.0f} s[/]")
         if counts.get("failed"):
