@@ -15,7 +15,7 @@ plugin, without touching site-packages:
 
 Sampling: temperature, top_p, top_k (<=0 = off, as in vLLM), stop at EOS or the response budget, per-token
 log-probs of the sampled tokens under the temperature-scaled distribution (what verl's actor recomputes).
-Seeds: each request's generator is seeded from (rollout.seed, replica, weights version, prompt, the
+Seeds: each request's generator is seeded from (rollout.seed, replica, the weights' global step, prompt, the
 prompt's occurrence number since the last weight update), so a step's groups are reproducible up to the
 order of samples inside a group, however the async requests interleave.
 """
@@ -46,9 +46,9 @@ def server_name(replica_rank: int, node_rank: int, suffix: str = "") -> str:
     return f"{SERVER_PREFIX}{replica_rank}_{node_rank}{suffix}"
 
 
-def request_seed(base_seed: int, replica_rank: int, version: int, prompt_ids: list[int], occurrence: int) -> int:
+def request_seed(base_seed: int, replica_rank: int, step: int, prompt_ids: list[int], occurrence: int) -> int:
     """A 63-bit seed from everything that identifies a sample but not from arrival order or uuids."""
-    h = hashlib.sha256(f"{base_seed}|{replica_rank}|{version}|{occurrence}|".encode() + bytes(str(prompt_ids), "ascii"))
+    h = hashlib.sha256(f"{base_seed}|{replica_rank}|{step}|{occurrence}|".encode() + bytes(str(prompt_ids), "ascii"))
     return int.from_bytes(h.digest()[:8], "little") & ((1 << 63) - 1)
 
 
@@ -149,8 +149,10 @@ class HFRolloutServer:
         key = ",".join(map(str, prompt_ids))
         occ = self.occurrences.get(key, 0)
         self.occurrences[key] = occ + 1
-        gen = torch.Generator().manual_seed(request_seed(int(self.config.seed), self.replica_rank, self.version,
-                                                         prompt_ids, occ))
+        # keyed on the trainer's step of the weights (not on how many syncs this server saw): a run resumed
+        # from a checkpoint draws the same samples as one that never stopped
+        step = self.global_steps if self.global_steps is not None else -1
+        gen = torch.Generator().manual_seed(request_seed(int(self.config.seed), self.replica_rank, step, prompt_ids, occ))
         params = dict(sampling_params)
         want_lp = bool(params.pop("logprobs", False))
         ids, lps = self._sample(prompt_ids, params, gen)
