@@ -13,8 +13,9 @@ from typing import Any, Literal
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SUITE_DIR = REPO_ROOT / "campaigns" / "suite"
+from campaigns import config_root
+
+SUITE_DIR = config_root() / "suite"
 
 AggregateKind = Literal["domain_mean", "mean", "item_weighted"]
 _AGG_KINDS = ("domain_mean", "mean", "item_weighted")

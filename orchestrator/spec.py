@@ -27,7 +27,24 @@ SEED_LIMIT = 2**32  # numpy/torch seeds are uint32; a larger seed would be trunc
 
 def shipped_config_root() -> Path:
     """The `campaigns/` tree shipped with Windtunnel (models, recipes, policies, suites, demo campaigns)."""
-    return Path(__file__).resolve().parents[1] / "campaigns"
+    from campaigns import config_root
+
+    return config_root()
+
+
+def shipped_campaigns() -> list[str]:
+    """Names of the campaigns shipped in the config tree (`demo`, `paper`, ...)."""
+    root = shipped_config_root()
+    names = [p.stem for p in root.glob("*.yaml")] + [p.parent.name for p in root.glob("*/campaign.yaml")]
+    return sorted(names)
+
+
+def _shipped_campaign(name: str) -> Path | None:
+    root = shipped_config_root()
+    for cand in (root / f"{name}.yaml", root / name / "campaign.yaml"):
+        if cand.exists():
+            return cand
+    return None
 
 
 def check_name(value: Any, what: str) -> str:
@@ -355,8 +372,11 @@ def resolve_campaign_path(campaign: str | Path) -> tuple[Path, str]:
         primary = path
     elif path.with_suffix(".yaml").exists():
         primary = path.with_suffix(".yaml")
+    elif SAFE_NAME.fullmatch(str(campaign)) and _shipped_campaign(str(campaign)) is not None:
+        primary = _shipped_campaign(str(campaign))  # a shipped campaign by name: `campaign plan demo`
     else:
-        raise SpecError(f"{campaign}: no such campaign file or directory; pass e.g. campaigns/demo.yaml")
+        raise SpecError(f"{campaign}: no such campaign file or directory; pass e.g. campaigns/demo.yaml "
+                        f"or a shipped campaign's name ({', '.join(shipped_campaigns())})")
     root = primary.parent
     for cand in (primary.parent, *primary.parent.parents):
         if (cand / "policy").is_dir() or (cand / "recipe").is_dir():

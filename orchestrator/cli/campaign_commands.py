@@ -21,7 +21,9 @@ from orchestrator.cli.console import err, fail as _fail, out
 from orchestrator.cli.groups import subgroup
 
 
-REPO = Path(__file__).resolve().parents[2]
+from campaigns import config_root
+
+DEMO_CAMPAIGN = config_root() / "demo.yaml"
 WORKDIR_HELP = ("work directory holding ledger.db, mlflow.db, the local Ray head and run outputs "
                 "(default: $WINDTUNNEL_WORKDIR)")
 
@@ -620,7 +622,7 @@ def register(app: typer.Typer) -> None:
     def demo_cmd(
         workdir: Optional[Path] = typer.Option(None, "--workdir", help="default: a fresh temporary directory"),
         records: Optional[Path] = typer.Option(None, "--records", help="only print the analysis tables of this records file"),
-        campaign_file: Path = typer.Option(REPO / "campaigns" / "demo.yaml", "--campaign", help="campaign file to run"),
+        campaign_file: Path = typer.Option(DEMO_CAMPAIGN, "--campaign", help="campaign file to run"),
         overrides: Optional[list[str]] = typer.Argument(None, help="Hydra overrides of the demo campaign"),
         keep_ray: bool = typer.Option(False, "--keep-ray", help="leave the local Ray head running"),
     ) -> None:

@@ -16,7 +16,9 @@ from rich.table import Table
 from orchestrator.cli.console import fail as _fail, out
 
 
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "campaigns" / "policy"
+from campaigns import config_root
+
+DEFAULT_DIR = config_root() / "policy"
 DirOpt = Annotated[Path, typer.Option("--dir", help="folder of policy YAMLs")]
 
 

@@ -33,7 +33,7 @@ from orchestrator.training import rollout as ro
 from orchestrator.training import warmup
 from orchestrator.training.backend import Checkpoint, TrainingBackend, TrainingError, TrainRequest, TrainResult
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from campaigns import config_root
 ProgressFn = Callable[[int, int, dict[str, Any]], None]
 
 
@@ -58,14 +58,14 @@ def load_recipe(name_or_path: str | Path) -> dict[str, Any]:
     """A recipe by name (`campaigns/recipe/<name>.yaml`) or by path."""
     p = Path(name_or_path)
     if not p.suffix:
-        p = REPO_ROOT / "campaigns" / "recipe" / f"{name_or_path}.yaml"
+        p = config_root() / "recipe" / f"{name_or_path}.yaml"
     return load_yaml(p)
 
 
 def load_model_config(name_or_path: str | Path) -> dict[str, Any]:
     p = Path(name_or_path)
     if not p.suffix:
-        p = REPO_ROOT / "campaigns" / "model" / f"{name_or_path}.yaml"
+        p = config_root() / "model" / f"{name_or_path}.yaml"
     return load_yaml(p)
 
 

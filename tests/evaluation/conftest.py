@@ -9,12 +9,12 @@ import pytest
 import yaml
 
 from evaluation.benchmark_data import FIXTURE_DIR
-from evaluation.suite import REPO_ROOT, Suite, parse_suite
+from evaluation.suite import SUITE_DIR, Suite, parse_suite
 
 
 def _small_suite(max_gen_toks: int) -> Suite:
     """db12 with short generation limits: the tiny model's context is 8,192 tokens."""
-    raw = yaml.safe_load((REPO_ROOT / "campaigns" / "suite" / "db12.yaml").read_text())
+    raw = yaml.safe_load((SUITE_DIR / "db12.yaml").read_text())
     for d in raw["generation"]:
         raw["generation"][d]["max_gen_toks"] = max_gen_toks
     return parse_suite(raw, f"db12-small-{max_gen_toks}")
