@@ -88,8 +88,12 @@ def _check_out(out: Path, inputs: list[Path | None], force: bool, what: str = "-
     for p in inputs:
         if p is not None and Path(p).exists() and Path(p).resolve() == target:
             _fail(f"{what} {out}: is an input of this command ({p}); write the output to another path")
+    if out.is_dir():
+        _fail(f"{what} {out}: is a directory; give a file path such as {out / 'report.html'}")
     if out.exists() and not force:
         _fail(f"{what} {out}: exists; pass --force to replace it, or choose another path")
+    if not out.parent.is_dir() and out.parent.exists():
+        _fail(f"{what} {out}: {out.parent} is not a folder; choose another path")
 
 
 def _parse_map(items: list[str] | None) -> dict[str, str]:
@@ -109,7 +113,7 @@ def tables(
     suite: SuiteOpt = "db12",
     metric: Annotated[Optional[str], typer.Option("--aggregate", help="metric of the paired table")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="write <name>.<ext> per table into this folder")] = None,
-    resamples: Annotated[int, typer.Option("--resamples", min=100, help="bootstrap resamples")] = 10_000,
+    resamples: Annotated[int, typer.Option("--resamples", min=100, max=1_000_000, help="bootstrap resamples")] = 10_000,
     margin: Annotated[float, typer.Option("--margin", help="equivalence margin of the verdict table (points)")] = 1.0,
     force: Annotated[bool, typer.Option("--force", help="replace existing table files in --out")] = False,
 ) -> None:
@@ -164,7 +168,7 @@ def compare(
     detail: Annotated[bool, typer.Option("--detail", help="also per-domain and per-benchmark rows")] = False,
     reference_map: Annotated[Optional[list[str]], typer.Option(
         "--reference-map", help="POLICY=REFERENCE, overrides baseline/static (repeatable)")] = None,
-    resamples: Annotated[int, typer.Option("--resamples", min=100, help="bootstrap resamples")] = 10_000,
+    resamples: Annotated[int, typer.Option("--resamples", min=100, max=1_000_000, help="bootstrap resamples")] = 10_000,
     seed: Annotated[int, typer.Option("--seed", help="bootstrap/permutation generator seed")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output (stable keys)")] = False,
     suite: SuiteOpt = "db12",
@@ -234,7 +238,7 @@ def sensitivity(
     campaign: CampaignOpt = None,
     model: ModelOpt = None,
     aggregate: Annotated[Optional[str], typer.Option("--aggregate", help="aggregate for seed-resampling ranks")] = None,
-    resamples: Annotated[int, typer.Option("--resamples", min=100, help="seed bootstrap resamples")] = 2000,
+    resamples: Annotated[int, typer.Option("--resamples", min=100, max=1_000_000, help="seed bootstrap resamples")] = 2000,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output (stable keys)")] = False,
     suite: SuiteOpt = "db12",
 ) -> None:
@@ -281,18 +285,25 @@ def report(
     force: Annotated[bool, typer.Option("--force", help="replace an existing --out file")] = False,
     items: Annotated[Optional[Path], typer.Option(
         "--items", help="folder with the runs' *.items.jsonl.gz item logs: the paired table gets the seed + item CI")] = None,
-    resamples: Annotated[int, typer.Option("--resamples", min=100, help="bootstrap resamples")] = 10_000,
+    resamples: Annotated[int, typer.Option("--resamples", min=100, max=1_000_000, help="bootstrap resamples")] = 10_000,
     runs_dir: Annotated[Optional[Path], typer.Option(
         "--runs-dir", help="the runs' folder (<workdir>/runs): adds each run's intervention evidence and compute; "
                            "flagged policies are listed before any score comparison")] = None,
     looks: Annotated[Optional[Path], typer.Option(
         "--looks", help="interim looks of a sequential campaign (default: sequential_looks.csv next to the "
                         "records, when present): their adjusted intervals are shown first")] = None,
+    figures: Annotated[Optional[Path], typer.Option(
+        "--figures", help="also write every figure into this folder as <name>.svg, .pdf and .png (200 dpi)")] = None,
 ) -> None:
-    """Write one self-contained HTML report (verdicts first, tables, forest plot, domain trade-off, rank heat map)."""
+    """Write one self-contained HTML report (verdicts, within-group sensitivity, figures, tables)."""
     if not margin > 0:
         _fail(f"--margin {margin}: must be > 0 (points)")
     _check_out(out, [records, looks], force)
+    if figures is not None:
+        if figures.exists() and not figures.is_dir():
+            _fail(f"--figures {figures}: is a file; --figures takes a folder (one <figure>.svg/.pdf/.png each)")
+        if figures.is_dir() and any(figures.glob("*.svg")) and not force:
+            _fail(f"--figures {figures}: already holds figures; pass --force to replace them, or choose another folder")
     s, df = _load(records, suite)
     import warnings
 
@@ -324,18 +335,20 @@ def report(
         warnings.simplefilter("ignore")
         if runs_dir is None:
             path = build_report(df, out, suite=s, n_resamples=resamples, lead_sections=lead, margin=margin,
-                                items=item_df)
+                                items=item_df, figures_dir=figures)
         else:
             from analysis.intervention import InterventionError, build_report_with_evidence, runs_from_dir
 
             try:
                 path, flags = build_report_with_evidence(df, out, suite=s, runs=runs_from_dir(df, runs_dir),
-                                                         n_resamples=resamples, lead_sections=lead)
+                                                         n_resamples=resamples, lead_sections=lead,
+                                                         margin=margin, items=item_df, figures_dir=figures)
             except InterventionError as exc:
                 _fail(str(exc))
             for r in flags[flags["flag"] != ""].itertuples():
                 err.print(f"flagged {r.policy} ({r.campaign}/{r.model}): {r.flag}: {r.reason}", markup=False)
-    err.print(f"wrote {path}", markup=False)
+    err.print(f"wrote {path}" + (f" and its figures (svg, pdf, png) in {figures}" if figures is not None else ""),
+              markup=False)
 
 
 def verdicts(

@@ -64,17 +64,23 @@ def _session(workdir: Path, ledger_url: str | None = None, ray_address: str | No
     """A session on the work directory. The cluster is `--ray-address`, else the one `submit` recorded in
     `<workdir>/cluster.json` (with its token file), else the work directory's own local head."""
     from orchestrator.executor.cluster_record import load_cluster, save_cluster
+    from orchestrator.ledger.base import LedgerError
     from orchestrator.session import Session
 
-    if ray_address and remember:
-        save_cluster(workdir, ray_address, os.environ.get("RAY_AUTH_TOKEN_PATH"))
-    elif not ray_address:
+    if not ray_address:
         rec = load_cluster(workdir)
         if rec is not None:
             ray_address = rec["address"]
             if rec.get("token_path") and not os.environ.get("RAY_AUTH_TOKEN_PATH"):
                 os.environ["RAY_AUTH_TOKEN_PATH"] = rec["token_path"]
-    return Session(workdir=workdir, ledger_url=ledger_url, ray_address=ray_address)
+    sess = Session(workdir=workdir, ledger_url=ledger_url, ray_address=ray_address)
+    try:
+        sess.ledger  # noqa: B018 - open it now: a bad URL is an input error (exit 2), not a traceback later
+    except LedgerError as exc:
+        _fail(str(exc))
+    if ray_address and remember:
+        save_cluster(workdir, ray_address, os.environ.get("RAY_AUTH_TOKEN_PATH"))
+    return sess
 
 
 PRIVATE_FILES = ("ledger.db", "ledger.db-wal", "ledger.db-shm", "mlflow.db", "mlflow.db-wal", "mlflow.db-shm")
@@ -384,7 +390,7 @@ def register(app: typer.Typer) -> None:
         ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray dashboard address; default: a local head"),
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url", help="SQLAlchemy URL; default sqlite:///<workdir>/ledger.db"),
         wait: bool = typer.Option(True, "--wait/--no-wait", help="drive the campaign to completion"),
-        max_parallel: Optional[int] = typer.Option(None, "--max-parallel", help="cap on concurrent jobs"),
+        max_parallel: Optional[int] = typer.Option(None, "--max-parallel", min=1, help="cap on concurrent jobs"),
         dry_run: bool = typer.Option(False, "--dry-run", help="show new/changed/unchanged without writing"),
         data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="evaluation data directory (default: the "
                                                 "campaign's evaluation.data_dir, relative to the work directory)"),
@@ -433,8 +439,8 @@ def register(app: typer.Typer) -> None:
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
         ray_address: Optional[str] = typer.Option(None, "--ray-address"),
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
-        max_parallel: Optional[int] = typer.Option(None, "--max-parallel"),
-        timeout: Optional[float] = typer.Option(None, "--timeout", help="stop driving after this many seconds"),
+        max_parallel: Optional[int] = typer.Option(None, "--max-parallel", min=1),
+        timeout: Optional[float] = typer.Option(None, "--timeout", min=0.1, help="stop driving after this many seconds"),
     ) -> None:
         """Pick up a campaign after a crash: reattach to running jobs, resubmit lost ones, continue."""
         campaign = _campaign_name(campaign)
@@ -488,7 +494,7 @@ def register(app: typer.Typer) -> None:
         campaign: str = typer.Argument(..., help="campaign name, or its spec file/directory"),
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
-        interval: float = typer.Option(2.0, "--interval"),
+        interval: float = typer.Option(2.0, "--interval", min=0.1),
         once: bool = typer.Option(False, "--once", help="render once and exit"),
     ) -> None:
         """Live status matrix (read-only; the orchestrator driving the campaign is `submit`/`resume`)."""

@@ -194,13 +194,20 @@ def test_missing_records_file_is_refused(tmp_path):
 # --- 5. CLI options -----------------------------------------------------------------------------------
 
 
-def test_bad_cli_options_are_refused(tmp_path):
+def test_bad_cli_options_are_refused(tmp_path, tree):
     wd = tmp_path / "w"
+    noop = str(tree / "small.yaml")  # passes preflight (no evaluation data needed): the option itself is refused
+    (tmp_path / "a_file.txt").write_text("keep me")
     cases = [
         ["plan", DEMO, "--gpus", "0"], ["plan", DEMO, "--format", "yaml"], ["plan", DEMO, "--data-dir", str(tmp_path / "x")],
-        ["submit", DEMO, "--workdir", str(wd), "--max-parallel", "0"],
-        ["submit", DEMO, "--workdir", str(wd), "--ledger-url", "mongodb://x/y"],
+        ["submit", noop, "--workdir", str(wd), "--max-parallel", "0"],
+        ["submit", noop, "--workdir", str(wd), "--ledger-url", "mongodb://x/y"],
+        ["submit", noop, "--workdir", str(wd), "--ledger-url", f"sqlite:///{tmp_path}/no/such/dir/ledger.db"],
         ["submit", DEMO, "--workdir", str(wd), "--data-dir", str(tmp_path / "no_data")],
+        ["compare", str(RELEASED), "--resamples", str(10**12)],
+        ["tables", str(RELEASED), "--out", str(tmp_path / "a_file.txt")],
+        ["report", str(RELEASED), "--out", str(tmp_path)],
+        ["report", str(RELEASED), "--out", str(RELEASED)],
         ["status", "--workdir", str(wd)], ["resume", "demo", "--workdir", str(wd)], ["logs", "demo", "x", "--workdir", str(wd)],
         ["cancel", "demo", "--workdir", str(wd)], ["retry", "demo", "--workdir", str(wd)], ["watch", "demo", "--workdir", str(wd)],
         ["compare", str(RELEASED), "--resamples", "5"], ["compare", str(RELEASED), "--aggregate", "DB-99"],
@@ -212,7 +219,8 @@ def test_bad_cli_options_are_refused(tmp_path):
         ["export-tasks", str(tmp_path / "t"), "--data-dir", str(tmp_path / "none")],
     ]
     for args in cases:
-        _refused(args, nothing_at=[wd, tmp_path / "d", tmp_path / "t"])
+        _refused(args, nothing_at=[wd, tmp_path / "d", tmp_path / "t", tmp_path / "no"])
+    assert (tmp_path / "a_file.txt").read_text() == "keep me"
 
 
 # --- 6. generated: any garbage as a seed list or a campaign name -------------------------------------------
