@@ -342,9 +342,11 @@ def flags_banner_html(summary: pd.DataFrame, tol: Tolerances = Tolerances()) -> 
 def build_report_with_evidence(records: pd.DataFrame, out_path: str | Path, *, suite: Any,
                                runs: list[Mapping[str, Any]], n_resamples: int = 10_000,
                                tol: Tolerances = Tolerances(), lead_sections: Sequence[str] = (),
-                               extra_sections: Sequence[tuple[str, str]] = ()) -> tuple[Path, pd.DataFrame]:
+                               extra_sections: Sequence[tuple[str, str]] = (),
+                               **report_kw: Any) -> tuple[Path, pd.DataFrame]:
     """`analysis.report.build_report` plus the intervention evidence: the flag list right after the
-    title (before every score comparison, issue 7) and the evidence/compute section at the end.
+    title (before every score comparison, issue 7) and the evidence/compute section at the end. The
+    runs' metrics also give the training curves; report_kw (margin, items, figures_dir) go to build_report.
 
     Returns (report path, flag_policies frame).
     """
@@ -357,5 +359,6 @@ def build_report_with_evidence(records: pd.DataFrame, out_path: str | Path, *, s
     title, body = intervention_section_html(summary, scores, s.aggregate_names[0], tol)
     path = build_report(records, out_path, suite=s, n_resamples=n_resamples,
                         lead_sections=[flags_banner_html(summary, tol), *lead_sections],
-                        extra_sections=[*extra_sections, (title, f"<div id='intervention'>{body}</div>")])
+                        extra_sections=[*extra_sections, (title, f"<div id='intervention'>{body}</div>")],
+                        training_runs=runs, **report_kw)
     return path, flag_policies(summary, tol)

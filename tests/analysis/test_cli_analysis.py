@@ -163,7 +163,8 @@ def test_report_is_self_contained_and_renders_in_chromium(tmp_path: Path) -> Non
     build_report(RELEASED, out, extra_sections=[("Intervention evidence", "<p id='extra'>kept_frac moved</p>")],
                  n_resamples=500)
     doc = out.read_text()
-    assert doc.count("<img") == 3 and doc.count("data:image/png;base64,") == 3
+    # 4 forest plots, P(improve), aggregate estimates, performance profile, domain trade-off, rank heat map
+    assert doc.count("<img") == 9 and doc.count("data:image/svg+xml;base64,") == 9
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", doc)  # no external URL
     assert "<p id='extra'>kept_frac moved</p>" in doc and "Main round, 7B" in doc
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -176,7 +177,7 @@ def test_report_is_self_contained_and_renders_in_chromium(tmp_path: Path) -> Non
                          capture_output=True, text=True, timeout=120)
     body = re.search(r"<body[^>]*>", res.stdout)
     assert body, res.stderr[-2000:]
-    assert 'data-figures-rendered="yes"' in body.group(0) and 'data-figures-count="3"' in body.group(0)
+    assert 'data-figures-rendered="yes"' in body.group(0) and 'data-figures-count="9"' in body.group(0)
 
 
 def test_report_command_writes_file_with_the_verdict_table_first(tmp_path: Path) -> None:
