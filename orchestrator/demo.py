@@ -66,7 +66,8 @@ def print_analysis(records: Path, *, out: Console, fail: Callable[..., Any], sui
 def write_report(records: Path, workdir: Path, *, out: Console, err: Console, suite: str = "db12",
                  n_resamples: int = 2000) -> Path | None:
     """`<workdir>/report.html`: the analysis report with the intervention evidence of every run
-    (flagged policies listed before any score comparison). A report that cannot be built is
+    (flagged policies listed before any score comparison) and training curves; its figures also as
+    SVG/PDF/PNG in `<workdir>/figures/`. A report that cannot be built is
     reported, not fatal: the records and tables above stand on their own."""
     from analysis.intervention import InterventionError, build_report_with_evidence, runs_from_dir
     from analysis.records import read_records
@@ -76,7 +77,8 @@ def write_report(records: Path, workdir: Path, *, out: Console, err: Console, su
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             path, flags = build_report_with_evidence(df, workdir / "report.html", suite=suite,
-                                                     runs=runs_from_dir(df, workdir / "runs"), n_resamples=n_resamples)
+                                                     runs=runs_from_dir(df, workdir / "runs"), n_resamples=n_resamples,
+                                                     figures_dir=workdir / "figures")
     except (InterventionError, ValueError, KeyError) as exc:
         err.print(f"report not written: {exc}", markup=False, highlight=False)
         return None
