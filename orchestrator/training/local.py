@@ -450,6 +450,8 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult
                 "response/length_mean": float(mask.sum(dim=1).mean()),
                 "response/truncation_rate": float(roll.truncated.float().mean()),
                 "reward/no_answer_rate": float(np.mean([s == "no_answer" for s in statuses])),
+                # a grader over its time budget scores 0 with status `timeout`: logged, never hidden in the reward
+                "reward/timeout_rate": float(np.mean([s == "timeout" for s in statuses])),
                 "tokens/rollout": rollout_tokens, "tokens/update": update_tokens,
             })
             for d, name in enumerate(domains):

@@ -46,6 +46,8 @@ def test_selection_reweighting_and_mixing_change_what_they_claim(make_request):
 
     base = _rows(run_training(make_request("baseline", **common)).metrics_path)
     assert all(r["policy/kept_frac"] == 1.0 and r["policy/weight_std"] == 0.0 for r in base)
+    # graders over their time budget are counted, not folded silently into a zero reward
+    assert all(r["reward/timeout_rate"] == 0.0 for r in base)
 
     mix = _rows(run_training(make_request("reward_gap", steps=6, trainer__val_before_train=False,
                                           trainer__eval_freq=100, trainer__save_freq=100)).metrics_path)
