@@ -153,6 +153,25 @@ def _check_score(raw: pd.DataFrame, col: str, f: str, problems: list[Problem], h
     return vals
 
 
+CELL = ("campaign", "model", "policy", "regime", "step", "seed", "benchmark")
+
+
+def _check_one_run_per_cell(raw: pd.DataFrame, cols: set[str] | list[str], key_col: str, f: str,
+                            problems: list[Problem]) -> None:
+    """Two runs of one cell (same campaign/model/policy/regime/step/seed/benchmark, different run) would be paired
+    arbitrarily: records of two generations of a changed spec, or a duplicated run. Refuse them, naming both."""
+    cell = [c for c in CELL if c in cols]
+    if key_col not in cols or not {"campaign", "model", "policy", "seed", "benchmark"} <= set(cell):
+        return
+    keys = raw[cell + [key_col]].astype(str).apply(lambda s: s.str.strip())
+    first = keys.groupby(cell, sort=False)[key_col].transform("first")
+    for r in _rows((keys[key_col] != first).to_numpy()):
+        problems.append(Problem(f, r, key_col, f"{keys[key_col].iloc[r - 1]!r} is a second run of the cell "
+                                              f"{'/'.join(keys[cell].iloc[r - 1])} (first: {first.iloc[r - 1]!r}): "
+                                              "records of two generations or a duplicated run; keep one generation "
+                                              "(a work dir's results/<campaign>/records.parquet holds only the current one)"))
+
+
 def _check_duplicates(keys: pd.DataFrame, f: str, col: str, problems: list[Problem]) -> None:
     dup = keys.duplicated(keep=False).to_numpy()
     if not dup.any():
@@ -305,6 +324,19 @@ def _from_long(raw: pd.DataFrame, f: str, suite: Suite) -> pd.DataFrame:
     if {key_col, "step", "benchmark"} <= set(cols):
         _check_duplicates(raw[[key_col, "step", "benchmark"]].astype(str).apply(lambda s: s.str.strip()),
                           f, "benchmark", problems)
+    if "n_items" in ints:
+        for r in _rows(~np.isnan(ints["n_items"]) & (ints["n_items"] <= 0)):
+            problems.append(Problem(f, r, "n_items", f"{raw['n_items'].iloc[r - 1]!r} is not a positive item count"))
+        if "n_correct" in floats:
+            over = np.nan_to_num(floats["n_correct"]) > np.nan_to_num(ints["n_items"], nan=np.inf)
+            for r in _rows(over):
+                problems.append(Problem(f, r, "n_correct", f"{raw['n_correct'].iloc[r - 1]!r} exceeds n_items "
+                                                           f"{raw['n_items'].iloc[r - 1]!r}"))
+    if "accuracy" in cols and (raw["accuracy"].dtype == bool or raw["accuracy"].map(type).eq(bool).any()):
+        for r in _rows(raw["accuracy"].map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy()):
+            problems.append(Problem(f, r, "accuracy", f"{raw['accuracy'].iloc[r - 1]!r} is a boolean; write the "
+                                                      "accuracy in points (0-100)"))
+    _check_one_run_per_cell(raw, cols, key_col, f, problems)
     if problems:
         raise RecordsError(problems)
 

@@ -133,7 +133,13 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
         out.print(f"ledger: {len(diff.new)} new, {len(diff.unchanged)} unchanged; starting local Ray…")
         counts = drive(sess, spec.name)
         out.print(status_matrix(sess, spec.name))
-        records = sess.collect_records(spec.name)
+        from orchestrator.session import RecordsMissing
+
+        try:
+            records = sess.collect_records(spec.name)
+        except RecordsMissing as exc:
+            fail(str(exc))
+            return None
         if counts.get("failed"):
             for r in sess.ledger.runs(spec.name, ["failed"]):
                 err.print(f"failed {r.run_id} ({r.stage}): {r.reason}", highlight=False)

@@ -225,8 +225,13 @@ def drive(sess, campaign: str, *, timeout_s: float | None = None, quiet: bool = 
         _fail(str(exc), 2)
     except ClusterUnreachable as exc:
         _fail(f"{exc}; no run was marked failed — fix the address or start the cluster, then `campaign resume`", 3)
+    from orchestrator.session import RecordsMissing
+
     sess.ingest(campaign)
-    sess.collect_records(campaign)
+    try:
+        sess.collect_records(campaign)
+    except RecordsMissing as exc:
+        _fail(f"{exc}; `campaign resume {campaign} --workdir {sess.workdir}` re-runs their record stage")
     _private(sess.workdir)
     return counts
 

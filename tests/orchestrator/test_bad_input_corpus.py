@@ -247,3 +247,24 @@ def test_generated_unsafe_name_is_refused(name):
 
     with pytest.raises(ValueError):
         check_name(name, "campaign name")
+
+
+def test_malformed_long_records_are_refused(tmp_path):
+    """Long records (what a work dir collects): two generations of one cell, impossible counts, a bool score."""
+    from analysis.records import read_records
+
+    long = read_records(RELEASED, suite="db12")
+    long.to_csv(tmp_path / "ok.csv", index=False)
+    read_records(tmp_path / "ok.csv", suite="db12")  # the base file is valid
+    first = long["run_id"] == long["run_id"].iloc[0]
+    variants = {
+        "two_generations.csv": pd.concat([long, long[first].assign(run_key="new-generation-key")]),
+        "zero_items.csv": long.assign(n_items=long["n_items"].where(~first, 0)),
+        "more_correct_than_items.csv": long.assign(n_correct=long["n_correct"].where(~first, 10**6)),
+        "bool_accuracy.parquet": long[first].assign(accuracy=True),  # a whole bool column (pyarrow keeps it bool)
+    }
+    for name, frame in variants.items():
+        path = tmp_path / name
+        frame.to_parquet(path) if path.suffix == ".parquet" else frame.to_csv(path, index=False)
+        text = _refused(["compare", str(path)])
+        assert name in text, (name, text[-400:])
