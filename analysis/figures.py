@@ -354,10 +354,10 @@ def improvement_figure(probs: pd.DataFrame, metric: str) -> Figure | None:
     labels = _label_frame(p.assign(kind="effect"), with_campaign=True)
     xs, lab_w = _columns_layout(labels)
     width = lab_w + 5.0
-    height = 1.6 + 0.27 * len(p)
+    height = 2.0 + 0.27 * len(p)
     with plt.rc_context(_RC):
         fig, ax = plt.subplots(figsize=(width, height))
-        fig.subplots_adjust(left=lab_w / width, right=1 - 0.2 / width, top=1 - 0.45 / height, bottom=1.1 / height)
+        fig.subplots_adjust(left=lab_w / width, right=1 - 0.2 / width, top=1 - 0.45 / height, bottom=1.5 / height)
         y = np.arange(len(p), dtype=float)
         ax.hlines(y, p["lo"], p["hi"], color="tab:purple", lw=3, alpha=0.6)
         ax.scatter(p["p_improve"], y, color="tab:purple", zorder=3, s=24, label="share of seeds with Δ > 0")
@@ -370,7 +370,7 @@ def improvement_figure(probs: pd.DataFrame, metric: str) -> Figure | None:
         _draw_labels(fig, ax, y, labels, xs, width, header=True)
         ax.set_xlabel(f"probability of improvement on {metric} (method > reference)")
         ax.grid(axis="x", color="0.9", lw=0.6)
-        fig.legend(loc="lower left", bbox_to_anchor=(lab_w / width, 0.0), ncol=2, frameon=False)
+        fig.legend(loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=1, frameon=False)
     n = int(p["n"].max())
     return Figure(f"p_improve_{_slug(metric)}", f"Probability of improvement ({metric})", (
         f"Per comparison: share of paired seeds where the method beats its reference (ties 1/2; the paired "
@@ -395,7 +395,7 @@ def domain_figure(paired: pd.DataFrame, domains: Sequence[str], sort_metric: str
     xs, lab_w = _columns_layout(labels)
     doms = [dm for dm in domains if dm in set(e["metric"])]
     width = lab_w + 2.6 * len(doms) + 0.3
-    height = 1.5 + 0.27 * len(comps)
+    height = 2.0 + 0.3 * len(comps)
     has_item = bool(e["item_lo"].notna().any())
     with plt.rc_context(_RC):
         fig, axes = plt.subplots(1, len(doms), figsize=(width, height), sharey=True, sharex=True, squeeze=False)
@@ -528,17 +528,17 @@ def heatmap_figure(sens: pd.DataFrame, names: list[str]) -> Figure | None:
         views.append((_matrix(within, names, "median_spearman"),
                       f"within group: median over {int(within['n_groups'].max())} group(s)"))
     if len(pooled):
-        views.append((_matrix(pooled, names, "spearman"), "pooled: all configurations (mixes models)"))
+        views.append((_matrix(pooled, names, "spearman"), "pooled: all configurations"))
     if not views:
         return None
     k = len(names)
     with plt.rc_context(_RC):
-        fig, axes = plt.subplots(1, len(views), figsize=(1.8 + 3.6 * len(views) + 0.2 * k, 1.6 + 0.75 * k), squeeze=False)
+        fig, axes = plt.subplots(1, len(views), figsize=(2.4 + 3.4 * len(views) + 0.2 * k, 1.6 + 0.75 * k), squeeze=False)
         im = None
-        for ax, (mat, title) in zip(axes[0], views):
+        for i, (ax, (mat, title)) in enumerate(zip(axes[0], views)):
             im = ax.imshow(mat, vmin=-1, vmax=1, cmap="RdBu_r")
             ax.set_xticks(range(k), names, rotation=30, ha="right")
-            ax.set_yticks(range(k), names)
+            ax.set_yticks(range(k), names if i == 0 else [])
             for (i, j), v in np.ndenumerate(mat):
                 ax.text(j, i, "—" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=FONT,
                         color="white" if abs(np.nan_to_num(v)) > 0.6 else "black")
