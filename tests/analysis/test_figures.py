@@ -269,3 +269,14 @@ def test_report_screenshot_in_headless_chromium_is_not_blank(mine: Path, tmp_pat
     body = re.search(r"<body[^>]*>", dom)
     assert body and 'data-figures-rendered="yes"' in body.group(0)
     assert f'data-figures-count="{len(FIGURES)}"' in body.group(0)
+
+
+def test_forest_draws_the_seed_plus_item_interval_only_when_present(tables) -> None:  # noqa: ANN001
+    from analysis.figures import forest_figure, render
+
+    _, paired = tables
+    without = render(forest_figure(paired, "DB-12", 1.0), ("svg",))["svg"].decode()
+    assert "seed-only paired-t 95% CI" in without and "seed + item 95% CI" not in without
+    with_items = paired.assign(item_lo=paired["mean_diff"] - 0.5, item_hi=paired["mean_diff"] + 0.5)
+    svg = render(forest_figure(with_items, "DB-12", 1.0), ("svg",))["svg"].decode()
+    assert "seed + item 95% CI" in svg
