@@ -359,7 +359,7 @@ def improvement_figure(probs: pd.DataFrame, metric: str) -> Figure | None:
         fig, ax = plt.subplots(figsize=(width, height))
         fig.subplots_adjust(left=lab_w / width, right=1 - 0.2 / width, top=1 - 0.45 / height, bottom=1.5 / height)
         y = np.arange(len(p), dtype=float)
-        ax.hlines(y, p["lo"], p["hi"], color="tab:purple", lw=3, alpha=0.6)
+        ax.hlines(y, p["lo"], p["hi"], color="tab:purple", lw=3, alpha=0.6, label="95% interval (seed pairs resampled)")
         ax.scatter(p["p_improve"], y, color="tab:purple", zorder=3, s=24, label="share of seeds with Δ > 0")
         ax.scatter(p["p_improve_posterior"], y, marker="x", color="k", zorder=3, s=24,
                    label="P(mean Δ > 0), flat-prior t posterior")
