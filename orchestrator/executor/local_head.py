@@ -170,6 +170,7 @@ def _start_head(workdir: Path, *, num_cpus: int, num_gpus: int, timeout_s: float
                                      f"loaded machine? Set {START_TIMEOUT_ENV}=600 (seconds) and run the command "
                                      "again; nothing was marked failed") from None
         raise
+    os.chmod(tmp, 0o700)  # `ray start` makes its temp dir world-writable (0777): this user only, again
     state = workdir / "ray_head.json"
     tmpf = state.with_suffix(".tmp")
     tmpf.write_text(json.dumps({"dashboard": address, "gcs": f"127.0.0.1:{gcs_port}", "temp_dir": str(tmp)}))
