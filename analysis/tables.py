@@ -8,7 +8,9 @@ column is the paired difference in DB-12 vs the campaign-local reference with it
 
 from __future__ import annotations
 
+import json
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,7 +23,10 @@ from analysis.schema import CONFIG_KEYS, GROUP_KEYS, ORDER_MAIN, ORDER_MIXER, OR
 from analysis.sensitivity import leave_one_benchmark_out, rank_correlations
 from evaluation.suite import Suite
 
-FORMATS = ("md", "latex", "csv")
+FORMATS = ("md", "csv", "latex", "json")
+MISSING = "—"  # how every text format prints a missing value (never NaN, never blank)
+TERMINAL_WIDTH = 120  # the default width of terminal tables (`--wide` shows every column)
+LATEX_REQUIRES = r"% requires \usepackage{booktabs}"
 
 
 @dataclass
@@ -328,36 +333,138 @@ def build_tables(records: pd.DataFrame, suite: Suite, names: list[str] | None = 
     return out
 
 
+def _is_missing(cell: str) -> bool:
+    return cell.strip().lower() in ("", "nan", "none", "<na>", "—")
+
+
+_NUMERIC_CELL = re.compile(r"^\s*[-+−>]?\s*\d|^\s*\[\s*[-+−]?\d")
+
+
+def numeric_columns(df: pd.DataFrame) -> list[bool]:
+    """Per column: True when every present cell starts with a number (e.g. `62.10 ± 1.20`, `+0.40 [..]`,
+    `> 100000`); such columns are right-aligned (Markdown `---:`, LaTeX `r`)."""
+    out = []
+    for c in df.columns:
+        cells = [str(v) for v in df[c] if not _is_missing(str(v))]
+        out.append(bool(cells) and all(_NUMERIC_CELL.match(v) for v in cells))
+    return out
+
+
+_NAN_WORD = re.compile(r"(?<![A-Za-z])(nan|NaN)(?![A-Za-z])")
+
+
+def _cell(v: object) -> str:
+    """A display cell with every missing value shown as `—` (never NaN, never an empty cell)."""
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return MISSING
+    s = str(v)
+    return MISSING if _is_missing(s) else _NAN_WORD.sub(MISSING, s)
+
+
 def _md(df: pd.DataFrame) -> str:
-    try:
-        return df.to_markdown(index=False, disable_numparse=True)  # cells are preformatted text
-    except ImportError:  # tabulate missing: a plain pipe table
-        head = "| " + " | ".join(map(str, df.columns)) + " |"
-        sep = "|" + "|".join("---" for _ in df.columns) + "|"
-        body = ["| " + " | ".join(map(str, r)) + " |" for r in df.itertuples(index=False)]
-        return "\n".join([head, sep, *body])
+    """A GitHub pipe table, padded for a terminal: numbers right-aligned (`---:`), missing as `—`."""
+    cells = [[_cell(v) for v in row] for row in df.itertuples(index=False)]
+    head = [str(c).replace("|", "\\|") for c in df.columns]
+    cells = [[v.replace("|", "\\|") for v in row] for row in cells]
+    num = numeric_columns(pd.DataFrame(cells, columns=range(len(head)))) if cells else [False] * len(head)
+    widths = [max([len(head[i]), 3] + [len(r[i]) for r in cells]) for i in range(len(head))]
+
+    def line(vals: list[str]) -> str:
+        return "| " + " | ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(vals, widths, num)) + " |"
+
+    sep = "|" + "|".join(("-" * (w + 1) + ":") if n else ("-" * (w + 2)) for w, n in zip(widths, num)) + "|"
+    return "\n".join([line(head), sep, *(line(r) for r in cells)])
+
+
+def fit_columns(display: pd.DataFrame, key: list[str], width: int = TERMINAL_WIDTH) -> tuple[pd.DataFrame, list[str]]:
+    """The `key` columns (in priority order, the last dropped first) that fit `width` characters as a Markdown
+    table, and the names of the columns left out (shown with `--wide`)."""
+    keep = [c for c in key if c in display.columns]
+    while len(keep) > 2 and max(map(len, _md(display[keep]).splitlines()), default=0) > width:
+        keep.pop()
+    shown = [c for c in display.columns if c in keep]
+    return display[shown], [c for c in display.columns if c not in keep]
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_LATEX_UNICODE = {"Δ": r"$\Delta$", "±": r"$\pm$", "≥": r"$\geq$", "≤": r"$\leq$", "—": "---", "–": "--",
+                  "−": "$-$", "σ": r"$\sigma$", "χ": r"$\chi$", "τ": r"$\tau$", "ρ": r"$\rho$", "μ": r"$\mu$",
+                  "α": r"$\alpha$", "²": r"\textsuperscript{2}", "×": r"$\times$", "→": r"$\rightarrow$",
+                  "‡": r"\ddag{}", "†": r"\dag{}", "⚠": "(!)", "·": r"$\cdot$", "…": r"\ldots{}", "≈": r"$\approx$",
+                  "✓": "yes", "✗": "no", "‰": r"\textperthousand{}", "°": r"$^\circ$"}
+
+
+def latex_escape(text: str) -> str:
+    """Text pdflatex typesets with the default fonts: LaTeX specials escaped, known Unicode mapped to
+    math/text commands, anything else reduced to ASCII (never a raw non-ASCII byte in the output)."""
+    out = []
+    for ch in str(text):
+        if ch in _LATEX_SPECIAL:
+            out.append(_LATEX_SPECIAL[ch])
+        elif ch in _LATEX_UNICODE:
+            out.append(_LATEX_UNICODE[ch])
+        elif ch.isascii():
+            out.append(ch)
+        else:
+            out.append(unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or "?")
+    return "".join(out)
+
+
+def _latex(t: Table) -> str:
+    disp = t.display
+    cells = [[_cell(v) for v in row] for row in disp.itertuples(index=False)]
+    num = numeric_columns(pd.DataFrame(cells, columns=range(disp.shape[1]))) if cells else [False] * disp.shape[1]
+    caption = latex_escape(f"{t.title}. {t.lead}" if t.lead else t.title)
+    lines = [LATEX_REQUIRES]
+    if t.lead:
+        lines.append("% " + latex_escape(t.lead))
+    lines += [r"\begin{table}", r"\centering"]
+    if disp.shape[1] > 8:  # wide tables (the paired one): smaller type and tighter columns
+        lines += [r"\scriptsize", r"\setlength{\tabcolsep}{3pt}"]
+    lines += [rf"\caption{{{caption}}}", rf"\label{{tab:{t.name}}}",
+              r"\begin{tabular}{" + "".join("r" if n else "l" for n in num) + "}", r"\toprule",
+              " & ".join(latex_escape(c) for c in disp.columns) + r" \\", r"\midrule"]
+    lines += [" & ".join(latex_escape(v) for v in row) + r" \\" for row in cells]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    if t.note:
+        lines.append(r"\par\smallskip{\footnotesize " + latex_escape(t.note) + "}")
+    lines.append(r"\end{table}")
+    return "\n".join(lines) + "\n"
+
+
+def table_json(t: Table) -> dict:
+    """One table as a JSON-safe dict: its numbers (`Table.data`) with missing values as null."""
+    rows = json.loads(t.data.to_json(orient="records", double_precision=15)) if not t.data.empty else []
+    return {"name": t.name, "title": t.title, "lead": t.lead, "note": t.note, "rows": rows}
 
 
 def render_table(t: Table, fmt: str) -> str:
-    """One table as Markdown (title heading + note), LaTeX (table env with caption) or CSV (numbers)."""
+    """One table as Markdown (title heading + lead + note), LaTeX (booktabs table env with caption), CSV (the
+    numbers only, no comment lines, pandas-readable) or JSON (the numbers, title and notes as fields)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     if fmt == "csv":
         return t.data.to_csv(index=False) if not t.data.empty else ""
+    if fmt == "json":
+        return json.dumps(table_json(t), indent=1) + "\n"
     if fmt == "md":
         body = _md(t.display) if not t.display.empty else f"_{t.note or 'empty'}_"
         note = f"\n\n_{t.note}_" if t.note and not t.display.empty else ""
         lead = f"**{t.lead}**\n\n" if t.lead else ""
         return f"## {t.title}\n\n{lead}{body}{note}\n"
     if t.display.empty:
-        return f"% {t.title}: {t.note}\n"
-    if t.lead:
-        return f"% {t.lead}\n" + t.display.to_latex(index=False, caption=f"{t.title}. {t.lead}", label=f"tab:{t.name}",
-                                                     escape=True)
-    return t.display.to_latex(index=False, caption=t.title, label=f"tab:{t.name}", escape=True)
+        return f"{LATEX_REQUIRES}\n% {latex_escape(t.title)}: {latex_escape(t.note)}\n"
+    return _latex(t)
 
 
 def render_tables(tables: list[Table], fmt: str) -> str:
+    """Several tables as one document (md, latex) or one JSON object; CSV holds one table per file, so
+    several tables in CSV are refused here (callers write one file per table instead)."""
     if fmt == "csv":
-        return "\n".join(f"# {t.title}\n" + (f"# {t.lead}\n" if t.lead else "") + render_table(t, fmt) for t in tables)
+        if len(tables) != 1:
+            raise ValueError("CSV holds one table; write one file per table")
+        return render_table(tables[0], fmt)
+    if fmt == "json":
+        return json.dumps({"tables": [table_json(t) for t in tables]}, indent=1) + "\n"
     return "\n".join(render_table(t, fmt) for t in tables)

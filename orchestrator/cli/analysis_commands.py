@@ -20,6 +20,79 @@ RecordsArg = Annotated[Path, typer.Argument(help="records: long .parquet/.csv or
 SuiteOpt = Annotated[str, typer.Option("--suite", help="suite name (campaigns/suite/<name>.yaml) or path")]
 CampaignOpt = Annotated[Optional[str], typer.Option("--campaign", help="only this campaign")]
 ModelOpt = Annotated[Optional[str], typer.Option("--model", help="only this model")]
+# One resample default for every command. 10,000 keeps the bootstrap's Monte-Carlo error of a 95% bound
+# below ~0.005 of the interval width; `sensitivity` at 10,000 takes ~2 s of CPU on the released records.
+RESAMPLES = 10_000
+ResamplesOpt = Annotated[int, typer.Option("--resamples", min=100, max=1_000_000, metavar="N",
+                                           help="bootstrap resamples (default 10,000 in every command)")]
+FormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help=(
+    "md (Markdown: numbers right-aligned, missing as —) | csv (numbers only, no comment lines) | latex "
+    "(booktabs) | json"))]
+JsonOpt = Annotated[bool, typer.Option("--json", help="same as --format json")]
+WideOpt = Annotated[bool, typer.Option("--wide", help="every column; by default terminal tables keep the key "
+                                       "columns so that they fit 120 characters")]
+OUT_FILE_HELP = ("write the output to this FILE instead of stdout (atomic; --force replaces it). --out is a file "
+                 "for single-output commands (compare, verdicts, report) and a folder for multi-table commands "
+                 "(tables, sensitivity)")
+OUT_DIR_HELP = ("write one <table>.<md|csv|tex|json> per table into this FOLDER (created; --force replaces the "
+                "files). --out is a folder for multi-table commands (tables, sensitivity) and a file for "
+                "single-output commands (compare, verdicts, report)")
+ForceOpt = Annotated[bool, typer.Option("--force", help="replace existing output files of --out")]
+EXT = {"md": "md", "latex": "tex", "csv": "csv", "json": "json"}
+
+
+def _format(fmt: str, as_json: bool) -> str:
+    """The output format: --json is an alias of --format json; anything unknown is exit 2."""
+    from analysis.tables import FORMATS
+
+    if fmt not in FORMATS:
+        _fail(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if as_json and fmt not in ("md", "json"):
+        _fail(f"--json and --format {fmt}: --json means --format json; pass only one of them")
+    return "json" if as_json else fmt
+
+
+def _out_file(out: Path | None, inputs: list[Path | None], force: bool) -> None:
+    """--out of a single-output command: a file; a folder is refused with the fix."""
+    if out is None:
+        return
+    if out.is_dir():
+        _fail(f"--out {out}: is a folder; this command writes one file, e.g. --out {out / 'compare.md'}")
+    _check_out(out, inputs, force)
+
+
+def _out_dir(out: Path | None, inputs: list[Path | None], names: list[str], ext: str, force: bool) -> None:
+    """--out of a multi-table command: a folder (one <table>.<ext> each); a file is refused with the fix."""
+    if out is None:
+        return
+    if out.exists() and not out.is_dir():
+        _fail(f"--out {out}: is a file; --out takes a folder here (one <table>.{ext} per table), "
+              f"e.g. --out {out.parent / out.stem}")
+    for n in names:
+        _check_out(out / f"{n}.{ext}", inputs, force)
+
+
+def _emit(text: str, out: Path | None) -> None:
+    """Print, or write the whole text atomically to --out (nothing half-written)."""
+    if out is None:
+        typer.echo(text, nl=not text.endswith("\n"))
+        return
+    from analysis.atomic import atomic_write_text
+
+    if not out.parent.exists():
+        out.parent.mkdir(parents=True)
+    atomic_write_text(out, text)
+    err.print(f"wrote {out}", markup=False)
+
+
+def _write_tables(built: list, fmt: str, out: Path) -> None:  # noqa: ANN001
+    from analysis.atomic import atomic_write_text
+    from analysis.tables import render_table
+
+    out.mkdir(parents=True, exist_ok=True)
+    for t in built:
+        atomic_write_text(out / f"{t.name}.{EXT[fmt]}", render_table(t, fmt))
+    err.print(f"wrote {len(built)} tables to {out}", markup=False)
 
 
 def _load(records: Path, suite: str, campaign: str | None = None, model: str | None = None):  # noqa: ANN202
@@ -108,41 +181,42 @@ def _parse_map(items: list[str] | None) -> dict[str, str]:
 
 def tables(
     records: RecordsArg,
-    table: Annotated[str, typer.Option("--table", help="table name or 'all'")] = "all",
-    fmt: Annotated[str, typer.Option("--format", help="md | latex | csv")] = "md",
+    table: Annotated[str, typer.Option("--table", metavar="NAME", help="table name, NAME,NAME or 'all'")] = "all",
+    fmt: FormatOpt = "md",
     suite: SuiteOpt = "db12",
-    metric: Annotated[Optional[str], typer.Option("--aggregate", help="metric of the paired table")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="write <name>.<ext> per table into this folder")] = None,
-    resamples: Annotated[int, typer.Option("--resamples", min=100, max=1_000_000, help="bootstrap resamples")] = 10_000,
-    margin: Annotated[float, typer.Option("--margin", help="equivalence margin of the verdict table (points)")] = 1.0,
-    force: Annotated[bool, typer.Option("--force", help="replace existing table files in --out")] = False,
+    metric: Annotated[Optional[str], typer.Option("--aggregate", metavar="METRIC",
+                                                  help="metric of the paired table")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", metavar="FOLDER", help=OUT_DIR_HELP)] = None,
+    resamples: ResamplesOpt = RESAMPLES,
+    margin: Annotated[float, typer.Option("--margin", metavar="POINTS",
+                                          help="equivalence margin of the verdict table (points)")] = 1.0,
+    force: ForceOpt = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Print the study's tables regenerated from RECORDS (Markdown, LaTeX or CSV)."""
-    from analysis.tables import FORMATS, TABLE_NAMES
+    """Print the study's tables regenerated from RECORDS (Markdown, CSV, LaTeX or JSON).
 
-    if fmt not in FORMATS:
-        _fail(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
+    CSV holds one table: on stdout pass --table NAME, or --out FOLDER for one file per table."""
+    from analysis.tables import TABLE_NAMES
+
+    fmt = _format(fmt, as_json)
     names = list(TABLE_NAMES) if table == "all" else [t.strip() for t in table.split(",")]
     bad = [n for n in names if n not in TABLE_NAMES]
     if bad:
         _fail(f"--table {', '.join(bad)}: unknown; choose from all, {', '.join(TABLE_NAMES)}")
+    if fmt == "csv" and out is None and len(names) > 1:
+        _fail(f"--format csv prints one table on stdout ({len(names)} asked): pass --table NAME (one of "
+              f"{', '.join(TABLE_NAMES)}), or --out FOLDER for one <table>.csv per table")
+    _out_dir(out, [records], names, EXT[fmt], force)
     s, df = _load(records, suite)
     if metric is not None and metric not in s.aggregate_names + list(s.domains) + s.benchmark_ids:
         _fail(f"--aggregate {metric!r}: not an aggregate, domain or benchmark of suite {s.name!r} "
               f"(aggregates: {', '.join(s.aggregate_names)})")
     if not margin > 0:
         _fail(f"--margin {margin}: must be > 0 (points)")
-    ext = {"md": "md", "latex": "tex", "csv": "csv"}[fmt]
-    if out is not None:
-        if out.exists() and not out.is_dir():
-            _fail(f"--out {out}: is a file; --out takes a folder (one <table>.{ext} per table)")
-        for n in names:
-            _check_out(out / f"{n}.{ext}", [records], force)
     import warnings
 
-    from analysis.atomic import atomic_write_text
     from analysis.paired import paired_comparisons
-    from analysis.tables import build_tables, render_table, render_tables
+    from analysis.tables import build_tables, render_tables
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -151,42 +225,85 @@ def tables(
             _require_pairs(paired, records)
         built = build_tables(df, s, names, metric=metric, n_resamples=resamples, paired=paired, margin=margin)
     if out is not None:
-        for t in built:
-            atomic_write_text(out / f"{t.name}.{ext}", render_table(t, fmt))
-        err.print(f"wrote {len(built)} tables to {out}", markup=False)
+        _write_tables(built, fmt, out)
         return
-    typer.echo(render_tables(built, fmt))
+    _emit(render_tables(built, fmt), None)
+
+
+def _narrow_paired(pt, width: int) -> str:  # noqa: ANN001
+    """A paired table for a terminal: one sub-table per campaign/model/regime/step group with the key
+    columns that fit `width` characters; the left-out columns are named (--wide prints them)."""
+    import textwrap
+
+    from analysis.schema import GROUP_KEYS
+    from analysis.tables import _md, fit_columns
+
+    key = ["policy", "vs", "n", "Δ mean", "t 95% CI", "p Holm", "range / bootstrap CI (coverage)", "P(d>0) seeds",
+           "sd", "p (t)"]
+
+    def wrap(text: str) -> str:
+        return "\n".join(textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False))
+
+    parts = [f"## {pt.title}\n"]
+    if pt.lead:
+        parts.append(wrap(pt.lead) + "\n")
+    left_out: list[str] = []
+    data = pt.data
+    for _, idx in data.groupby(list(GROUP_KEYS), sort=False, dropna=False).groups.items():
+        first = data.loc[idx[0]]
+        label = " / ".join(str(first[k]) for k in GROUP_KEYS if str(first[k]) not in ("", "nan", "None"))
+        shown, hidden = fit_columns(pt.display.loc[idx], key, width)
+        left_out += [c for c in hidden if c not in left_out and c not in GROUP_KEYS]
+        parts.append(f"### {label}\n\n{_md(shown)}\n")
+    if pt.note:
+        parts.append(wrap(pt.note))
+    if left_out:
+        parts.append(wrap(f"columns left out (in some or all groups) to fit {width} characters: {', '.join(left_out)} (--wide prints "
+                          "every column; --format csv|json holds every number)"))
+    return "\n".join(parts) + "\n"
 
 
 def compare(
     records: RecordsArg,
     campaign: CampaignOpt = None,
     model: ModelOpt = None,
-    aggregate: Annotated[Optional[str], typer.Option("--aggregate", help="one aggregate (default: all)")] = None,
-    margin: Annotated[Optional[float], typer.Option("--margin", help="TOST equivalence margin (points)")] = None,
-    effect: Annotated[float, typer.Option("--effect", help="effect (points) for the seeds-needed column")] = 1.0,
+    aggregate: Annotated[Optional[str], typer.Option("--aggregate", metavar="AGGREGATE",
+                                                     help="one aggregate (default: all)")] = None,
+    margin: Annotated[Optional[float], typer.Option("--margin", metavar="POINTS",
+                                                    help="TOST equivalence margin (points)")] = None,
+    effect: Annotated[float, typer.Option("--effect", metavar="POINTS",
+                                          help="effect (points) for the seeds-needed column")] = 1.0,
     detail: Annotated[bool, typer.Option("--detail", help="also per-domain and per-benchmark rows")] = False,
     reference_map: Annotated[Optional[list[str]], typer.Option(
-        "--reference-map", help="POLICY=REFERENCE, overrides baseline/static (repeatable)")] = None,
-    resamples: Annotated[int, typer.Option("--resamples", min=100, max=1_000_000, help="bootstrap resamples")] = 10_000,
-    seed: Annotated[int, typer.Option("--seed", help="bootstrap/permutation generator seed")] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output (stable keys)")] = False,
+        "--reference-map", metavar="POLICY=REFERENCE", help="overrides baseline/static (repeatable)")] = None,
+    resamples: ResamplesOpt = RESAMPLES,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="bootstrap/permutation generator seed")] = 0,
+    as_json: JsonOpt = False,
     suite: SuiteOpt = "db12",
     items: Annotated[Optional[Path], typer.Option(
-        "--items", help="folder with the runs' *.items.jsonl.gz item logs (beside their records): adds the "
-                        "seed + item two-way clustered CI")] = None,
+        "--items", metavar="FOLDER", help="folder with the runs' *.items.jsonl.gz item logs (beside their records): "
+                                          "adds the seed + item two-way clustered CI")] = None,
+    fmt: FormatOpt = "md",
+    wide: WideOpt = False,
+    out: Annotated[Optional[Path], typer.Option("--out", metavar="FILE", help=OUT_FILE_HELP)] = None,
+    force: ForceOpt = False,
 ) -> None:
-    """Seed-paired comparison of every policy with its campaign-local reference."""
+    """Seed-paired comparison of every policy with its campaign-local reference.
+
+    md prints one table per aggregate, grouped by campaign/model/regime/step, 120 characters wide (--wide: all
+    columns); csv is the comparisons table with every column (one row per comparison and metric)."""
+    fmt = _format(fmt, as_json)
     refs = _parse_map(reference_map)
     if margin is not None and margin <= 0:
         _fail(f"--margin {margin}: must be > 0 (points)")
+    _out_file(out, [records, items], force)
     s, df = _load(records, suite, campaign, model)
     if aggregate is not None and aggregate not in s.aggregate_names:
         _fail(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
     import warnings
 
     from analysis.paired import SMALL_N_NOTE, paired_comparisons
-    from analysis.tables import paired_table, render_table
+    from analysis.tables import TERMINAL_WIDTH, paired_table, render_table
 
     item_df = None
     if items is not None:
@@ -206,16 +323,30 @@ def compare(
     aggs = [aggregate] if aggregate else s.aggregate_names
     keep = t["metric"].isin(aggs) | (detail & t["metric_type"].isin(["domain", "benchmark"]))
     t = t[keep]
-    if as_json:
-        typer.echo(json.dumps({
+    if fmt == "json":
+        _emit(json.dumps({
             "suite": s.name, "aggregates": aggs, "margin": margin, "effect": effect, "n_resamples": resamples,
             "seed": seed, "sd": "sample (n-1)", "family": "campaign/model/regime/step x metric",
             "small_n": SMALL_N_NOTE,
-            "comparisons": _rows(t), "dropped": res.dropped}, indent=1))
+            "comparisons": _rows(t), "dropped": res.dropped}, indent=1) + "\n", out)
         return
+    if fmt == "csv":
+        _emit(t.to_csv(index=False), out)
+        return
+    parts = []
     for m in aggs + (list(s.domains) if detail else []):
-        typer.echo(render_table(paired_table(t, m), "md"))
-    if item_df is not None:
+        pt = paired_table(t, m)
+        if fmt == "md" and not wide:
+            parts.append(_narrow_paired(pt, TERMINAL_WIDTH))
+        else:
+            if fmt == "latex" and not wide:
+                from analysis.schema import GROUP_KEYS
+
+                key = [*GROUP_KEYS, "policy", "vs", "n", "Δ mean", "t 95% CI", "p Holm",
+                       "range / bootstrap CI (coverage)", "P(d>0) seeds"]
+                pt.display = pt.display[[c for c in pt.display.columns if c in key]]
+            parts.append(render_table(pt, fmt))
+    if item_df is not None and fmt == "md":
         import pandas as pd
 
         from analysis.aggregates import run_table
@@ -224,25 +355,79 @@ def compare(
 
         bd = comparison_breakdown(item_df, run_table(df, s), res.table)
         if not bd.empty:
-            typer.echo("## Outcome breakdown from the item logs (Δ share of all items, points, method − reference)\n")
             show = pd.DataFrame({"comparison": bd["policy"] + " vs " + bd["reference"],
                                  **{f"Δ {c.replace('_', ' ')}": bd[f"{c}_delta"].round(2) for c in BREAKDOWN}})
-            typer.echo(_md(show.astype(str)) + "\n\n_wrong = parsed answer graded wrong; parse failure = no answer "
-                       "extracted; truncated = hit the generation limit (any status)_\n")
+            parts.append("## Outcome breakdown from the item logs (Δ share of all items, points, method − reference)"
+                         "\n\n" + _md(show.astype(str)) + "\n\n_wrong = parsed answer graded wrong; parse failure = "
+                         "no answer extracted; truncated = hit the generation limit (any status)_\n")
+    _emit("\n".join(parts), out)
     for msg in res.dropped:
         err.print(f"warning: {msg}", markup=False, soft_wrap=True)
+
+
+SENSITIVITY_TABLES = ("rank_correlations", "leave_one_out", "seed_stability")
+
+
+def _sensitivity_tables(rep: dict) -> list:
+    """The sensitivity report as three long tables (one row per scope x item; the scope columns say which
+    group, `pooled` rows mix models and regimes), for csv/latex and --out."""
+    import pandas as pd
+
+    from analysis.tables import Table
+
+    rows: dict[str, list[dict]] = {n: [] for n in SENSITIVITY_TABLES}
+    for sc in [*rep["groups"], rep["pooled"]]:
+        scope = {"scope": "pooled" if sc["scope"] == "all" else "group",
+                 **{k: sc.get(k, "") for k in ("campaign", "model", "regime", "step")}}
+        rows["rank_correlations"] += [{**scope, **r} for r in sc["aggregate_correlations"]]
+        rows["leave_one_out"] += [{**scope, **r} for r in sc["leave_one_out"]]
+        st = sc["seed_stability"]
+        rows["seed_stability"] += [{**scope, "aggregate": st["aggregate"], "n_resamples": st["n_resamples"],
+                                    **{k: v for k, v in r.items() if k not in scope}} for r in st["configs"]]
+    titles = {"rank_correlations": "Rank correlation of configuration rankings between aggregates",
+              "leave_one_out": "Leave-one-benchmark-out rank correlation with the full aggregate",
+              "seed_stability": "Seed bootstrap of the configuration ranking"}
+    out = []
+    for n in SENSITIVITY_TABLES:
+        data = pd.DataFrame(rows[n])
+        disp = data.copy()
+        for c in disp.columns:
+            if disp[c].dtype.kind == "f":
+                disp[c] = disp[c].map(lambda v: f"{v:.3f}" if pd.notna(v) else "")
+        disp = disp.astype(str)
+        out.append(Table(n, titles[n], data, disp,
+                         note="per campaign/model/regime/step group first; scope = pooled rows mix every group"))
+    return out
 
 
 def sensitivity(
     records: RecordsArg,
     campaign: CampaignOpt = None,
     model: ModelOpt = None,
-    aggregate: Annotated[Optional[str], typer.Option("--aggregate", help="aggregate for seed-resampling ranks")] = None,
-    resamples: Annotated[int, typer.Option("--resamples", min=100, max=1_000_000, help="seed bootstrap resamples")] = 2000,
-    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output (stable keys)")] = False,
+    aggregate: Annotated[Optional[str], typer.Option("--aggregate", metavar="AGGREGATE",
+                                                     help="aggregate for seed-resampling ranks")] = None,
+    resamples: ResamplesOpt = RESAMPLES,
+    as_json: JsonOpt = False,
     suite: SuiteOpt = "db12",
+    fmt: FormatOpt = "md",
+    table: Annotated[Optional[str], typer.Option(
+        "--table", metavar="NAME", help=f"only this table: {', '.join(SENSITIVITY_TABLES)} (csv on stdout needs "
+                                        "one)")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", metavar="FOLDER", help=OUT_DIR_HELP)] = None,
+    force: ForceOpt = False,
 ) -> None:
-    """Ranking sensitivity: aggregate-vs-aggregate rank correlations, leave-one-benchmark-out, seed bootstrap."""
+    """Ranking sensitivity: aggregate-vs-aggregate rank correlations, leave-one-benchmark-out, seed bootstrap.
+
+    Three tables (rank_correlations, leave_one_out, seed_stability), each per group and pooled; CSV holds one
+    table: on stdout pass --table NAME, or --out FOLDER for one file per table."""
+    fmt = _format(fmt, as_json)
+    if table is not None and table not in SENSITIVITY_TABLES:
+        _fail(f"--table {table!r}: unknown; choose from {', '.join(SENSITIVITY_TABLES)}")
+    names = [table] if table else list(SENSITIVITY_TABLES)
+    if fmt == "csv" and out is None and len(names) > 1:
+        _fail(f"--format csv prints one table on stdout: pass --table NAME (one of {', '.join(SENSITIVITY_TABLES)}), "
+              "or --out FOLDER for one <table>.csv per table")
+    _out_dir(out, [records], names, EXT[fmt], force)
     s, df = _load(records, suite, campaign, model)
     if aggregate is not None and aggregate not in s.aggregate_names:
         _fail(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
@@ -250,11 +435,18 @@ def sensitivity(
 
     from analysis.aggregates import run_table
     from analysis.sensitivity import sensitivity_report
-    from analysis.tables import _md
+    from analysis.tables import _md, render_tables
 
     rep = sensitivity_report(run_table(df, s), s, stability_aggregate=aggregate, n_resamples=resamples)
-    if as_json:
-        typer.echo(json.dumps(rep, indent=1, default=_clean))
+    if fmt == "json" and out is None and table is None:
+        _emit(json.dumps(rep, indent=1, default=_clean) + "\n", None)
+        return
+    if fmt != "md" or out is not None or table is not None:
+        built = [t for t in _sensitivity_tables(rep) if t.name in names]
+        if out is not None:
+            _write_tables(built, fmt, out)
+        else:
+            _emit(render_tables(built, fmt), None)
         return
     scopes = [rep["pooled"]] + rep["groups"]
     for sc in scopes:
@@ -279,13 +471,13 @@ def sensitivity(
 
 def report(
     records: RecordsArg,
-    out: Annotated[Path, typer.Option("--out", help="HTML file to write (atomic)")],
+    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="the HTML FILE to write (atomic). " + OUT_FILE_HELP)],
     suite: SuiteOpt = "db12",
     margin: Annotated[float, typer.Option("--margin", help="equivalence margin of the verdict table (points)")] = 1.0,
     force: Annotated[bool, typer.Option("--force", help="replace an existing --out file")] = False,
     items: Annotated[Optional[Path], typer.Option(
         "--items", help="folder with the runs' *.items.jsonl.gz item logs: the paired table gets the seed + item CI")] = None,
-    resamples: Annotated[int, typer.Option("--resamples", min=100, max=1_000_000, help="bootstrap resamples")] = 10_000,
+    resamples: ResamplesOpt = RESAMPLES,
     runs_dir: Annotated[Optional[Path], typer.Option(
         "--runs-dir", help="the runs' folder (<workdir>/runs): adds each run's intervention evidence and compute; "
                            "flagged policies are listed before any score comparison")] = None,
@@ -361,11 +553,17 @@ def verdicts(
     alpha: Annotated[float, typer.Option("--alpha", help="family-wise error rate of each family (Holm)")] = 0.05,
     reference_map: Annotated[Optional[list[str]], typer.Option(
         "--reference-map", help="POLICY=REFERENCE, overrides baseline/static (repeatable)")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output (stable keys)")] = False,
+    as_json: JsonOpt = False,
     suite: SuiteOpt = "db12",
+    fmt: FormatOpt = "md",
+    out: Annotated[Optional[Path], typer.Option("--out", metavar="FILE", help=OUT_FILE_HELP)] = None,
+    force: ForceOpt = False,
+    resamples: ResamplesOpt = RESAMPLES,
 ) -> None:
     """One verdict per method-vs-reference comparison: better / worse / equivalent within ±M / undecided."""
+    fmt = _format(fmt, as_json)
     refs = _parse_map(reference_map)
+    _out_file(out, [records], force)
     if not margin > 0:
         _fail(f"--margin {margin}: must be > 0 (points)")
     if not 0 < alpha < 1:
@@ -381,16 +579,16 @@ def verdicts(
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = paired_comparisons(df, s, reference_map=refs, aggregates=[aggregate] if aggregate else None, n_resamples=200)
+        res = paired_comparisons(df, s, reference_map=refs, aggregates=[aggregate] if aggregate else None, n_resamples=resamples)
     _require_pairs(res, records)
     t = verdicts_table(res.table, aggregate or s.aggregate_names[0], margin, alpha)
-    if as_json:
-        typer.echo(json.dumps({"suite": s.name, "aggregate": aggregate or s.aggregate_names[0], "margin": margin,
-                               "alpha": alpha, "method": t.note, "small_n": SMALL_N_NOTE,
-                               "counts": verdict_counts(t.data), "verdicts": _rows(t.data),
-                               "dropped": res.dropped}, indent=1))
+    if fmt == "json":
+        _emit(json.dumps({"suite": s.name, "aggregate": aggregate or s.aggregate_names[0], "margin": margin,
+                          "alpha": alpha, "method": t.note, "small_n": SMALL_N_NOTE,
+                          "counts": verdict_counts(t.data), "verdicts": _rows(t.data),
+                          "dropped": res.dropped}, indent=1) + "\n", out)
         return
-    typer.echo(render_table(t, "md"))
+    _emit(render_table(t, fmt), out)
     for msg in res.dropped:
         err.print(f"warning: {msg}", markup=False, soft_wrap=True)
 
