@@ -298,7 +298,7 @@ def paired_table(paired: pd.DataFrame, metric: str) -> Table:
             "excluded from the family; ‡ = SD below half the score resolution: p (t) is the exact sign-flip p and "
             "the SD is floored at resolution/2 for the t CI, TOST, MDE and seeds; seed + item CI: two-way clustered "
             "over seeds and items, paired on items (analysis/items.py)"
-            + (f"; seed + item CI NaN: {data['item_note'].iloc[0]}" if len(data) and data["item_lo"].isna().all()
+            + (f"; seed + item CI missing (—): {data['item_note'].iloc[0]}" if len(data) and data["item_lo"].isna().all()
                and data["item_note"].iloc[0] else ""))
     return Table("paired", f"{EXTRA_TABLES['paired']} ({metric})", data, disp, note, lead=SMALL_N_NOTE)
 
