@@ -200,9 +200,10 @@ def cancel(out_dir: Path, sig: int = signal.SIGTERM) -> bool:
 
 
 def _run(argv: list[str], env: dict[str, str], log: Path, pid_file: Path | None = None) -> int:
+    # cwd = the run directory: Hydra writes its `outputs/<date>/<time>/` there, not into the caller's cwd
     with open(log, "ab") as fh:
         proc = subprocess.Popen(argv, env=private_runtime_env(dict(os.environ), env), stdout=fh, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # own process group: cancel kills exactly this run
+                                start_new_session=True, cwd=log.parent)  # own process group: cancel kills exactly this run
         if pid_file is not None:
             pid_file.write_text(str(proc.pid))
         try:

@@ -79,7 +79,10 @@ class WindtunnelTrainer(PPOTrainerSync):
         import ray
         from transfer_queue import interface as tq_interface
 
-        path = Path(self.config.trainer.default_local_dir).absolute().parent / RUNTIME_FILE
+        run_dir = Path(str(self.config.trainer.default_local_dir))
+        if not run_dir.is_absolute():
+            return  # not launched by Windtunnel (which always passes an absolute per-run dir): write nothing
+        path = run_dir.parent / RUNTIME_FILE
         rec = json.loads(path.read_text()) if path.is_file() else {}
         controller = getattr(tq_interface, "_TQ_CONTROLLER", None)
         ctx = ray.get_runtime_context()
