@@ -462,9 +462,14 @@ def register(app: typer.Typer) -> None:
         campaign: Optional[str] = typer.Argument(None, help="campaign name or spec file; default: all in the ledger"),
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
         ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
-        as_json: bool = typer.Option(False, "--json"),
+        as_json: bool = typer.Option(False, "--json", help="same as --format json"),
+        fmt: str = typer.Option("table", "--format", metavar="FORMAT",
+                                help="table (the matrix, for a terminal) | json (counts, runs, driver; stable keys)"),
     ) -> None:
         """Counts by state and a policies × seeds matrix per campaign (reads the ledger only)."""
+        if fmt not in ("table", "json"):
+            _fail(f"--format {fmt!r}: use table or json")
+        as_json = as_json or fmt == "json"
         if campaign:
             campaign = _campaign_name(campaign)
         if not ledger_url and not (workdir / "ledger.db").exists():

@@ -207,3 +207,26 @@ def test_every_latex_table_of_the_released_records_compiles(tmp_path: Path) -> N
                          capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stdout[-3000:]
     assert (tmp_path / "doc.pdf").stat().st_size > 10_000
+
+
+# --- status -------------------------------------------------------------------------------------------
+
+
+def test_status_format_json_is_the_json_flag_and_table_is_the_matrix(tmp_path: Path) -> None:
+    from orchestrator.cli import app
+    from orchestrator.session import Session, plan
+
+    spec, runs = plan(REPO / "campaigns" / "demo.yaml", ["policies=[baseline,gfpo]", "seeds=[1]"])
+    sess = Session(workdir=tmp_path / "w")
+    sess.submit(spec, runs)
+    sess.close()
+    base = ["status", "demo", "--workdir", str(tmp_path / "w")]
+    as_fmt = CliRunner().invoke(app, [*base, "--format", "json"])
+    assert as_fmt.exit_code == 0, as_fmt.output
+    doc = json.loads(as_fmt.stdout)
+    assert doc["total"] == 2 and len(doc["runs"]) == 2 and {r["state"] for r in doc["runs"]} == {"planned"}
+    assert json.loads(CliRunner().invoke(app, [*base, "--json"]).stdout)["total"] == 2
+    table = CliRunner().invoke(app, [*base, "--format", "table"])
+    assert table.exit_code == 0 and "planned=2" in table.output and "gfpo" in table.output
+    bad = CliRunner().invoke(app, [*base, "--format", "xml"])
+    assert bad.exit_code == 2 and "use table or json" in bad.output
