@@ -16,10 +16,10 @@ import typer
 from orchestrator.cli.console import err, fail as _fail
 
 
-RecordsArg = Annotated[Path, typer.Argument(help="records: long .parquet/.csv or the wide released CSV")]
-SuiteOpt = Annotated[str, typer.Option("--suite", help="suite name (campaigns/suite/<name>.yaml) or path")]
-CampaignOpt = Annotated[Optional[str], typer.Option("--campaign", help="only this campaign")]
-ModelOpt = Annotated[Optional[str], typer.Option("--model", help="only this model")]
+RecordsArg = Annotated[Path, typer.Argument(metavar="RECORDS", help="RECORDS: long .parquet/.csv or the wide released CSV")]
+SuiteOpt = Annotated[str, typer.Option("--suite", metavar="SUITE", help="suite name (campaigns/suite/<name>.yaml) or path")]
+CampaignOpt = Annotated[Optional[str], typer.Option("--campaign", metavar="NAME", help="only this campaign")]
+ModelOpt = Annotated[Optional[str], typer.Option("--model", metavar="NAME", help="only this model")]
 # One resample default for every command. 10,000 keeps the bootstrap's Monte-Carlo error of a 95% bound
 # below ~0.005 of the interval width; `sensitivity` at 10,000 takes ~2 s of CPU on the released records.
 RESAMPLES = 10_000
@@ -28,8 +28,8 @@ ResamplesOpt = Annotated[int, typer.Option("--resamples", min=100, max=1_000_000
 FormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help=(
     "md (Markdown: numbers right-aligned, missing as —) | csv (numbers only, no comment lines) | latex "
     "(booktabs) | json"))]
-JsonOpt = Annotated[bool, typer.Option("--json", help="same as --format json")]
-WideOpt = Annotated[bool, typer.Option("--wide", help="every column; by default terminal tables keep the key "
+JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="same as --format json")]
+WideOpt = Annotated[bool, typer.Option("--wide", metavar="", help="every column; by default terminal tables keep the key "
                                        "columns so that they fit 120 characters")]
 OUT_FILE_HELP = ("write the output to this FILE instead of stdout (atomic; --force replaces it). --out is a file "
                  "for single-output commands (compare, verdicts, report) and a folder for multi-table commands "
@@ -37,7 +37,7 @@ OUT_FILE_HELP = ("write the output to this FILE instead of stdout (atomic; --for
 OUT_DIR_HELP = ("write one <table>.<md|csv|tex|json> per table into this FOLDER (created; --force replaces the "
                 "files). --out is a folder for multi-table commands (tables, sensitivity) and a file for "
                 "single-output commands (compare, verdicts, report)")
-ForceOpt = Annotated[bool, typer.Option("--force", help="replace existing output files of --out")]
+ForceOpt = Annotated[bool, typer.Option("--force", metavar="", help="replace existing output files of --out")]
 EXT = {"md": "md", "latex": "tex", "csv": "csv", "json": "json"}
 
 
@@ -273,7 +273,7 @@ def compare(
                                                     help="TOST equivalence margin (points)")] = None,
     effect: Annotated[float, typer.Option("--effect", metavar="POINTS",
                                           help="effect (points) for the seeds-needed column")] = 1.0,
-    detail: Annotated[bool, typer.Option("--detail", help="also per-domain and per-benchmark rows")] = False,
+    detail: Annotated[bool, typer.Option("--detail", metavar="", help="also per-domain and per-benchmark rows")] = False,
     reference_map: Annotated[Optional[list[str]], typer.Option(
         "--reference-map", metavar="POLICY=REFERENCE", help="overrides baseline/static (repeatable)")] = None,
     resamples: ResamplesOpt = RESAMPLES,
@@ -473,19 +473,19 @@ def report(
     records: RecordsArg,
     out: Annotated[Path, typer.Option("--out", metavar="FILE", help="the HTML FILE to write (atomic). " + OUT_FILE_HELP)],
     suite: SuiteOpt = "db12",
-    margin: Annotated[float, typer.Option("--margin", help="equivalence margin of the verdict table (points)")] = 1.0,
-    force: Annotated[bool, typer.Option("--force", help="replace an existing --out file")] = False,
+    margin: Annotated[float, typer.Option("--margin", metavar="POINTS", help="equivalence margin of the verdict table (points)")] = 1.0,
+    force: Annotated[bool, typer.Option("--force", metavar="", help="replace an existing --out file")] = False,
     items: Annotated[Optional[Path], typer.Option(
-        "--items", help="folder with the runs' *.items.jsonl.gz item logs: the paired table gets the seed + item CI")] = None,
+        "--items", metavar="FOLDER", help="folder with the runs' *.items.jsonl.gz item logs: the paired table gets the seed + item CI")] = None,
     resamples: ResamplesOpt = RESAMPLES,
     runs_dir: Annotated[Optional[Path], typer.Option(
-        "--runs-dir", help="the runs' folder (<workdir>/runs): adds each run's intervention evidence and compute; "
+        "--runs-dir", metavar="FOLDER", help="the runs' folder (<workdir>/runs): adds each run's intervention evidence and compute; "
                            "flagged policies are listed before any score comparison")] = None,
     looks: Annotated[Optional[Path], typer.Option(
-        "--looks", help="interim looks of a sequential campaign (default: sequential_looks.csv next to the "
+        "--looks", metavar="FILE", help="interim looks of a sequential campaign (default: sequential_looks.csv next to the "
                         "records, when present): their adjusted intervals are shown first")] = None,
     figures: Annotated[Optional[Path], typer.Option(
-        "--figures", help="also write every figure into this folder as <name>.svg, .pdf and .png (200 dpi)")] = None,
+        "--figures", metavar="FOLDER", help="also write every figure into this folder as <name>.svg, .pdf and .png (200 dpi)")] = None,
 ) -> None:
     """Write one self-contained HTML report (verdicts, within-group sensitivity, figures, tables)."""
     if not margin > 0:
@@ -545,14 +545,14 @@ def report(
 
 def verdicts(
     records: RecordsArg,
-    margin: Annotated[float, typer.Option("--margin", help="equivalence margin ±M (points); also the effect "
+    margin: Annotated[float, typer.Option("--margin", metavar="POINTS", help="equivalence margin ±M (points); also the effect "
                                           "the seeds-to-decide column is powered for")] = 1.0,
-    aggregate: Annotated[Optional[str], typer.Option("--aggregate", help="default: the suite's first aggregate")] = None,
+    aggregate: Annotated[Optional[str], typer.Option("--aggregate", metavar="AGGREGATE", help="default: the suite's first aggregate")] = None,
     campaign: CampaignOpt = None,
     model: ModelOpt = None,
-    alpha: Annotated[float, typer.Option("--alpha", help="family-wise error rate of each family (Holm)")] = 0.05,
+    alpha: Annotated[float, typer.Option("--alpha", metavar="P", help="family-wise error rate of each family (Holm)")] = 0.05,
     reference_map: Annotated[Optional[list[str]], typer.Option(
-        "--reference-map", help="POLICY=REFERENCE, overrides baseline/static (repeatable)")] = None,
+        "--reference-map", metavar="POLICY=REFERENCE", help="overrides baseline/static (repeatable)")] = None,
     as_json: JsonOpt = False,
     suite: SuiteOpt = "db12",
     fmt: FormatOpt = "md",

@@ -230,3 +230,12 @@ def test_status_format_json_is_the_json_flag_and_table_is_the_matrix(tmp_path: P
     assert table.exit_code == 0 and "planned=2" in table.output and "gfpo" in table.output
     bad = CliRunner().invoke(app, [*base, "--format", "xml"])
     assert bad.exit_code == 2 and "use table or json" in bad.output
+
+
+@pytest.mark.parametrize("cmd", ["tables", "compare", "sensitivity", "verdicts", "report"])
+def test_help_metavars_read_as_values(cmd: str) -> None:
+    text = CliRunner().invoke(_app(), [cmd, "--help"], env={"COLUMNS": "160"}).output
+    assert "RECORDS" in text and "{records}" not in text
+    opts = [ln for ln in text.splitlines() if "--" in ln and "--help" not in ln]
+    assert opts and not [ln for ln in opts if any(t in ln for t in ("<bool>", "<str>", "<int>", "<float>", "<list"))]
+    assert "N [100<=x<=1000000]" in text
