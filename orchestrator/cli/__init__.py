@@ -45,5 +45,49 @@ for _module in (analysis_commands, policy_commands, eval_commands, train_command
     _module.register(app)
 
 
+def _default_metavars(typer_app: typer.Typer) -> None:
+    """Help that reads as values: every argument/option without its own metavar gets one from its name and
+    type (`--workdir DIR`, `--max-parallel N`, `CAMPAIGN`), and flags show none (not `<bool>`)."""
+    import inspect
+    import typing
+    from pathlib import Path
+
+    from typer.models import ArgumentInfo, OptionInfo
+
+    names = {"workdir": "DIR", "data_dir": "DIR", "out": "PATH", "out_dir": "DIR", "ledger_url": "URL",
+             "ray_address": "URL", "campaign": "CAMPAIGN", "campaign_file": "FILE", "records": "RECORDS"}
+    groups = [typer_app] + [g.typer_instance for g in typer_app.registered_groups if g.typer_instance]
+    for grp in groups:
+        for cmd in grp.registered_commands:
+            sig = inspect.signature(cmd.callback)
+            hints = typing.get_type_hints(cmd.callback, include_extras=True)
+            for name, par in sig.parameters.items():
+                ann = hints.get(name, par.annotation)
+                infos = [m for m in getattr(ann, "__metadata__", ()) if isinstance(m, (OptionInfo, ArgumentInfo))]
+                info = par.default if isinstance(par.default, (OptionInfo, ArgumentInfo)) else (infos[0] if infos else None)
+                if info is None or info.metavar is not None:
+                    continue
+                base = typing.get_args(ann)[0] if getattr(ann, "__metadata__", None) else ann
+                args = [a for a in typing.get_args(base) if a is not type(None)]
+                core = args[0] if args else base
+                if core is bool:
+                    info.metavar = "" if isinstance(info, OptionInfo) else "BOOL"
+                elif name in names:
+                    info.metavar = names[name]
+                elif core in (int,):
+                    info.metavar = "N"
+                elif core in (float,):
+                    info.metavar = "X"
+                elif core is Path:
+                    info.metavar = "PATH"
+                elif typing.get_origin(core) is list:
+                    info.metavar = name.upper().rstrip("S") + "..."
+                else:
+                    info.metavar = name.upper()
+
+
+_default_metavars(app)
+
+
 def main() -> None:
     app()

@@ -50,3 +50,10 @@ def test_commands_accept_the_spec_file_as_well_as_the_name(tmp_path):
     by_file = runner.invoke(app, ["status", str(REPO / "campaigns" / "demo.yaml"), "--workdir", str(tmp_path / "w")])
     by_name = runner.invoke(app, ["status", "demo", "--workdir", str(tmp_path / "w")])
     assert by_file.exit_code == 0 and by_file.output == by_name.output
+
+
+def test_option_metavars_read_as_values():
+    r = runner.invoke(app, ["submit", "-h"], terminal_width=200)
+    assert r.exit_code == 0
+    assert "--workdir" in r.output and " DIR " in r.output and " URL " in r.output
+    assert "<bool>" not in r.output and "<int>" not in r.output
