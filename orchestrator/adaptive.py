@@ -178,7 +178,9 @@ def export_looks(sess: "Session", campaign: str) -> Path | None:
     looks = read_looks(sess.ledger.url, campaign)
     if looks.empty:
         return None
-    path = sess.workdir / "results" / campaign / "sequential_looks.csv"
+    from orchestrator.stages import inside
+
+    path = inside(sess.workdir, "results", campaign, "sequential_looks.csv")
     atomic_write_text(path, looks[list(LOOK_COLUMNS)].to_csv(index=False))
     return path
 

@@ -155,7 +155,9 @@ class Session:
                                  "to re-run their record stage")
         if not frames:
             return None
-        out = self.workdir / "results" / campaign / "records.parquet"
+        from orchestrator.stages import inside
+
+        out = inside(self.workdir, "results", campaign, "records.parquet")
         out.parent.mkdir(parents=True, exist_ok=True)
         write_records(pd.concat(frames, ignore_index=True), out)
         table = pq.read_table(out)

@@ -78,9 +78,19 @@ def stage_lock(rd: Path, stage: str) -> Iterator[None]:
         f.close()
 
 
+def inside(workdir: Path, *parts: str) -> Path:
+    """`workdir/parts...` resolved, refused unless it stays inside the work directory (names are validated at
+    plan time; this is the last line of defence for anything the tool writes)."""
+    root = Path(workdir).resolve()
+    path = root.joinpath(*parts).resolve()
+    if path == root or not path.is_relative_to(root):
+        raise StageConfigError(f"{'/'.join(parts)!r}: resolves to {path}, outside the work directory {root}")
+    return path
+
+
 def run_dir(workdir: Path, spec: RunSpec) -> Path:
     """`<workdir>/runs/<campaign>/<run_key>`: per campaign, since records carry its labels."""
-    return Path(workdir).resolve() / "runs" / spec.campaign / spec.run_key
+    return inside(workdir, "runs", spec.campaign, spec.run_key)
 
 
 def sha256_file(path: Path) -> str:

@@ -226,3 +226,12 @@ def test_eta_from_finished_attempts():
 def test_override_mistakes_suggest_the_nearest_key(override, hint):
     with pytest.raises(SpecError, match=re.escape(hint)):
         load_campaign(REPO / "campaigns" / "demo.yaml", [override])
+
+
+@pytest.mark.parametrize("parts", [("runs", "..", "..", "escape"), ("results", "/etc", "x"), ("runs", "a/../../../b")])
+def test_paths_the_tool_writes_stay_inside_the_work_dir(parts, tmp_path):
+    from orchestrator.stages import StageConfigError, inside
+
+    with pytest.raises(StageConfigError, match="outside the work directory"):
+        inside(tmp_path / "w", *parts)
+    assert inside(tmp_path / "w", "runs", "demo", "abc") == (tmp_path / "w" / "runs" / "demo" / "abc").resolve()
