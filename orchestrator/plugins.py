@@ -44,9 +44,11 @@ def _installed(path: Path) -> bool:
 OWN_PACKAGES = frozenset({"orchestrator", "policies", "evaluation", "analysis"})
 
 
-def plugin_paths(names: Iterable[str]) -> list[str]:
-    """Local file (module.py) or directory (package) of each plugin module to ship to jobs; modules
-    installed in the environment are not shipped. Raises ValueError naming a module that cannot be found."""
+def plugin_paths(names: Iterable[str], stage_dir: Path) -> list[str]:
+    """The package directory of each plugin module to ship to jobs (runtime_env `py_modules` takes
+    directories): a package as it is; a single-file module `m.py` staged as the package `stage_dir/m/`
+    (its `__init__.py` is a copy of the file, refreshed when the file changes). Modules installed in the
+    environment are not shipped. Raises ValueError naming a module that cannot be found."""
     out: list[str] = []
     for name in names:
         if name in OWN_PACKAGES:
@@ -57,13 +59,26 @@ def plugin_paths(names: Iterable[str]) -> list[str]:
                              "or install it")
         if spec.submodule_search_locations:
             path = Path(list(spec.submodule_search_locations)[0]).resolve()
+            if not _installed(path):
+                out.append(str(path))
         elif spec.origin and spec.origin.endswith(".py"):
-            path = Path(spec.origin).resolve()
-        else:
-            continue  # built-in or compiled: nothing to ship
-        if not _installed(path):
-            out.append(str(path))
+            src = Path(spec.origin).resolve()
+            if not _installed(src):
+                out.append(str(_stage_module(src, Path(stage_dir) / name)))
     return out
+
+
+def _stage_module(src: Path, pkg: Path) -> Path:
+    """`pkg/__init__.py` = the module file (atomic, rewritten only when it changed)."""
+    import os
+
+    pkg.mkdir(parents=True, exist_ok=True)
+    target, data = pkg / "__init__.py", src.read_bytes()
+    if not target.exists() or target.read_bytes() != data:
+        tmp = pkg / f".__init__.py.tmp{os.getpid()}"
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+    return pkg
 
 
 def project_root_of_policy(path: str | Path) -> Path:

@@ -185,7 +185,7 @@ def _ship_plugins(sess, campaign: str) -> None:  # noqa: ANN001
     if not names:
         return
     try:
-        paths = plugin_paths(names)
+        paths = plugin_paths(names, sess.workdir / "plugins")
     except ValueError as exc:
         _fail(str(exc))
     sess.executor.py_modules = paths

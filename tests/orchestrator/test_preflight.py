@@ -235,3 +235,17 @@ def test_paths_the_tool_writes_stay_inside_the_work_dir(parts, tmp_path):
     with pytest.raises(StageConfigError, match="outside the work directory"):
         inside(tmp_path / "w", *parts)
     assert inside(tmp_path / "w", "runs", "demo", "abc") == (tmp_path / "w" / "runs" / "demo" / "abc").resolve()
+
+
+def test_a_single_file_plugin_is_staged_as_a_package_for_py_modules(tmp_path, monkeypatch):
+    """Ray's job client uploads py_modules entries as directories: `m.py` goes as the package `m/`."""
+    from orchestrator.plugins import plugin_names, plugin_paths
+
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "wt_stage_probe.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "proj"))
+    names = plugin_names([{"plugins": ["wt_stage_probe"]}, {"plugins": "wt_stage_probe"}, {}])
+    assert names == ["wt_stage_probe"]
+    (staged,) = plugin_paths(names, tmp_path / "w" / "plugins")
+    assert Path(staged).name == "wt_stage_probe" and (Path(staged) / "__init__.py").read_text() == "X = 1\n"
+    assert plugin_paths(["policies", "yaml"], tmp_path / "w" / "plugins") == []  # own and installed: not shipped
