@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/campaign demo --workdir "$(WORKDIR)"
 
-# Tables and paired statistics from released run records (about a second).
+# Tables and paired statistics from released run records (about 3 s).
 demo-records: $(STAMP)
 	$(BIN)/campaign demo --records "$(RECORDS)"
 
