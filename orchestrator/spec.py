@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 MECHANISMS = ("none", "select", "reweight", "mix")
 DEFAULT_BASELINES = {"select": "baseline", "reweight": "baseline", "mix": "static"}
@@ -74,8 +74,16 @@ def _unique_names(v: list[Any], what: str) -> list[Any]:
         check_name(x, what)
     dup = sorted({x for x in v if v.count(x) > 1})
     if dup:
-        raise ValueError(f"{what}s {dup} listed more than once; list each once")
+        plural = "policies" if what == "policy" else f"{what}s"
+        raise ValueError(f"{plural} {dup} listed more than once; list each once")
     return v
+
+
+# The grid's name and seed lists, validated the same way wherever they appear (campaign and group level).
+Seeds = Annotated[list[int], BeforeValidator(lambda v: check_seeds(v) if isinstance(v, list) else v)]
+ModelNames = Annotated[list[str], AfterValidator(lambda v: _unique_names(v, "model"))]
+PolicyNames = Annotated[list[str], AfterValidator(lambda v: _unique_names(v, "policy"))]
+RecipeName = Annotated[str, AfterValidator(lambda v: check_name(v, "recipe"))]
 
 
 class SpecError(ValueError):
@@ -132,48 +140,21 @@ class GroupSpec(_Strict):
     """One block of the grid: models × policies × seeds under one record campaign label."""
 
     campaign: str  # the record `campaign` column (e.g. main, mixer, crossfamily)
-    models: list[str] = Field(min_length=1)
-    policies: list[str] = Field(min_length=1)
-    seeds: list[int] | None = None
+    models: ModelNames = Field(min_length=1)
+    policies: PolicyNames = Field(min_length=1)
+    seeds: Seeds | None = None
     steps: int | None = Field(default=None, gt=0)
     save_freq: int | None = Field(default=None, gt=0)
     regime: str = ""
-    recipe: str | None = None
-    recipe_by_model: dict[str, str] = Field(default_factory=dict)
-    recipe_by_mechanism: dict[str, str] = Field(default_factory=dict)
+    recipe: RecipeName | None = None
+    recipe_by_model: dict[str, RecipeName] = Field(default_factory=dict)
+    recipe_by_mechanism: dict[str, RecipeName] = Field(default_factory=dict)
     note: str = ""
-
-    @field_validator("seeds", mode="before")
-    @classmethod
-    def _seeds_valid(cls, v: Any) -> Any:
-        return check_seeds(v) if isinstance(v, list) else v
 
     @field_validator("campaign")
     @classmethod
     def _label_safe(cls, v: str) -> str:
         return check_name(v, "campaign label")
-
-    @field_validator("models")
-    @classmethod
-    def _models_unique(cls, v: list[str]) -> list[str]:
-        return _unique_names(v, "model")
-
-    @field_validator("policies")
-    @classmethod
-    def _policies_unique(cls, v: list[str]) -> list[str]:
-        return _unique_names(v, "policy")
-
-    @field_validator("recipe")
-    @classmethod
-    def _recipe_safe(cls, v: str | None) -> str | None:
-        return v if v is None else check_name(v, "recipe")
-
-    @field_validator("recipe_by_model", "recipe_by_mechanism")
-    @classmethod
-    def _recipes_safe(cls, v: dict[str, str]) -> dict[str, str]:
-        for r in v.values():
-            check_name(r, "recipe")
-        return v
 
 
 class SubCampaignSpec(_Strict):
@@ -194,12 +175,12 @@ class CampaignSpec(_Strict):
 
     name: str
     suite: str = "db12"
-    seeds: list[int] = Field(default_factory=lambda: [1, 2, 3], min_length=1)
+    seeds: Seeds = Field(default_factory=lambda: [1, 2, 3], min_length=1)
     steps: int = Field(default=300, gt=0)
     save_freq: int | None = Field(default=None, gt=0)
-    recipe: str | None = None
-    models: list[str] = Field(default_factory=list)
-    policies: list[str] = Field(default_factory=list)
+    recipe: RecipeName | None = None
+    models: ModelNames = Field(default_factory=list)
+    policies: PolicyNames = Field(default_factory=list)
     regime: str = ""
     backend: Literal["local", "verl", "noop"] = "verl"  # noop: no model, same job path (tests)
     baselines: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_BASELINES))
@@ -217,30 +198,10 @@ class CampaignSpec(_Strict):
     config_root: str = ""
     overrides: list[str] = Field(default_factory=list)
 
-    @field_validator("seeds", mode="before")
-    @classmethod
-    def _top_seeds_valid(cls, v: Any) -> Any:
-        return check_seeds(v) if isinstance(v, list) else v
-
     @field_validator("name", "suite")
     @classmethod
     def _name_safe(cls, v: str, info: Any) -> str:
         return check_name(v, "campaign name" if info.field_name == "name" else "suite")
-
-    @field_validator("models")
-    @classmethod
-    def _top_models_unique(cls, v: list[str]) -> list[str]:
-        return _unique_names(v, "model")
-
-    @field_validator("policies")
-    @classmethod
-    def _top_policies_unique(cls, v: list[str]) -> list[str]:
-        return _unique_names(v, "policy")
-
-    @field_validator("recipe")
-    @classmethod
-    def _top_recipe_safe(cls, v: str | None) -> str | None:
-        return v if v is None else check_name(v, "recipe")
 
     @field_validator("evaluation")
     @classmethod
