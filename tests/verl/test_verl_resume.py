@@ -85,7 +85,8 @@ def _check(full: Path, killed: Path, a: subprocess.Popen, b: subprocess.Popen) -
     b.wait()
     assert a.wait(timeout=900) == 0, (full / "train.log").read_text()[-3000:]
     first = _metrics(killed, "verl_metrics/launch_000.jsonl")  # what the killed launch logged
-    assert 1 in first and "windtunnel/mix_state_restored_step" not in first[1]
+    assert 1 in first, "the killed launch logged no step 1"
+    assert "windtunnel/mix_state_restored_step" not in first[1]  # a fresh start restores nothing
 
     b2 = _start(killed)  # same out dir: resume_mode=auto finds global_step_1
     try:
