@@ -155,6 +155,19 @@ def _require_pairs(res, records: Path) -> None:  # noqa: ANN001
           + "; add the reference's runs or pass --reference-map POLICY=REFERENCE")
 
 
+def _read_items(items: Path | None):  # noqa: ANN202
+    """The item-level layer of `--items DIR` (None without it); malformed item logs exit 2 naming line/field."""
+    if items is None:
+        return None
+    from analysis.items import read_items_dir
+    from analysis.schema import RecordsError
+
+    try:
+        return read_items_dir(items)
+    except RecordsError as e:
+        _fail(str(e))
+
+
 def _check_out(out: Path, inputs: list[Path | None], force: bool, what: str = "--out") -> None:
     """--out never equals an input and never replaces an existing file unless --force."""
     target = out.resolve()
@@ -305,15 +318,7 @@ def compare(
     from analysis.paired import SMALL_N_NOTE, paired_comparisons
     from analysis.tables import TERMINAL_WIDTH, paired_table, render_table
 
-    item_df = None
-    if items is not None:
-        from analysis.items import read_items_dir
-        from analysis.schema import RecordsError
-
-        try:
-            item_df = read_items_dir(items)
-        except RecordsError as e:
-            _fail(str(e))
+    item_df = _read_items(items)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = paired_comparisons(df, s, reference_map=refs, margin=margin, effect=effect,
@@ -504,15 +509,7 @@ def report(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _require_pairs(_pc(df, s, n_resamples=100), records)
-    item_df = None
-    if items is not None:
-        from analysis.items import read_items_dir
-        from analysis.schema import RecordsError
-
-        try:
-            item_df = read_items_dir(items)
-        except RecordsError as e:
-            _fail(str(e))
+    item_df = _read_items(items)
     from analysis.report import build_report
     from analysis.sequential import SequentialError, looks_section_html, read_looks_file
 
