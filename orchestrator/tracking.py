@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -43,9 +44,47 @@ def default_uri(workdir: str | Path) -> str:
     return f"sqlite:///{(Path(workdir).resolve() / 'mlflow.db')}"
 
 
+_READY: set[str] = set()  # sqlite stores known to be complete in this process
+
+
+def _ensure_sqlite_store(uri: str) -> None:
+    """Create a missing SQLite store whole, or not at all.
+
+    MLflow builds a fresh store in place: `create_all`, then some 60 alembic migrations over several
+    seconds. An orchestrator SIGKILLed in between leaves a file whose tables exist but whose schema is
+    mid-migration, and every later open fails with "out-of-date database schema": the campaign's
+    tracking is dead for good. So the store is built in a private temporary file and linked into place
+    (`os.link` never replaces a store another process finished first)."""
+    if uri in _READY or not uri.startswith("sqlite:///"):
+        return
+    path = Path(uri[len("sqlite:///"):])
+    if not path.exists() and path.parent.is_dir():
+        import uuid
+
+        import sqlalchemy
+        from mlflow.store.db import utils as db_utils  # what SqlAlchemyStore runs on an empty database
+
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.init")
+        engine = sqlalchemy.create_engine(f"sqlite:///{tmp}")
+        try:
+            db_utils._initialize_tables(engine)
+            db_utils._verify_schema(engine)
+            engine.dispose()
+            os.chmod(tmp, 0o600)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass  # another process finished its store first: use that one
+        finally:
+            engine.dispose()
+            tmp.unlink(missing_ok=True)
+    _READY.add(uri)
+
+
 def client(uri: str):  # noqa: ANN201
     from mlflow.tracking import MlflowClient
 
+    _ensure_sqlite_store(uri)
     return MlflowClient(tracking_uri=uri)
 
 

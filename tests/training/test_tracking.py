@@ -171,3 +171,25 @@ def test_verl_launch_files_stream_and_the_merged_file_is_not_logged_twice(uri, t
     assert sess.tracker("trkv").sync() == 1
     assert steps() == [1, 2, 3] and tracking.client(uri).get_run(rid).info.status == "FAILED"
     sess.close()
+
+
+def test_store_killed_while_being_created_leaves_nothing_half_built(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """An orchestrator SIGKILLed during MLflow's migrations must not leave a mid-migration mlflow.db
+    (every later open would fail "out-of-date database schema" and the campaign would go untracked)."""
+    import mlflow.store.db.utils as db_utils
+
+    uri = tracking.default_uri(tmp_path)
+    store = tmp_path / "mlflow.db"
+
+    def killed(engine):  # noqa: ANN001, ANN202 - dies after create_all, before the migrations finish
+        raise KeyboardInterrupt("killed mid-migration")
+
+    monkeypatch.setattr(db_utils, "_upgrade_db", killed)
+    with pytest.raises(KeyboardInterrupt):
+        tracking.experiment_id(uri, "camp")
+    assert not store.exists(), "a half-built store was left at the store's path"
+    assert list(tmp_path.iterdir()) == [], "the temporary store was not removed"
+    monkeypatch.undo()
+    rid = tracking.ensure_run(uri, "camp", "k", "camp/m/p/s1")  # the next orchestrator builds it whole
+    assert tracking.client(uri).get_run(rid).info.status == "RUNNING"
+    assert store.stat().st_mode & 0o777 == 0o600
