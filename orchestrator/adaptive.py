@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from orchestrator.grid import RunSpec, expand
+from orchestrator.ledger.states import PENDING, RunState
 from orchestrator.spec import CampaignSpec
 
 if TYPE_CHECKING:
     from orchestrator.session import Session
 
-_PENDING = ("planned", "queued", "training", "trained", "evaluating")
 _CELL = ("campaign", "model", "regime")  # a record's comparison group (campaign = the run's group)
 
 
@@ -118,10 +118,10 @@ def advance(sess: "Session", campaign: str) -> Advance:
     if design is None:
         return Advance(finished=True, note="fixed seeds")
     rows = sess.ledger.runs(campaign)
-    pending = [r.run_id for r in rows if r.state in _PENDING]
+    pending = [r.run_id for r in rows if r.state in PENDING]
     if pending:
         raise AdaptiveError(f"{len(pending)} run(s) still pending (e.g. {pending[0]}); `campaign resume` first")
-    failed = [r.run_id for r in rows if r.state == "failed"]
+    failed = [r.run_id for r in rows if r.state == RunState.failed]
     if failed:
         raise AdaptiveError(f"{len(failed)} run(s) failed (e.g. {failed[0]}); `campaign retry` or `campaign cancel` "
                             "them before the next look")

@@ -106,6 +106,7 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
              fail: Callable[..., Any], drive: Callable[..., dict], status_matrix: Callable[..., Any],
              keep_ray: bool = False) -> Path | None:
     from orchestrator.executor.local_head import stop_head
+    from orchestrator.ledger.states import RunState
     from orchestrator.session import Session, plan
     from orchestrator.spec import SpecError
 
@@ -140,8 +141,8 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
         except RecordsMissing as exc:
             fail(str(exc))
             return None
-        if counts.get("failed"):
-            for r in sess.ledger.runs(spec.name, ["failed"]):
+        if counts.get(RunState.failed):
+            for r in sess.ledger.runs(spec.name, [RunState.failed]):
                 err.print(f"failed {r.run_id} ({r.stage}): {r.reason}", highlight=False)
         if records is None:
             fail("no run was recorded; see `campaign status demo --workdir " + str(workdir) + "`", 1)
@@ -151,8 +152,8 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
         print_analysis(records, out=out, fail=fail, suite=spec.suite, items_dir=workdir / "runs" / spec.name)
         write_report(records, workdir, out=out, err=err, suite=spec.suite)
         out.print(f"[bold]demo finished in {time.time() - t0:.0f} s[/]")
-        if counts.get("failed"):
-            fail(f"{counts['failed']} run(s) failed", 1)
+        if counts.get(RunState.failed):
+            fail(f"{counts[RunState.failed]} run(s) failed", 1)
         return records
     finally:
         sess.close()

@@ -12,8 +12,7 @@ import time
 from typing import Any, Iterable
 
 from orchestrator.ledger.base import RunRow
-
-ACTIVE = ("planned", "queued", "training", "trained", "evaluating")
+from orchestrator.ledger.states import PENDING, AttemptStatus, RunState
 
 
 def driver_status(rows: Iterable[RunRow], now: float | None = None,
@@ -23,7 +22,7 @@ def driver_status(rows: Iterable[RunRow], now: float | None = None,
     are pending but nobody holds one (resume it), `done` when nothing is pending."""
     now = time.time() if now is None else now
     rows = list(rows)
-    active = [r for r in rows if r.state in ACTIVE]
+    active = [r for r in rows if r.state in PENDING]
     if not active:
         return {"state": "done", "owner": "", "lease_left_s": None}
     if driver and driver[0] and driver[1] > now:
@@ -40,14 +39,14 @@ def eta_seconds(rows: Iterable[RunRow], attempts: Iterable[dict[str, Any]], para
     and `parallel` concurrent jobs; None until one attempt of each stage a remaining run needs has finished."""
     done: dict[str, list[float]] = {"train": [], "evaluate": []}
     for a in attempts:
-        if (a.get("status") == "succeeded" and a.get("ended_at") is not None and a.get("started_at") is not None
+        if (a.get("status") == AttemptStatus.succeeded and a.get("ended_at") is not None and a.get("started_at") is not None
                 and a["stage"] in done):
             done[a["stage"]].append(float(a["ended_at"]) - float(a["started_at"]))
     need = 0.0
     for r in rows:
-        if r.state not in ACTIVE:
+        if r.state not in PENDING:
             continue
-        stages = ["evaluate"] if r.state in ("trained", "evaluating") else ["train", "evaluate"]
+        stages = ["evaluate"] if r.state in (RunState.trained, RunState.evaluating) else ["train", "evaluate"]
         for st in stages:
             if not done[st]:
                 return None

@@ -37,11 +37,10 @@ from orchestrator.executor.base import (
 from orchestrator.grid import RunSpec
 from orchestrator.ledger import CampaignBusy, IllegalTransition, RunState, SQLLedger
 from orchestrator.ledger.base import RunRow
+from orchestrator.ledger.states import ACTIVE, ACTIVE_STAGE, WAITING_STAGE, AttemptStatus
 from orchestrator.stages import run_dir, verify_evaluate, verify_train, write_run_spec
 
 S = RunState
-WAITING = {S.queued: "train", S.trained: "evaluate"}
-ACTIVE = {S.training: "train", S.evaluating: "evaluate"}
 
 
 @dataclass
@@ -166,14 +165,14 @@ class Scheduler:
             if S(row.state) in ACTIVE:
                 held = self._reconcile(row)
                 if held:
-                    used += self._need(row, ACTIVE[S(row.state)])
+                    used += self._need(row, ACTIVE_STAGE[S(row.state)])
                     n_active += 1
         now = self.clock()
-        waiting = [r for r in self.ledger.runs(self.campaign, list(WAITING)) if r.next_try_at <= now]
+        waiting = [r for r in self.ledger.runs(self.campaign, list(WAITING_STAGE)) if r.next_try_at <= now]
         for row in waiting:  # already in seed-major order (ledger order = plan order)
             if n_active >= self.cfg.max_parallel:
                 break
-            stage = WAITING[S(row.state)]
+            stage = WAITING_STAGE[S(row.state)]
             need = self._need(row, stage)
             if self.cfg.capacity_gpus and used + need > self.cfg.capacity_gpus:
                 continue  # first fit: a smaller run may still fit
@@ -207,7 +206,7 @@ class Scheduler:
         sid = submission_id(row.run_key, stage, row.attempts + 1, self.campaign, self.instance)
         dst = S.training if stage == "train" else S.evaluating
         try:
-            if row.superseded_by or WAITING.get(S(row.state)) != stage:
+            if row.superseded_by or WAITING_STAGE.get(S(row.state)) != stage:
                 raise IllegalTransition(f"run {row.run_key} is {row.state} now")
             self.ledger.start_attempt(self.campaign, row.run_key, row.state, dst, stage, sid)
         except IllegalTransition:
@@ -240,11 +239,11 @@ class Scheduler:
             return False
 
     def _advance(self, row: RunRow) -> bool:
-        stage = ACTIVE[S(row.state)]
+        stage = ACTIVE_STAGE[S(row.state)]
         if not self.ours(row.submission_id):
             # a job id of another campaign instance (a ledger copied from another work dir, or made before
             # instance ids): never reattach; run the stage again under our own id
-            self.ledger.end_attempt(self.campaign, row.submission_id, "failed", "submission id of another campaign instance")
+            self.ledger.end_attempt(self.campaign, row.submission_id, AttemptStatus.failed, "submission id of another campaign instance")
             self.ledger.event(self.campaign, "foreign_submission", row.submission_id, row.run_key)
             back = S.queued if stage == "train" else S.trained
             self.ledger.transition(self.campaign, row.run_key, back, expect=row.state,
@@ -270,7 +269,7 @@ class Scheduler:
         if st.state == "SUCCEEDED":
             verified = self.verifiers[stage](spec, self.workdir)
             if verified is not None:
-                self.ledger.end_attempt(self.campaign, row.submission_id, "succeeded")
+                self.ledger.end_attempt(self.campaign, row.submission_id, AttemptStatus.succeeded)
                 if stage == "train":
                     r = self.ledger.transition(self.campaign, row.run_key, S.trained, expect=S.training,
                                                compute=verified.get("compute", {}),
@@ -298,7 +297,7 @@ class Scheduler:
             why = "superseded by a changed spec" if a["superseded_by"] else f"run is {a['run_state']}"
             if self.ours(a["submission_id"]):
                 self.executor.stop(a["submission_id"])
-            self.ledger.end_attempt(self.campaign, a["submission_id"], "cancelled", why)
+            self.ledger.end_attempt(self.campaign, a["submission_id"], AttemptStatus.cancelled, why)
             n += 1
         return n
 
@@ -325,7 +324,7 @@ class Scheduler:
     def _fail(self, row: RunRow, stage: str, reason: str, klass: str, logs: str = "") -> None:
         tail = [ln for ln in logs.splitlines() if "windtunnel-stage-error" in ln]
         reason = (tail[-1] if tail else reason)[:4000]  # a health-gate line names every failing benchmark
-        self.ledger.end_attempt(self.campaign, row.submission_id, "failed", reason, klass)
+        self.ledger.end_attempt(self.campaign, row.submission_id, AttemptStatus.failed, reason, klass)
         failures = dict(row.outputs.get("failures", {}))
         failures[stage] = failures.get(stage, 0) + 1
         outputs = {**row.outputs, "failures": failures}
@@ -434,7 +433,7 @@ class Scheduler:
                 continue
             if S(row.state) in ACTIVE and row.submission_id:
                 self.executor.stop(row.submission_id)
-                self.ledger.end_attempt(self.campaign, row.submission_id, "cancelled")
+                self.ledger.end_attempt(self.campaign, row.submission_id, AttemptStatus.cancelled)
             self.ledger.transition(self.campaign, row.run_key, S.cancelled, reason=reason)
             n += 1
         return n

@@ -22,6 +22,7 @@ from orchestrator.executor.local_head import ensure_head, token_file
 from orchestrator.grid import RunSpec, expand
 from orchestrator.ledger import SQLLedger, UpsertDiff, open_ledger
 from orchestrator.ledger.base import RunRow
+from orchestrator.ledger.states import RunState
 from orchestrator.scheduler import Scheduler, SchedulerConfig
 from orchestrator.spec import CampaignSpec, load_campaign
 
@@ -143,7 +144,7 @@ class Session:
         from analysis.records import read_records, write_records
 
         frames, missing = [], []
-        for row in self.ledger.runs(campaign, ["recorded"]):
+        for row in self.ledger.runs(campaign, [RunState.recorded]):
             p = row.outputs.get("records")
             if not p or not Path(p).exists():
                 missing.append(f"{row.run_id} (run_key {row.run_key}: {p or 'no records path in the ledger'})")

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from orchestrator.ledger.states import RunState
+
 if TYPE_CHECKING:
     from orchestrator.grid import RunSpec
     from orchestrator.ledger import SQLLedger
@@ -296,7 +298,7 @@ def eval_metric_rows(records_path: str | Path, suite: str) -> list[dict[str, Any
     return out
 
 
-_TERMINAL_STATUS = {"recorded": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}
+_TERMINAL_STATUS = {RunState.recorded: "FINISHED", RunState.failed: "FAILED", RunState.cancelled: "KILLED"}
 
 
 class CampaignTracker:
@@ -392,7 +394,7 @@ class CampaignTracker:
         tags = [RunTag("windtunnel.state", row.state)]
         if row.reason:
             tags.append(RunTag("windtunnel.reason", row.reason[:PARAM_LIMIT]))
-        if row.state == "recorded" and row.outputs.get("records") and Path(row.outputs["records"]).exists():
+        if row.state == RunState.recorded and row.outputs.get("records") and Path(row.outputs["records"]).exists():
             rows += eval_metric_rows(row.outputs["records"], spec.suite)
             c.log_artifact(st["id"], str(row.outputs["records"]))
             if (rd / "eval").is_dir():
@@ -411,7 +413,7 @@ class CampaignTracker:
         changed = 0
         rows = self.ledger.runs(self.campaign) + self.ledger.superseded(self.campaign)
         for row in rows:
-            if row.attempts == 0 and row.state in ("planned", "queued") and not row.mlflow_run_id:
+            if row.attempts == 0 and row.state in (RunState.planned, RunState.queued) and not row.mlflow_run_id:
                 continue  # not started: no MLflow run yet
             if row.run_key in self._skip:
                 continue

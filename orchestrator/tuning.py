@@ -55,6 +55,7 @@ import pandas as pd
 import yaml
 
 from orchestrator.grid import RunSpec, expand, short_hash
+from orchestrator.ledger.states import TERMINAL, RunState
 from orchestrator.spec import CampaignSpec, load_campaign
 
 DEFAULT_ATTR = "is_default"
@@ -340,12 +341,12 @@ class _Runner:
         self.session.ledger.upsert_campaign(self.campaign, self.spec.model_dump_json(), list(self.rows.values()))
         cfg = self._config()
         wanted = {r.run_key for r in runs}
-        stale = [row for row in self.session.ledger.runs(self.campaign, ["failed"])
+        stale = [row for row in self.session.ledger.runs(self.campaign, [RunState.failed])
                  if row.run_key in wanted and row.run_key not in self.retried]
         # cancelled = stopped by an earlier trial's pruning (same params, same runs): this trial needs them whole
-        stale += [row for row in self.session.ledger.runs(self.campaign, ["cancelled"]) if row.run_key in wanted]
+        stale += [row for row in self.session.ledger.runs(self.campaign, [RunState.cancelled]) if row.run_key in wanted]
         if stale:  # failed in an earlier session (e.g. data fixed since): one more chance each
-            self.retried |= {row.run_key for row in stale if row.state == "failed"}
+            self.retried |= {row.run_key for row in stale if row.state == RunState.failed}
             self.session.scheduler(self.campaign, cfg).retry(stale)
         for attempt in range(6):  # a just-started head may not have its job agent yet
             try:
@@ -360,7 +361,7 @@ class _Runner:
         for row in self.session.ledger.runs(self.campaign):
             if row.run_key not in wanted:
                 continue
-            if row.state == "recorded" and row.outputs.get("records"):
+            if row.state == RunState.recorded and row.outputs.get("records"):
                 frames.append(read_records(row.outputs["records"], suite=suite))
             else:
                 failed.append(f"{row.run_id} ({row.state}: {row.reason or 'not finished'})")
@@ -372,7 +373,7 @@ class _Runner:
         """Stop `runs` that are not finished through the scheduler's cancel path; their run_ids."""
         keys = {r.run_key for r in runs}
         rows = [row for row in self.session.ledger.runs(self.campaign) if row.run_key in keys
-                and row.state not in ("recorded", "failed", "cancelled")]
+                and row.state not in TERMINAL]
         self.session.scheduler(self.campaign, self._config()).cancel(rows, reason=reason)
         return [row.run_id for row in rows]
 

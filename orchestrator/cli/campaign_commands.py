@@ -123,9 +123,11 @@ def _require_campaign(sess, campaign: str) -> None:  # noqa: ANN001
 
 def status_matrix(sess, campaign: str) -> Table:  # noqa: ANN001
     """Policies × seeds per (group, model, regime): one glyph per run's state."""
-    glyph = {"planned": "·", "queued": "q", "training": "[yellow]T[/]", "trained": "t", "evaluating": "[yellow]E[/]",
-             "recorded": "[green]✓[/]", "failed": "[red]✗[/]", "cancelled": "[dim]c[/]"}
-    rows = [r for r in sess.ledger.runs(campaign) if not (r.state == "cancelled" and "superseded" in r.reason)]
+    from orchestrator.ledger.states import RunState as S
+
+    glyph = {S.planned: "·", S.queued: "q", S.training: "[yellow]T[/]", S.trained: "t", S.evaluating: "[yellow]E[/]",
+             S.recorded: "[green]✓[/]", S.failed: "[red]✗[/]", S.cancelled: "[dim]c[/]"}
+    rows = [r for r in sess.ledger.runs(campaign) if not (r.state == S.cancelled and "superseded" in r.reason)]
     specs = [json.loads(r.spec_json) for r in rows]
     seeds = sorted({s["seed"] for s in specs})
     t = Table(title=f"{campaign}: states by policy × seed", show_lines=False)
@@ -171,8 +173,9 @@ LEGEND = "legend: · planned  q queued  T training  t trained  E evaluating  ✓
 
 
 def _counts_line(counts: dict[str, int]) -> str:
-    order = ["planned", "queued", "training", "trained", "evaluating", "recorded", "failed", "cancelled"]
-    return "  ".join(f"{k}={counts[k]}" for k in order if counts.get(k))
+    from orchestrator.ledger.states import RunState
+
+    return "  ".join(f"{k}={counts[k]}" for k in RunState if counts.get(k))  # in the state machine's order
 
 
 def _ship_plugins(sess, campaign: str) -> None:  # noqa: ANN001
@@ -197,6 +200,7 @@ def drive(sess, campaign: str, *, timeout_s: float | None = None, quiet: bool = 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from orchestrator.executor import ClusterUnreachable
+    from orchestrator.ledger.states import RunState
     from orchestrator.executor.ray_jobs import ClusterAuthError
 
     cfg = sess.default_config(campaign)
@@ -204,7 +208,7 @@ def drive(sess, campaign: str, *, timeout_s: float | None = None, quiet: bool = 
         cfg.max_parallel = max_parallel
     if poll_s is not None:
         cfg.poll_s = poll_s
-    total = len([r for r in sess.ledger.runs(campaign) if r.state != "cancelled"])
+    total = len([r for r in sess.ledger.runs(campaign) if r.state != RunState.cancelled])
     try:
         _ship_plugins(sess, campaign)
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -212,7 +216,7 @@ def drive(sess, campaign: str, *, timeout_s: float | None = None, quiet: bool = 
             task = prog.add_task(campaign, total=total, states="")
 
             def tick(counts: dict[str, int]) -> None:
-                done = counts.get("recorded", 0) + counts.get("failed", 0)
+                done = counts.get(RunState.recorded, 0) + counts.get(RunState.failed, 0)
                 prog.update(task, completed=done, states=_counts_line(counts))
 
             def change(row, what: str) -> None:  # noqa: ANN001
@@ -240,9 +244,10 @@ def drive_campaign(sess, campaign: str, **kw) -> dict[str, int]:  # noqa: ANN001
     """`drive` until nothing is pending; for a sequential seed design, then take the interim look,
     record it and drive the next batch, until every comparison is decided or the last look is taken."""
     from orchestrator.adaptive import AdaptiveError, advance
+    from orchestrator.ledger.states import RunState
 
     counts = drive(sess, campaign, **kw)
-    while not counts.get("failed"):
+    while not counts.get(RunState.failed):
         try:
             step = advance(sess, campaign)
         except AdaptiveError as exc:
@@ -401,6 +406,7 @@ def register(app: typer.Typer) -> None:
                                                 "campaign's evaluation.data_dir, relative to the work directory)"),
     ) -> None:
         """Check a campaign before any compute, register it in the ledger (idempotent by run_key) and run it."""
+        from orchestrator.ledger.states import RunState
         from orchestrator.preflight import eval_data_dir
 
         spec, rs = _plan(campaign, overrides, data_root=workdir / "data")
@@ -435,7 +441,7 @@ def register(app: typer.Typer) -> None:
             return
         counts = drive_campaign(sess, spec.name, max_parallel=max_parallel)
         out.print(status_matrix(sess, spec.name))
-        if counts.get("failed"):
+        if counts.get(RunState.failed):
             raise typer.Exit(1)
 
     @app.command("resume")
@@ -448,13 +454,15 @@ def register(app: typer.Typer) -> None:
         timeout: Optional[float] = typer.Option(None, "--timeout", min=0.1, help="stop driving after this many seconds"),
     ) -> None:
         """Pick up a campaign after a crash: reattach to running jobs, resubmit lost ones, continue."""
+        from orchestrator.ledger.states import RunState
+
         campaign = _campaign_name(campaign)
         _existing_workdir(workdir, ledger_url)
         sess = _session(workdir, ledger_url, ray_address)
         _require_campaign(sess, campaign)
         counts = drive_campaign(sess, campaign, timeout_s=timeout, max_parallel=max_parallel)
         out.print(status_matrix(sess, campaign))
-        if counts.get("failed"):
+        if counts.get(RunState.failed):
             raise typer.Exit(1)
 
     @app.command("status")
@@ -467,6 +475,8 @@ def register(app: typer.Typer) -> None:
                                 help="table (the matrix, for a terminal) | json (counts, runs, driver; stable keys)"),
     ) -> None:
         """Counts by state and a policies × seeds matrix per campaign (reads the ledger only)."""
+        from orchestrator.ledger.states import RunState
+
         if fmt not in ("table", "json"):
             _fail(f"--format {fmt!r}: use table or json")
         as_json = as_json or fmt == "json"
@@ -495,7 +505,7 @@ def register(app: typer.Typer) -> None:
             out.print(status_matrix(sess, n))
             out.print(LEGEND, highlight=False, markup=False)
             out.print(_driver_line(sess, n), highlight=False)
-            for r in sess.ledger.runs(n, ["failed"]):
+            for r in sess.ledger.runs(n, [RunState.failed]):
                 out.print(f"  [red]failed[/] {r.run_id} ({r.stage}, {r.failure_class or 'error'}): {r.reason}",
                           highlight=False, markup=False)
 
@@ -508,6 +518,8 @@ def register(app: typer.Typer) -> None:
         once: bool = typer.Option(False, "--once", help="render once and exit"),
     ) -> None:
         """Live status matrix (read-only; the orchestrator driving the campaign is `submit`/`resume`)."""
+        from orchestrator.ledger.states import PENDING
+
         campaign = _campaign_name(campaign)
         from rich.live import Live
 
@@ -522,13 +534,13 @@ def register(app: typer.Typer) -> None:
                 if line.split(" ", 1)[1] != last:
                     typer.echo(line)
                     last = line.split(" ", 1)[1]
-                if once or not any(st.get(k) for k in ("planned", "queued", "training", "trained", "evaluating")):
+                if once or not any(st.get(k) for k in PENDING):
                     return
                 time.sleep(interval)
         with Live(status_matrix(sess, campaign), console=out, refresh_per_second=1) as live:
             while not once:
                 st = sess.status(campaign)["states"]
-                if not any(st.get(k) for k in ("planned", "queued", "training", "trained", "evaluating")):
+                if not any(st.get(k) for k in PENDING):
                     break
                 time.sleep(interval)
                 live.update(status_matrix(sess, campaign))
@@ -579,6 +591,8 @@ def register(app: typer.Typer) -> None:
         wait: bool = typer.Option(True, "--wait/--no-wait"),
     ) -> None:
         """Requeue failed or cancelled runs with a fresh retry budget (verified stages are skipped)."""
+        from orchestrator.ledger.states import RunState
+
         campaign = _campaign_name(campaign)
         _existing_workdir(workdir, ledger_url)
         sess = _session(workdir, ledger_url, ray_address)
@@ -588,7 +602,7 @@ def register(app: typer.Typer) -> None:
         if wait and n:
             counts = drive_campaign(sess, campaign)
             out.print(status_matrix(sess, campaign))
-            if counts.get("failed"):
+            if counts.get(RunState.failed):
                 raise typer.Exit(1)
 
     @app.command("logs")

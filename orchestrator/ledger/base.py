@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from orchestrator.ledger.states import RunState
+from orchestrator.ledger.states import AttemptStatus, RunState
 
 
 @dataclass
@@ -97,7 +97,7 @@ class Ledger(abc.ABC):
     def add_attempt(self, campaign: str, run_key: str, stage: str, submission_id: str) -> int: ...
 
     @abc.abstractmethod
-    def end_attempt(self, campaign: str, submission_id: str, status: str, reason: str = "", failure_class: str = "") -> None: ...
+    def end_attempt(self, campaign: str, submission_id: str, status: AttemptStatus | str, reason: str = "", failure_class: str = "") -> None: ...
 
     @abc.abstractmethod
     def attempts(self, campaign: str, run_key: str | None = None) -> list[dict[str, Any]]: ...

@@ -25,8 +25,9 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from orchestrator.ledger.base import Ledger, LedgerError, RunRow, UpsertDiff
-from orchestrator.ledger.states import REOPEN, IllegalTransition, RunState, check
+from orchestrator.ledger.states import REOPEN, AttemptStatus, IllegalTransition, RunState, check
 
+S = RunState
 T = TypeVar("T")
 SUPERSEDED_REASON = "superseded by a changed spec"
 
@@ -74,7 +75,7 @@ attempts_t = sa.Table(
     sa.Column("submission_id", sa.String, nullable=False, unique=True),
     sa.Column("started_at", sa.Float, nullable=False),
     sa.Column("ended_at", sa.Float),
-    sa.Column("status", sa.String, nullable=False, default="running"),
+    sa.Column("status", sa.String, nullable=False, default=AttemptStatus.running.value),
     sa.Column("reason", sa.Text, nullable=False, default=""),
     sa.Column("failure_class", sa.String, nullable=False, default=""),
 )
@@ -191,7 +192,7 @@ class SQLLedger(Ledger):
                                              runs_t.c.reason).where(runs_t.c.campaign == name))
             }
             # the current row of each run_id: not superseded (and not cancelled, as before generations)
-            live_by_id = {rid: k for k, (rid, st, sup, _) in existing.items() if not sup and st != "cancelled"}
+            live_by_id = {rid: k for k, (rid, st, sup, _) in existing.items() if not sup and st != S.cancelled}
             current_by_id = {rid: k for k, (rid, st, sup, _) in existing.items() if not sup}
             new_rows, events = [], []
             supersede: dict[str, str] = {}  # old run_key -> new run_key
@@ -214,31 +215,31 @@ class SQLLedger(Ledger):
                 if cur:
                     supersede[cur] = r["run_key"]
                 new_rows.append({
-                    "campaign": name, "run_key": r["run_key"], "run_id": r["run_id"], "state": "planned",
+                    "campaign": name, "run_key": r["run_key"], "run_id": r["run_id"], "state": S.planned.value,
                     "order": i, "gpus": int(r.get("gpus", 0)), "spec_json": r["spec_json"], "stage": "", "reason": "",
                     "attempts": 0, "submission_id": "", "lease_owner": "", "lease_expires": 0.0, "next_try_at": 0.0,
                     "failure_class": "", "mlflow_run_id": "", "compute_json": "{}", "outputs_json": "{}",
                     "updated_at": now, "superseded_by": "",
                 })
-                events.append({"ts": now, "campaign": name, "run_key": r["run_key"], "kind": "planned", "src": "",
-                               "dst": "planned", "detail": r["run_id"]})
+                events.append({"ts": now, "campaign": name, "run_key": r["run_key"], "kind": S.planned.value, "src": "",
+                               "dst": S.planned.value, "detail": r["run_id"]})
             for k, successor in supersede.items():
                 st = existing[k][1]
                 # whatever its state: a superseded run is never scheduled or collected again
                 vals: dict[str, Any] = {"superseded_by": successor, "updated_at": now, "lease_owner": "",
                                         "lease_expires": 0.0}
                 dst = st
-                if st not in ("recorded", "cancelled"):
-                    vals |= {"state": "cancelled", "reason": SUPERSEDED_REASON}
-                    dst = "cancelled"
+                if st not in (S.recorded, S.cancelled):
+                    vals |= {"state": S.cancelled.value, "reason": SUPERSEDED_REASON}
+                    dst = S.cancelled.value
                 c.execute(runs_t.update().where((runs_t.c.campaign == name) & (runs_t.c.run_key == k)).values(**vals))
                 events.append({"ts": now, "campaign": name, "run_key": k, "kind": "superseded", "src": st,
                                "dst": dst, "detail": successor})
             for k in revive:
                 st, reason = existing[k][1], existing[k][3]
                 vals = {"superseded_by": "", "updated_at": now}
-                if st == "cancelled" and reason == SUPERSEDED_REASON:
-                    vals |= {"state": "queued", "reason": "current again (spec reverted)", "next_try_at": 0.0}
+                if st == S.cancelled and reason == SUPERSEDED_REASON:
+                    vals |= {"state": S.queued.value, "reason": "current again (spec reverted)", "next_try_at": 0.0}
                 c.execute(runs_t.update().where((runs_t.c.campaign == name) & (runs_t.c.run_key == k)).values(**vals))
                 events.append({"ts": now, "campaign": name, "run_key": k, "kind": "revived", "src": st,
                                "dst": vals.get("state", st), "detail": ""})
@@ -302,7 +303,7 @@ class SQLLedger(Ledger):
         q = (sa.select(attempts_t, runs_t.c.state.label("run_state"), runs_t.c.submission_id.label("run_submission"),
                        runs_t.c.superseded_by)
              .join(runs_t, (runs_t.c.campaign == attempts_t.c.campaign) & (runs_t.c.run_key == attempts_t.c.run_key))
-             .where((attempts_t.c.campaign == campaign) & (attempts_t.c.status == "running")))
+             .where((attempts_t.c.campaign == campaign) & (attempts_t.c.status == AttemptStatus.running.value)))
         with self.engine.connect() as c:
             return [dict(r._mapping) for r in c.execute(q)]
 
@@ -374,13 +375,13 @@ class SQLLedger(Ledger):
         now = time.time()
         with self._tx() as c:
             res = c.execute(runs_t.update().where(
-                (runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key) & (runs_t.c.state == "recorded")
+                (runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key) & (runs_t.c.state == S.recorded.value)
                 & (runs_t.c.superseded_by == "")).values(state=to.value, reason=reason, next_try_at=0.0, updated_at=now,
                                                           **self._values(fields)))
             if res.rowcount != 1:
                 raise IllegalTransition(f"run {run_key}: not a current recorded run")
             c.execute(events_t.insert().values(ts=now, campaign=campaign, run_key=run_key, kind="reopened",
-                                               src="recorded", dst=to.value, detail=reason))
+                                               src=S.recorded.value, dst=to.value, detail=reason))
         return self.get(campaign, run_key)
 
     def update(self, campaign: str, run_key: str, **fields: Any) -> None:
@@ -418,7 +419,7 @@ class SQLLedger(Ledger):
         with self._tx() as c:
             n = c.execute(sa.select(runs_t.c.attempts).where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))).scalar_one() + 1
             c.execute(attempts_t.insert().values(campaign=campaign, run_key=run_key, attempt=n, stage=stage,
-                                                 submission_id=submission_id, started_at=now, status="running",
+                                                 submission_id=submission_id, started_at=now, status=AttemptStatus.running.value,
                                                  reason="", failure_class=""))
             c.execute(runs_t.update().where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))
                       .values(attempts=n, submission_id=submission_id, updated_at=now))
@@ -438,7 +439,7 @@ class SQLLedger(Ledger):
                 raise IllegalTransition(f"run {run_key}: expected state {RunState(src).value}, found {cur and cur[0]}")
             n = cur[1] + 1
             c.execute(attempts_t.insert().values(campaign=campaign, run_key=run_key, attempt=n, stage=stage,
-                                                 submission_id=submission_id, started_at=now, status="running",
+                                                 submission_id=submission_id, started_at=now, status=AttemptStatus.running.value,
                                                  reason="", failure_class=""))
             c.execute(runs_t.update().where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))
                       .values(attempts=n, submission_id=submission_id, state=RunState(dst).value, stage=stage,
@@ -447,10 +448,10 @@ class SQLLedger(Ledger):
                                                src=RunState(src).value, dst=RunState(dst).value, detail=submission_id))
         return n
 
-    def end_attempt(self, campaign: str, submission_id: str, status: str, reason: str = "", failure_class: str = "") -> None:
+    def end_attempt(self, campaign: str, submission_id: str, status: AttemptStatus | str, reason: str = "", failure_class: str = "") -> None:
         with self._tx() as c:
             c.execute(attempts_t.update().where((attempts_t.c.campaign == campaign) & (attempts_t.c.submission_id == submission_id))
-                      .values(ended_at=time.time(), status=status, reason=reason, failure_class=failure_class))
+                      .values(ended_at=time.time(), status=AttemptStatus(status).value, reason=reason, failure_class=failure_class))
 
     def attempts(self, campaign: str, run_key: str | None = None) -> list[dict[str, Any]]:
         q = sa.select(attempts_t).where(attempts_t.c.campaign == campaign)

@@ -11,10 +11,13 @@ ordinary transition leaves recorded.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class RunState(str, Enum):
+class RunState(StrEnum):
+    """A run's state. A StrEnum whose names equal its values, so a member equals, hashes and formats as the
+    plain string the ledger stores (`row.state` is a str; `{RunState.failed: ...}[row.state]` works)."""
+
     planned = "planned"
     queued = "queued"
     training = "training"
@@ -36,9 +39,24 @@ ALLOWED: dict[RunState, frozenset[RunState]] = {
     S.failed: frozenset({S.queued, S.cancelled}),
     S.cancelled: frozenset({S.queued}),
 }
-ACTIVE = frozenset({S.training, S.evaluating})
+# A job runs for the run in an ACTIVE state; the stage it runs (the scheduler's and the attempts' stage name).
+ACTIVE_STAGE: dict[RunState, str] = {S.training: "train", S.evaluating: "evaluate"}
+ACTIVE = frozenset(ACTIVE_STAGE)
+# A WAITING run is ready for the stage named here.
+WAITING_STAGE: dict[RunState, str] = {S.queued: "train", S.trained: "evaluate"}
 TERMINAL = frozenset({S.recorded, S.failed, S.cancelled})
+PENDING = frozenset(set(RunState) - TERMINAL)  # not finished yet: planned … evaluating
 REOPEN = frozenset({S.trained, S.queued})  # where `Ledger.reopen` may send a recorded run
+
+
+class AttemptStatus(StrEnum):
+    """An attempt's status (the `attempts` table). `failed`/`cancelled` are spelled like run states but are
+    another vocabulary: an attempt ends, its run may go back to queued."""
+
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
 
 
 class IllegalTransition(RuntimeError):
