@@ -56,8 +56,9 @@ def register(app: typer.Typer) -> None:
         margin: Optional[float] = typer.Option(None, "--margin", help="equivalence margin in aggregate points"),
         futility: Optional[float] = typer.Option(None, "--futility-cp", help="stop when conditional power < this"),
         spending: str = typer.Option("obf", "--spending", help="obf | pocock"),
-        familywise: str = typer.Option("none", "--familywise", help="none | bonferroni: alpha/m per comparison, "
-                                       "m = the campaign's comparisons (P(any false efficacy decision) <= alpha)"),
+        familywise: str = typer.Option("bonferroni", "--familywise", help="bonferroni (default): alpha/m per "
+                                       "comparison, m = the campaign's comparisons (P(any false efficacy decision) <= "
+                                       "alpha) | none: alpha per comparison"),
         design_name: str = typer.Option("default", "--design-name", help="name of the design; a look under an "
                                         "existing name must use that name's design (looks are immutable)"),
         aggregate: Optional[str] = typer.Option(None, "--aggregate", help="default: the suite's first aggregate"),

@@ -87,7 +87,9 @@ def test_sequential_campaign_spends_seeds_only_on_open_comparisons(tree: Path, t
     assert len(runs) == sum(len(v) for v in seeds_of.values())
 
     # every recorded look matches a paired test computed from the records by hand
-    design = SequentialDesign.from_mapping(SEEDS)
+    # family-wise by default: each of the campaign's 3 comparisons spends alpha/3 (Bonferroni)
+    design = SequentialDesign.from_mapping(SEEDS).per_comparison(3)
+    assert design.alpha == pytest.approx(0.05 / 3)
     records = wd / "results" / "seq" / "records.parquet"
     for lk, comp, n, decision, mean, lo, hi in looks:
         pol = comp.split(":")[1].split("-")[0]
