@@ -697,7 +697,8 @@ def _design_doc(design: SequentialDesign, aggregate: str | None, name: str) -> d
 def _design_diff(stored: dict, new: dict) -> list[str]:
     """Fields on which two designs differ; a key the stored row lacks (written by an older version)
     takes its default, and an aggregate missing on either side is not compared."""
-    defaults = {**dataclasses_asdict(SequentialDesign()), "aggregate": None, "name": "default"}
+    defaults = {**dataclasses_asdict(SequentialDesign()), "aggregate": None, "name": "default",
+                "familywise": "none"}  # versions that stored no familywise had none
     out = []
     for k in sorted(set(stored) | set(new)):
         a, b = stored.get(k, defaults.get(k)), new.get(k, defaults.get(k))
