@@ -77,7 +77,7 @@ def _emit(text: str, out: Path | None) -> None:
     if out is None:
         typer.echo(text, nl=not text.endswith("\n"))
         return
-    from analysis.atomic import atomic_write_text
+    from wtcommon.atomic import atomic_write_text
 
     if not out.parent.exists():
         out.parent.mkdir(parents=True)
@@ -86,7 +86,7 @@ def _emit(text: str, out: Path | None) -> None:
 
 
 def _write_tables(built: list, fmt: str, out: Path) -> None:  # noqa: ANN001
-    from analysis.atomic import atomic_write_text
+    from wtcommon.atomic import atomic_write_text
     from analysis.tables import render_table
 
     out.mkdir(parents=True, exist_ok=True)
@@ -203,6 +203,9 @@ def tables(
     resamples: ResamplesOpt = RESAMPLES,
     margin: Annotated[float, typer.Option("--margin", metavar="POINTS",
                                           help="equivalence margin of the verdict table (points)")] = 1.0,
+    items: Annotated[Optional[Path], typer.Option(
+        "--items", metavar="FOLDER", help="folder with the runs' *.items.jsonl.gz item logs: the paired table "
+                                          "gets the seed + item two-way clustered CI")] = None,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -219,8 +222,9 @@ def tables(
     if fmt == "csv" and out is None and len(names) > 1:
         _fail(f"--format csv prints one table on stdout ({len(names)} asked): pass --table NAME (one of "
               f"{', '.join(TABLE_NAMES)}), or --out FOLDER for one <table>.csv per table")
-    _out_dir(out, [records], names, EXT[fmt], force)
+    _out_dir(out, [records, items], names, EXT[fmt], force)
     s, df = _load(records, suite)
+    item_df = _read_items(items)
     if metric is not None and metric not in s.aggregate_names + list(s.domains) + s.benchmark_ids:
         _fail(f"--aggregate {metric!r}: not an aggregate, domain or benchmark of suite {s.name!r} "
               f"(aggregates: {', '.join(s.aggregate_names)})")
@@ -233,7 +237,7 @@ def tables(
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        paired = paired_comparisons(df, s, n_resamples=resamples)
+        paired = paired_comparisons(df, s, n_resamples=resamples, items=item_df)
         if set(names) & {"paired", "verdicts", "random_effects"}:
             _require_pairs(paired, records)
         built = build_tables(df, s, names, metric=metric, n_resamples=resamples, paired=paired, margin=margin)
@@ -526,7 +530,8 @@ def report(
             path = build_report(df, out, suite=s, n_resamples=resamples, lead_sections=lead, margin=margin,
                                 items=item_df, figures_dir=figures)
         else:
-            from analysis.intervention import InterventionError, build_report_with_evidence, runs_from_dir
+            from analysis.intervention import InterventionError, runs_from_dir
+            from analysis.report import build_report_with_evidence
 
             try:
                 path, flags = build_report_with_evidence(df, out, suite=s, runs=runs_from_dir(df, runs_dir),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import math
 from pathlib import Path
@@ -142,6 +143,12 @@ def test_compare_with_item_logs_prints_the_seed_plus_item_ci(tmp_path: Path) -> 
     assert got["DB-12"]["item_lo"] < got["DB-12"]["mean_diff"] < got["DB-12"]["item_hi"]
     table = CliRunner().invoke(app, ["compare", str(all_rec), "--items", str(tmp_path / "runs"), "--resamples", "100"])
     assert "seed + item 95% CI" in table.output and "t 95% CI" in table.output and "Outcome breakdown" in table.output
+    # `tables --items`: the paired table carries the same seed + item CI (CSV holds the numbers)
+    tab = CliRunner().invoke(app, ["tables", str(all_rec), "--items", str(tmp_path / "runs"), "--table", "paired",
+                                   "--aggregate", "aime24", "--format", "csv", "--resamples", "100"])
+    assert tab.exit_code == 0, tab.output
+    row = pd.read_csv(io.StringIO(tab.output)).query("policy == 'topk'").iloc[0]
+    assert row["item_lo"] == pytest.approx(want["two_way_lo"]) and row["item_hi"] == pytest.approx(want["two_way_hi"])
     plain = CliRunner().invoke(app, ["compare", str(all_rec), "--json", "--resamples", "100"])
     assert all(r["item_lo"] is None and r["item_note"] == NO_ITEMS_REASON for r in json.loads(plain.output)["comparisons"])
 
