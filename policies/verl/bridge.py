@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -53,3 +54,16 @@ def build_step_batch(
         domain=dom,
         is_padding=is_padding,
     )
+
+
+def rolled_out_prompts(uids: Sequence[Any], domains: Sequence[Any], is_padding: Sequence[bool], names: Sequence[str],
+                       prefix: str = "") -> dict[str, float]:
+    """Prompts per domain in a rolled-out batch: distinct `uid`s (one per prompt group) among non-padding
+    rows, as `<prefix>rolled_out_prompts_<domain>`. Read from what verl rolled out, not from the sampler."""
+    keep = ~np.asarray(is_padding, dtype=bool)
+    u = np.asarray([str(x) for x in uids], dtype=object)[keep]
+    d = np.asarray([str(x) for x in domains], dtype=object)[keep]
+    _, first = np.unique(u, return_index=True)
+    counts = {str(n): 0 for n in names}
+    counts.update({str(n): int(c) for n, c in zip(*np.unique(d[first], return_counts=True))})
+    return {f"{prefix}rolled_out_prompts_{n}": float(c) for n, c in counts.items()}

@@ -8,6 +8,7 @@ swallows any exception (VERL.md §2), so run `campaign policies check` (or
 """
 
 from policies.verl import cpu as _cpu
+from policies.verl import reward_audit as _reward_audit
 
 if _cpu.enabled():
     _cpu.register_platform()  # before verl's engine modules import (they read the platform at import)
@@ -33,6 +34,7 @@ RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_hf_replica)  # `verl/workers
 _ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = f"{ROLLOUT_MODULE}.HFServerAdapter"  # `verl/workers/rollout/base.py:89`
 if _cpu.enabled():
     _cpu.install()
+_reward_audit.install()  # only with WINDTUNNEL_REWARD_AUDIT_DIR set (policies/verl/reward_audit.py)
 
 
 __all__ = ["ROLLOUT_NAME", "TRAINER_NAME", "WindtunnelTrainer"]
