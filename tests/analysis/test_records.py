@@ -206,14 +206,10 @@ def test_malformed_records_exit_2_and_write_nothing(tmp_path: Path, case: str, c
 
 
 @needs_released
-def test_truncated_file_exit_code_via_console_script(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
+def test_truncated_file_exit_code_via_the_cli(tmp_path: Path, campaign_cli) -> None:  # noqa: ANN001
     p, _ = _bad(tmp_path, "truncated")
     out = tmp_path / "r.html"
-    res = subprocess.run([sys.executable, "-c", "from orchestrator.cli import main; main()", "report", str(p),
-                          "--out", str(out)], capture_output=True, text=True, cwd=REPO, timeout=120)
+    res = campaign_cli(["report", str(p), "--out", str(out)], cwd=REPO)
     assert res.returncode == 2
     assert "row 20" in res.stderr and str(p) in " ".join(res.stderr.split())
     assert not out.exists()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -52,15 +51,3 @@ def helpers():  # noqa: ANN201
         campaign = CAMPAIGN
         write_yaml = staticmethod(write_yaml)
     return H
-
-
-@pytest.fixture(scope="session")
-def head():  # noqa: ANN201
-    """A local Ray head (127.0.0.1, token auth, every port explicit) shared by the session's cluster
-    tests (starting and stopping one costs ~15 s): (address, token file)."""
-    from orchestrator.executor.local_head import ensure_head, stop_head, token_file
-
-    wd = Path(tempfile.mkdtemp(prefix="wth", dir="/tmp"))
-    addr = ensure_head(wd, num_cpus=4)
-    yield addr, token_file(wd)
-    stop_head(wd)

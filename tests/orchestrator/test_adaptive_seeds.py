@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +15,6 @@ from evaluation.suite import load_suite
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
-CAMPAIGN = [str(Path(sys.executable).with_name("campaign"))]
 
 
 @pytest.fixture(scope="module")
@@ -77,12 +74,11 @@ def test_stopped_comparisons_stop_receiving_seeds():
     assert next_batch_seeds(dec, design, 1) == {("g1", "m", ""): [7, 8, 9]}
 
 
-def test_cli_seeds_look(tmp_path):
-    p = subprocess.run(CAMPAIGN + ["seeds-look", "paper", "--look", "0", "--workdir", str(tmp_path), "--records",
-                                   str(RELEASED), "--margin", "1.0"], capture_output=True, text=True, timeout=300)
+def test_cli_seeds_look(tmp_path, campaign_cli):
+    p = campaign_cli(["seeds-look", "paper", "--look", "0", "--workdir", str(tmp_path), "--records",
+                      str(RELEASED), "--margin", "1.0"])
     assert p.returncode == 0, p.stderr
     assert "recorded 45 decisions" in p.stdout and "next batch" in p.stdout
     assert len(read_looks(f"sqlite:///{tmp_path / 'ledger.db'}", "paper")) == 45
-    bad = subprocess.run(CAMPAIGN + ["seeds-look", "paper", "--look", "9", "--workdir", str(tmp_path), "--records",
-                                     str(RELEASED)], capture_output=True, text=True, timeout=300)
+    bad = campaign_cli(["seeds-look", "paper", "--look", "9", "--workdir", str(tmp_path), "--records", str(RELEASED)])
     assert bad.returncode == 2 and "look" in bad.stderr and "Traceback" not in bad.stderr

@@ -15,22 +15,23 @@ CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
 RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
 
 
-def test_demo_records_prints_tables_of_the_released_runs() -> None:
-    p = subprocess.run([CAMPAIGN, "demo", "--records", str(RELEASED)], capture_output=True, text=True, cwd=REPO)
+def test_demo_records_prints_tables_of_the_released_runs(campaign_cli) -> None:  # noqa: ANN001
+    p = campaign_cli(["demo", "--records", str(RELEASED)], cwd=REPO)
     assert p.returncode == 0, p.stderr
     assert "171 runs, 2052 records" in p.stdout
     assert "| gfpo" in p.stdout and "vs" in p.stdout
 
 
-def test_demo_records_truncated_file_exits_2(tmp_path: Path) -> None:
+def test_demo_records_truncated_file_exits_2(tmp_path: Path, campaign_cli) -> None:  # noqa: ANN001
     lines = RELEASED.read_text().splitlines()
     bad = tmp_path / "bad.csv"
     bad.write_text("\n".join(lines[:10] + [",".join(lines[10].split(",")[:5])]) + "\n")
-    p = subprocess.run([CAMPAIGN, "demo", "--records", str(bad)], capture_output=True, text=True, cwd=REPO)
+    p = campaign_cli(["demo", "--records", str(bad)], cwd=REPO)
     assert p.returncode == 2 and "bad.csv" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_status_without_ledger_exits_2(tmp_path: Path) -> None:
+    """The smoke test of the installed `campaign` console script (other fast tests run the CLI in-process)."""
     p = subprocess.run([CAMPAIGN, "status", "--workdir", str(tmp_path / "none")], capture_output=True, text=True)
     assert p.returncode == 2 and "ledger.db" in p.stderr
 

@@ -28,11 +28,10 @@ def _realised_move(metrics: Path) -> float:
     return float(np.abs(h - h[0]).max())
 
 
-def test_report_runs_dir_without_manifests_exits_2(tmp_path: Path) -> None:
+def test_report_runs_dir_without_manifests_exits_2(tmp_path: Path, campaign_cli) -> None:  # noqa: ANN001
     runs = tmp_path / "runs"
     runs.mkdir()
-    p = subprocess.run([CAMPAIGN, "report", str(RELEASED), "--out", str(tmp_path / "r.html"), "--runs-dir", str(runs)],
-                       capture_output=True, text=True, cwd=REPO)
+    p = campaign_cli(["report", str(RELEASED), "--out", str(tmp_path / "r.html"), "--runs-dir", str(runs)], cwd=REPO)
     assert p.returncode == 2 and str(runs) in p.stderr and "train_done.json" in p.stderr
     assert "Traceback" not in p.stderr and not (tmp_path / "r.html").exists()
 

@@ -3,8 +3,6 @@ keeps the design for the interim looks, and a plain list keeps working; bad bloc
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,6 @@ from orchestrator.session import Session, plan
 from orchestrator.spec import CampaignSpec, SpecError, load_campaign
 
 REPO = Path(__file__).resolve().parents[2]
-CAMPAIGN = [str(Path(sys.executable).with_name("campaign"))]
 
 
 def _campaign(tree: Path, seeds) -> Path:  # noqa: ANN001
@@ -66,9 +63,9 @@ def test_bad_sequential_block_names_file_and_key(tree: Path, block: dict, words:
     assert str(path) in msg and "key 'seeds'" in msg and words in msg
 
 
-def test_plan_cli_bad_block_exits_2(tree: Path) -> None:
+def test_plan_cli_bad_block_exits_2(tree: Path, campaign_cli) -> None:  # noqa: ANN001
     path = _campaign(tree, {"max": 12, "batch": 5, "design": "sequential"})
-    p = subprocess.run([*CAMPAIGN, "plan", str(path)], capture_output=True, text=True, cwd=REPO)
+    p = campaign_cli(["plan", str(path)], cwd=REPO)
     assert p.returncode == 2 and "seq.yaml" in p.stderr and "seeds" in p.stderr and "Traceback" not in p.stderr
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,6 @@ from orchestrator.spec import SpecError, load_campaign
 
 
 REPO = Path(__file__).resolve().parents[2]
-CAMPAIGN = [str(Path(sys.executable).with_name("campaign"))]
 
 
 def write_yaml(path: Path, obj) -> Path:  # noqa: ANN001
@@ -23,10 +20,13 @@ def write_yaml(path: Path, obj) -> Path:  # noqa: ANN001
     return path
 
 
-def _plan_json(target: Path, *overrides: str) -> dict:
-    p = subprocess.run([*CAMPAIGN, "plan", str(target), *overrides, "--json"], capture_output=True, text=True, cwd=REPO)
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
+@pytest.fixture
+def plan_json(campaign_cli):  # noqa: ANN001, ANN201
+    def run(target: Path, *overrides: str) -> dict:
+        p = campaign_cli(["plan", str(target), *overrides, "--json"], cwd=REPO)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)
+    return run
 
 
 def _group_runs(paper: Path, default_seeds: int) -> dict[str, int]:
@@ -39,8 +39,8 @@ def _group_runs(paper: Path, default_seeds: int) -> dict[str, int]:
     return out
 
 
-def test_paper_plan_reports_591_with_five_part_breakdown(tree: Path) -> None:
-    acc = _plan_json(tree / "paper")
+def test_paper_plan_reports_591_with_five_part_breakdown(tree: Path, plan_json) -> None:  # noqa: ANN001
+    acc = plan_json(tree / "paper")
     assert acc["total_runs"] == 591
     assert acc["by_sub_campaign"] == {"breadth": 171, "seed_extension": 108, "controls": 33,
                                       "completion": 108, "scale_family": 171}
@@ -52,21 +52,21 @@ def test_paper_plan_reports_591_with_five_part_breakdown(tree: Path) -> None:
     assert acc["gpu_hours"] > 0
 
 
-def test_real_paper_tree_plans_591() -> None:
+def test_real_paper_tree_plans_591(plan_json) -> None:  # noqa: ANN001
     """The repository's own campaigns/ (models and recipes from the training area)."""
-    acc = _plan_json(REPO / "campaigns" / "paper")
+    acc = plan_json(REPO / "campaigns" / "paper")
     assert acc["total_runs"] == 591
 
 
-def test_hydra_overrides_on_the_command_line(tree: Path) -> None:
-    acc = _plan_json(tree / "paper", "seeds=[1]")
+def test_hydra_overrides_on_the_command_line(tree: Path, plan_json) -> None:  # noqa: ANN001
+    acc = plan_json(tree / "paper", "seeds=[1]")
     expect = _group_runs(tree / "paper", 1)
     assert acc["by_sub_campaign"] == expect
     assert acc["total_runs"] == sum(expect.values())
     assert acc["expected_runs_mismatch"]["breadth"] == {"expected": 171, "planned": expect["breadth"]}
-    acc = _plan_json(tree / "paper", "sub_campaigns.controls.groups.0.seeds=[1]")
+    acc = plan_json(tree / "paper", "sub_campaigns.controls.groups.0.seeds=[1]")
     assert acc["by_sub_campaign"]["controls"] == 11 and acc["total_runs"] == 591 - 22
-    assert _plan_json(tree / "paper", "seeds=[1,2,3]")["total_runs"] == 591
+    assert plan_json(tree / "paper", "seeds=[1,2,3]")["total_runs"] == 591
 
 
 def test_expected_runs_mismatch_is_an_error_naming_key(tree: Path) -> None:
@@ -84,20 +84,21 @@ def test_expected_runs_mismatch_is_an_error_naming_key(tree: Path) -> None:
     ({"seeds": [1, 1]}, "key 'seeds'"),
     ({"baselines": {"sample": "x"}}, "key 'baselines'"),
 ])
-def test_malformed_spec_exits_2_names_file_and_key_and_writes_nothing(tree: Path, tmp_path: Path, mutation, needle) -> None:
+def test_malformed_spec_exits_2_names_file_and_key_and_writes_nothing(tree: Path, tmp_path: Path, mutation, needle,  # noqa: ANN001
+                                                                      campaign_cli) -> None:
     spec = yaml.safe_load((tree / "small.yaml").read_text())
     bad = write_yaml(tree / "bad.yaml", {**spec, **mutation})
     wd = tmp_path / "wd"
     for cmd in (["plan", str(bad)], ["submit", str(bad), "--workdir", str(wd)]):
-        p = subprocess.run([*CAMPAIGN, *cmd], capture_output=True, text=True, cwd=REPO)
+        p = campaign_cli(cmd, cwd=REPO)
         assert p.returncode == 2, p.stdout + p.stderr
         assert needle in p.stderr and "bad.yaml" in p.stderr
         assert "Traceback" not in p.stderr
     assert not wd.exists()
 
 
-def test_bad_override_exits_2(tree: Path) -> None:
-    p = subprocess.run([*CAMPAIGN, "plan", str(tree / "small.yaml"), "seeds=[1,"], capture_output=True, text=True, cwd=REPO)
+def test_bad_override_exits_2(tree: Path, campaign_cli) -> None:  # noqa: ANN001
+    p = campaign_cli(["plan", str(tree / "small.yaml"), "seeds=[1,"], cwd=REPO)
     assert p.returncode == 2 and "small" in p.stderr
 
 

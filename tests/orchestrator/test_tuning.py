@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import optuna
@@ -33,7 +31,6 @@ from orchestrator.tuning import (
 from policies import load_policy
 
 REPO = Path(__file__).resolve().parents[2]
-CAMPAIGN = [str(Path(sys.executable).with_name("campaign"))]
 
 
 def _policy(name: str) -> dict:
@@ -142,30 +139,27 @@ def test_tuned_yaml_is_a_policy_a_follow_up_campaign_uses(tree, tmp_path):
         write_tuned_policy({**entry, "best_params": {}}, "gfpo", tree / "policy")
 
 
-def test_cli_tune_bad_input_exits_2(tree, tmp_path):
-    p = subprocess.run(CAMPAIGN + ["tune", str(tree / "small.yaml"), "--policy", "gfpo", "--trials", "1",
-                                   "--workdir", str(tmp_path / "w")], capture_output=True, text=True, timeout=120)
+def test_cli_tune_bad_input_exits_2(tree, tmp_path, campaign_cli):
+    p = campaign_cli(["tune", str(tree / "small.yaml"), "--policy", "gfpo", "--trials", "1",
+                      "--workdir", str(tmp_path / "w")])
     assert p.returncode == 2 and "no validation suite" in p.stderr and "Traceback" not in p.stderr
-    p = subprocess.run(CAMPAIGN + ["tune", str(tree / "small.yaml"), "--report", "--workdir", str(tmp_path / "w")],
-                       capture_output=True, text=True, timeout=120)
+    p = campaign_cli(["tune", str(tree / "small.yaml"), "--report", "--workdir", str(tmp_path / "w")])
     assert p.returncode == 2 and "no tuning study" in p.stderr
 
 
 @pytest.mark.slow
-def test_equal_budget_studies_through_the_real_orchestrator(tree, tmp_path):
+def test_equal_budget_studies_through_the_real_orchestrator(tree, tmp_path, head, monkeypatch):
     """noop backend through real Ray Jobs + SQLite ledger: each policy gets exactly the budget,
     the studies sit in the ledger database, every run is a ledger row; noop scores are NaN, so
     every trial fails loudly with the reason (missing is never 0)."""
-    from orchestrator.executor.local_head import ensure_head, stop_head
-
+    address, tok = head  # the session's shared head (--ray-address + the environment's token)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tok))
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
     val = _val_suite(tmp_path / "val.yaml")
     work = tmp_path / "w"
-    ensure_head(work / "tune")  # every port explicit, so it coexists with other local heads
-    try:
-        rep = tune(TuneRequest(campaign=tree / "small.yaml", policies=["gfpo", "reward_gap"], trials=2, workdir=work,
-                               validation_suite=str(val), seeds=[1], run_timeout_s=240, max_parallel=2))
-    finally:
-        stop_head(work / "tune")
+    rep = tune(TuneRequest(campaign=tree / "small.yaml", policies=["gfpo", "reward_gap"], trials=2, workdir=work,
+                           validation_suite=str(val), seeds=[1], run_timeout_s=240, max_parallel=2,
+                           ray_address=address))
     assert set(rep) == {"gfpo", "reward_gap"} and equal_budgets(rep)
     assert all(r["trials"] == 2 and r["states"] == {"FAIL": 2} for r in rep.values())
     con = sqlite3.connect(work / "ledger.db")

@@ -41,31 +41,29 @@ def _tree(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_a_trial_is_pruned_at_an_intermediate_checkpoint_while_its_job_trains(tmp_path):
+def test_a_trial_is_pruned_at_an_intermediate_checkpoint_while_its_job_trains(tmp_path, head, monkeypatch):
     from orchestrator.executor import RayJobsExecutor
-    from orchestrator.executor.local_head import ensure_head, stop_head, token_file
 
+    address, tok = head  # the session's shared head (--ray-address + the environment's token)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tok))
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
     root, work = _tree(tmp_path), tmp_path / "w"
     url = f"sqlite:///{work / 'ledger.db'}"
-    req = dict(campaign=root / "prune.yaml", policies=["gfpo"], workdir=work, run_timeout_s=600)
-    address = ensure_head(work / "tune")  # every port explicit, so it coexists with other local heads
-    try:
-        # 1. trial 0 (the YAML's k=3) runs full length, reporting its intermediate values, never pruned
-        rep = tune(TuneRequest(**req, trials=1, prune=False))
-        assert rep["gfpo"]["states"] == {"COMPLETE": 1}
-        # 2. trial 1 (k=2, different runs) under a pruner that must prune at the first step >= PRUNE_AT
-        study = optuna.load_study(study_name="prune:gfpo", storage=url)
-        study.enqueue_trial({"actuator.k": 2})
-        rep = tune(TuneRequest(**req, trials=2, pruner=optuna.pruners.ThresholdPruner(lower=1e9, n_warmup_steps=PRUNE_AT)))
-        ledger = open_ledger(url)
-        rows = {r.run_id: r for r in ledger.runs("prune.tune.gfpo@synth_dev")}
-        pruned = rows["prune/tiny_qwen2/gfpo~t1/s1"]
-        executor = RayJobsExecutor(address, token_file=token_file(work / "tune"))
-        deadline = time.time() + 60
-        while (status := executor.status(pruned.submission_id)).state == "RUNNING" and time.time() < deadline:
-            time.sleep(0.5)  # stop_job asks Ray to stop it; the job reaches STOPPED moments later
-    finally:
-        stop_head(work / "tune")
+    req = dict(campaign=root / "prune.yaml", policies=["gfpo"], workdir=work, run_timeout_s=600, ray_address=address)
+    # 1. trial 0 (the YAML's k=3) runs full length, reporting its intermediate values, never pruned
+    rep = tune(TuneRequest(**req, trials=1, prune=False))
+    assert rep["gfpo"]["states"] == {"COMPLETE": 1}
+    # 2. trial 1 (k=2, different runs) under a pruner that must prune at the first step >= PRUNE_AT
+    study = optuna.load_study(study_name="prune:gfpo", storage=url)
+    study.enqueue_trial({"actuator.k": 2})
+    rep = tune(TuneRequest(**req, trials=2, pruner=optuna.pruners.ThresholdPruner(lower=1e9, n_warmup_steps=PRUNE_AT)))
+    ledger = open_ledger(url)
+    rows = {r.run_id: r for r in ledger.runs("prune.tune.gfpo@synth_dev")}
+    pruned = rows["prune/tiny_qwen2/gfpo~t1/s1"]
+    executor = RayJobsExecutor(address, token_file=tok)
+    deadline = time.time() + 60
+    while (status := executor.status(pruned.submission_id)).state == "RUNNING" and time.time() < deadline:
+        time.sleep(0.5)  # stop_job asks Ray to stop it; the job reaches STOPPED moments later
 
     assert rep["gfpo"]["trials"] == 2 and rep["gfpo"]["states"] == {"COMPLETE": 1, "PRUNED": 1}
     study = optuna.load_study(study_name="prune:gfpo", storage=url)

@@ -1,0 +1,118 @@
+"""Suite-wide fixtures: one local Ray head for every test that needs one, shared by all pytest-xdist
+workers, and the `campaign` CLI run in-process.
+
+The head costs ~15 s of a loaded 2-core machine to start and keeps a dozen daemons busy while it lives,
+so the first worker that needs it starts it (under a file lock in a folder the controller makes for the
+session), later workers attach to it, and the controller stops it by its temp dir once every worker is
+done. Without xdist the single process plays both parts.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import shutil
+import tempfile
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+_SHARED_KEY = "wt_shared_dir"
+_shared = pytest.StashKey[Path]()
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not _is_worker(config):  # short: Ray's unix socket paths are limited to 107 bytes
+        config.stash[_shared] = Path(tempfile.mkdtemp(prefix="wts", dir="/tmp"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # noqa: ANN001  (xdist controller: hand the folder to each worker)
+    node.workerinput[_SHARED_KEY] = str(node.config.stash[_shared])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Controller, after every worker has finished: stop the shared head (only ours, by its temp dir)."""
+    if _is_worker(config) or _shared not in config.stash:
+        return
+    from orchestrator.executor.local_head import stop_head
+
+    shared = config.stash[_shared]
+    stop_head(shared / "head")
+    shutil.rmtree(shared, ignore_errors=True)
+
+
+
+def shared_dir(config: pytest.Config) -> Path:
+    """The session's folder seen by the controller and every worker."""
+    if _is_worker(config):
+        return Path(config.workerinput[_SHARED_KEY])
+    return config.stash[_shared]
+
+
+@contextmanager
+def _locked(path: Path):  # noqa: ANN202
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def head(request: pytest.FixtureRequest):  # noqa: ANN201
+    """A local Ray head (127.0.0.1, token auth, every port explicit) shared by every test of the session
+    and every xdist worker: (address, token file). Jobs of concurrent tests queue on its 8 logical CPUs."""
+    from orchestrator.executor.local_head import ensure_head, token_file
+
+    wd = shared_dir(request.config) / "head"
+    with _locked(shared_dir(request.config) / "head.lock"):
+        addr = ensure_head(wd, num_cpus=8)  # a live head (another worker's) is reused, not started twice
+    return addr, token_file(wd)
+
+
+# -- the `campaign` CLI in-process ----------------------------------------------------------------------------
+
+
+@dataclass
+class CliResult:
+    """What `subprocess.run([campaign, ...], capture_output=True, text=True)` returns, for in-process runs."""
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_campaign(args: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
+                 monkeypatch: pytest.MonkeyPatch) -> CliResult:
+    """`campaign ARGS` through Typer's CliRunner: the console script's code path without its ~3 s of imports.
+
+    An exception the CLI did not turn into an exit code is printed to stderr as the console script would
+    (exit 1 with a Traceback), so a test's "no Traceback" check still sees it.
+    """
+    from typer.testing import CliRunner
+
+    from orchestrator.cli import app
+
+    if cwd is not None:
+        monkeypatch.chdir(cwd)
+    res = CliRunner().invoke(app, [str(a) for a in args], env=env, catch_exceptions=True)
+    err = res.stderr
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        err += "Traceback (most recent call last):\n" + "".join(traceback.format_exception(res.exception))
+    return CliResult(res.exit_code, res.stdout, err)
+
+
+@pytest.fixture
+def campaign_cli(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    """`campaign_cli(["plan", path, "--json"], cwd=..., env=...)` → CliResult (returncode, stdout, stderr)."""
+    def run(args: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None) -> CliResult:
+        return run_campaign(args, cwd=cwd, env=env, monkeypatch=monkeypatch)
+
+    return run
