@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.ledger import IllegalTransition, RunState, open_ledger
-from orchestrator.ledger.states import ALLOWED
+from orchestrator.ledger.states import ALLOWED, check
 
 S = RunState
 
@@ -155,21 +155,53 @@ def test_leases_block_other_owners_until_expiry(ledger) -> None:  # noqa: ANN001
     assert ledger.claim("c", "k1", "A", ttl_s=10)
 
 
-@settings(max_examples=60, deadline=None)
+def _paths_from_planned() -> dict[RunState, list[RunState]]:
+    """A shortest legal path from `planned` to every state (breadth-first over ALLOWED)."""
+    paths: dict[RunState, list[RunState]] = {S.planned: []}
+    frontier = [S.planned]
+    while frontier:
+        nxt = []
+        for src in frontier:
+            for dst in sorted(ALLOWED[src], key=list(RunState).index):
+                if dst not in paths:
+                    paths[dst] = [*paths[src], dst]
+                    nxt.append(dst)
+        frontier = nxt
+    return paths
+
+
+def test_the_ledger_makes_every_allowed_transition_and_refuses_every_other(ledger) -> None:  # noqa: ANN001
+    """All 8 x 8 (from, to) pairs through one real ledger: a pair in ALLOWED is made, any other raises
+    IllegalTransition and leaves the row where it was (the table itself is the pure `states.check`)."""
+    paths = _paths_from_planned()
+    assert set(paths) == set(RunState)  # every state is reachable, so every pair is exercised
+    pairs = list(itertools.product(RunState, RunState))
+    ledger.upsert_campaign("c", "{}", _runs({f"c/a/s{i}": f"k{i}" for i in range(len(pairs))}))
+    for i, (src, dst) in enumerate(pairs):
+        for step in paths[src]:
+            ledger.transition("c", f"k{i}", step)
+        if dst in ALLOWED[src]:
+            ledger.transition("c", f"k{i}", dst)
+            assert ledger.get("c", f"k{i}").state == dst.value
+        else:
+            with pytest.raises(IllegalTransition):
+                ledger.transition("c", f"k{i}", dst)
+            assert ledger.get("c", f"k{i}").state == src.value
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(list(RunState)), min_size=1, max_size=12))
-def test_only_allowed_transitions_ever_happen(tmp_path_factory, path) -> None:  # noqa: ANN001
-    led = open_ledger(f"sqlite:///{tmp_path_factory.mktemp('h') / 'l.db'}")
-    led.upsert_campaign("c", "{}", _runs({"c/a/s1": "k"}))
+def test_check_allows_exactly_the_table_along_any_path(path) -> None:  # noqa: ANN001
+    """`states.check`, the pure function every ledger transition goes through, on random request sequences."""
     state = S.planned
     for dst in path:
         if dst in ALLOWED[state]:
-            led.transition("c", "k", dst)
+            check(state, dst)
+            check(state.value, dst.value)  # the ledger passes stored strings as well as RunState members
             state = dst
         else:
-            with pytest.raises(IllegalTransition):
-                led.transition("c", "k", dst)
-        assert led.get("c", "k").state == state.value
-    led.close()
+            with pytest.raises(IllegalTransition, match=f"{state.value} → {dst.value}"):
+                check(state, dst)
 
 
 # -- generations, instances, concurrent orchestrators (issue 16) ---------------------------------------------
