@@ -78,6 +78,18 @@ def head(request: pytest.FixtureRequest):  # noqa: ANN201
     return addr, token_file(wd)
 
 
+def shared_artifact_path(config: pytest.Config, name: str, build) -> Path:  # noqa: ANN001
+    """`build(folder) -> Path`, run once per session under a lock by whichever worker asks first; the other
+    xdist workers reuse its result (a session-scoped fixture alone would build it once per worker)."""
+    root = shared_dir(config)
+    folder, done = root / name, root / f"{name}.path"
+    with _locked(root / f"{name}.lock"):
+        if not done.exists():
+            folder.mkdir()
+            done.write_text(str(build(folder)))
+    return Path(done.read_text())
+
+
 # -- the `campaign` CLI in-process ----------------------------------------------------------------------------
 
 
@@ -116,3 +128,9 @@ def campaign_cli(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
         return run_campaign(args, cwd=cwd, env=env, monkeypatch=monkeypatch)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def shared_artifact(request: pytest.FixtureRequest):  # noqa: ANN201
+    """`shared_artifact(name, build)`: see `shared_artifact_path` (built once across xdist workers)."""
+    return lambda name, build: shared_artifact_path(request.config, name, build)

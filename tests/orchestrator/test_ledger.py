@@ -23,6 +23,8 @@ from orchestrator.ledger import IllegalTransition, RunState, open_ledger
 from orchestrator.ledger.states import ALLOWED, check
 
 S = RunState
+# one worker under pytest-xdist (`make test`), so the session's PostgreSQL server is started once
+pytestmark = pytest.mark.xdist_group("pg_server")
 
 
 def _runs(keys: dict[str, str]) -> list[dict]:
