@@ -21,20 +21,20 @@ def _small_suite(max_gen_toks: int) -> Suite:
 
 
 @pytest.fixture(scope="session")
-def random_model(tmp_path_factory) -> Path:
+def random_model(shared_artifact) -> Path:
     from orchestrator.training.tiny_model import build_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("random_model"))
+    return shared_artifact("random_model", build_tiny_model)
 
 
 @pytest.fixture(scope="session")
-def boxed_model(tmp_path_factory) -> Path:
+def boxed_model(shared_artifact) -> Path:
     """Overfit for seconds to answer the gsm8k fixture items with `The answer is \\boxed{gold}.`"""
     from evaluation.calibration_models import boxed_answer_pairs, overfit_tiny_model
 
     df = pd.read_parquet(FIXTURE_DIR / "gsm8k.parquet")
-    return overfit_tiny_model(tmp_path_factory.mktemp("boxed_model"), boxed_answer_pairs(df.prompt, df.answer),
-                              steps=100, lr=6e-3)
+    return shared_artifact("boxed_model", lambda folder: overfit_tiny_model(
+        folder, boxed_answer_pairs(df.prompt, df.answer), steps=100, lr=6e-3))
 
 
 @pytest.fixture
