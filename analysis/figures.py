@@ -28,6 +28,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from analysis.schema import GROUP_KEYS  # noqa: E402
+from wtcommon.atomic import atomic_write_bytes  # noqa: E402
 
 PNG_DPI = 200
 FORMATS = ("svg", "pdf", "png")
@@ -572,16 +573,12 @@ def build_figures(paired: pd.DataFrame, runs: pd.DataFrame, suite: Any, *, margi
 
 def write_figures(rendered: Mapping[str, Mapping[str, bytes]], out_dir: str | Path) -> list[Path]:
     """Write <name>.svg/.pdf/.png per figure (each atomically: temp file then rename)."""
-    import os
-
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, formats in rendered.items():
         for fmt, data in formats.items():
             p = d / f"{name}.{fmt}"
-            tmp = d / f".{name}.{fmt}.tmp"
-            tmp.write_bytes(data)
-            os.replace(tmp, p)
+            atomic_write_bytes(p, data)
             paths.append(p)
     return paths

@@ -22,13 +22,15 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from wtcommon.metrics import MetricsFileError, read_metrics_jsonl
 
 # Prefixes the verl trainer / MLflow use in front of the policy's own keys.
 # (orchestrator/training/local.py writes policy/<k>, mix/target_prop_<d>, mix/realised_prop_<d>,
@@ -67,16 +69,12 @@ def read_metrics(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     if not p.is_file():
         raise InterventionError(f"{p}: metrics file not found; the training backend writes <run_out>/metrics.jsonl")
+    try:  # a finished run's file: a torn last line is an error too
+        objs, _ = read_metrics_jsonl(p, torn_tail="raise")
+    except MetricsFileError as e:
+        raise InterventionError(str(e)) from e
     rows: list[dict[str, float]] = []
-    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InterventionError(f"{p}: line {i}: not valid JSON ({e.msg}); each line must be one JSON object") from e
-        if not isinstance(obj, dict):
-            raise InterventionError(f"{p}: line {i}: expected a JSON object, got {type(obj).__name__}")
+    for obj in objs:
         row = {}
         for k, v in obj.items():
             if isinstance(v, bool):
@@ -337,28 +335,3 @@ def flags_banner_html(summary: pd.DataFrame, tol: Tolerances = Tolerances()) -> 
     return (f"<h2>Intervention check: {len(bad)} policy configuration(s) flagged</h2>"
             "<p><b>Their diagnostics show no effect: their score differences below are not evidence about the "
             "policy.</b></p>" f"<ul class='flags'>{items}</ul>")
-
-
-def build_report_with_evidence(records: pd.DataFrame, out_path: str | Path, *, suite: Any,
-                               runs: list[Mapping[str, Any]], n_resamples: int = 10_000,
-                               tol: Tolerances = Tolerances(), lead_sections: Sequence[str] = (),
-                               extra_sections: Sequence[tuple[str, str]] = (),
-                               **report_kw: Any) -> tuple[Path, pd.DataFrame]:
-    """`analysis.report.build_report` plus the intervention evidence: the flag list right after the
-    title (before every score comparison, issue 7) and the evidence/compute section at the end. The
-    runs' metrics also give the training curves; report_kw (margin, items, figures_dir) go to build_report.
-
-    Returns (report path, flag_policies frame).
-    """
-    from analysis.report import build_report
-    from evaluation.suite import load_suite
-
-    s = load_suite(suite) if isinstance(suite, str) else suite
-    summary = run_summary(runs)
-    scores = final_scores(records, s)
-    title, body = intervention_section_html(summary, scores, s.aggregate_names[0], tol)
-    path = build_report(records, out_path, suite=s, n_resamples=n_resamples,
-                        lead_sections=[flags_banner_html(summary, tol), *lead_sections],
-                        extra_sections=[*extra_sections, (title, f"<div id='intervention'>{body}</div>")],
-                        training_runs=runs, **report_kw)
-    return path, flag_policies(summary, tol)

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.atomic import atomic_path
 from analysis.schema import (
     MECHANISMS,
     RECORD_COLUMNS,
@@ -26,6 +25,7 @@ from analysis.schema import (
     mechanism_of,
 )
 from evaluation.suite import Suite, load_suite
+from wtcommon.atomic import atomic_path
 
 _MISSING_TOKENS = {"", "nan", "na", "none", "null"}
 

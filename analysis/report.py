@@ -19,13 +19,15 @@ from typing import Any
 import pandas as pd
 
 from analysis.aggregates import missing_report, run_table, score_matrix
-from analysis.atomic import atomic_write_text
-from analysis.paired import SMALL_N_NOTE, paired_comparisons
 from analysis.figures import FORMATS, build_figures, render, within_group_correlations, write_figures
+from analysis.intervention import (Tolerances, final_scores, flag_policies, flags_banner_html,
+                                   intervention_section_html, run_summary)
+from analysis.paired import SMALL_N_NOTE, paired_comparisons
 from analysis.records import read_records
 from analysis.schema import GROUP_KEYS
 from analysis.tables import build_tables
 from evaluation.suite import Suite, load_suite
+from wtcommon.atomic import atomic_write_text
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1200px;color:#222}
@@ -127,3 +129,25 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
     if figures_dir is not None:
         write_figures(rendered, figures_dir)
     return out
+
+
+def build_report_with_evidence(records: pd.DataFrame, out_path: str | Path, *, suite: Any,
+                               runs: list[Mapping[str, Any]], n_resamples: int = 10_000,
+                               tol: Tolerances = Tolerances(), lead_sections: Sequence[str] = (),
+                               extra_sections: Sequence[tuple[str, str]] = (),
+                               **report_kw: Any) -> tuple[Path, pd.DataFrame]:
+    """`build_report` plus the intervention evidence: the flag list right after the
+    title (before every score comparison, issue 7) and the evidence/compute section at the end. The
+    runs' metrics also give the training curves; report_kw (margin, items, figures_dir) go to build_report.
+
+    Returns (report path, flag_policies frame).
+    """
+    s = load_suite(suite) if isinstance(suite, str) else suite
+    summary = run_summary(runs)
+    scores = final_scores(records, s)
+    title, body = intervention_section_html(summary, scores, s.aggregate_names[0], tol)
+    path = build_report(records, out_path, suite=s, n_resamples=n_resamples,
+                        lead_sections=[flags_banner_html(summary, tol), *lead_sections],
+                        extra_sections=[*extra_sections, (title, f"<div id='intervention'>{body}</div>")],
+                        training_runs=runs, **report_kw)
+    return path, flag_policies(summary, tol)

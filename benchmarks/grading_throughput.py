@@ -29,7 +29,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from evaluation.graders import BUDGET_S, grade_batch  # noqa: E402
-from evaluation.graders.math import MathPool  # noqa: E402
+from evaluation.graders.pool import MathPool  # noqa: E402
 from evaluation.graders.pool import GraderPool, grade_inprocess  # noqa: E402
 
 N = 6194

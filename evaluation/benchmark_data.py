@@ -8,16 +8,15 @@ small test suite shipped in the repo) so the item-count gate knows what to expec
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from evaluation.graders.multiple_choice import normalise_gold
+from wtcommon.atomic import atomic_path, atomic_write_text
+from wtcommon.files import sha256_file
 
 COLUMNS: dict[str, str] = {"item_id": "str", "prompt": "str", "answer": "str", "n_options": "int"}
 MANIFEST = "manifest.json"
@@ -26,24 +25,6 @@ FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "db12"
 
 class BenchmarkDataError(ValueError):
     """A benchmark file is missing or malformed; the message names file, row/column and the fix."""
-
-
-def sha256_file(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def validate_items(df: pd.DataFrame, where: str, grader: str | None = None) -> pd.DataFrame:
@@ -95,7 +76,8 @@ def read_benchmark(data_dir: Path, benchmark_id: str, grader: str | None = None)
 def write_benchmark(df: pd.DataFrame, data_dir: Path, benchmark_id: str, grader: str | None = None) -> Path:
     path = Path(data_dir) / f"{benchmark_id}.parquet"
     clean = validate_items(df.reset_index(drop=True), f"{benchmark_id} (being written)", grader)
-    _atomic_write(path, lambda tmp: clean.to_parquet(tmp, index=False))
+    with atomic_path(path) as tmp:
+        clean.to_parquet(tmp, index=False)
     return path
 
 
@@ -109,7 +91,7 @@ def write_manifest(data_dir: Path, benchmark_ids: list[str], *, kind: str, sourc
                         **({"source": sources[bid]} if sources and bid in sources else {})}
     body = {"kind": kind, "benchmarks": entries}
     path = data_dir / MANIFEST
-    _atomic_write(path, lambda tmp: tmp.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n"))
+    atomic_write_text(path, json.dumps(body, indent=2, sort_keys=True) + "\n")
     return path
 
 

@@ -8,7 +8,6 @@ model's parse and truncation rates pass the suite gates. One model load for ever
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -19,17 +18,7 @@ from evaluation.benchmark_data import read_benchmark
 from evaluation.evaluator import EvaluationError, evaluate_checkpoint
 from evaluation.graders import grade
 from evaluation.prompts import render_gold
-from evaluation.suite import Gates, Suite, load_suite
-
-
-def with_max_gen_toks(suite: Suite, max_gen_toks: int | None) -> Suite:
-    """The suite with every benchmark's generation limit replaced (small models, smoke tests)."""
-    if max_gen_toks is None:
-        return suite
-    if max_gen_toks <= 0:
-        raise ValueError(f"max_gen_toks must be positive, got {max_gen_toks}")
-    return dataclasses.replace(
-        suite, benchmarks=tuple(dataclasses.replace(b, max_gen_toks=int(max_gen_toks)) for b in suite.benchmarks))
+from evaluation.suite import Gates, Suite, load_suite, with_max_gen_toks
 
 
 def format_alignment(suite: Suite, data_dir: Path, n: int, benchmark_ids: list[str]) -> dict[str, tuple[bool, str]]:

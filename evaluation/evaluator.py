@@ -15,7 +15,6 @@ import dataclasses
 import gzip
 import json
 import math
-import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,13 +23,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evaluation.benchmark_data import (BenchmarkDataError, _atomic_write, read_benchmark, read_manifest,
+from evaluation.benchmark_data import (BenchmarkDataError, read_benchmark, read_manifest,
                                        verify_checksum)
 from evaluation.checkpoint_hash import checkpoint_hash
 from evaluation.generation_cache import CachedLM, GenerationStore
 from evaluation.graders import grader_version
-from evaluation.suite import Gates, Suite, load_suite
+from evaluation.suite import Gates, Suite, load_suite, with_max_gen_toks
 from evaluation.tasks.build import write_task_dir
+from wtcommon.atomic import atomic_path, atomic_write_text
 
 EVALUATOR_VERSION = "1"
 RUN_META_REQUIRED = ("run_id", "campaign", "model", "policy", "seed", "step")
@@ -138,28 +138,16 @@ def _run_meta(meta: dict[str, Any]) -> dict[str, Any]:
                          "(and optionally run_key, mechanism, regime, config_hash)")
     out = dict(meta)
     out.setdefault("run_key", str(meta["run_id"]))
-    if "mechanism" not in out:
-        from analysis.schema import mechanism_of
-
-        out["mechanism"] = mechanism_of(str(meta["policy"]))
+    out.setdefault("mechanism", "unknown")  # the caller knows the policy's mechanism (its YAML); evaluation does not
     out.setdefault("regime", "")
     out.setdefault("config_hash", "")
     return out
 
 
 def _atomic_gzip_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        with gzip.open(tmp, "wt", encoding="utf-8") as f:
-            for r in rows:
-                f.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp, gzip.open(tmp, "wt", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
 
 
 def _default_device() -> str:
@@ -198,6 +186,12 @@ def _build_model(backend: str, checkpoint: Path, *, longest: int, max_gen: int, 
     raise EvaluationError(f"unknown backend {backend!r}; use 'hf' or 'vllm'")
 
 
+def records_path(out: str | Path) -> Path:
+    """`out` itself if it names a `.parquet`/`.pq`/`.csv` records file, else `<out>/records.parquet`."""
+    out = Path(out)
+    return out if out.suffix.lower() in (".parquet", ".pq", ".csv") else out / "records.parquet"
+
+
 def evaluate_checkpoint(
     checkpoint: Path,
     *,
@@ -216,15 +210,15 @@ def evaluate_checkpoint(
     progress: bool = True,
     vllm_options: dict[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """Evaluate one checkpoint on the suite; returns (and writes to `out`) one Record per benchmark.
+    """Evaluate one checkpoint on the suite; returns one Record per benchmark (the caller writes them).
 
     `benchmarks` restricts to a subset; `gates` (a `Gates` or a mapping of its fields) overrides
     the suite's gates; `max_gen_toks` replaces every generation limit (small-context models).
-    `out` is a `.parquet`/`.csv` records file, or a directory (records go to `<out>/records.parquet`).
-    The DataFrame's `attrs` carry `health` (per-benchmark gate figures) and `items_path`.
+    `out` names where the caller will write the records (`records_path(out)`: a `.parquet`/`.csv` file, or
+    a directory for `<out>/records.parquet`); the item log and health JSON are written beside it here.
+    Evaluation returns results and the stage writes records, so `evaluation` never imports `analysis`.
+    The DataFrame's `attrs` carry `health` (per-benchmark gate figures), `items_path` and `records_path`.
     """
-    from evaluation.calibrate import with_max_gen_toks
-
     s = with_max_gen_toks(_suite(suite), max_gen_toks)
     if isinstance(gates, dict):
         unknown_keys = set(gates) - {f.name for f in dataclasses.fields(Gates)}
@@ -232,8 +226,7 @@ def evaluate_checkpoint(
             raise ValueError(f"gates: unknown key(s) {sorted(unknown_keys)}; use {[f.name for f in dataclasses.fields(Gates)]}")
         gates = dataclasses.replace(s.gates, **gates)
     g = gates or s.gates
-    if out is not None and Path(out).suffix.lower() not in (".parquet", ".pq", ".csv"):
-        out = Path(out) / "records.parquet"
+    out = records_path(out) if out is not None else None
     meta = _run_meta(run_meta)
     checkpoint = Path(checkpoint)
     data_dir = Path(data_dir)
@@ -377,7 +370,7 @@ def evaluate_checkpoint(
         _atomic_gzip_jsonl(items_path, item_rows)
         hp = items_path.with_name(items_path.name.replace(".items.jsonl.gz", ".health.json"))
         body = json.dumps([asdict(h) for h in health.values()], indent=2, default=str) + "\n"
-        _atomic_write(hp, lambda tmp: tmp.write_text(body))
+        atomic_write_text(hp, body)
     health_list = [asdict(h) for h in health.values()]
     failures = [f for h in health.values() for f in h.failures]
     if failures:
@@ -399,12 +392,9 @@ def evaluate_checkpoint(
             "config_hash": str(meta["config_hash"]),
         })
     records = pd.DataFrame(rows)
-    if out is not None:
-        from analysis.records import write_records
-
-        write_records(records, out)
     records.attrs["health"] = health_list
     records.attrs["items_path"] = str(items_path) if items_path else None
+    records.attrs["records_path"] = str(out) if out is not None else None
     records.attrs["n_generated"] = cached.n_generated
     records.attrs["n_cached"] = cached.n_cached
     records.attrs["checkpoint_hash"] = ckpt_hash

@@ -7,13 +7,13 @@ benchmark) without touching code. Everything downstream (evaluator, analysis) re
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from campaigns import config_root
+from wtcommon.files import load_yaml_mapping
 
 SUITE_DIR = config_root() / "suite"
 
@@ -94,6 +94,16 @@ class Suite:
         return [a.name for a in self.aggregates]
 
 
+def with_max_gen_toks(suite: Suite, max_gen_toks: int | None) -> Suite:
+    """The suite with every benchmark's generation limit replaced (small models, smoke tests)."""
+    if max_gen_toks is None:
+        return suite
+    if max_gen_toks <= 0:
+        raise ValueError(f"max_gen_toks must be positive, got {max_gen_toks}")
+    return dataclasses.replace(
+        suite, benchmarks=tuple(dataclasses.replace(b, max_gen_toks=int(max_gen_toks)) for b in suite.benchmarks))
+
+
 def _err(path: Path | str, where: str, msg: str) -> SuiteError:
     return SuiteError(f"{path}: {where}: {msg}")
 
@@ -105,11 +115,7 @@ def load_suite(name_or_path: str | Path = "db12") -> Suite:
         p = SUITE_DIR / f"{name_or_path}.yaml"
     if not p.is_file():
         raise SuiteError(f"{p}: suite file not found; pass a name from {SUITE_DIR} or a path to a YAML file")
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        raise SuiteError(f"{p}: not valid YAML: {e}") from e
-    return parse_suite(raw, p)
+    return parse_suite(load_yaml_mapping(p, what="suite file", error=SuiteError), p)
 
 
 def parse_suite(raw: Any, path: Path | str = "<suite>") -> Suite:

@@ -172,13 +172,13 @@ def advance(sess: "Session", campaign: str) -> Advance:
 def export_looks(sess: "Session", campaign: str) -> Path | None:
     """Write every recorded look to `results/<campaign>/sequential_looks.csv` (atomic), next to the
     records, where `campaign report` finds it and shows the adjusted intervals first."""
-    from analysis.atomic import atomic_write_text
+    from wtcommon.atomic import atomic_write_text
     from analysis.sequential import LOOK_COLUMNS, read_looks
 
     looks = read_looks(sess.ledger.url, campaign)
     if looks.empty:
         return None
-    from orchestrator.stages import inside
+    from orchestrator.paths import inside
 
     path = inside(sess.workdir, "results", campaign, "sequential_looks.csv")
     atomic_write_text(path, looks[list(LOOK_COLUMNS)].to_csv(index=False))

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
+
+from wtcommon.atomic import atomic_path, atomic_write_text
+from wtcommon.files import short_hash
 
 # Instructions appended after a blank line ([inferred]: the builder's exact strings are not
 # quoted in STUDY.md; these follow its description — boxed answers, one statement per person,
@@ -240,15 +241,11 @@ def write_corpus(out_dir: Path, train: list[dict[str, Any]], test: list[dict[str
 
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, rows in (("train", train), ("test", test)):
-        tmp = out_dir / f".{name}.parquet.tmp"
-        pd.DataFrame(rows).to_parquet(tmp, index=False)
-        os.replace(tmp, out_dir / f"{name}.parquet")
+        with atomic_path(out_dir / f"{name}.parquet") as tmp:
+            pd.DataFrame(rows).to_parquet(tmp, index=False)
     manifest = {**meta, "train_rows": len(train), "test_rows": len(test),
                 "train_sha256": content_hash(train), "test_sha256": content_hash(test)}
-    fd, tmp = tempfile.mkstemp(dir=out_dir, suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(manifest, f, indent=2, sort_keys=True)
-    os.replace(tmp, out_dir / "manifest.json")
+    atomic_write_text(out_dir / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True))
     return manifest
 
 
@@ -268,7 +265,7 @@ def corpus_identity(data_spec: Any, regime: str, data_root: Path | None) -> dict
             ident["hash"] = json.loads(man.read_text())["train_sha256"]
             return ident
     recipe = {"sources": SOURCES if data_spec.corpus == "multidomain_3" else data_spec.corpus, **ident}
-    ident["hash"] = "spec:" + hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+    ident["hash"] = "spec:" + short_hash(json.dumps(recipe, sort_keys=True))
     return ident
 
 

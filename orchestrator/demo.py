@@ -69,8 +69,9 @@ def write_report(records: Path, workdir: Path, *, out: Console, err: Console, su
     (flagged policies listed before any score comparison) and training curves; its figures also as
     SVG/PDF/PNG in `<workdir>/figures/`. A report that cannot be built is
     reported, not fatal: the records and tables above stand on their own."""
-    from analysis.intervention import InterventionError, build_report_with_evidence, runs_from_dir
+    from analysis.intervention import InterventionError, runs_from_dir
     from analysis.records import read_records
+    from analysis.report import build_report_with_evidence
 
     try:
         df = read_records(records, suite=suite)

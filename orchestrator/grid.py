@@ -8,7 +8,6 @@ change to what is trained gives a new one (STUDY L19: resolved config hashes per
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -16,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.data import CorpusError, corpus_identity
-from orchestrator.spec import CampaignSpec, SpecError, check_name, load_yaml_mapping, shipped_config_root
+from orchestrator.spec import CampaignSpec, SpecError, check_name, shipped_config_root
+from wtcommon.files import load_yaml_mapping, short_hash as _short_hash
 
 
 def canonical_json(obj: Any) -> str:
@@ -24,7 +24,8 @@ def canonical_json(obj: Any) -> str:
 
 
 def short_hash(obj: Any, n: int = 16) -> str:
-    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()[:n]
+    """The first `n` hex digits of sha256 of `obj`'s canonical JSON (run keys, config hashes)."""
+    return _short_hash(canonical_json(obj), n)
 
 
 @dataclass(frozen=True)
@@ -89,9 +90,9 @@ class _Resolver:
             path = self.root / group / f"{name}.yaml"
             shipped = shipped_config_root() / group / f"{name}.yaml"
             if path.exists():
-                self._cache[ck] = load_yaml_mapping(path, group)
+                self._cache[ck] = load_yaml_mapping(path, what=f"{group} file", error=SpecError)
             elif shipped.exists():  # a user's campaign outside the repo reuses the shipped models/recipes/policies
-                self._cache[ck] = load_yaml_mapping(shipped, group)
+                self._cache[ck] = load_yaml_mapping(shipped, what=f"{group} file", error=SpecError)
             elif group == "model" and name in self.spec.model_defs:
                 self._cache[ck] = dict(self.spec.model_defs[name])
             else:

@@ -70,14 +70,12 @@ def plugin_paths(names: Iterable[str], stage_dir: Path) -> list[str]:
 
 def _stage_module(src: Path, pkg: Path) -> Path:
     """`pkg/__init__.py` = the module file (atomic, rewritten only when it changed)."""
-    import os
+    from wtcommon.atomic import atomic_write_bytes
 
     pkg.mkdir(parents=True, exist_ok=True)
     target, data = pkg / "__init__.py", src.read_bytes()
     if not target.exists() or target.read_bytes() != data:
-        tmp = pkg / f".__init__.py.tmp{os.getpid()}"
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
+        atomic_write_bytes(target, data)
     return pkg
 
 

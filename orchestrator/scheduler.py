@@ -38,7 +38,8 @@ from orchestrator.grid import RunSpec
 from orchestrator.ledger import CampaignBusy, IllegalTransition, RunState, SQLLedger
 from orchestrator.ledger.base import RunRow
 from orchestrator.ledger.states import ACTIVE, ACTIVE_STAGE, WAITING_STAGE, AttemptStatus
-from orchestrator.stages import run_dir, verify_evaluate, verify_train, write_run_spec
+from orchestrator.paths import run_dir
+from orchestrator.stages import verify_evaluate, verify_train, write_run_spec
 
 S = RunState
 

@@ -140,7 +140,7 @@ class Session:
         import pandas as pd
         import pyarrow.parquet as pq
 
-        from analysis.atomic import atomic_path
+        from wtcommon.atomic import atomic_path
         from analysis.records import read_records, write_records
 
         frames, missing = [], []
@@ -156,7 +156,7 @@ class Session:
                                  "to re-run their record stage")
         if not frames:
             return None
-        from orchestrator.stages import inside
+        from orchestrator.paths import inside
 
         out = inside(self.workdir, "results", campaign, "records.parquet")
         out.parent.mkdir(parents=True, exist_ok=True)

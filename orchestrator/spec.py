@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 MECHANISMS = ("none", "select", "reweight", "mix")
@@ -447,14 +446,3 @@ def load_campaign(campaign: str | Path, overrides: list[str] | tuple[str, ...] =
                     raise SpecError(f"{spec.file_for(key)}: key '{key}': a sequential seeds design sets every group's "
                                     "seeds; remove this list or give the campaign a fixed seeds list")
     return spec
-
-
-def load_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
-    """Read a YAML mapping with `safe_load`; errors name the file."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{path}: invalid YAML for {what}: {exc}") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"{path}: a {what} file must be a mapping")
-    return data

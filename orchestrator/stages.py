@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import hashlib
 import json
 import os
 import socket
@@ -35,13 +34,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from orchestrator.grid import RunSpec
+from orchestrator.paths import StageConfigError, inside, run_dir  # noqa: F401 - inside/run_dir: this module's API too
+from wtcommon.atomic import atomic_write_text
+from wtcommon.files import sha256_file
 
 EXIT_CONFIG = 2
 EXIT_HEALTH_GATE = 3
-
-
-class StageConfigError(RuntimeError):
-    """A deterministic error in the run's configuration: retrying cannot help."""
 
 
 class StageHealthGateError(RuntimeError):
@@ -78,31 +76,8 @@ def stage_lock(rd: Path, stage: str) -> Iterator[None]:
         f.close()
 
 
-def inside(workdir: Path, *parts: str) -> Path:
-    """`workdir/parts...` resolved, refused unless it stays inside the work directory (names are validated at
-    plan time; this is the last line of defence for anything the tool writes)."""
-    root = Path(workdir).resolve()
-    path = root.joinpath(*parts).resolve()
-    if path == root or not path.is_relative_to(root):
-        raise StageConfigError(f"{'/'.join(parts)!r}: resolves to {path}, outside the work directory {root}")
-    return path
-
-
-def run_dir(workdir: Path, spec: RunSpec) -> Path:
-    """`<workdir>/runs/<campaign>/<run_key>`: per campaign, since records carry its labels."""
-    return inside(workdir, "runs", spec.campaign, spec.run_key)
-
-
-def sha256_file(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def _atomic_json(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str))
 
 
 def write_run_spec(spec: RunSpec, workdir: Path) -> Path:
@@ -189,7 +164,8 @@ def stage_train(spec: RunSpec, workdir: Path) -> dict[str, Any]:
     if spec.backend == "noop":
         result = _noop_train(spec, out)
     else:
-        from orchestrator.training.backend import TrainingError, TrainRequest, get_backend
+        from orchestrator.training.backend import TrainingError, TrainRequest
+        from orchestrator.training.registry import get_backend
 
         try:
             req = TrainRequest(
@@ -318,16 +294,18 @@ def stage_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any]:
 
         data_dir = _resolve(opts.get("data_dir"), workdir) or Path(workdir) / "data" / "eval"
         try:
-            frames.append(evaluate_checkpoint(
+            rec = evaluate_checkpoint(
                 Path(c["path"]), suite=spec.suite, data_dir=data_dir, backend=opts.get("backend", "hf"),
                 run_meta=run_meta(spec, c["step"]), out=rd / "eval" / f"step_{c['step']}", limit=opts.get("limit"),
                 cache_dir=Path(workdir) / "cache" / "eval", max_gen_toks=opts.get("max_gen_toks"),
                 gates=opts.get("gates"), progress=False,
-            ))
+            )
         except HealthGateError as exc:  # deterministic for this checkpoint: no retry, reported in full
             raise StageHealthGateError(f"evaluation of {spec.run_id} step {c['step']}: {exc}") from None
         except EvaluationError as exc:  # missing or malformed data is deterministic: no retry
             raise StageConfigError(f"evaluation of {spec.run_id} step {c['step']}: {exc}") from None
+        write_records(rec, rec.attrs["records_path"])  # the step's records beside its item log
+        frames.append(rec)
     records = rd / "records.parquet"
     write_records(pd.concat(frames, ignore_index=True), records)
     n = len(read_records(records, suite=spec.suite))  # re-read through the validating reader

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from orchestrator.ledger.states import RunState
+from wtcommon.metrics import read_metrics_jsonl
 
 if TYPE_CHECKING:
     from orchestrator.grid import RunSpec
@@ -200,29 +201,9 @@ def log_metric_rows(uri: str, run_id: str, rows: Iterable[Mapping[str, Any]], st
     return len(metrics)
 
 
-def read_jsonl(path: str | Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """Complete rows of a metrics JSONL from byte `offset`, and the offset after the last complete line.
-
-    A line without its newline is not consumed (a job mid-write, or one killed mid-write: it is read
-    again on the next call and skipped only if it never completes); an undecodable complete line is skipped."""
-    with open(path, "rb") as f:
-        f.seek(offset)
-        data = f.read()
-    end = data.rfind(b"\n") + 1
-    rows = []
-    for line in data[:end].splitlines():
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            rows.append(obj)
-    return rows, offset + end
-
-
 def log_metrics_file(uri: str, run_id: str, metrics_path: str | Path, prefix: str = "") -> int:
     """Ingest a training job's whole metrics JSONL (one object per step); a torn last line is skipped."""
-    rows, _ = read_jsonl(metrics_path)
+    rows, _ = read_metrics_jsonl(metrics_path, torn_tail="skip")
     return log_metric_rows(uri, run_id, rows, prefix=prefix)
 
 
@@ -319,7 +300,7 @@ class CampaignTracker:
         """The files a cell's training metrics stream from: verl's per-launch files while they exist
         (`train/verl_metrics/launch_*.jsonl`; merged into metrics.jsonl only when the run ends), else
         `train/metrics.jsonl`, where the local and noop backends write each step."""
-        from orchestrator.stages import run_dir
+        from orchestrator.paths import run_dir
 
         train = run_dir(self.workdir, spec) / "train"
         launches = sorted((train / "verl_metrics").glob("launch_*.jsonl"))
@@ -367,7 +348,7 @@ class CampaignTracker:
                 seen = 0  # the file was rewritten (a retried training attempt starts it again)
             if size == seen:
                 continue
-            rows, offset = read_jsonl(path, seen)
+            rows, offset = read_metrics_jsonl(path, torn_tail="skip", offset=seen)  # a torn tail is read again
             if offset == seen:
                 continue
             metrics = metric_rows(rows, prefix="train/")
@@ -385,7 +366,7 @@ class CampaignTracker:
     def _finish(self, row: "RunRow", spec: "RunSpec", st: dict[str, Any]) -> None:
         from mlflow.entities import RunTag
 
-        from orchestrator.stages import run_dir
+        from orchestrator.paths import run_dir
 
         c = client(self.uri)
         status = _TERMINAL_STATUS[row.state]

@@ -57,6 +57,7 @@ import yaml
 from orchestrator.grid import RunSpec, expand, short_hash
 from orchestrator.ledger.states import TERMINAL, RunState
 from orchestrator.spec import CampaignSpec, load_campaign
+from wtcommon.metrics import read_metrics_jsonl
 
 DEFAULT_ATTR = "is_default"
 # `--validation-suite heldout`: score on the training backend's fixed held-out prompts of the training
@@ -401,20 +402,10 @@ class _Runner:
 
 
 def _metrics_rows(path: Path) -> list[dict[str, Any]]:
-    """The complete JSON lines of a metrics file that may still be being written (a torn last line is skipped)."""
-    import json
-
-    out = []
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return out
-    for line in text.splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
+    """The complete rows of a metrics file that may still be being written (a torn last line is skipped)."""
+    if not path.is_file():
+        return []
+    return read_metrics_jsonl(path, torn_tail="skip")[0]
 
 
 def _heldout_values(path: Path) -> list[tuple[int, float]]:
@@ -439,7 +430,7 @@ class _Intermediate:
         self.values: dict[tuple[str, int], float] = {}
 
     def _train_dir(self, r: RunSpec) -> Path:
-        from orchestrator.stages import run_dir
+        from orchestrator.paths import run_dir
 
         return run_dir(self.runner.session.workdir, r) / "train"
 
@@ -677,7 +668,7 @@ def equal_budgets(rep: Mapping[str, Mapping[str, Any]]) -> bool:
 
 def write_tuned_policy(rep_entry: Mapping[str, Any], policy: str, out_dir: Path, name: str | None = None) -> Path:
     """Write `<out_dir>/<policy>_tuned.yaml` (validated, atomic); a campaign then lists it by name."""
-    from analysis.atomic import atomic_write_text
+    from wtcommon.atomic import atomic_write_text
     from policies import load_policy
 
     if not rep_entry.get("best_params"):

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import torch
-import yaml
 from torch import Tensor
 
 from policies import actuators as _actuators  # noqa: F401  (registers actuators)
@@ -37,6 +36,7 @@ from policies.actuators.mix import DomainStats, Mixer
 from policies.batch import StepBatch
 from policies.errors import PolicyConfigError
 from policies.registry import Entry, lookup, validate_params
+from wtcommon.files import load_yaml_mapping
 
 MECHANISMS = ("none", "select", "reweight", "mix")
 TOP_KEYS = {
@@ -279,13 +279,7 @@ def _read(source: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     path = Path(source)
     if not path.is_file():
         raise PolicyConfigError(f"{path}: policy file not found")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise PolicyConfigError(f"{path}: not valid YAML ({exc})") from None
-    if not isinstance(data, dict):
-        raise PolicyConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return data, str(path)
+    return load_yaml_mapping(path, what="policy file", error=PolicyConfigError), str(path)
 
 
 def _block(cfg: dict, key: str, policy: str) -> tuple[str | None, dict]:

@@ -1,5 +1,7 @@
 """Code rules checked over the package sources with `ast` (issue 14): run states are `RunState` members,
-never bare strings, outside `orchestrator/ledger/states.py`.
+never bare strings, outside `orchestrator/ledger/states.py`; imports point one way
+(`orchestrator → evaluation → policies`, `orchestrator → analysis`, everything → `wtcommon`) and no two
+modules import each other, directly or round a loop.
 
 Each checker is a pure function over source text, tested on small snippets first (so a checker that
 finds nothing cannot pass by accident), then run over every product module.
@@ -8,6 +10,7 @@ finds nothing cannot pass by accident), then run over every product module.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,7 @@ import pytest
 from orchestrator.ledger.states import AttemptStatus, RunState
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("orchestrator", "evaluation", "analysis", "policies", "campaigns")
+PACKAGES = ("orchestrator", "evaluation", "analysis", "policies", "campaigns", "wtcommon")
 STATES = frozenset(s.value for s in RunState)
 STATES_MODULE = Path("orchestrator/ledger/states.py")
 
@@ -93,3 +96,121 @@ def test_state_members_are_their_stored_strings(enum: type) -> None:
     for m in enum:
         assert m.name == m.value and m == m.value and hash(m) == hash(m.value) and f"{m}" == m.value
         assert {m.value: 1}[m] == 1
+
+
+# ---------------------------------------------------------------- import direction and cycles
+
+# (importer package, imported package) pairs that run back up the layers. (The verl plugin in
+# `policies/verl` scores rollouts with `evaluation`'s graders, so policies → evaluation is not listed.)
+FORBIDDEN = {("evaluation", "orchestrator"), ("policies", "orchestrator"), ("evaluation", "analysis")} | {
+    ("wtcommon", p) for p in PACKAGES if p != "wtcommon"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(source: str, module: str, is_package: bool, known: set[str]) -> set[tuple[str, int]]:
+    """(imported product module, line) for every import in `source`, at module level or inside a function.
+
+    Imports under `if TYPE_CHECKING:` are left out: they never run, so they make neither an arrow nor a
+    cycle. `from pkg import name` counts as `pkg.name` when that is a module, else as `pkg`."""
+    tree = ast.parse(source)
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                   for stmt in node.body for n in ast.walk(stmt)}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    out: set[tuple[str, int]] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            out |= {(m, node.lineno) for a in node.names if (m := resolve(a.name))}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = module.split(".") if is_package else module.split(".")[:-1]
+                base = ".".join(pkg[:len(pkg) - node.level + 1] + ([node.module] if node.module else []))
+            out |= {(m, node.lineno) for a in node.names if (m := resolve(f"{base}.{a.name}") or resolve(base))}
+    return {(m, line) for m, line in out if m != module}
+
+
+def import_graph(files: dict[str, str]) -> dict[str, set[tuple[str, int]]]:
+    """module -> {(imported module, line)} for `files` = {relative path: source}."""
+    known = {module_name(Path(f)) for f in files}
+    return {module_name(Path(f)): imports_of(src, module_name(Path(f)), Path(f).name == "__init__.py", known)
+            for f, src in files.items()}
+
+
+def wrong_arrows(graph: dict[str, set[tuple[str, int]]]) -> list[str]:
+    return sorted(f"{m}:{line} imports {t}" for m, edges in graph.items() for t, line in edges
+                  if (m.split(".")[0], t.split(".")[0]) in FORBIDDEN)
+
+
+def cycles(graph: dict[str, set[tuple[str, int]]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    succ = {m: {t for t, _ in edges if t in graph} for m, edges in graph.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in succ[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(succ):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_the_import_checker_sees_arrows_function_level_imports_and_cycles() -> None:
+    files = {
+        "evaluation/a.py": "def f():\n    from orchestrator.b import g\n",
+        "orchestrator/b.py": "from evaluation import a\n",
+        "orchestrator/__init__.py": "",
+        "evaluation/__init__.py": "",
+        "analysis/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from analysis.d import X\n",
+        "analysis/d.py": "from . import c\n",
+        "policies/e.py": "import orchestrator.b as b\n",
+    }
+    g = import_graph(files)
+    assert wrong_arrows(g) == ["evaluation.a:2 imports orchestrator.b", "policies.e:1 imports orchestrator.b"]
+    assert cycles(g) == [["evaluation.a", "orchestrator.b"]]  # c -> d is typing-only: no cycle
+
+
+@functools.cache
+def _product_graph() -> dict[str, set[tuple[str, int]]]:
+    return import_graph({str(p): (ROOT / p).read_text() for p in product_files()})
+
+
+def test_imports_point_one_way() -> None:
+    assert wrong_arrows(_product_graph()) == []
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(_product_graph()) == []

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Sequence
 
 from evaluation.graders.result import GradeResult
 
@@ -100,23 +99,9 @@ def grade_math_inprocess(response: str, gold: str) -> GradeResult:
         return GradeResult(0.0, None, "error")
 
 
-from evaluation.graders.pool import MathPool, shared_pool  # noqa: E402 - the pool imports this module lazily
-
 BUDGET_S = 5.0  # parent-enforced time budget per item (math-verify can run for minutes on power towers)
 
 
-def grade_math(response: str, gold: str, timeout_s: float = BUDGET_S) -> GradeResult:
-    return shared_pool(1).grade_items("math", [response], [gold], timeout_s=timeout_s)[0]
-
-
-def grade_math_batch(
-    responses: Sequence[str], golds: Sequence[str], processes: int = 2, timeout_s: float = BUDGET_S
-) -> list[GradeResult]:
-    """processes=0 grades in this process (no budget enforcement; for measuring the floor only)."""
-    if processes == 0:
-        return [grade_math_inprocess(r, g) for r, g in zip(responses, golds, strict=True)]
-    return shared_pool(processes).grade_items("math", responses, golds, timeout_s=timeout_s)
-
-
-__all__ = ["BUDGET_S", "GRADER_VERSION", "MathPool", "grade_math", "grade_math_batch", "grade_math_inprocess",
-           "last_boxed", "normalise_answer"]
+# Budgeted grading (a spawned pool per process) is `evaluation.graders.grade`/`grade_batch`; the pool imports
+# this module, never the other way round.
+__all__ = ["BUDGET_S", "GRADER_VERSION", "grade_math_inprocess", "last_boxed", "normalise_answer"]

@@ -29,8 +29,7 @@ def _fmt(x: float, pct: bool = False) -> str:
 
 
 def _suite_or_fail(name: str, max_gen_toks: int | None):
-    from evaluation.calibrate import with_max_gen_toks
-    from evaluation.suite import SuiteError, load_suite
+    from evaluation.suite import SuiteError, load_suite, with_max_gen_toks
 
     try:
         return with_max_gen_toks(load_suite(name), max_gen_toks)
@@ -81,6 +80,8 @@ def register(app: typer.Typer) -> None:
         batch_size: int = typer.Option(32, "--batch-size", min=1, help="HF backend generation batch"),
     ) -> None:
         """Evaluate one checkpoint on the suite (one model load) and write Records."""
+        from analysis.records import write_records
+        from analysis.schema import mechanism_of
         from evaluation.evaluator import EvaluationError, evaluate_checkpoint
 
         if backend not in ("hf", "vllm"):
@@ -94,12 +95,13 @@ def register(app: typer.Typer) -> None:
                 "regime": regime, "config_hash": config_hash}
         if run_key:
             meta["run_key"] = run_key
-        if mechanism:
-            meta["mechanism"] = mechanism
+        meta["mechanism"] = mechanism or mechanism_of(policy)
         try:
             rec = evaluate_checkpoint(checkpoint, suite=s, data_dir=data_dir, backend=backend, run_meta=meta,
                                       out=out_path, limit=limit, cache_dir=cache_dir, benchmarks=benchmark or None,
                                       batch_size=batch_size)
+            if out_path:
+                write_records(rec, rec.attrs["records_path"])
         except EvaluationError as e:
             _fail(str(e), code=1)
         except ValueError as e:
@@ -279,9 +281,10 @@ def register(app: typer.Typer) -> None:
             t.add_row(r.benchmark, *(str(getattr(r, c)) for c in ("n_items", "exact", "normalised", "ngram", "contaminated")))
         out.print(t)
         if out_path:
-            from evaluation.benchmark_data import _atomic_write
+            from wtcommon.atomic import atomic_path
 
-            _atomic_write(out_path, lambda tmp: matches.to_csv(tmp, index=False))
+            with atomic_path(out_path) as tmp:
+                matches.to_csv(tmp, index=False)
             out.print(f"matches: {out_path}")
         if fail_on_match and len(matches):
             err.print(f"[red]{summary['contaminated'].sum()} benchmark items match training prompts[/red]")

@@ -20,7 +20,7 @@ def build_request(
     """Resolve recipe, model and policy files into a `TrainRequest` (errors name the file and field)."""
 
     from orchestrator.training.backend import TrainingError, TrainRequest
-    from orchestrator.training.local import load_model_config, load_recipe
+    from orchestrator.training.config import load_model_config, load_recipe
     from orchestrator.training.warmup import content_hash
 
     from policies import load_policy
@@ -73,7 +73,8 @@ def register(app: typer.Typer) -> None:
         """Train one policy at one seed and print the checkpoints and compute."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from orchestrator.training.backend import TrainingError, get_backend
+        from orchestrator.training.backend import TrainingError
+        from orchestrator.training.registry import get_backend
 
         if backend not in ("local", "verl"):
             _fail(f"--backend: got {backend!r}; choose local or verl")

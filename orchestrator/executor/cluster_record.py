@@ -9,9 +9,10 @@ token file used to authenticate to it — never the token itself.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from wtcommon.atomic import atomic_write_bytes
 
 FILE = "cluster.json"
 
@@ -21,11 +22,7 @@ def save_cluster(workdir: Path, address: str, token_path: str | None) -> Path:
     path = Path(workdir).resolve() / FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"address": address, "token_path": str(Path(token_path).resolve()) if token_path else None}
-    tmp = path.with_name(f".{FILE}.tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(body, f, indent=2)
-    os.replace(tmp, path)
+    atomic_write_bytes(path, json.dumps(body, indent=2).encode(), mode=0o600)
     return path
 
 

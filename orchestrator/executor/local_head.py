@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 from orchestrator.executor.base import ClusterUnreachable
+from wtcommon.atomic import atomic_write_text
+from wtcommon.files import short_hash
 
 
 def _free_port() -> int:
@@ -64,9 +66,7 @@ def _temp_dir(workdir: Path) -> Path:
         return Path(os.environ["WT_RAY_TMP"])
     tmp = workdir / "ray"
     if len(str(tmp)) > 40:
-        import hashlib
-
-        tmp = Path("/tmp") / f"wt-ray-{hashlib.sha256(str(workdir).encode()).hexdigest()[:10]}"
+        tmp = Path("/tmp") / f"wt-ray-{short_hash(str(workdir), 10)}"
     return tmp
 
 
@@ -172,9 +172,7 @@ def _start_head(workdir: Path, *, num_cpus: int, num_gpus: int, timeout_s: float
         raise
     os.chmod(tmp, 0o700)  # `ray start` makes its temp dir world-writable (0777): this user only, again
     state = workdir / "ray_head.json"
-    tmpf = state.with_suffix(".tmp")
-    tmpf.write_text(json.dumps({"dashboard": address, "gcs": f"127.0.0.1:{gcs_port}", "temp_dir": str(tmp)}))
-    os.replace(tmpf, state)
+    atomic_write_text(state, json.dumps({"dashboard": address, "gcs": f"127.0.0.1:{gcs_port}", "temp_dir": str(tmp)}))
     return address
 
 

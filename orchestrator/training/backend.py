@@ -1,6 +1,6 @@
 """One interface for both training backends (contract 5).
 
-The orchestrator builds a `TrainRequest`, asks `get_backend(name)` for a backend and gets back a
+The orchestrator builds a `TrainRequest`, asks `registry.get_backend(name)` for a backend and gets back a
 `TrainResult` whose checkpoints are verifiable (each has a `completed.json` written last). The
 local backend trains tiny models on CPU; the verl backend launches `verl.trainer.main_ppo`.
 """
@@ -8,11 +8,12 @@ local backend trains tiny models on CPU; the verl backend launches `verl.trainer
 from __future__ import annotations
 
 import abc
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from wtcommon.files import short_hash
 
 
 class TrainingError(RuntimeError):
@@ -67,7 +68,7 @@ class TrainRequest:
             "total_steps": self.total_steps,
         }
         blob = json.dumps(payload, sort_keys=True, default=str).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        return short_hash(blob)
 
 
 @dataclass
@@ -93,16 +94,3 @@ class TrainingBackend(abc.ABC):
     @abc.abstractmethod
     def train(self, req: TrainRequest) -> TrainResult:
         """Train (or return the already finished result of) `req`; raise `TrainingError` on failure."""
-
-
-def get_backend(name: str) -> TrainingBackend:
-    """`local` (CPU GRPO on tiny models) or `verl` (GPU, `verl.trainer.main_ppo`)."""
-    if name == "local":
-        from orchestrator.training.local import LocalBackend
-
-        return LocalBackend()
-    if name == "verl":
-        from orchestrator.training.verl_launcher import VerlBackend
-
-        return VerlBackend()
-    raise TrainingError(f"unknown training backend {name!r}; choose 'local' (CPU) or 'verl' (GPU)")

@@ -16,7 +16,6 @@ checkpoints and metrics (timing keys `time/*` excepted).
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import os
 import shutil
@@ -32,41 +31,14 @@ import torch
 from orchestrator.training import rollout as ro
 from orchestrator.training import warmup
 from orchestrator.training.backend import Checkpoint, TrainingBackend, TrainingError, TrainRequest, TrainResult
+from orchestrator.training.checkpoints import save_checkpoint_meta, verify_checkpoint
+from orchestrator.training.config import load_model_config, load_recipe  # noqa: F401 - load_recipe: API
+from wtcommon.atomic import atomic_write_text
 
-from campaigns import config_root
 ProgressFn = Callable[[int, int, dict[str, Any]], None]
 
 
 # --- configuration ----------------------------------------------------------------------------
-
-
-def load_yaml(path: Path) -> dict[str, Any]:
-    import yaml
-
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError:
-        raise TrainingError(f"{path}: file not found") from None
-    except yaml.YAMLError as e:
-        raise TrainingError(f"{path}: not valid YAML ({e})") from None
-    if not isinstance(data, dict):
-        raise TrainingError(f"{path}: expected a mapping at the top level")
-    return data
-
-
-def load_recipe(name_or_path: str | Path) -> dict[str, Any]:
-    """A recipe by name (`campaigns/recipe/<name>.yaml`) or by path."""
-    p = Path(name_or_path)
-    if not p.suffix:
-        p = config_root() / "recipe" / f"{name_or_path}.yaml"
-    return load_yaml(p)
-
-
-def load_model_config(name_or_path: str | Path) -> dict[str, Any]:
-    p = Path(name_or_path)
-    if not p.suffix:
-        p = config_root() / "model" / f"{name_or_path}.yaml"
-    return load_yaml(p)
 
 
 def _section(recipe: dict, key: str) -> dict[str, Any]:
@@ -148,20 +120,6 @@ def score_responses(pool: PromptPool, idx: np.ndarray, texts: list[str], n: int)
 # --- checkpoints and metrics --------------------------------------------------------------------
 
 
-def sha256_file(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def save_checkpoint_meta(ckpt_dir: Path, step: int, meta: dict[str, Any]) -> None:
-    """Write `completed.json` (step, sha256 of every weight file, run metadata) into an HF directory."""
-    weights = sorted(Path(ckpt_dir).glob("*.safetensors"))
-    if not weights:
-        raise TrainingError(f"{ckpt_dir}: no *.safetensors weights to record; the save or merge did not finish")
-    info = {"step": step, "sha256": {w.name: sha256_file(w) for w in weights}, **meta}
-    (Path(ckpt_dir) / "completed.json").write_text(json.dumps(info, indent=1, sort_keys=True))
-
-
 def save_checkpoint(model, tokenizer, out_dir: Path, step: int, meta: dict[str, Any]) -> Checkpoint:
     """HF-format save into a temp dir, `completed.json` (with weight sha256) written last, then rename."""
     final = out_dir / "checkpoints" / f"global_step_{step}"
@@ -175,21 +133,8 @@ def save_checkpoint(model, tokenizer, out_dir: Path, step: int, meta: dict[str, 
     return Checkpoint(step, final)
 
 
-def verify_checkpoint(path: Path) -> bool:
-    """True when `completed.json` exists and every weight file matches its recorded sha256."""
-    done = Path(path) / "completed.json"
-    if not done.exists():
-        return False
-    info = json.loads(done.read_text())
-    return bool(info.get("sha256")) and all(
-        (Path(path) / name).exists() and sha256_file(Path(path) / name) == digest for name, digest in info["sha256"].items()
-    )
-
-
 def _atomic_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True, default=str))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True, default=str))
 
 
 # --- the loop -----------------------------------------------------------------------------------

@@ -18,7 +18,6 @@ Evaluation fixtures (contract 4) reuse the generators: one Parquet per suite ben
 from __future__ import annotations
 
 import itertools
-import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any, Callable
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from wtcommon.atomic import atomic_path
 
 DOMAINS: tuple[str, ...] = ("math", "logic", "science")
 DATA_SOURCES = {"math": "synthetic_math", "logic": "synthetic_logic", "science": "synthetic_science"}
@@ -160,10 +160,8 @@ def corpus_frame(items: list[Item], split: str, seed: int) -> pd.DataFrame:
 
 
 def _atomic_parquet(df: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)
 
 
 def write_corpus(

@@ -23,6 +23,8 @@ from typing import Any, Sequence
 import yaml
 
 from orchestrator.training.backend import Checkpoint, TrainingBackend, TrainingError, TrainRequest, TrainResult
+from wtcommon.atomic import atomic_write_text
+from wtcommon.metrics import read_metrics_jsonl
 
 REWARD_PATH = "pkg://evaluation.reward"
 REWARD_NAME = "compute_score"
@@ -216,28 +218,18 @@ def _run(argv: list[str], env: dict[str, str], log: Path, pid_file: Path | None 
 def merge_metric_files(files: Sequence[Path], out: Path) -> None:
     """One line per step from verl's per-launch JSONL files; a later launch's line for a step wins (a
     resumed run re-logs only the steps after its checkpoint). Written atomically."""
-    by_step: dict[int, str] = {}
-    for f in files:
-        for line in f.read_text().splitlines():
-            try:
-                by_step[int(json.loads(line)["step"])] = line
-            except (ValueError, KeyError, TypeError):
-                continue
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text("".join(by_step[k] + "\n" for k in sorted(by_step)))
-    os.replace(tmp, out)
+    by_step: dict[int, dict[str, Any]] = {}
+    for f in files:  # a killed launch's torn last line is left out
+        for row in read_metrics_jsonl(f, torn_tail="skip")[0]:
+            if isinstance(row.get("step"), int):
+                by_step[row["step"]] = row
+    atomic_write_text(out, "".join(json.dumps(by_step[k]) + "\n" for k in sorted(by_step)))
 
 
 def _verl_metrics(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            rows.append({"step": obj.get("step"), **(obj.get("data") or {})})
-    return rows
+    if not path.exists():
+        return []
+    return [{"step": obj.get("step"), **(obj.get("data") or {})} for obj in read_metrics_jsonl(path, torn_tail="skip")[0]]
 
 
 def resolve_inputs(req: TrainRequest) -> TrainRequest:
@@ -246,7 +238,7 @@ def resolve_inputs(req: TrainRequest) -> TrainRequest:
     import dataclasses
 
     from orchestrator.training import warmup
-    from orchestrator.training.local import load_model_config
+    from orchestrator.training.config import load_model_config
 
     cache_root = Path(req.extra.get("cache_dir") or warmup.default_cache_root())
     model_path, train, extra = req.model_path, list(req.train_files), dict(req.extra)
@@ -268,7 +260,7 @@ class VerlBackend(TrainingBackend):
     name = "verl"
 
     def train(self, req: TrainRequest) -> TrainResult:
-        from orchestrator.training.local import save_checkpoint_meta
+        from orchestrator.training.checkpoints import save_checkpoint_meta
 
         req = resolve_inputs(req)
         dirs = run_dirs(req.out_dir)

@@ -9,7 +9,6 @@ cached by the content hash of everything that determines it, so all runs of a ca
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import random
@@ -22,6 +21,7 @@ import torch
 
 from orchestrator.training import synthetic
 from orchestrator.training.tiny_model import build_tiny_model
+from wtcommon.files import short_hash
 
 WARMUP_VERSION = 2  # bump when the warm-up procedure changes (invalidates caches)
 
@@ -31,7 +31,7 @@ def default_cache_root() -> Path:
 
 
 def content_hash(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return short_hash(json.dumps(obj, sort_keys=True, default=str))
 
 
 class _Lock:

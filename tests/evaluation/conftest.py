@@ -30,7 +30,7 @@ def random_model(shared_artifact) -> Path:
 @pytest.fixture(scope="session")
 def boxed_model(shared_artifact) -> Path:
     """Overfit for seconds to answer the gsm8k fixture items with `The answer is \\boxed{gold}.`"""
-    from evaluation.calibration_models import boxed_answer_pairs, overfit_tiny_model
+    from orchestrator.training.calibration_models import boxed_answer_pairs, overfit_tiny_model
 
     df = pd.read_parquet(FIXTURE_DIR / "gsm8k.parquet")
     return shared_artifact("boxed_model", lambda folder: overfit_tiny_model(

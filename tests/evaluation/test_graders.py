@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evaluation.graders import GradeResult, grade, grade_batch
-from evaluation.graders.math import MathPool
+from evaluation.graders.pool import MathPool
 
 # (response, gold, n_options, expected score, expected parsed letter or None, status)
 MC_CASES = [

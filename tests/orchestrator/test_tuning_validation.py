@@ -10,10 +10,10 @@ import pytest
 
 from evaluation.benchmark_data import read_benchmark, read_manifest, verify_checksum
 from evaluation.fixtures.make_fixtures import fixture_frames
-from evaluation.fixtures.synth_dev import build
 from evaluation.graders import grade
 from evaluation.suite import load_suite
 from orchestrator.spec import load_campaign
+from orchestrator.training import synth_dev as build
 from orchestrator.training import synthetic
 from orchestrator.tuning import TuneError, TuneRequest, _check_validation, paired_intermediate, shipped_data_dir
 
@@ -144,11 +144,7 @@ def test_heldout_intermediate_values_come_from_the_metrics_rows_written_so_far(t
     assert got == {(1, 0): 50.0, (1, 2): 12.5, (2, 0): 75.0}
 
 
-def test_cli_refuses_a_negative_prune_warmup(tmp_path):
-    import subprocess
-    import sys
-
-    cmd = [str(Path(sys.executable).with_name("campaign")), "tune", str(REPO / "campaigns" / "tune_demo.yaml"),
-           "--policy", "gfpo", "--trials", "1", "--workdir", str(tmp_path), "--prune-warmup-steps", "-1"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+def test_cli_refuses_a_negative_prune_warmup(tmp_path, campaign_cli):
+    p = campaign_cli(["tune", str(REPO / "campaigns" / "tune_demo.yaml"), "--policy", "gfpo", "--trials", "1",
+                      "--workdir", str(tmp_path), "--prune-warmup-steps", "-1"])
     assert p.returncode == 2 and "--prune-warmup-steps" in p.stderr and "Traceback" not in p.stderr

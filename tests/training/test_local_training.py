@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.training.backend import get_backend
+from orchestrator.training.registry import get_backend
 from orchestrator.training.local import run_training, verify_checkpoint
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.training.backend import TrainingError, TrainRequest, get_backend
+from orchestrator.training.backend import TrainingError, TrainRequest
+from orchestrator.training.registry import get_backend
 from orchestrator.training.local import load_model_config, load_recipe
 from orchestrator.training.verl_launcher import build_command, cancel, hydra_value, merge_command
 

@@ -10,16 +10,21 @@ from pathlib import Path
 
 
 @contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temp path in the target's directory; on success move it onto `path`, on error delete it."""
+def atomic_path(path: str | Path, mode: int | None = None) -> Iterator[Path]:
+    """Yield a temp path in the target's directory; on success move it onto `path`, on error delete it.
+
+    The file gets `mode` (e.g. 0o600 for a file naming a credential) or, by default, the usual
+    0o666 minus the umask. The temp name is unique, so concurrent writers never share one."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp_path = Path(tmp)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp makes 0600; give the file normal permissions
+    if mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask  # mkstemp makes 0600; give the file normal permissions
+    os.chmod(tmp_path, mode)
     try:
         yield tmp_path
         os.replace(tmp_path, target)
@@ -31,3 +36,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 def atomic_write_text(path: str | Path, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def atomic_write_bytes(path: str | Path, data: bytes, mode: int | None = None) -> None:
+    with atomic_path(path, mode) as tmp:
+        tmp.write_bytes(data)

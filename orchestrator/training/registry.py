@@ -1,0 +1,19 @@
+"""Training backends by name. Apart from `backend.py` (the interface the backends import), so that the
+backends import the interface and only this registry imports the backends: no cycle."""
+
+from __future__ import annotations
+
+from orchestrator.training.backend import TrainingBackend, TrainingError
+
+
+def get_backend(name: str) -> TrainingBackend:
+    """`local` (CPU GRPO on tiny models) or `verl` (GPU, `verl.trainer.main_ppo`)."""
+    if name == "local":
+        from orchestrator.training.local import LocalBackend
+
+        return LocalBackend()
+    if name == "verl":
+        from orchestrator.training.verl_launcher import VerlBackend
+
+        return VerlBackend()
+    raise TrainingError(f"unknown training backend {name!r}; choose 'local' (CPU) or 'verl' (GPU)")

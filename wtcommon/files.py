@@ -1,0 +1,43 @@
+"""File and content fingerprints and the one YAML-mapping loader.
+
+Why one home: the same sha256-of-a-file, truncated-sha256 and "safe_load, must be a mapping" code was
+written in several modules with slightly different messages; each caller keeps its own typed error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file's bytes (streamed)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def short_hash(data: str | bytes, n: int = 16) -> str:
+    """The first `n` hex digits of sha256(`data`); callers serialise (e.g. canonical JSON) first, so a
+    key's value depends only on what they hash, never on this helper."""
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()[:n]
+
+
+def load_yaml_mapping(path: str | Path, *, what: str = "YAML file",
+                      error: type[Exception] = ValueError) -> dict[str, Any]:
+    """`yaml.safe_load` of a file that must hold a mapping. Every problem (missing file, invalid YAML,
+    another top-level type) raises `error` (the caller's typed error) with a message naming the file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{p}: {what} not found") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise error(f"{p}: not valid YAML for a {what} ({exc})") from None
+    if not isinstance(data, dict):
+        raise error(f"{p}: a {what} must be a mapping at the top level, got {type(data).__name__}")
+    return data
