@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 import transfer_queue as tq
 from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDict
@@ -37,7 +38,7 @@ from verl.workers.utils.padding import response_to_nested
 from policies.errors import PolicyConfigError
 from policies.policy import DataPolicy, load_policy
 from policies.sampler import DomainSampler, is_inert
-from policies.verl.bridge import build_step_batch, to_list
+from policies.verl.bridge import build_step_batch, rolled_out_prompts, to_list
 
 TRAINER_NAME = "windtunnel_sync"
 METRIC_PREFIX = "windtunnel/"
@@ -62,6 +63,19 @@ def policy_from_config(config: DictConfig) -> DataPolicy | None:
 class WindtunnelTrainer(PPOTrainerSync):
     """PPOTrainerSync + the Windtunnel data-policy hook (see the module docstring)."""
 
+    # verl branches on `self.trainer_mode == "sync"`, read from the registry name in the config
+    # (`trainer/ppo/v1/trainer_base.py:129`): with "windtunnel_sync" it built the async replay buffer (:153),
+    # forced one-prompt dataloader fetches (:731, so the mixer drew every batch one prompt at a time and
+    # logged one prompt's proportions) and checkpointed the TransferQueue (:902, :1004). This class IS verl's
+    # sync trainer plus a hook, so it reports the mode "sync" whatever name selected it.
+    @property
+    def trainer_mode(self) -> str:
+        return "sync"
+
+    @trainer_mode.setter
+    def trainer_mode(self, value: str) -> None:  # verl assigns the config's name; the mode stays sync
+        pass
+
     def __init__(self, config: DictConfig) -> None:
         super().__init__(config)
         self.wt_policy = policy_from_config(config)
@@ -69,6 +83,7 @@ class WindtunnelTrainer(PPOTrainerSync):
         self.wt_domain_key: str = block.get("domain_key", "domain")
         self.wt_sampler: DomainSampler | None = None
         self.wt_pending_metrics: dict[str, float] = {}
+        self.wt_skip_update = False  # set by `_compute_advantage` when the policy zeroed every weight
         self._wt_runtime_record(started_at=time.time())
 
     # ---- which runtime this run lives in (isolation is checkable from outside) ------------------------
@@ -104,7 +119,13 @@ class WindtunnelTrainer(PPOTrainerSync):
     def _compute_advantage(self, batch, metrics: dict):
         batch = super()._compute_advantage(batch, metrics)
         policy = self.wt_policy
-        if policy is None or policy.mechanism == "none":
+        self.wt_skip_update = False
+        if policy is None:
+            return batch
+        # rollouts of this step (rows verl did not add as `_balance_batch` padding): what the reward function
+        # was called for, so a reward audit can be checked against verl's own batch
+        metrics[f"{METRIC_PREFIX}rollouts"] = float(sum(not t.get("is_padding", False) for t in batch.tags))
+        if policy.mechanism == "none":
             return batch
         step = int(getattr(self, "global_steps", 0) or 0)
         existing = list(batch.fields or [])
@@ -126,6 +147,8 @@ class WindtunnelTrainer(PPOTrainerSync):
         out = {f"{METRIC_PREFIX}{k}": float(v) for k, v in self.wt_pending_metrics.items()}
         self.wt_pending_metrics = {}
         if policy.mechanism == "mix":
+            out.update(rolled_out_prompts(uids, domains, [bool(t.get("is_padding", False)) for t in batch.tags],
+                                          policy.domains, prefix=METRIC_PREFIX))
             out.update({f"{METRIC_PREFIX}{k}": v for k, v in policy.observe(sb, step=step).items()})
             metrics.update(out)
             return batch
@@ -138,6 +161,12 @@ class WindtunnelTrainer(PPOTrainerSync):
             if has_is:
                 w = w * padded["rollout_is_weights"].float()  # multiply, never overwrite (P8)
             fields["rollout_is_weights"] = response_to_nested(w, jagged_mask)
+            # Every weight zero: the policy keeps nothing this step, so the actor must not move. verl would
+            # still call `optimizer.step()` on the zero gradient (`workers/engine/fsdp/transformer_impl.py:
+            # optimizer_step` skips only non-finite norms), and AdamW then moves every parameter by its
+            # decoupled weight decay and by the momentum of earlier steps. `_update_actor` skips the update.
+            self.wt_skip_update = not bool(torch.any(w != 0))
+            metrics[f"{METRIC_PREFIX}update_skipped"] = float(self.wt_skip_update)
         if res.advantages is not None:
             fields["advantages"] = response_to_nested(res.advantages, jagged_mask)
         if not fields:
@@ -151,6 +180,12 @@ class WindtunnelTrainer(PPOTrainerSync):
         if batch.extra_info:
             meta.extra_info = {**(meta.extra_info or {}), **batch.extra_info}
         return meta
+
+    def _update_actor(self, batch, metrics: dict):
+        if self.wt_skip_update:
+            self.wt_skip_update = False
+            return batch  # no optimizer or LR-scheduler step: the parameters stay bit-identical
+        return super()._update_actor(batch, metrics)
 
     # ---- mixing before rollout -----------------------------------------------------------------
     def _wt_build_sampler(self) -> DomainSampler:
@@ -180,6 +215,9 @@ class WindtunnelTrainer(PPOTrainerSync):
         batch_dict = collate_fn([self.train_dataset[int(i)] for i in idx])
         batch_dict["uid"] = np.array([str(uuid.uuid4()) for _ in range(len(idx))], dtype=object)
         diag = dict(self.wt_sampler.last_diagnostics)
+        # the target THIS batch was drawn for (`target_prop_*` is overwritten in the same step's metrics by the
+        # mixer's next proportions, computed from this batch's rewards)
+        diag.update({f"batch_{k}": v for k, v in self.wt_sampler.last_diagnostics.items() if k.startswith("target_prop_")})
         diag["mix_inert"] = float(is_inert(self.wt_sampler.history[-50:]) and len(self.wt_sampler.history) >= 10)
         self.wt_pending_metrics.update(diag)
         return tu.get_tensordict(batch_dict)
