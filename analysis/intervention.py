@@ -30,13 +30,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.schema import DEFAULT_REFERENCE
 from wtcommon.metrics import MetricsFileError, read_metrics_jsonl
 
 # Prefixes the verl trainer / MLflow use in front of the policy's own keys.
 # (orchestrator/training/local.py writes policy/<k>, mix/target_prop_<d>, mix/realised_prop_<d>,
 # data/realised_prop_<d>; the verl plugin windtunnel/<k>; the reference code dataflex/<k>).
 _PREFIXES = ("windtunnel/", "dataflex/", "policy/", "train/", "mix/", "data/")
-_REFERENCES = ("baseline", "static")
+_REFERENCES = tuple(dict.fromkeys(DEFAULT_REFERENCE.values()))  # ("baseline", "static")
 _IDENT = ("run_key", "run_id", "campaign", "model", "regime", "policy", "mechanism", "seed")
 POLICY_KEYS = ("campaign", "model", "regime", "policy")
 
@@ -189,7 +190,7 @@ def flag_policies(summary: pd.DataFrame, tol: Tolerances = Tolerances(),
 
 
 def _reference_of(policy: str, mechanism: str) -> str:
-    return "static" if mechanism == "mix" else "baseline"
+    return DEFAULT_REFERENCE.get(mechanism, "baseline")
 
 
 def compare_to_reference(summary: pd.DataFrame, scores: pd.DataFrame | None = None,

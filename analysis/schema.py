@@ -41,7 +41,8 @@ WIDE_OPTIONAL = ("mechanism", "run_key", "config_hash", "suite_version", "harnes
 
 MECHANISMS = ("none", "select", "reweight", "mix", "unknown")
 
-# The study's policy table (STUDY.md §1.1).
+# The study's policy table (STUDY.md §1.1). Used only when importing records that carry no mechanism
+# column (the released CSV's study policies); a campaign's records take the mechanism from each policy's YAML.
 POLICY_MECHANISM: dict[str, str] = {
     "baseline": "none",
     "difffilter": "select", "gfpo": "select", "maxvar": "select", "topk": "select",
@@ -49,7 +50,8 @@ POLICY_MECHANISM: dict[str, str] = {
     "static": "mix", "reward_gap": "mix", "dump_ucb": "mix", "tscl": "mix",
 }
 
-# Campaign-local reference of each mechanism in paired comparisons (STUDY.md §6.2).
+# The default reference of each mechanism in paired comparisons (STUDY.md §6.2): the one mapping, also a
+# campaign's default `baselines:` (orchestrator.spec).
 DEFAULT_REFERENCE: dict[str, str] = {"select": "baseline", "reweight": "baseline", "mix": "static"}
 
 # A configuration for comparison; runs of one configuration differ only in seed.

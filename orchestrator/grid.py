@@ -112,12 +112,39 @@ class _Resolver:
 
     def policy(self, name: str, key: str) -> tuple[dict[str, Any], str]:
         cfg = self._load("policy", name, key)
-        mech = str(cfg.get("mechanism", "none" if name == "baseline" else ""))
+        mech = _mechanism(cfg, name)
         if mech not in ("none", "select", "reweight", "mix"):
             raise SpecError(
                 f"{self.root / 'policy' / (name + '.yaml')}: key 'mechanism': '{mech}' is not one of none|select|reweight|mix"
             )
         return cfg, mech
+
+
+def _mechanism(cfg: dict[str, Any], name: str) -> str:
+    return str(cfg.get("mechanism", "none" if name == "baseline" else ""))
+
+
+def policy_mechanism(policy: str, config_root: Path | None = None) -> str:
+    """A policy's mechanism from its YAML: `policy` as a path to a YAML file, else
+    `<config_root>/policy/<policy>.yaml`, else the shipped tree's; 'unknown' when no YAML names it.
+
+    The policy's YAML is the one source of its mechanism (records, the default reference); the study's
+    table `analysis.schema.POLICY_MECHANISM` is only for importing records that carry no mechanism."""
+    p = Path(policy)
+    if p.suffix in (".yaml", ".yml"):
+        candidates = [p]
+    else:
+        try:
+            check_name(policy, "policy")
+        except ValueError:
+            return "unknown"
+        roots = [Path(config_root)] if config_root is not None else []
+        candidates = [r / "policy" / f"{policy}.yaml" for r in [*roots, shipped_config_root()]]
+    for c in candidates:
+        if c.is_file():
+            mech = _mechanism(load_yaml_mapping(c, what="policy file", error=SpecError), p.stem)
+            return mech if mech in ("none", "select", "reweight", "mix") else "unknown"
+    return "unknown"
 
 
 def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec]:

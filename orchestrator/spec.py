@@ -15,8 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
-MECHANISMS = ("none", "select", "reweight", "mix")
-DEFAULT_BASELINES = {"select": "baseline", "reweight": "baseline", "mix": "static"}
+from analysis.schema import DEFAULT_REFERENCE  # the one default reference per mechanism (campaigns and analysis)
 
 # One safe pattern for every name that becomes part of a path (campaign, group label, policy, model,
 # recipe, suite): no separators, no `..`, no whitespace or control characters.
@@ -182,7 +181,7 @@ class CampaignSpec(_Strict):
     policies: PolicyNames = Field(default_factory=list)
     regime: str = ""
     backend: Literal["local", "verl", "noop"] = "verl"  # noop: no model, same job path (tests)
-    baselines: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_BASELINES))
+    baselines: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_REFERENCE))
     data: DataSpec = Field(default_factory=DataSpec)
     compute: ComputeSpec = Field(default_factory=ComputeSpec)
     retries: RetrySpec = Field(default_factory=RetrySpec)
@@ -214,7 +213,7 @@ class CampaignSpec(_Strict):
         bad = sorted(set(v) - {"select", "reweight", "mix"})
         if bad:
             raise ValueError(f"unknown mechanism(s) {bad}; keys are select, reweight, mix")
-        return {**DEFAULT_BASELINES, **v}
+        return {**DEFAULT_REFERENCE, **v}
 
     @field_validator("seed_design")
     @classmethod

@@ -81,8 +81,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Evaluate one checkpoint on the suite (one model load) and write Records."""
         from analysis.records import write_records
-        from analysis.schema import mechanism_of
+        from evaluation.backends.vllm import VLLMUnavailableError
         from evaluation.evaluator import EvaluationError, evaluate_checkpoint
+        from orchestrator.grid import policy_mechanism
 
         if backend not in ("hf", "vllm"):
             _fail(f"--backend {backend!r}: use hf or vllm")
@@ -95,7 +96,7 @@ def register(app: typer.Typer) -> None:
                 "regime": regime, "config_hash": config_hash}
         if run_key:
             meta["run_key"] = run_key
-        meta["mechanism"] = mechanism or mechanism_of(policy)
+        meta["mechanism"] = mechanism or policy_mechanism(policy, Path.cwd())  # from the policy's YAML
         try:
             rec = evaluate_checkpoint(checkpoint, suite=s, data_dir=data_dir, backend=backend, run_meta=meta,
                                       out=out_path, limit=limit, cache_dir=cache_dir, benchmarks=benchmark or None,
@@ -106,10 +107,8 @@ def register(app: typer.Typer) -> None:
             _fail(str(e), code=1)
         except ValueError as e:
             _fail(str(e))
-        except Exception as e:  # backend construction (missing vllm etc.)
-            if type(e).__name__ == "VLLMUnavailableError":
-                _fail(str(e))
-            raise
+        except VLLMUnavailableError as e:  # --backend vllm without the gpu extra
+            _fail(str(e))
         t = Table(title=f"{checkpoint} on {s.name}")
         for c in ("benchmark", "domain", "n", "accuracy", "parse", "trunc"):
             t.add_column(c, justify="left" if c in ("benchmark", "domain") else "right")
