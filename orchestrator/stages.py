@@ -164,7 +164,7 @@ def stage_train(spec: RunSpec, workdir: Path) -> dict[str, Any]:
     if spec.backend == "noop":
         result = _noop_train(spec, out)
     else:
-        from orchestrator.training.backend import TrainingError, TrainRequest
+        from orchestrator.training.backend import TrainingConfigError, TrainRequest
         from orchestrator.training.registry import get_backend
 
         try:
@@ -178,11 +178,8 @@ def stage_train(spec: RunSpec, workdir: Path) -> dict[str, Any]:
                        **({"cache_dir": os.environ["WINDTUNNEL_CACHE"]} if os.environ.get("WINDTUNNEL_CACHE") else {})},
             )
             result = get_backend(spec.backend).train(req).to_json()
-        except TrainingError as exc:
-            msg = str(exc)
-            if "unknown" in msg or "must be" in msg or "invalid" in msg.lower():
-                raise StageConfigError(msg) from None
-            raise
+        except TrainingConfigError as exc:  # deterministic: no retry
+            raise StageConfigError(str(exc)) from None
     ckpts = []
     for c in sorted(result["checkpoints"], key=lambda c: c["step"]):
         hf = merge(Path(c["path"]))

@@ -179,7 +179,7 @@ class DataPolicy:
         p += 3.0 if token_level else 2.0
         p += self.scorer.passes if self.scorer else 0
         p += self.actuator.passes if self.actuator else 0
-        uses_abs_adv = self.scorer is not None and type(self.scorer).__name__ == "AdvantageMagnitude"
+        uses_abs_adv = isinstance(self.scorer, _scorers.AdvantageMagnitude)
         if self.actuator is not None and self.actuator.params.get("normalize") == "informative_tokens" and not uses_abs_adv:
             p += 3.0  # mean |advantage| to find the informative rows
         if self.recompute_advantages:

@@ -214,3 +214,27 @@ def test_imports_point_one_way() -> None:
 
 def test_no_import_cycles() -> None:
     assert cycles(_product_graph()) == []
+
+
+# ---------------------------------------------------------------- typed errors
+
+def name_comparisons(source: str) -> list[int]:
+    """Lines comparing `type(x).__name__` (or `x.__class__.__name__`) with something: matching a class by
+    its name instead of `except`/`isinstance` on the class itself."""
+    return sorted(n.lineno for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Compare)
+                  and any(isinstance(x, ast.Attribute) and x.attr == "__name__"
+                          and isinstance(x.value, ast.Call | ast.Attribute)
+                          and (isinstance(x.value, ast.Attribute) and x.value.attr == "__class__"
+                               or isinstance(x.value, ast.Call) and getattr(x.value.func, "id", "") == "type")
+                          for x in [n.left, *n.comparators]))
+
+
+def test_the_name_comparison_checker() -> None:
+    assert name_comparisons('if type(e).__name__ == "PolicyConfigError": pass') == [1]
+    assert name_comparisons('ok = "X" != e.__class__.__name__') == [1]
+    assert name_comparisons('print(type(e).__name__)\nif __name__ == "__main__": pass') == []
+
+
+def test_no_error_is_matched_by_its_class_name() -> None:
+    found = [f"{p}:{line}" for p in product_files() for line in name_comparisons((ROOT / p).read_text())]
+    assert found == [], "catch or isinstance() the class itself:\n" + "\n".join(found)

@@ -75,6 +75,7 @@ def register(app: typer.Typer) -> None:
 
         from orchestrator.training.backend import TrainingError
         from orchestrator.training.registry import get_backend
+        from policies.errors import PolicyConfigError
 
         if backend not in ("local", "verl"):
             _fail(f"--backend: got {backend!r}; choose local or verl")
@@ -99,10 +100,8 @@ def register(app: typer.Typer) -> None:
                 result = get_backend(backend).train(req)
         except TrainingError as e:
             _fail(str(e))
-        except Exception as e:  # policy validation errors (PolicyConfigError) are user errors too
-            if type(e).__name__ == "PolicyConfigError":
-                _fail(str(e))
-            raise
+        except PolicyConfigError as e:  # policy validation errors are user errors too
+            _fail(str(e))
         out.mkdir(parents=True, exist_ok=True)
         for c in result.checkpoints:
             typer.echo(f"checkpoint step {c.step}: {c.path}")

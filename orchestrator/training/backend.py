@@ -20,6 +20,11 @@ class TrainingError(RuntimeError):
     """A training run could not start or did not finish; the message names the cause and the fix."""
 
 
+class TrainingConfigError(TrainingError):
+    """A deterministic problem in the request or recipe (bad seed, step counts, backend name): the
+    evaluate/train stage reports it as a configuration error, never retried."""
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """A finished checkpoint: `path` is an HF-format directory (config, weights, tokenizer)."""
@@ -53,9 +58,9 @@ class TrainRequest:
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
-            raise TrainingError(f"TrainRequest.seed must be an int, got {self.seed!r}")
+            raise TrainingConfigError(f"TrainRequest.seed must be an int, got {self.seed!r}")
         if self.total_steps < 0 or self.save_freq < 0:
-            raise TrainingError("TrainRequest.total_steps and save_freq must be >= 0 (0 = take the recipe's value)")
+            raise TrainingConfigError("TrainRequest.total_steps and save_freq must be >= 0 (0 = take the recipe's value)")
 
     def config_hash(self) -> str:
         """Short hash of what changes the trained weights (not out_dir, run_id or extras)."""

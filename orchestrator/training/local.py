@@ -30,7 +30,8 @@ import torch
 
 from orchestrator.training import rollout as ro
 from orchestrator.training import warmup
-from orchestrator.training.backend import Checkpoint, TrainingBackend, TrainingError, TrainRequest, TrainResult
+from orchestrator.training.backend import (Checkpoint, TrainingBackend, TrainingConfigError, TrainingError, TrainRequest,
+                                           TrainResult)
 from orchestrator.training.checkpoints import save_checkpoint_meta, verify_checkpoint
 from orchestrator.training.config import load_model_config, load_recipe  # noqa: F401 - load_recipe: API
 from wtcommon.atomic import atomic_write_text
@@ -231,7 +232,7 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult
     total_steps = int(req.total_steps or trainer_cfg.get("total_steps", 0))
     save_freq = int(req.save_freq or trainer_cfg.get("save_freq", 0)) or total_steps
     if total_steps < 1:
-        raise TrainingError("total_steps must be >= 1 (set it in the request or recipe trainer.total_steps)")
+        raise TrainingConfigError("total_steps must be >= 1 (set it in the request or recipe trainer.total_steps)")
     out = Path(req.out_dir).resolve()
     config_hash = req.config_hash()
     done = _finished(out, config_hash)

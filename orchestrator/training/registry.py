@@ -3,7 +3,7 @@ backends import the interface and only this registry imports the backends: no cy
 
 from __future__ import annotations
 
-from orchestrator.training.backend import TrainingBackend, TrainingError
+from orchestrator.training.backend import TrainingBackend, TrainingConfigError
 
 
 def get_backend(name: str) -> TrainingBackend:
@@ -16,4 +16,4 @@ def get_backend(name: str) -> TrainingBackend:
         from orchestrator.training.verl_launcher import VerlBackend
 
         return VerlBackend()
-    raise TrainingError(f"unknown training backend {name!r}; choose 'local' (CPU) or 'verl' (GPU)")
+    raise TrainingConfigError(f"unknown training backend {name!r}; choose 'local' (CPU) or 'verl' (GPU)")

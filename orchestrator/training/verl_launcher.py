@@ -22,7 +22,8 @@ from typing import Any, Sequence
 
 import yaml
 
-from orchestrator.training.backend import Checkpoint, TrainingBackend, TrainingError, TrainRequest, TrainResult
+from orchestrator.training.backend import (Checkpoint, TrainingBackend, TrainingConfigError, TrainingError, TrainRequest,
+                                           TrainResult)
 from wtcommon.atomic import atomic_write_text
 from wtcommon.metrics import read_metrics_jsonl
 
@@ -112,7 +113,7 @@ def build_command(req: TrainRequest, *, python: str | None = None, write_policy:
     ov.update(reward_overrides())
     total = int(req.total_steps or ov.get("trainer.total_training_steps") or 0)
     if total < 1:
-        raise TrainingError("total_steps: must be >= 1 (request or recipe trainer.total_training_steps)")
+        raise TrainingConfigError("total_steps: must be >= 1 (request or recipe trainer.total_training_steps)")
     ov.update({
         "trainer.total_training_steps": total,
         # the loop stops at whichever limit comes first: never let epochs cut a run short
