@@ -35,7 +35,7 @@ from orchestrator.executor.base import (
     submission_prefix,
 )
 from orchestrator.grid import RunSpec
-from orchestrator.ledger import CampaignBusy, IllegalTransition, RunState, SQLLedger
+from orchestrator.ledger import CampaignBusy, IllegalTransition, Ledger, RunState
 from orchestrator.ledger.base import RunRow
 from orchestrator.ledger.states import ACTIVE, ACTIVE_STAGE, WAITING_STAGE, AttemptStatus
 from orchestrator.paths import run_dir
@@ -98,7 +98,7 @@ def _owner_dead(owner: str) -> bool:
 
 @dataclass
 class Scheduler:
-    ledger: SQLLedger
+    ledger: Ledger
     campaign: str
     executor: Executor
     workdir: Path

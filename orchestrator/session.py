@@ -20,7 +20,7 @@ from typing import Any, Callable
 from orchestrator.executor import ClusterUnreachable, RayJobsExecutor
 from orchestrator.executor.local_head import ensure_head, token_file
 from orchestrator.grid import RunSpec, expand
-from orchestrator.ledger import SQLLedger, UpsertDiff, open_ledger
+from orchestrator.ledger import Ledger, UpsertDiff, open_ledger
 from orchestrator.ledger.base import RunRow
 from orchestrator.ledger.states import RunState
 from orchestrator.scheduler import Scheduler, SchedulerConfig
@@ -67,11 +67,11 @@ class Session:
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
-        self._ledger: SQLLedger | None = None
+        self._ledger: Ledger | None = None
         self._executor: RayJobsExecutor | None = None
 
     @property
-    def ledger(self) -> SQLLedger:
+    def ledger(self) -> Ledger:
         if self._ledger is None:
             self._ledger = open_ledger(self.ledger_url or self.workdir)
         return self._ledger

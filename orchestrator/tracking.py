@@ -32,7 +32,7 @@ from wtcommon.metrics import read_metrics_jsonl
 
 if TYPE_CHECKING:
     from orchestrator.grid import RunSpec
-    from orchestrator.ledger import SQLLedger
+    from orchestrator.ledger import Ledger
     from orchestrator.ledger.base import RunRow
     from orchestrator.training.backend import TrainRequest, TrainResult
 
@@ -285,7 +285,7 @@ _TERMINAL_STATUS = {RunState.recorded: "FINISHED", RunState.failed: "FAILED", Ru
 class CampaignTracker:
     """Keeps a campaign's MLflow runs in step with its ledger; `sync()` is cheap when nothing changed."""
 
-    def __init__(self, uri: str, ledger: "SQLLedger", campaign: str, workdir: Path):
+    def __init__(self, uri: str, ledger: "Ledger", campaign: str, workdir: Path):
         self.uri, self.ledger, self.campaign, self.workdir = uri, ledger, campaign, Path(workdir).resolve()
         self._known: dict[str, dict[str, Any]] = {}  # run_key -> {"id", "status", "offsets", "superseded"}
         self._skip: set[str] = set()  # untracked earlier generations: never looked up again

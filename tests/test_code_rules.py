@@ -238,3 +238,22 @@ def test_the_name_comparison_checker() -> None:
 def test_no_error_is_matched_by_its_class_name() -> None:
     found = [f"{p}:{line}" for p in product_files() for line in name_comparisons((ROOT / p).read_text())]
     assert found == [], "catch or isinstance() the class itself:\n" + "\n".join(found)
+
+
+# ---------------------------------------------------------------- the ledger interface
+
+def test_callers_use_the_ledger_interface_not_its_sql_implementation() -> None:
+    """`orchestrator.ledger.base.Ledger` lists what callers use; only `open_ledger` knows SQLLedger."""
+    found = [f"{p}:{n.lineno}" for p in product_files() if not str(p).startswith("orchestrator/ledger/")
+             for n in ast.walk(ast.parse((ROOT / p).read_text()))
+             if isinstance(n, ast.ImportFrom) and any(a.name == "SQLLedger" for a in n.names)
+             or isinstance(n, ast.Name) and n.id == "SQLLedger"]
+    assert found == []
+
+
+def test_the_ledger_abc_declares_every_method_the_sql_ledger_offers() -> None:
+    from orchestrator.ledger.base import Ledger
+    from orchestrator.ledger.sql import SQLLedger
+
+    public = {m for m in vars(SQLLedger) if not m.startswith("_") and callable(getattr(SQLLedger, m))}
+    assert public - set(dir(Ledger)) == set()

@@ -414,12 +414,12 @@ def register(app: typer.Typer) -> None:
             spec, rs = _with_data_dir(spec, rs, data_dir)
         _preflight(spec, rs, eval_data_dir(spec, workdir.resolve()), local_head=not ray_address)
         if dry_run:
-            from orchestrator.ledger.sql import SQLLedger
+            from orchestrator.ledger import open_ledger
 
             url = ledger_url or f"sqlite:///{workdir.resolve() / 'ledger.db'}"
             have = set()
             if ledger_url or (workdir / "ledger.db").exists():
-                have = {(r.run_id, r.run_key) for r in SQLLedger(url).runs(spec.name)}
+                have = {(r.run_id, r.run_key) for r in open_ledger(url).runs(spec.name)}
             ids = {rid for rid, _ in have}
             new = [r.run_id for r in rs if r.run_id not in ids]
             unchanged = [r.run_id for r in rs if (r.run_id, r.run_key) in have]

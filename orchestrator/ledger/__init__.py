@@ -15,7 +15,7 @@ def default_url(workdir: Path) -> str:
     return f"sqlite:///{Path(workdir).resolve() / 'ledger.db'}"
 
 
-def open_ledger(url_or_workdir: str | Path) -> SQLLedger:
+def open_ledger(url_or_workdir: str | Path) -> Ledger:
     """A ledger from an SQLAlchemy URL, or the default SQLite file inside a work directory."""
     s = str(url_or_workdir)
     if "://" in s:

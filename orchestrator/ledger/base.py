@@ -63,6 +63,11 @@ class UpsertDiff:
 
 
 class Ledger(abc.ABC):
+    """Everything the scheduler, session, tracking and CLI use of a ledger: callers are typed against this
+    class, never an implementation (`open_ledger` picks one by URL)."""
+
+    url: str  # where it lives (an SQLAlchemy URL); shown to users and used for the sequential-looks table
+
     @abc.abstractmethod
     def upsert_campaign(self, name: str, spec_json: str, runs: Iterable[dict[str, Any]]) -> UpsertDiff:
         """Idempotent by run_key; a run_id whose run_key changed supersedes (cancels) the old row."""
@@ -72,6 +77,10 @@ class Ledger(abc.ABC):
 
     @abc.abstractmethod
     def get(self, campaign: str, run_key: str) -> RunRow: ...
+
+    def find(self, campaign: str, ident: str) -> list[RunRow]:
+        """Runs whose run_key or run_id equals `ident`, or whose run_id starts with it."""
+        return [r for r in self.runs(campaign) if r.run_key == ident or r.run_id == ident or r.run_id.startswith(ident)]
 
     @abc.abstractmethod
     def transition(self, campaign: str, run_key: str, to: RunState | str, *, expect: RunState | str | None = None,

@@ -331,10 +331,6 @@ class SQLLedger(Ledger):
             raise KeyError(f"run {run_key} not in campaign {campaign}")
         return _row(r)
 
-    def find(self, campaign: str, ident: str) -> list[RunRow]:
-        """Runs whose run_key or run_id equals `ident`, or whose run_id starts with it."""
-        return [r for r in self.runs(campaign) if r.run_key == ident or r.run_id == ident or r.run_id.startswith(ident)]
-
     @staticmethod
     def _values(fields: dict[str, Any]) -> dict[str, Any]:
         out = {}
