@@ -42,10 +42,10 @@ def _wait(ex, sid: str, timeout: float = 240):  # noqa: ANN001, ANN202
     raise AssertionError(f"job {sid} did not finish: {ex.logs(sid)[-2000:]}")
 
 
-def test_job_driver_starts_a_private_runtime_instead_of_failing(verl_head):
+def test_job_driver_starts_a_private_runtime_instead_of_failing(head):
     from orchestrator.executor.ray_jobs import RayJobsExecutor
 
-    addr, tok = verl_head
+    addr, tok = head
     ex = RayJobsExecutor(addr, token_file=tok)
     sid = f"wt-private-runtime-{int(time.time())}"
     ex.submit(sid, [sys.executable, "-c", DRIVER, CHILD])

@@ -1,6 +1,10 @@
 """verl for real (issue 11): a 2 policies x 2 seeds campaign with the `verl_cpu_tiny` recipe, submitted with
 `campaign submit` to a local Ray head, trains through verl's own `main_ppo` + `windtunnel_sync` + the plugin's
-`hf` rollout, merges verl's checkpoints to HF, evaluates them and records every run. Slow (CPU verl)."""
+`hf` rollout, merges verl's checkpoints to HF, evaluates them and records every run. Slow (CPU verl).
+
+The head is the suite's shared one (tests/conftest.py `head`): a `ray start --head` with token auth
+(`orchestrator/executor/local_head.py`), reached only through `--ray-address` and the token, as a user submits
+to a cluster they started by hand; so this run is also the "cluster started by hand: no ray.init error" check."""
 
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from policies.verl.reward_audit import AUDIT_ENV, read_calls
+
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
 
@@ -25,6 +31,10 @@ def _tree(tmp: Path) -> Path:
     root = tmp / "campaigns"
     for group in ("policy", "recipe", "model", "suite"):
         shutil.copytree(REPO / "campaigns" / group, root / group)
+    # every run's reward-loop workers record each compute_score call (policies/verl/reward_audit.py)
+    recipe = yaml.safe_load((root / "recipe" / "verl_cpu_tiny.yaml").read_text())
+    recipe["env"][AUDIT_ENV] = str(tmp / "reward_calls")
+    (root / "recipe" / "verl_cpu_tiny.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
     # GFPO keeping ONE rollout per group of 4: its weights must change verl's actor update
     gfpo = yaml.safe_load((root / "policy" / "gfpo.yaml").read_text())
     gfpo.update(name="gfpo_k1", actuator={"name": "gfpo", "params": {"k": 1, "metric": "efficiency"}})
@@ -47,11 +57,11 @@ def _metrics(path: Path) -> dict[int, dict]:
     return out
 
 
-def test_verl_campaign_trains_isolated_runs_and_records_them(tmp_path, verl_head):
+def test_verl_campaign_trains_isolated_runs_and_records_them(tmp_path, head):
     from evaluation.benchmark_data import write_manifest
     from orchestrator.training.synthetic import write_eval_fixtures
 
-    addr, tok = verl_head
+    addr, tok = head
     env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(tok), "RAY_AUTH_MODE": "token"}
     wd = tmp_path / "wd"
     paths = write_eval_fixtures(wd / "data" / "eval", seed=42, n_items=16, suite="db12")
@@ -86,14 +96,20 @@ def test_verl_campaign_trains_isolated_runs_and_records_them(tmp_path, verl_head
             assert (Path(c["path"]) / "config.json").exists()
         by_run[(r.run_id.split("/")[2], r.run_id.rsplit("/s", 1)[1])] = _metrics(Path(manifest["metrics_path"]))
         assert (d / "records.parquet").exists()
+        # submitted to a `ray start --head` cluster with token auth: verl's ray.init never tried to join it
+        assert "must not be provided" not in (d / "train" / "train.log").read_text()
     for seed in ("1", "2"):
         base, sel = by_run[("baseline", seed)], by_run[("gfpo_k1", seed)]
         assert sorted(base) == sorted(sel) == [1, 2]
         # the selector's kept fraction is in verl's own logged metrics: 1 of every 4 rollouts
         assert sel[1]["windtunnel/kept_frac"] == pytest.approx(0.25)
-        # compute_score ran for every rollout (verl logs the reward of the 4 prompts x 4 samples)
-        assert "critic/score/mean" in base[1] and "critic/score/mean" in sel[1]
         # the weights reached the loss: a different actor update than baseline at the same seed and step
         assert sel[1]["actor/grad_norm"] != pytest.approx(base[1]["actor/grad_norm"], rel=1e-6)
+    # compute_score ran exactly once for every rollout of every run (4 runs x 2 steps x 4 prompts x 4 samples),
+    # and the audited scores are the ones verl's reward metrics report
+    calls = read_calls(camp.parent.parent / "reward_calls")
+    steps = [m for run in by_run.values() for m in run.values()]
+    assert len(calls) == sum(m["windtunnel/rollouts"] for m in steps) == 4 * 2 * 16
+    assert sum(c["score"] for c in calls) == pytest.approx(sum(m["critic/score/mean"] * m["windtunnel/rollouts"] for m in steps))
     records = pd.read_parquet(wd / "results" / "vcpu" / "records.parquet")
     assert set(records["policy"]) == {"baseline", "gfpo_k1"} and records["accuracy"].notna().all()
