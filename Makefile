@@ -7,7 +7,8 @@ RECORDS ?= ../shared/data/released_runs_171.csv
 WORKDIR ?= work/demo
 PYTEST_ARGS ?=
 # pytest-xdist workers: the suite mostly waits on Ray jobs and subprocesses, so more workers than the 2 cores
-# pay off; tests sharing a server (the PostgreSQL ledger tests) are kept on one worker by xdist_group.
+# pay off. --dist loadscope keeps each test module on one worker, so a module-scoped fixture (figures, the
+# MLflow store, the PostgreSQL server) is built once, not once per worker.
 TEST_WORKERS ?= 4
 
 .PHONY: venv demo demo-records test test-fast bench clean
@@ -31,10 +32,10 @@ demo-records: $(STAMP)
 	$(BIN)/campaign demo --records "$(RECORDS)"
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope -m "not slow" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
