@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -146,6 +147,16 @@ def ensure_run(
     return rid
 
 
+_KEY_BAD = re.compile(r"[^/\w.\- :]")  # MLflow's own rule for param and metric names
+
+
+def mlflow_key(key: str) -> str:
+    """A param/metric name MLflow accepts: `@` -> `_at_` (as verl does), `+` -> `_plus_` (Hydra's
+    append prefix, e.g. `+actor_rollout_ref.model...` in a verl recipe's overrides), anything else
+    outside letters, digits, `_ - . / : ` and space -> `_`; at most 250 characters."""
+    return _KEY_BAD.sub("_", key.replace("@", "_at_").replace("+", "_plus_"))[:250]
+
+
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     """Nested mapping -> {"a.b.c": "value"} (MLflow params are flat strings of at most PARAM_LIMIT chars)."""
     out: dict[str, str] = {}
@@ -161,7 +172,7 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 def log_params(uri: str, run_id: str, params: Mapping[str, Any]) -> None:
     from mlflow.entities import Param
 
-    items = [Param(k[:250], v) for k, v in flatten(params).items()]
+    items = [Param(mlflow_key(k), v) for k, v in flatten(params).items()]
     c = client(uri)
     for i in range(0, len(items), 100):
         c.log_batch(run_id, params=items[i : i + 100])
@@ -170,7 +181,7 @@ def log_params(uri: str, run_id: str, params: Mapping[str, Any]) -> None:
 def metric_rows(rows: Iterable[Mapping[str, Any]], step_key: str = "step", prefix: str = "") -> list[Any]:
     """MLflow Metrics for each numeric, finite field of each row at `row[step_key]`.
 
-    NaN stays unlogged (missing is not a value); keys are sanitised like verl does (`@` -> `_at_`)."""
+    NaN stays unlogged (missing is not a value); keys pass through `mlflow_key`."""
     from mlflow.entities import Metric
 
     ts = _ms()
@@ -181,7 +192,7 @@ def metric_rows(rows: Iterable[Mapping[str, Any]], step_key: str = "step", prefi
             if k == step_key or isinstance(v, bool) or not isinstance(v, (int, float)):
                 continue
             if math.isfinite(float(v)):
-                metrics.append(Metric(f"{prefix}{k}".replace("@", "_at_"), float(v), ts, step))
+                metrics.append(Metric(mlflow_key(f"{prefix}{k}"), float(v), ts, step))
     return metrics
 
 

@@ -193,3 +193,15 @@ def test_store_killed_while_being_created_leaves_nothing_half_built(tmp_path: Pa
     rid = tracking.ensure_run(uri, "camp", "k", "camp/m/p/s1")  # the next orchestrator builds it whole
     assert tracking.client(uri).get_run(rid).info.status == "RUNNING"
     assert store.stat().st_mode & 0o777 == 0o600
+
+
+def test_recipe_keys_mlflow_rejects_are_logged_under_a_legal_name(uri) -> None:  # noqa: ANN001
+    """verl recipes carry Hydra overrides such as `+actor_rollout_ref.model.override_config.x`; MLflow rejects
+    `+` in a param name, which left every verl run's MLflow run without params (a tracking_error per run)."""
+    params = {"recipe": {"overrides": {"+actor_rollout_ref.model.override_config.attn_implementation": "eager",
+                                       "data.train_batch_size": 4}}, "eval@k": 1}
+    rid = tracking.ensure_run(uri, "camp_keys", "k", "r", params=params)
+    got = tracking.client(uri).get_run(rid).data.params
+    assert got["recipe.overrides._plus_actor_rollout_ref.model.override_config.attn_implementation"] == "eager"
+    assert got["recipe.overrides.data.train_batch_size"] == "4" and got["eval_at_k"] == "1"
+    assert tracking.mlflow_key("a+b c/d:e-f.g@h!") == "a_plus_b c/d:e-f.g_at_h_"
