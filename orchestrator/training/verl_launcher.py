@@ -189,12 +189,35 @@ def merge_command(actor_dir: Path, target_dir: Path, python: str | None = None) 
             "--local_dir", str(actor_dir), "--target_dir", str(target_dir)]
 
 
+def _proc_start(pid: int) -> str | None:
+    """The start time of process `pid` (clock ticks since boot, /proc/<pid>/stat field 22), or None when
+    it is gone: with the pid it names one process, so a reused pid is never mistaken for our launch."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _recorded_group(out_dir: Path) -> int | None:
+    """The process group of the run's recorded verl launch while its leader is still that process."""
+    pid_file = run_dirs(out_dir)["pid"]
+    try:
+        parts = pid_file.read_text().split()
+        pgid = int(parts[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    start = _proc_start(pgid)
+    if start is None or (len(parts) > 1 and parts[1] != start):
+        return None  # gone, or the pid now belongs to another process
+    return pgid
+
+
 def cancel(out_dir: Path, sig: int = signal.SIGTERM) -> bool:
     """Kill the recorded process group of a run (never by name); True if a group was signalled."""
-    pid_file = run_dirs(out_dir)["pid"]
-    if not pid_file.exists():
+    pgid = _recorded_group(out_dir)
+    if pgid is None:
         return False
-    pgid = int(pid_file.read_text().strip())
     try:
         os.killpg(pgid, sig)
     except ProcessLookupError:
@@ -202,13 +225,50 @@ def cancel(out_dir: Path, sig: int = signal.SIGTERM) -> bool:
     return True
 
 
+def stop_orphan(out_dir: Path, grace_s: float = 10.0) -> bool:
+    """Stop a verl launch left running by a dead stage job; True if there was one.
+
+    verl runs in its own session (so `cancel` kills exactly it), which also means it outlives a stage job
+    killed by SIGKILL or the OOM killer. The stage lock lets one stage job at a time into a run dir, so a
+    live recorded launch at the start of a new one is such an orphan: left alone it would train on into
+    the same checkpoint and metrics files as the retry."""
+    pgid = _recorded_group(out_dir)
+    if pgid is None:
+        return False
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return True
+        deadline = time.time() + wait
+        while time.time() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return True
+            time.sleep(0.1)
+    return True
+
+
+def _next_launch_file(folder: Path) -> Path:
+    """A new `launch_NNN.jsonl`, reserved with O_EXCL: two launches never share (and truncate) one file."""
+    n = len(list(folder.glob("launch_*.jsonl")))
+    while True:
+        path = folder / f"launch_{n:03d}.jsonl"
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            return path
+        except FileExistsError:
+            n += 1
+
+
 def _run(argv: list[str], env: dict[str, str], log: Path, pid_file: Path | None = None) -> int:
     # cwd = the run directory: Hydra writes its `outputs/<date>/<time>/` there, not into the caller's cwd
     with open(log, "ab") as fh:
         proc = subprocess.Popen(argv, env=private_runtime_env(dict(os.environ), env), stdout=fh, stderr=subprocess.STDOUT,
                                 start_new_session=True, cwd=log.parent)  # own process group: cancel kills exactly this run
-        if pid_file is not None:
-            pid_file.write_text(str(proc.pid))
+        if pid_file is not None:  # the pid and its start time: `cancel` never signals a reused pid
+            pid_file.write_text(f"{proc.pid} {_proc_start(proc.pid) or ''}".strip())
         try:
             return proc.wait()
         except BaseException:
@@ -270,7 +330,10 @@ class VerlBackend(TrainingBackend):
         # after a kill is a new launch) logs to its own file, merged into metrics.jsonl when the run is done
         attempts = dirs["out"] / "verl_metrics"
         attempts.mkdir(parents=True, exist_ok=True)
-        env["VERL_FILE_LOGGER_PATH"] = str(attempts / f"launch_{len(list(attempts.glob('launch_*.jsonl'))):03d}.jsonl")
+        if stop_orphan(req.out_dir):
+            with open(dirs["log"], "a") as fh:
+                fh.write("windtunnel: stopped the verl launch a killed earlier attempt left running\n")
+        env["VERL_FILE_LOGGER_PATH"] = str(_next_launch_file(attempts))
         dirs["launch"].write_text(json.dumps({"argv": argv, "env": env}, indent=1))
         t0 = time.time()
         rc = _run(argv, env, dirs["log"], dirs["pid"])

@@ -138,6 +138,38 @@ def test_cancel_kills_only_the_recorded_process_group(tmp_path):
     assert not cancel(tmp_path / "nowhere")
 
 
+def test_a_launch_left_running_by_a_killed_stage_job_is_stopped_before_the_retry(tmp_path):
+    """An OOM-killed stage job leaves its verl process (own session) training; the retry must stop it
+    before launching, and must not signal a process that merely reuses the recorded pid."""
+    import subprocess
+    import sys
+
+    from orchestrator.training.verl_launcher import _next_launch_file, _proc_start, run_dirs, stop_orphan
+
+    dirs = run_dirs(tmp_path)
+    dirs["pid"].parent.mkdir(parents=True, exist_ok=True)
+    orphan = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                               "signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"],
+                              start_new_session=True, stdout=subprocess.PIPE, text=True)  # ignores SIGTERM
+    assert orphan.stdout is not None and orphan.stdout.readline().strip() == "ready"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        dirs["pid"].write_text(f"{other.pid} 1")  # the recorded launch is gone and its pid reused
+        assert not stop_orphan(tmp_path) and not cancel(tmp_path) and other.poll() is None
+        dirs["pid"].write_text(f"{orphan.pid} {_proc_start(orphan.pid)}")
+        assert stop_orphan(tmp_path, grace_s=0.5)  # SIGTERM ignored: SIGKILL after the grace period
+        assert orphan.wait(timeout=10) == -9
+        assert not stop_orphan(tmp_path)  # nothing left to stop
+    finally:
+        for p in (orphan, other):
+            p.kill()
+            p.wait()
+    folder = tmp_path / "verl_metrics"
+    folder.mkdir()
+    (folder / "launch_001.jsonl").write_text("")  # a gap: the count (1) names an existing file
+    assert [_next_launch_file(folder).name for _ in range(2)] == ["launch_002.jsonl", "launch_003.jsonl"]
+
+
 # ---- cluster-safe launching (issue 11, Build 3) ---------------------------------------------------
 
 def test_verl_starts_a_private_runtime_never_the_jobs_cluster(tmp_path):
