@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # MLflow store, the PostgreSQL server) is built once, not once per worker.
 TEST_WORKERS ?= 4
 
-.PHONY: venv demo demo-records test test-fast bench clean
+.PHONY: venv demo demo-records lint test test-fast bench clean
 
 venv: $(STAMP)
 
@@ -30,6 +30,11 @@ demo: $(STAMP)
 # Tables and paired statistics from released run records (about 3 s).
 demo-records: $(STAMP)
 	$(BIN)/campaign demo --records "$(RECORDS)"
+
+# ruff (E, F, W, B, UP over every package, tests/ and benchmarks/) and mypy (every package); config in pyproject.toml.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m mypy
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
