@@ -20,15 +20,15 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from scipy import stats  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.patches import Patch
+from matplotlib.lines import Line2D
+from scipy import stats
 
-from analysis.schema import GROUP_KEYS  # noqa: E402
-from wtcommon.atomic import atomic_write_bytes  # noqa: E402
+from analysis.schema import GROUP_KEYS
+from wtcommon.atomic import atomic_write_bytes
 
 PNG_DPI = 200
 FORMATS = ("svg", "pdf", "png")

@@ -108,7 +108,7 @@ def power_section(runs: Iterable[Any], *, margin: float, sd: float | None = None
             "cannot_detect_margin": sum(not r["detects_margin"] for r in rows), "comparisons": rows}
 
 
-def power_table(doc: dict[str, Any]):  # noqa: ANN201 - rich Table, imported lazily
+def power_table(doc: dict[str, Any]):
     """Rich table of `power_section`'s comparisons for `campaign plan`."""
     from rich.table import Table
 

@@ -39,7 +39,7 @@ def program_591() -> list[tuple[str, str, str, str, int, int]]:
     """(campaign, model, regime, policy, seed, steps) for the 591 runs of STUDY.md §1.2."""
     runs = []
 
-    def add(campaign, model, policies, seeds, regime="", steps=300):  # noqa: ANN001
+    def add(campaign, model, policies, seeds, regime="", steps=300):
         runs.extend((campaign, model, regime, p, s, steps) for p in policies for s in seeds)
 
     s3 = range(1, 4)
@@ -91,7 +91,7 @@ def synthetic_records(seed: int = 0) -> pd.DataFrame:
     return pd.concat([wide, pd.DataFrame(acc, columns=suite.benchmark_ids)], axis=1)
 
 
-def paired_shapes(recs: pd.DataFrame, suite) -> dict[int, int]:  # noqa: ANN001
+def paired_shapes(recs: pd.DataFrame, suite) -> dict[int, int]:
     """{seed count n: number of comparison x metric columns with that n} of the paired analysis."""
     from analysis.paired import paired_comparisons
 
@@ -99,7 +99,7 @@ def paired_shapes(recs: pd.DataFrame, suite) -> dict[int, int]:  # noqa: ANN001
     return {int(n): int(c) for n, c in t["n"].value_counts().items()}
 
 
-def _time(fn, repeat: int) -> tuple[float, object]:  # noqa: ANN001
+def _time(fn, repeat: int) -> tuple[float, object]:
     best, out = float("inf"), None
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -125,7 +125,7 @@ def main() -> None:
         for name, path in sets:
             t_read, recs = _time(lambda: read_records(path, suite), args.repeat)
 
-            def analyse():  # noqa: ANN202
+            def analyse():
                 tables = build_tables(recs, suite, list(TABLE_NAMES), n_resamples=args.resamples)
                 return tables, render_tables(tables, "md")
 

@@ -25,12 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
+from rich.console import Console
+from rich.table import Table
 
-from evaluation.graders import BUDGET_S, grade_batch  # noqa: E402
-from evaluation.graders.pool import MathPool  # noqa: E402
-from evaluation.graders.pool import GraderPool, grade_inprocess  # noqa: E402
+from evaluation.graders import BUDGET_S, grade_batch
+from evaluation.graders.pool import MathPool
+from evaluation.graders.pool import GraderPool, grade_inprocess
 
 N = 6194
 NAMES = ["Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Gina", "Hank"]

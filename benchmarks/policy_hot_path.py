@@ -22,7 +22,7 @@ from pathlib import Path
 # it every fresh 84 MB tensor pays ~20k page faults, which costs more than the pass itself.
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
-import torch  # noqa: E402
+import torch
 from rich.console import Console
 from rich.table import Table
 

@@ -42,7 +42,7 @@ class SimExecutor(Executor):
     def ping(self) -> None:
         return None
 
-    def submit(self, submission_id, argv, *, env=None, num_cpus=0, num_gpus=0) -> None:  # noqa: ANN001
+    def submit(self, submission_id, argv, *, env=None, num_cpus=0, num_gpus=0) -> None:
         key = "-".join(submission_id.split("-")[-3:-1])  # wt-<tag>-<instance>-<run_key>-<stage>-a<n>
         self.ends[submission_id] = self.now + self.durations[key]
 
@@ -63,7 +63,7 @@ class SimExecutor(Executor):
         return min(pending) if pending else None
 
 
-def per_box_fifo(runs) -> float:  # noqa: ANN001
+def per_box_fifo(runs) -> float:
     boxes = [0.0] * NODES
     for i, r in enumerate(runs):
         b = i % NODES

@@ -68,7 +68,7 @@ def read_benchmark(data_dir: Path, benchmark_id: str, grader: str | None = None)
             f"or pass --data-dir {FIXTURE_DIR} for the fixture suite")
     try:
         df = pd.read_parquet(path)
-    except Exception as e:  # noqa: BLE001 - any pyarrow failure is a bad file
+    except Exception as e:
         raise BenchmarkDataError(f"{path}: not a readable Parquet file ({e})") from e
     return validate_items(df, str(path), grader)
 

@@ -202,6 +202,6 @@ def download_rows(bid: str, revision: str | None = None) -> tuple[list[dict[str,
         from huggingface_hub import HfApi
 
         sha = HfApi().dataset_info(src["path"], revision=rev).sha
-    except Exception:  # noqa: BLE001 - the sha is provenance; the file sha256 pins the data regardless
+    except Exception:
         sha = None
     return rows, {"path": src["path"], "name": names, "split": splits, "revision_requested": rev, "revision_sha": sha}

@@ -152,7 +152,7 @@ def read_train_prompts(path: Path) -> list[str]:
         raise AuditError(f"{path}: training file not found")
     try:
         df = pd.read_parquet(path)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise AuditError(f"{path}: not a readable Parquet file ({e})") from e
     if "prompt" not in df.columns:
         raise AuditError(f"{path}: no 'prompt' column (verl schema: a list of chat messages); columns: {list(df.columns)}")

@@ -259,7 +259,7 @@ def evaluate_checkpoint(
 
     try:
         tok = AutoTokenizer.from_pretrained(str(checkpoint))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise EvaluationError(f"{checkpoint}: cannot load the tokenizer ({e})") from e
     lengths = {bid: _prompt_lengths(tok, df["prompt"].tolist()) for bid, df in frames.items()}
     longest = max(max(v) for v in lengths.values())

@@ -48,7 +48,7 @@ def print_analysis(records: Path, *, out: Console, fail: Callable[..., Any], sui
             try:
                 tables += [t for t in build_tables(df, s, [name], paired=paired, n_resamples=n_resamples)
                            if not t.display.empty]
-            except Exception as exc:  # noqa: BLE001 - analysis-side failure on small record sets
+            except Exception as exc:
                 broken.append(f"{name}: {type(exc).__name__}: {exc}")
     out.print(f"[bold]{records}[/]: {df['run_id'].nunique()} runs, {len(df)} records", highlight=False)
     for t in tables:

@@ -65,7 +65,7 @@ def check_policies(runs: list[RunSpec], root: Path) -> list[str]:
                         rollout_n=_recipe_rollout_n(r.recipe_cfg))
         except PolicyConfigError as exc:
             problems.append(f"{path}: {exc} (recipe {r.recipe_name})")
-        except Exception as exc:  # noqa: BLE001 - a plugin's own import error is the user's to see, named
+        except Exception as exc:
             problems.append(f"{path}: policy {r.policy!r} cannot be loaded: {type(exc).__name__}: {exc}")
     return problems
 

@@ -193,7 +193,7 @@ class Scheduler:
             return
         try:
             self.tracker.sync()
-        except Exception as exc:  # noqa: BLE001 - MLflow store trouble must not stop the runs
+        except Exception as exc:
             msg = f"MLflow sync failed: {type(exc).__name__}: {exc}"[:500]
             if not getattr(self, "_tracking_warned", False):  # once per scheduler: not an event per poll
                 self.ledger.event(self.campaign, "tracking_error", msg)

@@ -112,7 +112,7 @@ class Session:
                                max_attempts=spec.retries.max_attempts, backoff_s=spec.retries.backoff_s,
                                backoff_max_s=spec.retries.backoff_max_s, cpus_per_job=spec.compute.cpus_per_run)
 
-    def tracker(self, campaign: str):  # noqa: ANN201
+    def tracker(self, campaign: str):
         """The campaign's MLflow tracker (one run per cell, kept in step with the ledger)."""
         from orchestrator.tracking import CampaignTracker, default_uri
 

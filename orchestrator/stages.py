@@ -355,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     except StageBusy as exc:
         print(f"windtunnel-stage-error: busy: {exc}", file=sys.stderr, flush=True)
         return 1
-    except Exception as exc:  # noqa: BLE001 - report, classify upstream, exit non-zero
+    except Exception as exc:
         traceback.print_exc()
         print(f"windtunnel-stage-error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -244,7 +244,7 @@ def study_name(campaign: str, policy: str) -> str:
     return f"{campaign}:{policy}"
 
 
-def _storage(url: str):  # noqa: ANN202
+def _storage(url: str):
     import optuna
 
     return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {})
@@ -323,7 +323,7 @@ class _Runner:
         self.rows: dict[str, dict[str, Any]] = {}
         self.retried: set[str] = set()
 
-    def _config(self):  # noqa: ANN202
+    def _config(self):
         cfg = self.session.default_config(self.campaign)
         if self.req.max_parallel:
             cfg.max_parallel = self.req.max_parallel
@@ -487,7 +487,7 @@ def grid_size(space: Mapping[str, Mapping[str, Any]]) -> int | None:
     return n
 
 
-def _sampler(space: Mapping[str, Mapping[str, Any]], trials: int, seed: int):  # noqa: ANN202
+def _sampler(space: Mapping[str, Mapping[str, Any]], trials: int, seed: int):
     """TPE, except for a small discrete space the budget can cover: there TPE's random start repeats
     parameter sets (gfpo's k in 1..4 drew k=3 three times in 3 trials), wasting the equal budget, so
     Optuna's BruteForceSampler tries distinct sets in random order instead."""
@@ -503,7 +503,7 @@ def _sampler(space: Mapping[str, Mapping[str, Any]], trials: int, seed: int):  #
     return optuna.samplers.TPESampler(seed=seed)
 
 
-def _pruner(req: TuneRequest, steps: int):  # noqa: ANN202
+def _pruner(req: TuneRequest, steps: int):
     import optuna
 
     if not req.prune:

@@ -49,8 +49,8 @@ def _worker(item: Item) -> tuple[float, str | None, str]:
 def _warm(_: int) -> int:
     import math_verify  # noqa: F401 - import cost paid once per worker, outside any budget
 
-    import evaluation.graders.knights_knaves  # noqa: F401
-    import evaluation.graders.math  # noqa: F401
+    import evaluation.graders.knights_knaves
+    import evaluation.graders.math
     import evaluation.graders.multiple_choice  # noqa: F401
 
     return 0

@@ -85,7 +85,7 @@ def _emit(text: str, out: Path | None) -> None:
     err.print(f"wrote {out}", markup=False)
 
 
-def _write_tables(built: list, fmt: str, out: Path) -> None:  # noqa: ANN001
+def _write_tables(built: list, fmt: str, out: Path) -> None:
     from wtcommon.atomic import atomic_write_text
     from analysis.tables import render_table
 
@@ -95,7 +95,7 @@ def _write_tables(built: list, fmt: str, out: Path) -> None:  # noqa: ANN001
     err.print(f"wrote {len(built)} tables to {out}", markup=False)
 
 
-def _load(records: Path, suite: str, campaign: str | None = None, model: str | None = None):  # noqa: ANN202
+def _load(records: Path, suite: str, campaign: str | None = None, model: str | None = None):
     """Suite + validated records, filtered; every user error becomes exit 2 with a located message."""
     from analysis.records import RecordsError, read_records
     from evaluation.suite import SuiteError, load_suite
@@ -116,7 +116,7 @@ def _load(records: Path, suite: str, campaign: str | None = None, model: str | N
     return s, df
 
 
-def _clean(v):  # noqa: ANN001, ANN202
+def _clean(v):
     """JSON-safe scalar: NaN/inf -> null, numpy -> Python."""
     if hasattr(v, "item"):
         v = v.item()
@@ -129,7 +129,7 @@ _COUNTS = {"n", "seeds_needed", "seeds_needed_lo", "seeds_needed_hi", "step", "s
            "seeds_to_decide_lo", "seeds_to_decide_hi"}
 
 
-def _rows(df) -> list[dict]:  # noqa: ANN001
+def _rows(df) -> list[dict]:
     """DataFrame rows as JSON-safe dicts; count columns as integers (null when missing)."""
     out = []
     for r in df.to_dict(orient="records"):
@@ -141,7 +141,7 @@ def _rows(df) -> list[dict]:  # noqa: ANN001
     return out
 
 
-def _require_pairs(res, records: Path) -> None:  # noqa: ANN001
+def _require_pairs(res, records: Path) -> None:
     """Exit 2 with the reasons (which reference is missing at which step, which scores are NaN) when no
     method-vs-reference pair could be formed: nothing to compare is a user error, not a traceback."""
     t = res.table
@@ -155,7 +155,7 @@ def _require_pairs(res, records: Path) -> None:  # noqa: ANN001
           + "; add the reference's runs or pass --reference-map POLICY=REFERENCE")
 
 
-def _read_items(items: Path | None):  # noqa: ANN202
+def _read_items(items: Path | None):
     """The item-level layer of `--items DIR` (None without it); malformed item logs exit 2 naming line/field."""
     if items is None:
         return None
@@ -247,7 +247,7 @@ def tables(
     _emit(render_tables(built, fmt), None)
 
 
-def _narrow_paired(pt, width: int) -> str:  # noqa: ANN001
+def _narrow_paired(pt, width: int) -> str:
     """A paired table for a terminal: one sub-table per campaign/model/regime/step group with the key
     columns that fit `width` characters; the left-out columns are named (--wide prints them)."""
     import textwrap

@@ -28,7 +28,7 @@ WORKDIR_HELP = ("work directory holding ledger.db, mlflow.db, the local Ray head
                 "(default: $WINDTUNNEL_WORKDIR)")
 
 
-def _plan(campaign: str, overrides: list[str] | None, data_root: Path | None = None):  # noqa: ANN202
+def _plan(campaign: str, overrides: list[str] | None, data_root: Path | None = None):
     """Compose, validate and expand a campaign (exit 2 naming file and key on a bad spec)."""
     from orchestrator.data import CorpusError
     from orchestrator.session import plan
@@ -40,7 +40,7 @@ def _plan(campaign: str, overrides: list[str] | None, data_root: Path | None = N
         _fail(str(exc))
 
 
-def _preflight(spec, runs, eval_data: Path | None, *, local_head: bool) -> None:  # noqa: ANN001
+def _preflight(spec, runs, eval_data: Path | None, *, local_head: bool) -> None:
     """Policies, seeds, recipes, resources and (when `eval_data` is given) the evaluation data, before any
     compute; every problem is listed at once and nothing is written (exit 2)."""
     from orchestrator.preflight import Context, PreflightError, preflight
@@ -51,7 +51,7 @@ def _preflight(spec, runs, eval_data: Path | None, *, local_head: bool) -> None:
         _fail(str(exc))
 
 
-def _with_data_dir(spec, runs, data_dir: Path):  # noqa: ANN001, ANN202
+def _with_data_dir(spec, runs, data_dir: Path):
     """The spec and runs with `evaluation.data_dir` set to an absolute `data_dir` (`--data-dir`)."""
     import dataclasses
 
@@ -60,7 +60,7 @@ def _with_data_dir(spec, runs, data_dir: Path):  # noqa: ANN001, ANN202
 
 
 def _session(workdir: Path, ledger_url: str | None = None, ray_address: str | None = None, *,
-             remember: bool = False):  # noqa: ANN202
+             remember: bool = False):
     """A session on the work directory. The cluster is `--ray-address`, else the one `submit` recorded in
     `<workdir>/cluster.json` (with its token file), else the work directory's own local head."""
     from orchestrator.executor.cluster_record import load_cluster, save_cluster
@@ -115,13 +115,13 @@ def _campaign_name(arg: str) -> str:
     return arg
 
 
-def _require_campaign(sess, campaign: str) -> None:  # noqa: ANN001
+def _require_campaign(sess, campaign: str) -> None:
     if sess.ledger.campaign_spec(campaign) is None:
         known = sess.ledger.campaigns()
         _fail(f"campaign '{campaign}' is not in the ledger {sess.ledger.url}; known: {known or 'none'}; run `campaign submit` first")
 
 
-def status_matrix(sess, campaign: str) -> Table:  # noqa: ANN001
+def status_matrix(sess, campaign: str) -> Table:
     """Policies × seeds per (group, model, regime): one glyph per run's state."""
     from orchestrator.ledger.states import RunState as S
 
@@ -144,7 +144,7 @@ def status_matrix(sess, campaign: str) -> Table:  # noqa: ANN001
     return t
 
 
-def _progress(sess, campaign: str) -> dict:  # noqa: ANN001
+def _progress(sess, campaign: str) -> dict:
     """Driver (is an orchestrator holding the campaign's runs?) and ETA from finished attempts."""
     from orchestrator.progress import driver_status, eta_seconds
 
@@ -156,7 +156,7 @@ def _progress(sess, campaign: str) -> dict:  # noqa: ANN001
             "eta_s": eta_seconds(rows, sess.ledger.attempts(campaign), parallel)}
 
 
-def _driver_line(sess, campaign: str) -> str:  # noqa: ANN001
+def _driver_line(sess, campaign: str) -> str:
     from orchestrator.progress import format_duration
 
     p = _progress(sess, campaign)
@@ -178,7 +178,7 @@ def _counts_line(counts: dict[str, int]) -> str:
     return "  ".join(f"{k}={counts[k]}" for k in RunState if counts.get(k))  # in the state machine's order
 
 
-def _ship_plugins(sess, campaign: str) -> None:  # noqa: ANN001
+def _ship_plugins(sess, campaign: str) -> None:
     """Make the campaign's plugin modules importable here and ship them to its jobs (runtime_env py_modules)."""
     from orchestrator.plugins import add_project_path, plugin_names, plugin_paths
 
@@ -194,7 +194,7 @@ def _ship_plugins(sess, campaign: str) -> None:  # noqa: ANN001
     sess.executor.py_modules = paths
 
 
-def drive(sess, campaign: str, *, timeout_s: float | None = None, quiet: bool = False,  # noqa: ANN001
+def drive(sess, campaign: str, *, timeout_s: float | None = None, quiet: bool = False,
           max_parallel: int | None = None, poll_s: float | None = None) -> dict[str, int]:
     """Run the scheduler loop with a Rich progress bar until the campaign has nothing pending."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -219,7 +219,7 @@ def drive(sess, campaign: str, *, timeout_s: float | None = None, quiet: bool = 
                 done = counts.get(RunState.recorded, 0) + counts.get(RunState.failed, 0)
                 prog.update(task, completed=done, states=_counts_line(counts))
 
-            def change(row, what: str) -> None:  # noqa: ANN001
+            def change(row, what: str) -> None:
                 if not quiet:
                     prog.console.print(f"  {row.run_id}: {what}", highlight=False)
 
@@ -240,7 +240,7 @@ def drive(sess, campaign: str, *, timeout_s: float | None = None, quiet: bool = 
     return counts
 
 
-def drive_campaign(sess, campaign: str, **kw) -> dict[str, int]:  # noqa: ANN001
+def drive_campaign(sess, campaign: str, **kw) -> dict[str, int]:
     """`drive` until nothing is pending; for a sequential seed design, then take the interim look,
     record it and drive the next batch, until every comparison is decided or the last look is taken."""
     from orchestrator.adaptive import AdaptiveError, advance
@@ -264,7 +264,7 @@ def drive_campaign(sess, campaign: str, **kw) -> dict[str, int]:  # noqa: ANN001
     return counts
 
 
-def look_table(decisions, look: int) -> Table:  # noqa: ANN001
+def look_table(decisions, look: int) -> Table:
     """One interim look: comparison, seeds, mean paired difference, repeated CI, decision."""
     from orchestrator.adaptive import looks_summary
 
@@ -545,7 +545,7 @@ def register(app: typer.Typer) -> None:
                 time.sleep(interval)
                 live.update(status_matrix(sess, campaign))
 
-    def _select(sess, campaign: str, runs: list[str] | None):  # noqa: ANN001, ANN202
+    def _select(sess, campaign: str, runs: list[str] | None):
         _require_campaign(sess, campaign)
         if not runs:
             return sess.ledger.runs(campaign)
@@ -699,7 +699,7 @@ def _register_data(app: typer.Typer) -> None:
             else:
                 try:
                     sources = load_sources(cache_dir)
-                except Exception as exc:  # noqa: BLE001 - network/cache errors are user-facing here
+                except Exception as exc:
                     _fail(f"cannot load the public sources ({type(exc).__name__}: {str(exc)[:200]}); "
                           "use --sources DIR with local jsonl files or a populated --cache-dir")
             train, test = build_multidomain(sources, per_domain=per_domain, test_per_domain=test_per_domain, seed=seed)

@@ -233,7 +233,7 @@ def register(app: typer.Typer) -> None:
                 df = BUILDERS[bid](rows)
             except BuildError as e:
                 _fail(str(e), code=1)
-            except Exception as e:  # noqa: BLE001 - network / auth / hub errors
+            except Exception as e:
                 _fail(f"{bid}: download failed ({type(e).__name__}: {e}); gated sets (GPQA) need `huggingface-cli login`", 1)
             if len(df) != b.n_items:
                 _fail(f"{bid}: built {len(df)} items, the suite expects {b.n_items} (source revision changed?)", 1)

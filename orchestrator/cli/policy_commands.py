@@ -26,11 +26,11 @@ def _params(params: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items()) or "-"
 
 
-def _schema(entry) -> str:  # noqa: ANN001
+def _schema(entry) -> str:
     return "; ".join(f"{k}: {p.allowed()} (default {p.default!r})" for k, p in entry.params.items()) or "-"
 
 
-def _configs(folder: Path):  # noqa: ANN202
+def _configs(folder: Path):
     from policies import PolicyConfigError, load_policy
 
     if not folder.is_dir():

@@ -46,7 +46,7 @@ def configure_token_auth(token_file: Path | None) -> None:
 
         Config.initialize("")
         AuthenticationTokenLoader.instance().reset_cache()
-    except Exception:  # noqa: BLE001 - older/newer Ray without these hooks: env vars suffice
+    except Exception:
         pass
 
 
@@ -86,17 +86,17 @@ class RayJobsExecutor(Executor):
         self.agent_wait_s = 60.0
 
     @property
-    def client(self):  # noqa: ANN201
+    def client(self):
         if self._client is None:
             from ray.job_submission import JobSubmissionClient
 
             try:
                 self._client = JobSubmissionClient(self.address)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 raise ClusterUnreachable(f"Ray at {self.address} is unreachable: {exc}") from None
         return self._client
 
-    def _call(self, fn, *a, **kw):  # noqa: ANN001, ANN202
+    def _call(self, fn, *a, **kw):
         try:
             return self._call_unchecked(fn, *a, **kw)
         except ClusterUnreachable as exc:
@@ -104,7 +104,7 @@ class RayJobsExecutor(Executor):
                 raise ClusterAuthError(self.address, self.token_file, str(exc)) from None
             raise
 
-    def _call_unchecked(self, fn, *a, **kw):  # noqa: ANN001, ANN202
+    def _call_unchecked(self, fn, *a, **kw):
         try:
             return fn(*a, **kw)
         except (ConnectionError, TimeoutError) as exc:

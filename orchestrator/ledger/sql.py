@@ -133,7 +133,7 @@ class SQLLedger(Ledger):
         self.engine = _engine(url)
         if self._sqlite:
             @event.listens_for(self.engine, "connect")
-            def _pragma(dbapi_conn, _rec):  # noqa: ANN001
+            def _pragma(dbapi_conn, _rec):
                 cur = dbapi_conn.cursor()
                 cur.execute("PRAGMA journal_mode=WAL")
                 cur.execute("PRAGMA synchronous=NORMAL")

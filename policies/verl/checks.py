@@ -28,7 +28,7 @@ def self_check() -> list[str]:
     lines.append(f"entry point verl.plugins:{ENTRY_POINT} = {ep.value}")
     try:
         ep.load()  # exactly what verl/__init__.py does
-    except Exception as exc:  # noqa: BLE001 - report the real cause verl would hide
+    except Exception as exc:
         raise PluginCheckError(f"loading {ep.value} failed: {type(exc).__name__}: {exc}") from exc
     lines.append(f"imported {ep.value}")
     from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, get_trainer_cls

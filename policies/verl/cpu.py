@@ -131,7 +131,7 @@ def _platform_cls() -> type:
             return "CUDA_VISIBLE_DEVICES"
 
         @contextlib.contextmanager
-        def nvtx_range(self, msg: str):  # noqa: ANN201
+        def nvtx_range(self, msg: str):
             yield
 
         def profiler_start(self) -> None:
@@ -161,9 +161,9 @@ def _platform_cls() -> type:
     return WindtunnelCPUPlatform
 
 
-def _gloo_default(fn):  # noqa: ANN001, ANN202
+def _gloo_default(fn):
     @functools.wraps(fn)
-    def wrapper(timeout_second=None, backend=None):  # noqa: ANN001, ANN202
+    def wrapper(timeout_second=None, backend=None):
         return fn(timeout_second=timeout_second, backend=backend or "cpu:gloo")
 
     wrapper.__windtunnel_cpu__ = True

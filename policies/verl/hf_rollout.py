@@ -261,7 +261,7 @@ class HFServerAdapter(BaseRollout):
         self._has_server = self.rollout_rank % local_world_size == 0
         self._server = None
 
-    def _handle(self):  # noqa: ANN202
+    def _handle(self):
         if self._server is None:
             self._server = ray.get_actor(server_name(self.replica_rank, self.node_rank))
         return self._server

@@ -13,16 +13,16 @@ from policies.verl import reward_audit as _reward_audit
 if _cpu.enabled():
     _cpu.register_platform()  # before verl's engine modules import (they read the platform at import)
 
-from verl.workers.rollout.base import _ROLLOUT_REGISTRY  # noqa: E402
-from verl.workers.rollout.replica import RolloutReplicaRegistry  # noqa: E402
+from verl.workers.rollout.base import _ROLLOUT_REGISTRY
+from verl.workers.rollout.replica import RolloutReplicaRegistry
 
-from policies.verl.trainer import TRAINER_NAME, WindtunnelTrainer  # noqa: E402,F401  (registers the trainer)
+from policies.verl.trainer import TRAINER_NAME, WindtunnelTrainer
 
 ROLLOUT_NAME = "hf"
 ROLLOUT_MODULE = "policies.verl.hf_rollout"
 
 
-def _load_hf_replica():  # noqa: ANN202
+def _load_hf_replica():
     # lazy, like verl's own loaders (`replica.py:_load_vllm`): a Ray worker that unpickles an hf_rollout
     # class imports hf_rollout -> verl -> this plugin, which must not need hf_rollout's attributes yet
     from policies.verl.hf_rollout import HFReplica

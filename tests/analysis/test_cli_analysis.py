@@ -33,7 +33,7 @@ def _app() -> typer.Typer:
     return app
 
 
-def _invoke(*args: str):  # noqa: ANN202
+def _invoke(*args: str):
     return CliRunner().invoke(_app(), list(args))
 
 
@@ -208,7 +208,7 @@ def test_tables_all_on_a_two_policy_campaign(tmp_path: Path) -> None:
     assert "gfpo" in res.output and "leave" in res.output.lower()
 
 
-def _subset_csv(tmp_path: Path, name: str, keep, edit=None) -> Path:  # noqa: ANN001
+def _subset_csv(tmp_path: Path, name: str, keep, edit=None) -> Path:
     rows = [r for r in csv.DictReader(open(RELEASED, newline="")) if keep(r)]
     for r in rows:
         if edit:
@@ -236,7 +236,7 @@ def _baseline_at_200(r: dict[str, str]) -> None:
     ("reference_other_step", _baseline_at_200, "it has runs at step(s) [200]"),
     ("all_nan", _nan_scores, "missing for"),
 ])
-def test_no_formable_pair_exits_2_with_the_reason(tmp_path: Path, case: str, edit, why: str) -> None:  # noqa: ANN001
+def test_no_formable_pair_exits_2_with_the_reason(tmp_path: Path, case: str, edit, why: str) -> None:
     methods = ("topk",) if case == "no_reference" else ("baseline", "topk")
     f = _subset_csv(tmp_path, f"{case}.csv", lambda r: r["campaign"] == "main" and r["model"] == "Qwen2.5-7B-Instruct"
                     and r["method"] in methods, edit)

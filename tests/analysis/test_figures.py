@@ -75,7 +75,7 @@ def _campaign(root: Path) -> tuple[Path, Path]:
     return rec, root / "runs"
 
 
-def _invoke(*args: str):  # noqa: ANN202
+def _invoke(*args: str):
     import typer
 
     app = typer.Typer()
@@ -105,7 +105,7 @@ def _svg_texts(svg: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def mine(tmp_path_factory):  # noqa: ANN001, ANN201
+def mine(tmp_path_factory):
     root = tmp_path_factory.mktemp("mine")
     rec, runs = _campaign(root)
     res = _invoke("report", str(rec), "--out", str(root / "report.html"), "--runs-dir", str(runs),
@@ -183,7 +183,7 @@ def test_figures_flag_refuses_a_file_and_existing_figures_without_force(mine: Pa
 # ----------------------------------------------------------------------------- pure functions
 
 @pytest.fixture(scope="module")
-def tables(mine: Path):  # noqa: ANN201
+def tables(mine: Path):
     recs = read_records(mine / "records.csv", SUITE)
     runs = run_table(recs, SUITE)
     with warnings.catch_warnings():
@@ -191,7 +191,7 @@ def tables(mine: Path):  # noqa: ANN201
         return runs, paired_comparisons(recs, SUITE, runs=runs, n_resamples=100).table
 
 
-def test_p_improve_equals_the_paired_table_and_its_interval_holds_it(tables) -> None:  # noqa: ANN001
+def test_p_improve_equals_the_paired_table_and_its_interval_holds_it(tables) -> None:
     runs, paired = tables
     pi = improvement_probabilities(runs, paired, "DB-12", n_resamples=300)
     assert len(pi) == 2 and set(pi["policy"]) == {"topk", "reward_gap"}
@@ -200,7 +200,7 @@ def test_p_improve_equals_the_paired_table_and_its_interval_holds_it(tables) -> 
     assert ((pi["lo"] >= 0) & (pi["hi"] <= 1)).all() and (pi["n"] == 3).all()
 
 
-def test_relative_scores_centre_references_and_subtract_the_reference_mean(tables) -> None:  # noqa: ANN001
+def test_relative_scores_centre_references_and_subtract_the_reference_mean(tables) -> None:
     runs, paired = tables
     rel = relative_scores(runs, paired, "DB-12")
     assert len(rel) == 12  # 4 policies x 3 seeds, each run once
@@ -214,7 +214,7 @@ def test_relative_scores_centre_references_and_subtract_the_reference_mean(table
     assert est.loc[("topk", "mean"), "lo"] <= topk.mean() <= est.loc[("topk", "mean"), "hi"]
 
 
-def test_aa_floor_is_the_largest_aa_difference_per_campaign(tables) -> None:  # noqa: ANN001
+def test_aa_floor_is_the_largest_aa_difference_per_campaign(tables) -> None:
     _, paired = tables
     aa = paired[(paired["metric"] == "DB-12") & (paired["kind"] == "aa_noise_floor")]
     assert aa_floor(paired, "DB-12").to_dict() == {"mine": pytest.approx(aa["mean_diff"].abs().max())}
@@ -271,7 +271,7 @@ def test_report_screenshot_in_headless_chromium_is_not_blank(mine: Path, tmp_pat
     assert f'data-figures-count="{len(FIGURES)}"' in body.group(0)
 
 
-def test_forest_draws_the_seed_plus_item_interval_only_when_present(tables) -> None:  # noqa: ANN001
+def test_forest_draws_the_seed_plus_item_interval_only_when_present(tables) -> None:
     from analysis.figures import forest_figure, render
 
     _, paired = tables

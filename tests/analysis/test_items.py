@@ -96,7 +96,7 @@ def test_item_log_is_validated_and_broken_down(tmp_path: Path) -> None:
     assert d.shape == (1, 4) and d.sum() == 3 and set(bench) == {"gsm8k"}
 
 
-def pd_concat(frames):  # noqa: ANN001, ANN201
+def pd_concat(frames):
     import pandas as pd
 
     return pd.concat(frames, ignore_index=True)

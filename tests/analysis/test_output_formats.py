@@ -33,7 +33,7 @@ def _app() -> typer.Typer:
     return app
 
 
-def _invoke(*args: str):  # noqa: ANN202
+def _invoke(*args: str):
     return CliRunner().invoke(_app(), list(args))
 
 

@@ -175,7 +175,7 @@ def test_mde_and_seeds_intervals_from_the_chi_square_ci_of_sigma() -> None:
 
 @settings(max_examples=8, deadline=None)
 @given(st.integers(3, 7), st.integers(0, 2**31 - 1), st.randoms(use_true_random=False))
-def test_relabelling_seeds_consistently_leaves_results_unchanged(n: int, seed: int, rnd) -> None:  # noqa: ANN001
+def test_relabelling_seeds_consistently_leaves_results_unchanged(n: int, seed: int, rnd) -> None:
     rng = np.random.default_rng(seed)
     base = rng.uniform(20, 70, (n, 12))
     diffs = rng.normal(0, 2, n)

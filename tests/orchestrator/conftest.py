@@ -16,7 +16,7 @@ PAPER_MODELS = ["qwen25_05b_instruct", "qwen25_15b_instruct", "qwen25_3b_instruc
                 "qwen25_7b_base", "qwen25_14b_base", "llama31_8b_base"]
 
 
-def write_yaml(path: Path, obj) -> Path:  # noqa: ANN001
+def write_yaml(path: Path, obj) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(obj, sort_keys=False))
     return path
@@ -44,7 +44,7 @@ def tree(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def helpers():  # noqa: ANN201
+def helpers():
     """Shared helpers (importlib mode forbids importing conftest from tests)."""
     class H:
         repo = REPO

@@ -56,7 +56,7 @@ def _db12_diffs(records: Path, policy: str, seeds: list[int]) -> np.ndarray:
 
 
 @pytest.mark.slow
-def test_sequential_campaign_spends_seeds_only_on_open_comparisons(tree: Path, tmp_path: Path, head) -> None:  # noqa: ANN001
+def test_sequential_campaign_spends_seeds_only_on_open_comparisons(tree: Path, tmp_path: Path, head) -> None:
     addr, tok = head
     env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(tok), "RAY_AUTH_MODE": "token"}
     wd = tmp_path / "wd"
@@ -132,7 +132,7 @@ def test_sequential_campaign_spends_seeds_only_on_open_comparisons(tree: Path, t
 
 # ---- fast: the look/batch bookkeeping on a real SQLite ledger, runs recorded by hand ----------
 
-def _record(sess, campaign: str, runs_dir: Path) -> int:  # noqa: ANN001
+def _record(sess, campaign: str, runs_dir: Path) -> int:
     """Walk every planned run through the ledger's state machine with its simulated records."""
     from analysis.records import write_records
     from orchestrator.grid import RunSpec

@@ -26,7 +26,7 @@ def test_config_identity_ignores_only_the_seed():
 
 
 @pytest.mark.slow
-def test_a_configuration_error_is_not_repeated_for_every_seed(tree: Path, tmp_path: Path, head) -> None:  # noqa: ANN001
+def test_a_configuration_error_is_not_repeated_for_every_seed(tree: Path, tmp_path: Path, head) -> None:
     addr, tok = head
     (tree / "recipe" / "noop_config.yaml").write_text(yaml.safe_dump({"name": "noop_config", "fail": "config"}))
     spec = yaml.safe_load((tree / "small.yaml").read_text())

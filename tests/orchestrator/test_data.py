@@ -64,7 +64,7 @@ def test_unknown_regime_and_short_source_are_errors() -> None:
         build_multidomain(_sources(5), per_domain=20, test_per_domain=2)
 
 
-def test_identity_uses_built_manifest_hash(tmp_path) -> None:  # noqa: ANN001
+def test_identity_uses_built_manifest_hash(tmp_path) -> None:
     from orchestrator.data import build_variants
 
     spec = DataSpec(corpus="multidomain_3", seed=42)

@@ -27,7 +27,7 @@ def _env(tok: Path) -> dict[str, str]:
     return {**os.environ, "RAY_AUTH_TOKEN_PATH": str(tok), "RAY_AUTH_MODE": "token"}
 
 
-def _campaign(tree: Path, name: str, **kw) -> Path:  # noqa: ANN003
+def _campaign(tree: Path, name: str, **kw) -> Path:
     spec = yaml.safe_load((tree / "small.yaml").read_text())
     spec.update(name=name, **kw)
     p = tree / f"{name}.yaml"
@@ -52,12 +52,12 @@ def _wait_for_runs(wd: Path, campaign: str, timeout_s: float = 120) -> None:
     raise AssertionError(f"{campaign} never reached the ledger in {wd}")
 
 
-def test_token_file_is_private(head) -> None:  # noqa: ANN001
+def test_token_file_is_private(head) -> None:
     _, tok = head
     assert oct(tok.stat().st_mode & 0o777) == "0o600" and len(tok.read_text()) == 64
 
 
-def test_sigkill_at_random_points_then_resume_loses_and_duplicates_nothing(tree: Path, tmp_path: Path, head) -> None:  # noqa: ANN001
+def test_sigkill_at_random_points_then_resume_loses_and_duplicates_nothing(tree: Path, tmp_path: Path, head) -> None:
     addr, tok = head
     camp = _campaign(tree, "kill")  # 4 policies × 2 seeds = 8 runs
     wd = tmp_path / "wd"
@@ -93,7 +93,7 @@ def test_sigkill_at_random_points_then_resume_loses_and_duplicates_nothing(tree:
     assert {st for _, st, _ in ml} == {"FINISHED"} and min(d for _, _, d in ml) > 1000  # real durations (ms)
 
 
-def test_always_failing_job_stops_at_retry_cap(tree: Path, tmp_path: Path, head) -> None:  # noqa: ANN001
+def test_always_failing_job_stops_at_retry_cap(tree: Path, tmp_path: Path, head) -> None:
     addr, tok = head
     camp = _campaign(tree, "failing", recipe="noop_fail", policies=["baseline"], seeds=[1],
                      retries={"max_attempts": 3, "backoff_s": 0.1, "backoff_max_s": 0.2})
@@ -123,7 +123,7 @@ def test_unreachable_cluster_is_not_a_failed_run(tree: Path, tmp_path: Path) -> 
     assert _db(wd, "select count(*) from attempts") == [(0,)]
 
 
-def test_duplicate_submission_id_is_recognised(head) -> None:  # noqa: ANN001
+def test_duplicate_submission_id_is_recognised(head) -> None:
     from orchestrator.executor import DuplicateSubmission, RayJobsExecutor
 
     addr, tok = head

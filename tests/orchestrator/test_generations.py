@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def _campaign(tree: Path, name: str, **kw) -> Path:  # noqa: ANN003
+def _campaign(tree: Path, name: str, **kw) -> Path:
     spec = yaml.safe_load((tree / "small.yaml").read_text())
     spec.update(name=name, **kw)
     p = tree / f"{name}.yaml"
@@ -28,20 +28,20 @@ def _campaign(tree: Path, name: str, **kw) -> Path:  # noqa: ANN003
 
 
 @pytest.fixture
-def on_head(head, monkeypatch: pytest.MonkeyPatch) -> str:  # noqa: ANN001
+def on_head(head, monkeypatch: pytest.MonkeyPatch) -> str:
     addr, tok = head
     monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tok))
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
     return addr
 
 
-def _session(wd: Path, addr: str, track: bool = False):  # noqa: ANN202
+def _session(wd: Path, addr: str, track: bool = False):
     from orchestrator.session import Session
 
     return Session(wd, ray_address=addr, track=track)
 
 
-def _drive(sess, campaign: str, timeout_s: float = 240) -> dict[str, int]:  # noqa: ANN001
+def _drive(sess, campaign: str, timeout_s: float = 240) -> dict[str, int]:
     cfg = sess.default_config(campaign)
     cfg.poll_s, cfg.max_parallel = 0.3, 2
     return sess.scheduler(campaign, cfg).run(timeout_s=timeout_s)

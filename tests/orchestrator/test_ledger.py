@@ -40,7 +40,7 @@ def _pg_bin(name: str) -> str | None:
 
 
 @pytest.fixture(scope="session")
-def pg_server():  # noqa: ANN201
+def pg_server():
     """A PostgreSQL server for this session on a unix socket in a private temp dir (no TCP port):
     the base URL without a database name. initdb refuses root, so as root it runs as `postgres`."""
     initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
@@ -82,7 +82,7 @@ def _fresh_pg(base: str) -> str:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def ledger_url(request, tmp_path: Path) -> str:  # noqa: ANN001
+def ledger_url(request, tmp_path: Path) -> str:
     if request.param == "sqlite":
         (tmp_path / "wd").mkdir()
         return f"sqlite:///{tmp_path / 'wd' / 'ledger.db'}"
@@ -90,7 +90,7 @@ def ledger_url(request, tmp_path: Path) -> str:  # noqa: ANN001
 
 
 @pytest.fixture
-def ledger(ledger_url: str):  # noqa: ANN201
+def ledger(ledger_url: str):
     led = open_ledger(ledger_url)
     yield led
     led.close()
@@ -105,7 +105,7 @@ def test_default_is_sqlite_wal_in_workdir(tmp_path: Path) -> None:
     led.close()
 
 
-def test_full_lifecycle_and_illegal_transitions(ledger) -> None:  # noqa: ANN001
+def test_full_lifecycle_and_illegal_transitions(ledger) -> None:
     ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
     for dst in (S.queued, S.training, S.trained, S.evaluating, S.recorded):
         ledger.transition("c", "k1", dst)
@@ -122,7 +122,7 @@ def test_full_lifecycle_and_illegal_transitions(ledger) -> None:  # noqa: ANN001
                       ("trained", "evaluating"), ("evaluating", "recorded")]
 
 
-def test_failed_records_stage_and_reason(ledger) -> None:  # noqa: ANN001
+def test_failed_records_stage_and_reason(ledger) -> None:
     ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
     ledger.transition("c", "k1", S.queued)
     ledger.start_attempt("c", "k1", S.queued, S.training, "train", "wt-k1-train-a1")
@@ -130,7 +130,7 @@ def test_failed_records_stage_and_reason(ledger) -> None:  # noqa: ANN001
     assert (row.state, row.stage, row.reason, row.attempts) == ("failed", "train", "OOM at step 3", 1)
 
 
-def test_upsert_is_idempotent_and_reports_new_changed_unchanged_removed(ledger) -> None:  # noqa: ANN001
+def test_upsert_is_idempotent_and_reports_new_changed_unchanged_removed(ledger) -> None:
     first = {"c/a/s1": "k1", "c/a/s2": "k2", "c/b/s1": "k3"}
     d = ledger.upsert_campaign("c", "{}", _runs(first))
     assert (len(d.new), len(d.changed), len(d.unchanged)) == (3, 0, 0)
@@ -145,7 +145,7 @@ def test_upsert_is_idempotent_and_reports_new_changed_unchanged_removed(ledger) 
     assert {r.run_key for r in ledger.runs("c", [S.planned])} == {"k1", "k2-new", "k3", "k4"}  # removed runs stay until cancelled
 
 
-def test_leases_block_other_owners_until_expiry(ledger) -> None:  # noqa: ANN001
+def test_leases_block_other_owners_until_expiry(ledger) -> None:
     ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
     assert ledger.claim("c", "k1", "A", ttl_s=0.3)
     assert not ledger.claim("c", "k1", "B", ttl_s=10)
@@ -172,7 +172,7 @@ def _paths_from_planned() -> dict[RunState, list[RunState]]:
     return paths
 
 
-def test_the_ledger_makes_every_allowed_transition_and_refuses_every_other(ledger) -> None:  # noqa: ANN001
+def test_the_ledger_makes_every_allowed_transition_and_refuses_every_other(ledger) -> None:
     """All 8 x 8 (from, to) pairs through one real ledger: a pair in ALLOWED is made, any other raises
     IllegalTransition and leaves the row where it was (the table itself is the pure `states.check`)."""
     paths = _paths_from_planned()
@@ -193,7 +193,7 @@ def test_the_ledger_makes_every_allowed_transition_and_refuses_every_other(ledge
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(list(RunState)), min_size=1, max_size=12))
-def test_check_allows_exactly_the_table_along_any_path(path) -> None:  # noqa: ANN001
+def test_check_allows_exactly_the_table_along_any_path(path) -> None:
     """`states.check`, the pure function every ledger transition goes through, on random request sequences."""
     state = S.planned
     for dst in path:
@@ -209,7 +209,7 @@ def test_check_allows_exactly_the_table_along_any_path(path) -> None:  # noqa: A
 # -- generations, instances, concurrent orchestrators (issue 16) ---------------------------------------------
 
 
-def test_a_changed_spec_supersedes_the_old_generation_whatever_its_state(ledger) -> None:  # noqa: ANN001
+def test_a_changed_spec_supersedes_the_old_generation_whatever_its_state(ledger) -> None:
     ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1", "c/a/s2": "k2", "c/a/s3": "k3"}))
     for dst in (S.queued, S.training, S.trained, S.evaluating, S.recorded):
         ledger.transition("c", "k1", dst)  # finished
@@ -229,7 +229,7 @@ def test_a_changed_spec_supersedes_the_old_generation_whatever_its_state(ledger)
     assert ledger.get("c", "k1b").superseded_by == "k1"
 
 
-def test_campaign_instance_id_is_created_once_per_ledger(ledger, tmp_path: Path) -> None:  # noqa: ANN001
+def test_campaign_instance_id_is_created_once_per_ledger(ledger, tmp_path: Path) -> None:
     ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
     iid = ledger.campaign_instance("c")
     ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1", "c/a/s2": "k2"}))
@@ -265,7 +265,7 @@ def test_orchestrators_starting_together_on_a_fresh_ledger_do_not_crash(ledger_u
     led.close()
 
 
-def _scheduler(ledger, tmp_path: Path, **kw):  # noqa: ANN001, ANN003, ANN202
+def _scheduler(ledger, tmp_path: Path, **kw):
     """A scheduler whose executor points at a closed port: any cluster call would raise ClusterUnreachable."""
     from orchestrator.executor import RayJobsExecutor
     from orchestrator.scheduler import Scheduler, SchedulerConfig
@@ -276,7 +276,7 @@ def _scheduler(ledger, tmp_path: Path, **kw):  # noqa: ANN001, ANN003, ANN202
     return Scheduler(ledger, "c", RayJobsExecutor(f"127.0.0.1:{port}"), tmp_path, SchedulerConfig(poll_s=0.05), **kw)
 
 
-def test_reconcile_never_transitions_from_a_stale_row(ledger, tmp_path: Path) -> None:  # noqa: ANN001
+def test_reconcile_never_transitions_from_a_stale_row(ledger, tmp_path: Path) -> None:
     ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
     for dst in (S.queued, S.training, S.trained, S.evaluating):
         ledger.transition("c", "k1", dst)
@@ -288,7 +288,7 @@ def test_reconcile_never_transitions_from_a_stale_row(ledger, tmp_path: Path) ->
     assert (row.state, row.lease_owner) == ("recorded", "")  # and no lease left on the recorded run
 
 
-def test_second_orchestrator_reports_the_first_ones_lease_and_waits(ledger, tmp_path: Path) -> None:  # noqa: ANN001
+def test_second_orchestrator_reports_the_first_ones_lease_and_waits(ledger, tmp_path: Path) -> None:
     from orchestrator.ledger import CampaignBusy
 
     ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
@@ -340,7 +340,7 @@ def test_a_ledger_from_before_generations_is_migrated_in_place(ledger_url: str) 
     led.close()
 
 
-def test_a_job_id_of_another_campaign_instance_is_never_reattached(ledger, tmp_path: Path) -> None:  # noqa: ANN001
+def test_a_job_id_of_another_campaign_instance_is_never_reattached(ledger, tmp_path: Path) -> None:
     """A row whose submission id lacks this ledger's instance id (a ledger copied from another work dir,
     or written before instance ids) runs its stage again under its own id instead of adopting that job."""
     from orchestrator.executor.base import submission_id

@@ -44,7 +44,7 @@ def test_head_serves_jobs_on_loopback_and_stop_leaves_nothing_behind(tmp_path: P
     assert not (work / "ray_head.json").exists()
 
 
-def test_a_failed_start_leaves_no_daemon_and_is_tried_again(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_a_failed_start_leaves_no_daemon_and_is_tried_again(tmp_path: Path, monkeypatch) -> None:
     """A `ray start` that dies half way (as Ray does when the node times out on a loaded machine) has
     already spawned daemons: they are killed, and the start is tried once more before giving up."""
     import pytest

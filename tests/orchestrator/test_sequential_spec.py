@@ -14,7 +14,7 @@ from orchestrator.spec import CampaignSpec, SpecError, load_campaign
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _campaign(tree: Path, seeds) -> Path:  # noqa: ANN001
+def _campaign(tree: Path, seeds) -> Path:
     data = yaml.safe_load((tree / "small.yaml").read_text())
     data["seeds"] = seeds
     out = tree / "seq.yaml"

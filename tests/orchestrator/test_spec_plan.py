@@ -15,7 +15,7 @@ from orchestrator.spec import SpecError, load_campaign
 REPO = Path(__file__).resolve().parents[2]
 
 
-def write_yaml(path: Path, obj) -> Path:  # noqa: ANN001
+def write_yaml(path: Path, obj) -> Path:
     path.write_text(yaml.safe_dump(obj, sort_keys=False))
     return path
 

@@ -23,7 +23,7 @@ def server(tmp_path_factory):
     return HFRolloutServer(cfg, {"path": str(path)}, replica_rank=0, node_rank=0)
 
 
-def _gen(server, prompt, **params):  # noqa: ANN001, ANN202
+def _gen(server, prompt, **params):
     return asyncio.run(server.generate(prompt_ids=prompt, sampling_params=dict(params), request_id="r"))
 
 

@@ -66,13 +66,13 @@ def _tree(root: Path, name: str = "trk") -> Path:
     return root / f"{name}.yaml"
 
 
-def _cell_runs(uri: str, campaign: str) -> list:  # noqa: ANN401
+def _cell_runs(uri: str, campaign: str) -> list:
     c = tracking.client(uri)
     exp = c.get_experiment_by_name(campaign)
     return [] if exp is None else c.search_runs([exp.experiment_id])
 
 
-def test_campaign_cells_are_tracked_live_once_each_with_final_status(uri, tmp_path: Path) -> None:  # noqa: ANN001
+def test_campaign_cells_are_tracked_live_once_each_with_final_status(uri, tmp_path: Path) -> None:
     from orchestrator.grid import RunSpec
     from orchestrator.session import Session, plan
     from orchestrator.stages import run_dir, stage_evaluate, stage_train
@@ -143,7 +143,7 @@ def test_campaign_cells_are_tracked_live_once_each_with_final_status(uri, tmp_pa
     sess.close()
 
 
-def test_verl_launch_files_stream_and_the_merged_file_is_not_logged_twice(uri, tmp_path: Path) -> None:  # noqa: ANN001
+def test_verl_launch_files_stream_and_the_merged_file_is_not_logged_twice(uri, tmp_path: Path) -> None:
     """verl writes one metrics file per launch (a resume is a new launch), merged into metrics.jsonl at the end."""
     from orchestrator.grid import RunSpec
     from orchestrator.session import Session, plan
@@ -173,7 +173,7 @@ def test_verl_launch_files_stream_and_the_merged_file_is_not_logged_twice(uri, t
     sess.close()
 
 
-def test_store_killed_while_being_created_leaves_nothing_half_built(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_store_killed_while_being_created_leaves_nothing_half_built(tmp_path: Path, monkeypatch) -> None:
     """An orchestrator SIGKILLed during MLflow's migrations must not leave a mid-migration mlflow.db
     (every later open would fail "out-of-date database schema" and the campaign would go untracked)."""
     import mlflow.store.db.utils as db_utils
@@ -181,7 +181,7 @@ def test_store_killed_while_being_created_leaves_nothing_half_built(tmp_path: Pa
     uri = tracking.default_uri(tmp_path)
     store = tmp_path / "mlflow.db"
 
-    def killed(engine):  # noqa: ANN001, ANN202 - dies after create_all, before the migrations finish
+    def killed(engine):
         raise KeyboardInterrupt("killed mid-migration")
 
     monkeypatch.setattr(db_utils, "_upgrade_db", killed)

@@ -32,7 +32,7 @@ sys.exit(fixed.returncode)
 """
 
 
-def _wait(ex, sid: str, timeout: float = 240):  # noqa: ANN001, ANN202
+def _wait(ex, sid: str, timeout: float = 240):
     t0 = time.time()
     while time.time() - t0 < timeout:
         st = ex.status(sid)
