@@ -473,7 +473,7 @@ def training_figure(tf: pd.DataFrame) -> Figure | None:
         fig, axes = plt.subplots(nrow, ncol, figsize=(6.2 * ncol, 3.2 * nrow + 0.8), squeeze=False, sharex=True)
         for ax, (c, t) in zip(axes.flat, panels):
             sub = tf[tf[c].notna()]
-            for (cfg, s), g in sub.groupby(["config", "seed"], sort=True):
+            for (cfg, _seed), g in sub.groupby(["config", "seed"], sort=True):
                 ax.plot(g["step"], g[c], color=colors[cfg], lw=0.6, alpha=0.35)
             mean = sub.groupby(["config", "step"], sort=True)[c].mean().reset_index()
             for cfg, g in mean.groupby("config", sort=True):

@@ -45,7 +45,6 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower, ttest_power
 
 from analysis.aggregates import run_table

@@ -47,10 +47,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from scipy import optimize, special, stats
+
+if TYPE_CHECKING:  # annotations only: pandas is imported where it is used, not at module import
+    from pathlib import Path
+
+    import pandas as pd
 
 Spending = Literal["obf", "pocock"]
 DecisionKind = Literal["superior", "inferior", "equivalent", "futile", "continue", "inconclusive"]
@@ -165,14 +170,17 @@ def _spending_bounds(fractions: tuple[float, ...], alpha: float, kind: str) -> t
     inc = np.diff(np.concatenate([[0.0], cum]))
     rec = _Recursion()
     bounds: list[float] = []
-    for t, a_k in zip(fractions, inc):
+
+    def excess(b_: float, t: float, a_k: float) -> float:
+        return rec.exit_prob(t, b_) - a_k
+
+    for t, a_k in zip(fractions, inc, strict=True):
         if a_k <= 1e-15:
             b = math.inf
         else:
             # exit probability decreases in b; bracket between a tiny and a huge boundary
-            g = lambda b_: rec.exit_prob(t, b_) - a_k  # noqa: E731
             hi = 40.0
-            b = optimize.brentq(g, 1e-6, hi, xtol=1e-10) if g(1e-6) > 0 else 1e-6
+            b = optimize.brentq(excess, 1e-6, hi, args=(t, a_k), xtol=1e-10) if excess(1e-6, t, a_k) > 0 else 1e-6
         bounds.append(b)
         rec.advance(t, b)
     return tuple(bounds)

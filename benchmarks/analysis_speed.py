@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -123,9 +124,9 @@ def main() -> None:
             sets.insert(0, ("released 171", RELEASED))
         rows = []
         for name, path in sets:
-            t_read, recs = _time(lambda: read_records(path, suite), args.repeat)
+            t_read, recs = _time(partial(read_records, path, suite), args.repeat)
 
-            def analyse():
+            def analyse(recs=recs):
                 tables = build_tables(recs, suite, list(TABLE_NAMES), n_resamples=args.resamples)
                 return tables, render_tables(tables, "md")
 
@@ -136,9 +137,12 @@ def main() -> None:
             # floor measured in the same run: the bare numpy bootstrap of every comparison x metric
             # (same seed counts and metric counts as the analysis), no pandas, no tables
             shapes = paired_shapes(recs, suite)
-            t_floor, _ = _time(lambda: [bootstrap_interval(np.random.default_rng(0).normal(size=(n, m)),
-                                                           np.random.default_rng(n), args.resamples)
-                                        for n, m in shapes.items()], args.repeat)
+
+            def floor(shapes=shapes):
+                return [bootstrap_interval(np.random.default_rng(0).normal(size=(n, m)), np.random.default_rng(n),
+                                           args.resamples) for n, m in shapes.items()]
+
+            t_floor, _ = _time(floor, args.repeat)
             rows.append({"records": name, "runs": n_runs, "comparisons": n_cmp, "tables": len(tables),
                          "read_s": round(t_read, 3), "tables+bootstrap_s": round(t_an, 3), "total_s": round(total, 3),
                          "runs_per_s": round(n_runs / total, 1), "bootstrap_floor_s": round(t_floor, 3),

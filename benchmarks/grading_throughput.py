@@ -21,6 +21,7 @@ import random
 import string
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -42,13 +43,17 @@ def math_items(rng: random.Random) -> tuple[list[str], list[str]]:
         a, b = rng.randint(1, 99), rng.randint(2, 99)
         kind = i % 4
         if kind == 0:
-            resp.append(f"Adding gives {a + b}. The answer is \\boxed{{{a + b}}}."); gold.append(str(a + b))
+            resp.append(f"Adding gives {a + b}. The answer is \\boxed{{{a + b}}}.")
+            gold.append(str(a + b))
         elif kind == 1:  # equivalent rewrite
-            resp.append(f"So the ratio is $\\boxed{{\\dfrac{{{2 * a}}}{{{2 * b}}}}}$."); gold.append(f"\\frac{{{a}}}{{{b}}}")
+            resp.append(f"So the ratio is $\\boxed{{\\dfrac{{{2 * a}}}{{{2 * b}}}}}$.")
+            gold.append(f"\\frac{{{a}}}{{{b}}}")
         elif kind == 2:  # wrong
-            resp.append(f"The answer is \\boxed{{{a * b + 1}}}"); gold.append(str(a * b))
+            resp.append(f"The answer is \\boxed{{{a * b + 1}}}")
+            gold.append(str(a * b))
         else:  # no answer
-            resp.append("I am not sure how to finish this one."); gold.append(str(a))
+            resp.append("I am not sure how to finish this one.")
+            gold.append(str(a))
     return resp, gold
 
 
@@ -196,7 +201,7 @@ def main() -> None:
     for procs in (1, 2):
         pool = MathPool(procs)
         pool.grade(resp[:4], gold[:4])  # start and warm the workers outside the timing
-        secs, res = timed(lambda: pool.grade(resp, gold, timeout_s=5.0))
+        secs, res = timed(partial(pool.grade, resp, gold, timeout_s=5.0))
         pool.close()
         rates[procs] = N / secs
         row("math", f"pool, {procs} process{'es' if procs > 1 else ''}", secs, res)
@@ -205,9 +210,9 @@ def main() -> None:
     for grader, make, kw in (("multiple_choice", mc_items, {"n_options": 10}), ("knights_knaves", kk_items, {})):
         r, g = make(rng)
         grade_batch(grader, r[:4], g[:4], **kw)  # warm the shared pool outside the timing
-        secs, res = timed(lambda: grade_batch(grader, r, g, **kw))
+        secs, res = timed(partial(grade_batch, grader, r, g, **kw))
         row(grader, "pool, 2 processes (budgeted)", secs, res)
-        secs, res = timed(lambda: grade_batch(grader, r, g, processes=0, **kw))
+        secs, res = timed(partial(grade_batch, grader, r, g, processes=0, **kw))
         row(grader, "in-process floor (no budget)", secs, res)
     console.print(table)
     console.print(f"math: 2 processes vs 1 process = [bold]{rates[2] / rates[1]:.2f}x[/bold] "

@@ -12,7 +12,6 @@ Prints a table and the ratios; target: our makespan within 5 % of the lower boun
 
 from __future__ import annotations
 
-import heapq
 import sys
 import tempfile
 import time

@@ -47,7 +47,7 @@ class StepBatch:
         adv = self.advantages
         if adv.dim() != 2:
             raise PolicyConfigError(f"StepBatch.advantages: expected shape (B, L), got {tuple(adv.shape)}")
-        b, l = adv.shape
+        b, n_tok = adv.shape
         dev = adv.device  # every (B,) tensor lives with the (B, L) ones (CPU or GPU)
         self.rewards = torch.as_tensor(self.rewards).reshape(-1).to(dev, torch.float32)
         self.group = torch.as_tensor(self.group).reshape(-1).to(dev, torch.long)
@@ -59,13 +59,13 @@ class StepBatch:
         self.is_padding = torch.as_tensor(self.is_padding).reshape(-1).to(dev, torch.bool)
         checks = {
             "rewards": (self.rewards, (b,)),
-            "response_mask": (self.response_mask, (b, l)),
+            "response_mask": (self.response_mask, (b, n_tok)),
             "group": (self.group, (b,)),
             "domain": (self.domain, (b,)),
             "is_padding": (self.is_padding, (b,)),
         }
         if self.old_log_probs is not None:
-            checks["old_log_probs"] = (self.old_log_probs, (b, l))
+            checks["old_log_probs"] = (self.old_log_probs, (b, n_tok))
         for name, (t, shape) in checks.items():
             if tuple(t.shape) != shape:
                 raise PolicyConfigError(f"StepBatch.{name}: expected shape {shape}, got {tuple(t.shape)}")

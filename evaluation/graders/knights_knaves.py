@@ -235,10 +235,8 @@ def final_block(text: str) -> str | None:
     box = text.rfind("\\boxed")
     if box >= 0:
         return _balanced_from(text, box)
-    last = None
-    for last in _PHRASE_MARK.finditer(text):
-        pass
-    return text[last.end():] if last is not None else None
+    marks = list(_PHRASE_MARK.finditer(text))
+    return text[marks[-1].end():] if marks else None
 
 
 def _last_complete_block(stmts: list[Statement], names: set[str]) -> dict[str, str | None] | None:

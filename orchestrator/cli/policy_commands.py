@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
         t = Table(title=f"Configurations ({folder})")
         for c in ("name", "mechanism", "scorer", "actuator", "params", "options"):
             t.add_column(c, no_wrap=c in ("name", "mechanism"), overflow="fold")
-        for path, p in rows:
+        for _path, p in rows:
             c = p.config
             opts = []
             if p.mechanism == "select":

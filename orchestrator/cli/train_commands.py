@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from orchestrator.cli.console import err, fail as _fail, out
+from orchestrator.cli.console import err, fail as _fail
 from orchestrator.cli.groups import subgroup
 
 
@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
     def train(
         policy: Path = typer.Option(..., "--policy", help="policy YAML, e.g. campaigns/policy/topk.yaml"),
         seed: int = typer.Option(..., "--seed", help="run seed: data order, sampling and policy randomness"),
-        out: Path = typer.Option(..., "--out", help="run directory (checkpoints/, metrics.jsonl, result.json)"),
+        out_dir: Path = typer.Option(..., "--out", help="run directory (checkpoints/, metrics.jsonl, result.json)"),
         backend: str = typer.Option("local", "--backend", help="local (CPU, tiny models) or verl (GPU)"),
         recipe: str = typer.Option("cpu_tiny", "--recipe", help="campaigns/recipe/<name>.yaml or a path"),
         steps: Optional[int] = typer.Option(None, "--steps", help="override the recipe's total steps"),
@@ -80,9 +80,9 @@ def register(app: typer.Typer) -> None:
         if backend not in ("local", "verl"):
             _fail(f"--backend: got {backend!r}; choose local or verl")
         try:
-            uri = None if no_mlflow else (mlflow_uri or f"sqlite:///{out.resolve() / 'mlflow.db'}")
-            req = build_request(backend=backend, policy=policy, seed=seed, out_dir=out, recipe=recipe, steps=steps,
-                                save_freq=save_freq, model=model, mlflow_uri=uri, cache_dir=cache_dir,
+            uri = None if no_mlflow else (mlflow_uri or f"sqlite:///{out_dir.resolve() / 'mlflow.db'}")
+            req = build_request(backend=backend, policy=policy, seed=seed, out_dir=out_dir, recipe=recipe,
+                                steps=steps, save_freq=save_freq, model=model, mlflow_uri=uri, cache_dir=cache_dir,
                                 train_files=train_file)
             if backend == "local":
                 from orchestrator.training.local import run_training
@@ -102,7 +102,7 @@ def register(app: typer.Typer) -> None:
             _fail(str(e))
         except PolicyConfigError as e:  # policy validation errors are user errors too
             _fail(str(e))
-        out.mkdir(parents=True, exist_ok=True)
+        out_dir.mkdir(parents=True, exist_ok=True)
         for c in result.checkpoints:
             typer.echo(f"checkpoint step {c.step}: {c.path}")
         typer.echo(f"metrics: {result.metrics_path}")
@@ -112,7 +112,7 @@ def register(app: typer.Typer) -> None:
 
     @data_app.command("synthetic")
     def synthetic_cmd(
-        out: Path = typer.Option(..., "--out", help="output directory"),
+        out_dir: Path = typer.Option(..., "--out", help="output directory"),
         seed: int = typer.Option(42, "--seed", help="generator seed"),
         per_domain: int = typer.Option(2000, "--per-domain", help="training prompts per domain"),
         test_per_domain: int = typer.Option(32, "--test-per-domain", help="held-out prompts per domain"),
@@ -132,11 +132,11 @@ def register(app: typer.Typer) -> None:
         if heldout not in ("iid", "disjoint"):
             _fail(f"--heldout: got {heldout!r}; choose iid or disjoint")
         try:
-            paths = synthetic.write_corpus(out, seed=seed, train_per_domain=per_domain, test_per_domain=test_per_domain,
-                                           heldout=heldout)
-            fixtures = synthetic.write_eval_fixtures(out / "eval", seed=seed, n_items=eval_items, suite=suite)
-            write_manifest(out / "eval", sorted(fixtures), kind="fixture")
+            paths = synthetic.write_corpus(out_dir, seed=seed, train_per_domain=per_domain,
+                                           test_per_domain=test_per_domain, heldout=heldout)
+            fixtures = synthetic.write_eval_fixtures(out_dir / "eval", seed=seed, n_items=eval_items, suite=suite)
+            write_manifest(out_dir / "eval", sorted(fixtures), kind="fixture")
         except (ValueError, KeyError, FileNotFoundError) as e:
             _fail(f"synthetic data: {e}")
-        typer.echo(f"train: {paths['train']}\ntest: {paths['test']}\neval fixtures: {out / 'eval'} ({len(fixtures)} "
-                   "benchmarks, manifest.json)")
+        typer.echo(f"train: {paths['train']}\ntest: {paths['test']}\neval fixtures: {out_dir / 'eval'} "
+                   f"({len(fixtures)} benchmarks, manifest.json)")

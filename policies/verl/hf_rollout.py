@@ -31,8 +31,8 @@ from typing import Any, Generator, Optional
 import ray
 import torch
 
-from verl.workers.rollout.base import _ROLLOUT_REGISTRY, BaseRollout
-from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry, TokenOutput
+from verl.workers.rollout.base import BaseRollout
+from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,6 @@ from analysis.paired import (
     seeds_needed,
     sign_flip_floor,
     sign_flip_pvalue,
-    t_interval,
     tost_pvalue,
 )
 from analysis.records import normalise_records, read_records

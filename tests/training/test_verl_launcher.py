@@ -126,7 +126,6 @@ def test_merge_command_uses_verls_merger(tmp_path):
 def test_cancel_kills_only_the_recorded_process_group(tmp_path):
     import subprocess
     import sys
-    import time
 
     from orchestrator.training.verl_launcher import run_dirs
 
