@@ -357,7 +357,7 @@ class SequentialDesign:
         return special.ndtr(-(c_z - z / math.sqrt(t_k)) / math.sqrt(1.0 - t_k))
 
     @classmethod
-    def from_mapping(cls, raw: Mapping, where: str = "seeds") -> "SequentialDesign":
+    def from_mapping(cls, raw: Mapping, where: str = "seeds") -> SequentialDesign:
         """Build from a campaign's `seeds:` block, e.g. {max: 12, design: sequential, batch: 3}.
         `aggregate` (which aggregate the looks test) is accepted and left to the orchestrator."""
         known = {"max", "design", "batch", "looks", "alpha", "spending", "equivalence_margin",
@@ -385,7 +385,7 @@ class SequentialDesign:
                    futility_min_seeds=int(raw.get("futility_min_seeds", 6)),
                    familywise=raw.get("familywise", "bonferroni"), family_size=raw.get("family_size"))
 
-    def per_comparison(self, m: int) -> "SequentialDesign":
+    def per_comparison(self, m: int) -> SequentialDesign:
         """The design each of m comparisons runs under: with familywise="bonferroni" every comparison
         spends alpha/m (family_size overrides m), so P(any false efficacy decision in the family) <= alpha
         by the union bound, whatever the correlation between comparisons (they share references)."""
@@ -624,8 +624,8 @@ def stagewise_estimate(design: SequentialDesign, look: int, stat: np.ndarray, sd
 _GROUP = ("campaign", "model", "regime", "step")
 
 
-def look_at_runs(runs: "pd.DataFrame", design: SequentialDesign, look: int, aggregate: str,
-                 references: Mapping[str, str] | None = None) -> "pd.DataFrame":
+def look_at_runs(runs: pd.DataFrame, design: SequentialDesign, look: int, aggregate: str,
+                 references: Mapping[str, str] | None = None) -> pd.DataFrame:
     """One interim look over a campaign: every (configuration vs reference) comparison tested.
 
     runs: `analysis.aggregates.run_table` rows (one per run x step; the last step of each run is
@@ -682,7 +682,7 @@ def look_at_runs(runs: "pd.DataFrame", design: SequentialDesign, look: int, aggr
     return pd.DataFrame(rows)
 
 
-def next_batch_seeds(decisions: "pd.DataFrame", design: SequentialDesign, look: int,
+def next_batch_seeds(decisions: pd.DataFrame, design: SequentialDesign, look: int,
                      seeds: Sequence[int] | None = None) -> dict[tuple[str, str, str], list[int]]:
     """Seeds to add at the next look: (campaign, model, regime) -> seeds, for every policy that is
     still open *and* its reference (shared by every comparison of the group). `seeds`: the
@@ -721,7 +721,7 @@ def _same_design(stored: dict, new: dict) -> bool:
     return not _design_diff(stored, new)
 
 
-def record_look(url: str, campaign: str, decisions: "pd.DataFrame", design: SequentialDesign, *,
+def record_look(url: str, campaign: str, decisions: pd.DataFrame, design: SequentialDesign, *,
                 aggregate: str | None = None, design_name: str = "default") -> int:
     """Append the look's decisions to table `sequential_looks` in the ledger database (any
     SQLAlchemy URL), with the design (every field, the aggregate tested and the design's name) on
@@ -777,7 +777,7 @@ def record_look(url: str, campaign: str, decisions: "pd.DataFrame", design: Sequ
     return n
 
 
-def read_looks(url: str, campaign: str) -> "pd.DataFrame":
+def read_looks(url: str, campaign: str) -> pd.DataFrame:
     """Every recorded interim look of a campaign (empty frame when none)."""
     import pandas as pd
     import sqlalchemy as sa
@@ -808,7 +808,7 @@ def dataclasses_asdict(design: SequentialDesign) -> dict:
 LOOK_COLUMNS = ("campaign", "look", "comparison", "n", "decision", "mean", "rci_low", "rci_high", "design_json")
 
 
-def read_looks_file(path: str | "Path") -> "pd.DataFrame":
+def read_looks_file(path: str | Path) -> pd.DataFrame:
     """A `sequential_looks.csv` written next to a campaign's records; SequentialError names the file and column."""
     from pathlib import Path
 
@@ -825,7 +825,7 @@ def read_looks_file(path: str | "Path") -> "pd.DataFrame":
     return df
 
 
-def _adjusted_after_stop(last: "pd.DataFrame") -> dict:
+def _adjusted_after_stop(last: pd.DataFrame) -> dict:
     """Row index -> "estimate [lo, hi]" for the comparisons stopped for efficacy, from the recorded design
     (design_json), n, mean and the repeated CI (se = half width / critical value)."""
     out: dict = {}
@@ -852,7 +852,7 @@ def _adjusted_after_stop(last: "pd.DataFrame") -> dict:
     return out
 
 
-def looks_section_html(looks: "pd.DataFrame") -> str:
+def looks_section_html(looks: pd.DataFrame) -> str:
     """Lead section of a report for a sequential campaign: each comparison's last look, its
     repeated (adjusted) CI and decision, then the look-by-look history. It goes before the score
     tables because their fixed-n paired CIs are not adjusted for the interim looks."""

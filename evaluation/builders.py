@@ -12,7 +12,8 @@ from __future__ import annotations
 import random
 import re
 import string
-from typing import Any, Callable, Iterable
+from typing import Any
+from collections.abc import Callable, Iterable
 
 import pandas as pd
 

@@ -12,7 +12,8 @@ import hashlib
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from lm_eval.api.model import LM
 

@@ -84,7 +84,7 @@ def _wanted_runs(spec: CampaignSpec, open_: set[tuple[str, str, str, str]], seed
     return [r for r in pool if r.seed in seeds and (r.group, r.model, r.regime, r.policy) in want]
 
 
-def _add_runs(sess: "Session", spec: CampaignSpec, runs: list[RunSpec]) -> list[str]:
+def _add_runs(sess: Session, spec: CampaignSpec, runs: list[RunSpec]) -> list[str]:
     """Append runs to the campaign's ledger rows (existing rows keep their order and state)."""
     existing = sess.ledger.runs(spec.name)
     have = {r.run_key for r in existing}
@@ -98,7 +98,7 @@ def _add_runs(sess: "Session", spec: CampaignSpec, runs: list[RunSpec]) -> list[
     return [r.run_id for r in new]
 
 
-def advance(sess: "Session", campaign: str) -> Advance:
+def advance(sess: Session, campaign: str) -> Advance:
     """Take the campaign's next interim look if it is due, and add the seeds it asks for.
 
     Returns Advance(finished=True) when the campaign is not sequential, every comparison is
@@ -169,7 +169,7 @@ def advance(sess: "Session", campaign: str) -> Advance:
     return Advance(look=k, decisions=decisions, added=added, note=f"seeds {batch} for the open comparisons")
 
 
-def export_looks(sess: "Session", campaign: str) -> Path | None:
+def export_looks(sess: Session, campaign: str) -> Path | None:
     """Write every recorded look to `results/<campaign>/sequential_looks.csv` (atomic), next to the
     records, where `campaign report` finds it and shows the adjusted intervals first."""
     from wtcommon.atomic import atomic_write_text

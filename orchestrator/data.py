@@ -16,7 +16,8 @@ import json
 import random
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from wtcommon.atomic import atomic_path, atomic_write_text
 from wtcommon.files import short_hash

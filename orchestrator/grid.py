@@ -68,7 +68,7 @@ class RunSpec:
         return canonical_json(self.to_dict())
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
+    def from_dict(cls, d: dict[str, Any]) -> RunSpec:
         return cls(**d)
 
 

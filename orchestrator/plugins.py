@@ -12,7 +12,8 @@ import importlib.util
 import sys
 import sysconfig
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 
 def add_project_path(root: str | Path | None) -> None:

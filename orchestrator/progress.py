@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from orchestrator.ledger.base import RunRow
 from orchestrator.ledger.states import PENDING, AttemptStatus, RunState

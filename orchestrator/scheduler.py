@@ -25,7 +25,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from orchestrator.executor.base import (
     ClusterUnreachable,

@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from orchestrator.executor import ClusterUnreachable, RayJobsExecutor
 from orchestrator.executor.local_head import ensure_head, token_file

@@ -31,7 +31,8 @@ import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from orchestrator.grid import RunSpec
 from orchestrator.paths import StageConfigError, inside, run_dir  # noqa: F401 - inside/run_dir: this module's API too
@@ -248,7 +249,7 @@ def _simulated_accuracy(sim: dict[str, Any], spec: RunSpec, benchmark: str) -> f
     return float(np.clip(acc, 0.0, 100.0))
 
 
-def _noop_records(spec: RunSpec, step: int) -> "Any":
+def _noop_records(spec: RunSpec, step: int) -> Any:
     """Noop runs have no model: every score is missing (NaN), never zero, unless the recipe
     declares `simulate:` (scores drawn from a stated distribution, marked harness 'noop-simulated')."""
     import numpy as np

@@ -26,7 +26,8 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
 
 from orchestrator.ledger.states import RunState
 from wtcommon.metrics import read_metrics_jsonl
@@ -230,7 +231,7 @@ def finish(uri: str, run_id: str, status: str = "FINISHED", end_time: float | No
 # -- standalone training (`campaign train`, the local backend) ---------------------------------------------
 
 
-def start_training_run(uri: str, req: "TrainRequest", experiment: str | None = None) -> str:
+def start_training_run(uri: str, req: TrainRequest, experiment: str | None = None) -> str:
     """The run of a standalone training request, created (RUNNING) before its first step."""
     exp = experiment or req.extra.get("experiment") or "windtunnel-train"
     params = {"policy": req.policy, "seed": req.seed, "recipe": req.recipe, "model_path": req.model_path,
@@ -241,7 +242,7 @@ def start_training_run(uri: str, req: "TrainRequest", experiment: str | None = N
     return rid
 
 
-def log_training_run(uri: str, req: "TrainRequest", result: "TrainResult", experiment: str | None = None,
+def log_training_run(uri: str, req: TrainRequest, result: TrainResult, experiment: str | None = None,
                      run_id: str | None = None) -> str:
     """End a standalone training run: compute, the result manifest, FINISHED. Without `run_id` (metrics
     not streamed) the run is found or created and the whole metrics file is ingested first."""
@@ -260,13 +261,13 @@ def log_training_run(uri: str, req: "TrainRequest", result: "TrainResult", exper
 # -- campaigns: one MLflow run per grid cell, kept in step with the ledger -----------------------------------
 
 
-def cell_params(spec: "RunSpec") -> dict[str, Any]:
+def cell_params(spec: RunSpec) -> dict[str, Any]:
     return {"run_key": spec.run_key, "config_hash": spec.config_hash, "model": spec.model_cfg,
             "recipe": spec.recipe_cfg, "policy": spec.policy_cfg, "seed": spec.seed, "steps": spec.steps,
             "regime": spec.regime, "data": spec.data}
 
 
-def cell_tags(spec: "RunSpec") -> dict[str, str]:
+def cell_tags(spec: RunSpec) -> dict[str, str]:
     return {"windtunnel.policy": spec.policy, "windtunnel.model": spec.model, "windtunnel.seed": str(spec.seed),
             "windtunnel.group": spec.group, "windtunnel.regime": spec.regime, "windtunnel.run_id": spec.run_id}
 
@@ -296,18 +297,18 @@ _TERMINAL_STATUS = {RunState.recorded: "FINISHED", RunState.failed: "FAILED", Ru
 class CampaignTracker:
     """Keeps a campaign's MLflow runs in step with its ledger; `sync()` is cheap when nothing changed."""
 
-    def __init__(self, uri: str, ledger: "Ledger", campaign: str, workdir: Path):
+    def __init__(self, uri: str, ledger: Ledger, campaign: str, workdir: Path):
         self.uri, self.ledger, self.campaign, self.workdir = uri, ledger, campaign, Path(workdir).resolve()
         self._known: dict[str, dict[str, Any]] = {}  # run_key -> {"id", "status", "offsets", "superseded"}
         self._skip: set[str] = set()  # untracked earlier generations: never looked up again
         self._reported: set[str] = set()
 
-    def _spec(self, row: "RunRow") -> "RunSpec":
+    def _spec(self, row: RunRow) -> RunSpec:
         from orchestrator.grid import RunSpec
 
         return RunSpec.from_dict(json.loads(row.spec_json))
 
-    def _metrics_files(self, spec: "RunSpec") -> list[Path]:
+    def _metrics_files(self, spec: RunSpec) -> list[Path]:
         """The files a cell's training metrics stream from: verl's per-launch files while they exist
         (`train/verl_metrics/launch_*.jsonl`; merged into metrics.jsonl only when the run ends), else
         `train/metrics.jsonl`, where the local and noop backends write each step."""
@@ -317,7 +318,7 @@ class CampaignTracker:
         launches = sorted((train / "verl_metrics").glob("launch_*.jsonl"))
         return launches or [train / "metrics.jsonl"]
 
-    def _open(self, row: "RunRow") -> dict[str, Any] | None:
+    def _open(self, row: RunRow) -> dict[str, Any] | None:
         """The cell's MLflow run: by the ledger's id, else by run_key tag, else created (current cells only)."""
         c = client(self.uri)
         rid = row.mlflow_run_id or None
@@ -344,7 +345,7 @@ class CampaignTracker:
         return {"id": rid, "status": run.info.status, "offsets": offsets if isinstance(offsets, dict) else {},
                 "superseded": run.data.tags.get("windtunnel.superseded_by", "")}
 
-    def _stream(self, spec: "RunSpec", st: dict[str, Any]) -> int:
+    def _stream(self, spec: RunSpec, st: dict[str, Any]) -> int:
         """Log the complete lines added to the cell's metrics files since the last call (byte offsets per
         file name, kept in a run tag with the metrics in one batch)."""
         from mlflow.entities import RunTag
@@ -369,12 +370,12 @@ class CampaignTracker:
             n += len(metrics)
         return n
 
-    def _end_time(self, row: "RunRow") -> float:
+    def _end_time(self, row: RunRow) -> float:
         ts = [e["ts"] for e in self.ledger.events(self.campaign, row.run_key)
               if e["kind"] in ("transition", "superseded") and e["dst"] == row.state]
         return ts[-1] if ts else time.time()
 
-    def _finish(self, row: "RunRow", spec: "RunSpec", st: dict[str, Any]) -> None:
+    def _finish(self, row: RunRow, spec: RunSpec, st: dict[str, Any]) -> None:
         from mlflow.entities import RunTag
 
         from orchestrator.paths import run_dir
@@ -421,7 +422,7 @@ class CampaignTracker:
                     print(f"warning: {msg}", file=sys.stderr)
         return changed
 
-    def _sync_row(self, row: "RunRow") -> int:
+    def _sync_row(self, row: RunRow) -> int:
         changed = 0
         st = self._known.get(row.run_key)
         if st is None:

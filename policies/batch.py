@@ -7,7 +7,7 @@ and actuators never touch framework objects and can be tested on hand-made tenso
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -117,7 +117,7 @@ class StepBatch:
         domains: Sequence[object] | Tensor | None = None,
         domain_names: Sequence[str] | None = None,
         is_padding: Sequence[bool] | Tensor | None = None,
-    ) -> "StepBatch":
+    ) -> StepBatch:
         """Build from right-padded framework tensors: uid strings become dense group ids; sequence rewards
         are the sum of token-level rewards when only those are given; domain names map through
         `domain_names` (unknown names raise, naming them)."""

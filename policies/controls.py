@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import torch
 from torch import Tensor

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
 
 from policies.errors import PolicyConfigError
 

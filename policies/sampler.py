@@ -7,7 +7,7 @@ realised proportions each step so an inert mixer is visible (`is_inert`).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch

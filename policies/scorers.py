@@ -6,7 +6,8 @@ from the TransferQueue and the benchmark knows how many (B, L) passes it costs.
 
 from __future__ import annotations
 
-from typing import ClassVar, Mapping
+from typing import ClassVar
+from collections.abc import Mapping
 
 import torch
 from torch import Tensor

@@ -10,7 +10,7 @@ different rules can be told apart.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from evaluation.graders import knights_knaves as _kk
 from evaluation.graders import math as _math

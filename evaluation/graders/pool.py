@@ -17,7 +17,7 @@ import multiprocessing.pool
 import sys
 import threading
 import types
-from typing import Sequence
+from collections.abc import Sequence
 
 from evaluation.graders.result import GradeResult
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -18,8 +18,8 @@ from orchestrator.cli.console import err, fail as _fail
 
 RecordsArg = Annotated[Path, typer.Argument(metavar="RECORDS", help="RECORDS: long .parquet/.csv or the wide released CSV")]
 SuiteOpt = Annotated[str, typer.Option("--suite", metavar="SUITE", help="suite name (campaigns/suite/<name>.yaml) or path")]
-CampaignOpt = Annotated[Optional[str], typer.Option("--campaign", metavar="NAME", help="only this campaign")]
-ModelOpt = Annotated[Optional[str], typer.Option("--model", metavar="NAME", help="only this model")]
+CampaignOpt = Annotated[str | None, typer.Option("--campaign", metavar="NAME", help="only this campaign")]
+ModelOpt = Annotated[str | None, typer.Option("--model", metavar="NAME", help="only this model")]
 # One resample default for every command. 10,000 keeps the bootstrap's Monte-Carlo error of a 95% bound
 # below ~0.005 of the interval width; `sensitivity` at 10,000 takes ~2 s of CPU on the released records.
 RESAMPLES = 10_000
@@ -197,13 +197,13 @@ def tables(
     table: Annotated[str, typer.Option("--table", metavar="NAME", help="table name, NAME,NAME or 'all'")] = "all",
     fmt: FormatOpt = "md",
     suite: SuiteOpt = "db12",
-    metric: Annotated[Optional[str], typer.Option("--aggregate", metavar="METRIC",
+    metric: Annotated[str | None, typer.Option("--aggregate", metavar="METRIC",
                                                   help="metric of the paired table")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", metavar="FOLDER", help=OUT_DIR_HELP)] = None,
+    out: Annotated[Path | None, typer.Option("--out", metavar="FOLDER", help=OUT_DIR_HELP)] = None,
     resamples: ResamplesOpt = RESAMPLES,
     margin: Annotated[float, typer.Option("--margin", metavar="POINTS",
                                           help="equivalence margin of the verdict table (points)")] = 1.0,
-    items: Annotated[Optional[Path], typer.Option(
+    items: Annotated[Path | None, typer.Option(
         "--items", metavar="FOLDER", help="folder with the runs' *.items.jsonl.gz item logs: the paired table "
                                           "gets the seed + item two-way clustered CI")] = None,
     force: ForceOpt = False,
@@ -284,25 +284,25 @@ def compare(
     records: RecordsArg,
     campaign: CampaignOpt = None,
     model: ModelOpt = None,
-    aggregate: Annotated[Optional[str], typer.Option("--aggregate", metavar="AGGREGATE",
+    aggregate: Annotated[str | None, typer.Option("--aggregate", metavar="AGGREGATE",
                                                      help="one aggregate (default: all)")] = None,
-    margin: Annotated[Optional[float], typer.Option("--margin", metavar="POINTS",
+    margin: Annotated[float | None, typer.Option("--margin", metavar="POINTS",
                                                     help="TOST equivalence margin (points)")] = None,
     effect: Annotated[float, typer.Option("--effect", metavar="POINTS",
                                           help="effect (points) for the seeds-needed column")] = 1.0,
     detail: Annotated[bool, typer.Option("--detail", metavar="", help="also per-domain and per-benchmark rows")] = False,
-    reference_map: Annotated[Optional[list[str]], typer.Option(
+    reference_map: Annotated[list[str] | None, typer.Option(
         "--reference-map", metavar="POLICY=REFERENCE", help="overrides baseline/static (repeatable)")] = None,
     resamples: ResamplesOpt = RESAMPLES,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="bootstrap/permutation generator seed")] = 0,
     as_json: JsonOpt = False,
     suite: SuiteOpt = "db12",
-    items: Annotated[Optional[Path], typer.Option(
+    items: Annotated[Path | None, typer.Option(
         "--items", metavar="FOLDER", help="folder with the runs' *.items.jsonl.gz item logs (beside their records): "
                                           "adds the seed + item two-way clustered CI")] = None,
     fmt: FormatOpt = "md",
     wide: WideOpt = False,
-    out: Annotated[Optional[Path], typer.Option("--out", metavar="FILE", help=OUT_FILE_HELP)] = None,
+    out: Annotated[Path | None, typer.Option("--out", metavar="FILE", help=OUT_FILE_HELP)] = None,
     force: ForceOpt = False,
 ) -> None:
     """Seed-paired comparison of every policy with its campaign-local reference.
@@ -413,16 +413,16 @@ def sensitivity(
     records: RecordsArg,
     campaign: CampaignOpt = None,
     model: ModelOpt = None,
-    aggregate: Annotated[Optional[str], typer.Option("--aggregate", metavar="AGGREGATE",
+    aggregate: Annotated[str | None, typer.Option("--aggregate", metavar="AGGREGATE",
                                                      help="aggregate for seed-resampling ranks")] = None,
     resamples: ResamplesOpt = RESAMPLES,
     as_json: JsonOpt = False,
     suite: SuiteOpt = "db12",
     fmt: FormatOpt = "md",
-    table: Annotated[Optional[str], typer.Option(
+    table: Annotated[str | None, typer.Option(
         "--table", metavar="NAME", help=f"only this table: {', '.join(SENSITIVITY_TABLES)} (csv on stdout needs "
                                         "one)")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", metavar="FOLDER", help=OUT_DIR_HELP)] = None,
+    out: Annotated[Path | None, typer.Option("--out", metavar="FOLDER", help=OUT_DIR_HELP)] = None,
     force: ForceOpt = False,
 ) -> None:
     """Ranking sensitivity: aggregate-vs-aggregate rank correlations, leave-one-benchmark-out, seed bootstrap.
@@ -484,16 +484,16 @@ def report(
     suite: SuiteOpt = "db12",
     margin: Annotated[float, typer.Option("--margin", metavar="POINTS", help="equivalence margin of the verdict table (points)")] = 1.0,
     force: Annotated[bool, typer.Option("--force", metavar="", help="replace an existing --out file")] = False,
-    items: Annotated[Optional[Path], typer.Option(
+    items: Annotated[Path | None, typer.Option(
         "--items", metavar="FOLDER", help="folder with the runs' *.items.jsonl.gz item logs: the paired table gets the seed + item CI")] = None,
     resamples: ResamplesOpt = RESAMPLES,
-    runs_dir: Annotated[Optional[Path], typer.Option(
+    runs_dir: Annotated[Path | None, typer.Option(
         "--runs-dir", metavar="FOLDER", help="the runs' folder (<workdir>/runs): adds each run's intervention evidence and compute; "
                            "flagged policies are listed before any score comparison")] = None,
-    looks: Annotated[Optional[Path], typer.Option(
+    looks: Annotated[Path | None, typer.Option(
         "--looks", metavar="FILE", help="interim looks of a sequential campaign (default: sequential_looks.csv next to the "
                         "records, when present): their adjusted intervals are shown first")] = None,
-    figures: Annotated[Optional[Path], typer.Option(
+    figures: Annotated[Path | None, typer.Option(
         "--figures", metavar="FOLDER", help="also write every figure into this folder as <name>.svg, .pdf and .png (200 dpi)")] = None,
 ) -> None:
     """Write one self-contained HTML report (verdicts, within-group sensitivity, figures, tables)."""
@@ -549,16 +549,16 @@ def verdicts(
     records: RecordsArg,
     margin: Annotated[float, typer.Option("--margin", metavar="POINTS", help="equivalence margin ±M (points); also the effect "
                                           "the seeds-to-decide column is powered for")] = 1.0,
-    aggregate: Annotated[Optional[str], typer.Option("--aggregate", metavar="AGGREGATE", help="default: the suite's first aggregate")] = None,
+    aggregate: Annotated[str | None, typer.Option("--aggregate", metavar="AGGREGATE", help="default: the suite's first aggregate")] = None,
     campaign: CampaignOpt = None,
     model: ModelOpt = None,
     alpha: Annotated[float, typer.Option("--alpha", metavar="P", help="family-wise error rate of each family (Holm)")] = 0.05,
-    reference_map: Annotated[Optional[list[str]], typer.Option(
+    reference_map: Annotated[list[str] | None, typer.Option(
         "--reference-map", metavar="POLICY=REFERENCE", help="overrides baseline/static (repeatable)")] = None,
     as_json: JsonOpt = False,
     suite: SuiteOpt = "db12",
     fmt: FormatOpt = "md",
-    out: Annotated[Optional[Path], typer.Option("--out", metavar="FILE", help=OUT_FILE_HELP)] = None,
+    out: Annotated[Path | None, typer.Option("--out", metavar="FILE", help=OUT_FILE_HELP)] = None,
     force: ForceOpt = False,
     resamples: ResamplesOpt = RESAMPLES,
 ) -> None:

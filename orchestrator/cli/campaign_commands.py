@@ -12,7 +12,6 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
@@ -283,18 +282,18 @@ def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan_cmd(
         campaign: str = typer.Argument(..., help="campaign file or directory, e.g. campaigns/paper"),
-        overrides: Optional[list[str]] = typer.Argument(None, help="Hydra overrides, e.g. seeds=[1,2,3]"),
+        overrides: list[str] | None = typer.Argument(None, help="Hydra overrides, e.g. seeds=[1,2,3]"),
         fmt: str = typer.Option("table", "--format", help="table | json | csv (csv: one row per run)"),
         as_json: bool = typer.Option(False, "--json", help="same as --format json"),
         runs: bool = typer.Option(False, "--runs", help="also list every run (id, run_key, sub-campaign)"),
         matrix: bool = typer.Option(False, "--matrix", help="also show the policy × model matrix of seeds"),
-        gpus: Optional[int] = typer.Option(None, "--gpus", min=1, help="GPUs available for the duration estimate "
+        gpus: int | None = typer.Option(None, "--gpus", min=1, help="GPUs available for the duration estimate "
                                            "(default: the campaign's compute.nodes × gpus_per_node)"),
-        workdir: Optional[Path] = typer.Option(None, "--workdir", help="also check the evaluation data this work "
+        workdir: Path | None = typer.Option(None, "--workdir", help="also check the evaluation data this work "
                                                "directory's campaign would read"),
-        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="also check this evaluation data directory"),
-        prior: Optional[Path] = typer.Option(None, "--prior", help="records of earlier runs: SD for the power table"),
-        sd: Optional[float] = typer.Option(None, "--sd", help="stated SD of paired differences (points): power table"),
+        data_dir: Path | None = typer.Option(None, "--data-dir", help="also check this evaluation data directory"),
+        prior: Path | None = typer.Option(None, "--prior", help="records of earlier runs: SD for the power table"),
+        sd: float | None = typer.Option(None, "--sd", help="stated SD of paired differences (points): power table"),
         margin: float = typer.Option(1.0, "--margin", help="effect of interest (points) for the power table"),
     ) -> None:
         """Expand a campaign into runs, check it (policies, seeds, recipes, resources, evaluation data) and print
@@ -395,14 +394,14 @@ def register(app: typer.Typer) -> None:
     @app.command("submit")
     def submit_cmd(
         campaign: str = typer.Argument(..., help="campaign file or directory"),
-        overrides: Optional[list[str]] = typer.Argument(None, help="Hydra overrides"),
+        overrides: list[str] | None = typer.Argument(None, help="Hydra overrides"),
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
-        ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray dashboard address; default: a local head"),
-        ledger_url: Optional[str] = typer.Option(None, "--ledger-url", help="SQLAlchemy URL; default sqlite:///<workdir>/ledger.db"),
+        ray_address: str | None = typer.Option(None, "--ray-address", help="Ray dashboard address; default: a local head"),
+        ledger_url: str | None = typer.Option(None, "--ledger-url", help="SQLAlchemy URL; default sqlite:///<workdir>/ledger.db"),
         wait: bool = typer.Option(True, "--wait/--no-wait", help="drive the campaign to completion"),
-        max_parallel: Optional[int] = typer.Option(None, "--max-parallel", min=1, help="cap on concurrent jobs"),
+        max_parallel: int | None = typer.Option(None, "--max-parallel", min=1, help="cap on concurrent jobs"),
         dry_run: bool = typer.Option(False, "--dry-run", help="show new/changed/unchanged without writing"),
-        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="evaluation data directory (default: the "
+        data_dir: Path | None = typer.Option(None, "--data-dir", help="evaluation data directory (default: the "
                                                 "campaign's evaluation.data_dir, relative to the work directory)"),
     ) -> None:
         """Check a campaign before any compute, register it in the ledger (idempotent by run_key) and run it."""
@@ -448,10 +447,10 @@ def register(app: typer.Typer) -> None:
     def resume_cmd(
         campaign: str = typer.Argument(..., help="campaign name, or its spec file/directory"),
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
-        ray_address: Optional[str] = typer.Option(None, "--ray-address"),
-        ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
-        max_parallel: Optional[int] = typer.Option(None, "--max-parallel", min=1),
-        timeout: Optional[float] = typer.Option(None, "--timeout", min=0.1, help="stop driving after this many seconds"),
+        ray_address: str | None = typer.Option(None, "--ray-address"),
+        ledger_url: str | None = typer.Option(None, "--ledger-url"),
+        max_parallel: int | None = typer.Option(None, "--max-parallel", min=1),
+        timeout: float | None = typer.Option(None, "--timeout", min=0.1, help="stop driving after this many seconds"),
     ) -> None:
         """Pick up a campaign after a crash: reattach to running jobs, resubmit lost ones, continue."""
         from orchestrator.ledger.states import RunState
@@ -467,9 +466,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("status")
     def status_cmd(
-        campaign: Optional[str] = typer.Argument(None, help="campaign name or spec file; default: all in the ledger"),
+        campaign: str | None = typer.Argument(None, help="campaign name or spec file; default: all in the ledger"),
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
-        ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
+        ledger_url: str | None = typer.Option(None, "--ledger-url"),
         as_json: bool = typer.Option(False, "--json", help="same as --format json"),
         fmt: str = typer.Option("table", "--format", metavar="FORMAT",
                                 help="table (the matrix, for a terminal) | json (counts, runs, driver; stable keys)"),
@@ -513,7 +512,7 @@ def register(app: typer.Typer) -> None:
     def watch_cmd(
         campaign: str = typer.Argument(..., help="campaign name, or its spec file/directory"),
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
-        ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
+        ledger_url: str | None = typer.Option(None, "--ledger-url"),
         interval: float = typer.Option(2.0, "--interval", min=0.1),
         once: bool = typer.Option(False, "--once", help="render once and exit"),
     ) -> None:
@@ -560,10 +559,10 @@ def register(app: typer.Typer) -> None:
     @app.command("cancel")
     def cancel_cmd(
         campaign: str = typer.Argument(..., help="campaign name, or its spec file/directory"),
-        runs: Optional[list[str]] = typer.Argument(None, help="run ids/keys or id prefixes; default all"),
+        runs: list[str] | None = typer.Argument(None, help="run ids/keys or id prefixes; default all"),
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
-        ray_address: Optional[str] = typer.Option(None, "--ray-address"),
-        ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
+        ray_address: str | None = typer.Option(None, "--ray-address"),
+        ledger_url: str | None = typer.Option(None, "--ledger-url"),
     ) -> None:
         """Cancel runs (stopping their jobs); they can be brought back with `campaign retry`."""
         campaign = _campaign_name(campaign)
@@ -584,10 +583,10 @@ def register(app: typer.Typer) -> None:
     @app.command("retry")
     def retry_cmd(
         campaign: str = typer.Argument(..., help="campaign name, or its spec file/directory"),
-        runs: Optional[list[str]] = typer.Argument(None, help="run ids/keys; default every failed/cancelled run"),
+        runs: list[str] | None = typer.Argument(None, help="run ids/keys; default every failed/cancelled run"),
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
-        ray_address: Optional[str] = typer.Option(None, "--ray-address"),
-        ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
+        ray_address: str | None = typer.Option(None, "--ray-address"),
+        ledger_url: str | None = typer.Option(None, "--ledger-url"),
         wait: bool = typer.Option(True, "--wait/--no-wait"),
     ) -> None:
         """Requeue failed or cancelled runs with a fresh retry budget (verified stages are skipped)."""
@@ -610,9 +609,9 @@ def register(app: typer.Typer) -> None:
         campaign: str = typer.Argument(..., help="campaign name, or its spec file/directory"),
         run: str = typer.Argument(..., help="run id or run_key"),
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
-        ray_address: Optional[str] = typer.Option(None, "--ray-address"),
-        ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
-        attempt: Optional[int] = typer.Option(None, "--attempt", help="attempt number; default the latest"),
+        ray_address: str | None = typer.Option(None, "--ray-address"),
+        ledger_url: str | None = typer.Option(None, "--ledger-url"),
+        attempt: int | None = typer.Option(None, "--attempt", help="attempt number; default the latest"),
     ) -> None:
         """Attempts and events of a run from the ledger, and its job's log: from the cluster the campaign ran
         on, or from the stopped local head's log files. Never starts a Ray head."""
@@ -650,10 +649,10 @@ def register(app: typer.Typer) -> None:
 
     @app.command("demo")
     def demo_cmd(
-        workdir: Optional[Path] = typer.Option(None, "--workdir", help="default: a fresh temporary directory"),
-        records: Optional[Path] = typer.Option(None, "--records", help="only print the analysis tables of this records file"),
+        workdir: Path | None = typer.Option(None, "--workdir", help="default: a fresh temporary directory"),
+        records: Path | None = typer.Option(None, "--records", help="only print the analysis tables of this records file"),
         campaign_file: Path = typer.Option(DEMO_CAMPAIGN, "--campaign", help="campaign file to run"),
-        overrides: Optional[list[str]] = typer.Argument(None, help="Hydra overrides of the demo campaign"),
+        overrides: list[str] | None = typer.Argument(None, help="Hydra overrides of the demo campaign"),
         keep_ray: bool = typer.Option(False, "--keep-ray", help="leave the local Ray head running"),
     ) -> None:
         """Run campaigns/demo.yaml end to end on CPU and print the paired-comparison tables."""
@@ -680,8 +679,8 @@ def _register_data(app: typer.Typer) -> None:
         per_domain: int = typer.Option(5000, "--per-domain"),
         test_per_domain: int = typer.Option(200, "--test-per-domain"),
         seed: int = typer.Option(42, "--seed"),
-        sources_dir: Optional[Path] = typer.Option(None, "--sources", help="directory of <source>.jsonl files instead of downloading"),
-        cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="datasets cache"),
+        sources_dir: Path | None = typer.Option(None, "--sources", help="directory of <source>.jsonl files instead of downloading"),
+        cache_dir: Path | None = typer.Option(None, "--cache-dir", help="datasets cache"),
     ) -> None:
         """Build the study's 15,000-prompt multidomain_3 corpus and its regime variants (content-hashed)."""
         from orchestrator.data import CorpusError, build_multidomain, build_variants, load_sources, parse_regime

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
@@ -62,19 +61,19 @@ def register(app: typer.Typer) -> None:
         suite: str = typer.Option("db12", "--suite", help="suite name (campaigns/suite/<name>.yaml) or path"),
         backend: str = typer.Option("hf", "--backend", help="hf (CPU/GPU) or vllm (GPU, needs the gpu extra)"),
         data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir", help="directory of <benchmark>.parquet files"),
-        out_path: Optional[Path] = typer.Option(None, "--out", help="records file (.parquet or .csv); item logs go beside it"),
-        limit: Optional[int] = typer.Option(None, "--limit", min=1, help="first N items per benchmark (smoke runs)"),
-        cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="generation cache (reruns regenerate nothing)"),
+        out_path: Path | None = typer.Option(None, "--out", help="records file (.parquet or .csv); item logs go beside it"),
+        limit: int | None = typer.Option(None, "--limit", min=1, help="first N items per benchmark (smoke runs)"),
+        cache_dir: Path | None = typer.Option(None, "--cache-dir", help="generation cache (reruns regenerate nothing)"),
         benchmark: list[str] = typer.Option([], "--benchmark", help="evaluate only these benchmark ids (repeatable)"),
-        max_gen_toks: Optional[int] = typer.Option(None, "--max-gen-toks", help="override every generation limit"),
-        run_id: Optional[str] = typer.Option(None, "--run-id"),
-        run_key: Optional[str] = typer.Option(None, "--run-key"),
+        max_gen_toks: int | None = typer.Option(None, "--max-gen-toks", help="override every generation limit"),
+        run_id: str | None = typer.Option(None, "--run-id"),
+        run_key: str | None = typer.Option(None, "--run-key"),
         campaign: str = typer.Option("adhoc", "--campaign"),
-        model: Optional[str] = typer.Option(None, "--model"),
+        model: str | None = typer.Option(None, "--model"),
         policy: str = typer.Option("unknown", "--policy"),
-        mechanism: Optional[str] = typer.Option(None, "--mechanism"),
+        mechanism: str | None = typer.Option(None, "--mechanism"),
         seed: int = typer.Option(0, "--seed"),
-        step: Optional[int] = typer.Option(None, "--step", help="default: parsed from 'global_step_N' in the path"),
+        step: int | None = typer.Option(None, "--step", help="default: parsed from 'global_step_N' in the path"),
         regime: str = typer.Option("", "--regime"),
         config_hash: str = typer.Option("", "--config-hash"),
         batch_size: int = typer.Option(32, "--batch-size", min=1, help="HF backend generation batch"),
@@ -123,7 +122,7 @@ def register(app: typer.Typer) -> None:
         out_dir: Path = typer.Argument(..., help="directory to write the lm-eval task YAMLs and their data into"),
         suite: str = typer.Option("db12", "--suite", help="suite name (campaigns/suite/<name>.yaml) or path"),
         data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir", help="directory of <benchmark>.parquet files"),
-        max_gen_toks: Optional[int] = typer.Option(None, "--max-gen-toks", min=1,
+        max_gen_toks: int | None = typer.Option(None, "--max-gen-toks", min=1,
                                                    help="override every generation limit (as `campaign eval`)"),
         benchmark: list[str] = typer.Option([], "--benchmark", help="only these benchmark ids (repeatable)"),
         force: bool = typer.Option(False, "--force", help="replace task files already in OUT_DIR"),
@@ -171,7 +170,7 @@ def register(app: typer.Typer) -> None:
         n: int = typer.Option(3, "--n", min=1, help="items per benchmark"),
         backend: str = typer.Option("hf", "--backend"),
         benchmark: list[str] = typer.Option([], "--benchmark", help="only these benchmark ids (repeatable)"),
-        max_gen_toks: Optional[int] = typer.Option(None, "--max-gen-toks", help="override every generation limit"),
+        max_gen_toks: int | None = typer.Option(None, "--max-gen-toks", help="override every generation limit"),
     ) -> None:
         """Pre-campaign smoke test: task support, answer-format alignment, parse and truncation rates."""
         from evaluation.calibrate import calibrate
@@ -250,7 +249,7 @@ def register(app: typer.Typer) -> None:
         train: Path = typer.Option(..., "--train", help="training Parquet (verl schema: a `prompt` column)"),
         suite: str = typer.Option("db12", "--suite"),
         data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir"),
-        out_path: Optional[Path] = typer.Option(None, "--out", help="write all matches (.csv)"),
+        out_path: Path | None = typer.Option(None, "--out", help="write all matches (.csv)"),
         threshold: float = typer.Option(0.5, "--threshold", help="13-gram Jaccard above which two texts match"),
         fail_on_match: bool = typer.Option(False, "--fail-on-match", help="exit 1 when any item matches"),
     ) -> None:

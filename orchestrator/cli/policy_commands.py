@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -119,7 +119,7 @@ def register(app: typer.Typer) -> None:
 
     @policies_app.command("validate")
     def validate(files: Annotated[list[Path], typer.Argument(help="policy YAML files")],
-                 rollout_n: Annotated[Optional[int], typer.Option("--rollout-n", help="cross-check against rollout.n")] = None) -> None:
+                 rollout_n: Annotated[int | None, typer.Option("--rollout-n", help="cross-check against rollout.n")] = None) -> None:
         """Validate policy YAMLs strictly (exit 2 naming the file and field on the first error). A policy's
         `plugins:` modules are imported (that runs their code) from its project directory: the folder above
         `policy/` (or the YAML's own folder)."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.table import Table
@@ -21,7 +20,7 @@ def register(app: typer.Typer) -> None:
     def looks_cmd(
         campaign: str = typer.Argument(..., help="campaign name in the ledger"),
         workdir: Path = typer.Option(..., "--workdir", help="work directory holding ledger.db"),
-        ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
+        ledger_url: str | None = typer.Option(None, "--ledger-url"),
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
         """Every interim look of a sequential campaign: seeds, mean, repeated (adjusted) CI, decision."""
@@ -50,20 +49,20 @@ def register(app: typer.Typer) -> None:
         campaign: str = typer.Argument(..., help="campaign name (as in the ledger and results/<campaign>/)"),
         look: int = typer.Option(..., "--look", help="0-based look index (after the first batch: 0)"),
         workdir: Path = typer.Option(..., "--workdir", help="work directory (records and ledger)"),
-        records: Optional[Path] = typer.Option(None, "--records", help="default <workdir>/results/<campaign>/records.parquet"),
+        records: Path | None = typer.Option(None, "--records", help="default <workdir>/results/<campaign>/records.parquet"),
         max_seeds: int = typer.Option(12, "--max", help="maximum seeds per comparison"),
         batch: int = typer.Option(3, "--batch", help="seeds added between looks"),
-        margin: Optional[float] = typer.Option(None, "--margin", help="equivalence margin in aggregate points"),
-        futility: Optional[float] = typer.Option(None, "--futility-cp", help="stop when conditional power < this"),
+        margin: float | None = typer.Option(None, "--margin", help="equivalence margin in aggregate points"),
+        futility: float | None = typer.Option(None, "--futility-cp", help="stop when conditional power < this"),
         spending: str = typer.Option("obf", "--spending", help="obf | pocock"),
         familywise: str = typer.Option("bonferroni", "--familywise", help="bonferroni (default): alpha/m per "
                                        "comparison, m = the campaign's comparisons (P(any false efficacy decision) <= "
                                        "alpha) | none: alpha per comparison"),
         design_name: str = typer.Option("default", "--design-name", help="name of the design; a look under an "
                                         "existing name must use that name's design (looks are immutable)"),
-        aggregate: Optional[str] = typer.Option(None, "--aggregate", help="default: the suite's first aggregate"),
+        aggregate: str | None = typer.Option(None, "--aggregate", help="default: the suite's first aggregate"),
         suite: str = typer.Option("db12", "--suite"),
-        ledger_url: Optional[str] = typer.Option(None, "--ledger-url"),
+        ledger_url: str | None = typer.Option(None, "--ledger-url"),
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
         """Test every comparison at this look; record it in the ledger DB; list who needs the next batch."""

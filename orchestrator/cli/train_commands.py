@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -13,8 +12,8 @@ from orchestrator.cli.groups import subgroup
 
 
 def build_request(
-    *, backend: str, policy: Path, seed: int, out_dir: Path, recipe: str, steps: Optional[int],
-    save_freq: Optional[int], model: Optional[str], mlflow_uri: Optional[str], cache_dir: Optional[Path],
+    *, backend: str, policy: Path, seed: int, out_dir: Path, recipe: str, steps: int | None,
+    save_freq: int | None, model: str | None, mlflow_uri: str | None, cache_dir: Path | None,
     train_files: list[str] | None = None,
 ):
     """Resolve recipe, model and policy files into a `TrainRequest` (errors name the file and field)."""
@@ -62,13 +61,13 @@ def register(app: typer.Typer) -> None:
         out_dir: Path = typer.Option(..., "--out", help="run directory (checkpoints/, metrics.jsonl, result.json)"),
         backend: str = typer.Option("local", "--backend", help="local (CPU, tiny models) or verl (GPU)"),
         recipe: str = typer.Option("cpu_tiny", "--recipe", help="campaigns/recipe/<name>.yaml or a path"),
-        steps: Optional[int] = typer.Option(None, "--steps", help="override the recipe's total steps"),
-        save_freq: Optional[int] = typer.Option(None, "--save-freq", help="override the checkpoint interval"),
-        model: Optional[str] = typer.Option(None, "--model", help="campaigns/model/<name>.yaml (default: the recipe's)"),
-        train_file: Optional[list[str]] = typer.Option(None, "--train-file", help="Parquet in the study schema (repeatable)"),
-        mlflow_uri: Optional[str] = typer.Option(None, "--mlflow-uri", help="default sqlite:///<out>/mlflow.db"),
+        steps: int | None = typer.Option(None, "--steps", help="override the recipe's total steps"),
+        save_freq: int | None = typer.Option(None, "--save-freq", help="override the checkpoint interval"),
+        model: str | None = typer.Option(None, "--model", help="campaigns/model/<name>.yaml (default: the recipe's)"),
+        train_file: list[str] | None = typer.Option(None, "--train-file", help="Parquet in the study schema (repeatable)"),
+        mlflow_uri: str | None = typer.Option(None, "--mlflow-uri", help="default sqlite:///<out>/mlflow.db"),
         no_mlflow: bool = typer.Option(False, "--no-mlflow", help="write only metrics.jsonl"),
-        cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="base-model/data cache (default ~/.cache/windtunnel)"),
+        cache_dir: Path | None = typer.Option(None, "--cache-dir", help="base-model/data cache (default ~/.cache/windtunnel)"),
     ) -> None:
         """Train one policy at one seed and print the checkpoints and compute."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 from rich.table import Table
@@ -29,27 +28,27 @@ def register(app: typer.Typer) -> None:
     @app.command("tune")
     def tune_cmd(
         campaign: Path = typer.Argument(..., help="campaign file or directory (the grid that names the policies)"),
-        policy: List[str] = typer.Option([], "--policy", help="policy to tune (repeat; every one gets the same budget)"),
+        policy: list[str] = typer.Option([], "--policy", help="policy to tune (repeat; every one gets the same budget)"),
         trials: int = typer.Option(8, "--trials", help="trials per policy (trial 0 = the YAML's own setting)"),
         workdir: Path = typer.Option(..., "--workdir", help="work directory; the studies go in its ledger database"),
-        validation_suite: Optional[str] = typer.Option(None, "--validation-suite",
+        validation_suite: str | None = typer.Option(None, "--validation-suite",
                                                        help="held-out suite name or path (never the test suite), or 'heldout': "
                                                             "the training backend's held-out reward"),
-        validation_data: Optional[Path] = typer.Option(None, "--validation-data", help="benchmark Parquet folder of it"),
-        aggregate: Optional[str] = typer.Option(None, "--aggregate", help="validation aggregate; default its first"),
-        seeds: Optional[str] = typer.Option(None, "--seeds", help="comma-separated seeds per trial; default the campaign's"),
-        ledger_url: Optional[str] = typer.Option(None, "--ledger-url", help="SQLAlchemy URL; default sqlite:///<workdir>/ledger.db"),
-        ray_address: Optional[str] = typer.Option(None, "--ray-address", help="Ray dashboard; default a local head"),
+        validation_data: Path | None = typer.Option(None, "--validation-data", help="benchmark Parquet folder of it"),
+        aggregate: str | None = typer.Option(None, "--aggregate", help="validation aggregate; default its first"),
+        seeds: str | None = typer.Option(None, "--seeds", help="comma-separated seeds per trial; default the campaign's"),
+        ledger_url: str | None = typer.Option(None, "--ledger-url", help="SQLAlchemy URL; default sqlite:///<workdir>/ledger.db"),
+        ray_address: str | None = typer.Option(None, "--ray-address", help="Ray dashboard; default a local head"),
         no_prune: bool = typer.Option(False, "--no-prune", help="never stop a trial early"),
-        prune_warmup_steps: Optional[int] = typer.Option(
+        prune_warmup_steps: int | None = typer.Option(
             None, "--prune-warmup-steps", help="training steps before a trial may be pruned at an intermediate "
                                                "checkpoint (MedianPruner n_warmup_steps); default half the run"),
         report_only: bool = typer.Option(False, "--report", help="show the studies of this campaign and exit"),
         write: bool = typer.Option(True, "--write/--no-write", help="write <policy>_tuned.yaml for each study"),
-        out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="where tuned YAMLs go; default <campaign root>/policy"),
+        out_dir: Path | None = typer.Option(None, "--out-dir", help="where tuned YAMLs go; default <campaign root>/policy"),
         sampler_seed: int = typer.Option(0, "--sampler-seed"),
-        max_parallel: Optional[int] = typer.Option(None, "--max-parallel"),
-        override: List[str] = typer.Option([], "--set", help="Hydra override of the campaign (repeat)"),
+        max_parallel: int | None = typer.Option(None, "--max-parallel"),
+        override: list[str] = typer.Option([], "--set", help="Hydra override of the campaign (repeat)"),
     ) -> None:
         """Tune each policy with an equal trial budget on a validation suite; write tuned policy YAMLs."""
         from orchestrator.spec import SpecError, load_campaign

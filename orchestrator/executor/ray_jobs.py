@@ -10,7 +10,7 @@ import os
 import shlex
 import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from orchestrator.executor.base import ClusterUnreachable, DuplicateSubmission, Executor, JobStatus
 

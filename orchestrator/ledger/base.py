@@ -5,7 +5,8 @@ from __future__ import annotations
 import abc
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from orchestrator.ledger.states import AttemptStatus, RunState
 

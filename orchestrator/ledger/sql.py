@@ -19,7 +19,8 @@ import os
 import secrets
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Iterator
 
 import sqlalchemy as sa
 from sqlalchemy import event

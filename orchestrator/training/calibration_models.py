@@ -9,7 +9,7 @@ format (`The answer is \\boxed{<gold>}.` + EOS) gives a model whose correct scor
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def overfit_tiny_model(

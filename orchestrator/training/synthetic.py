@@ -21,7 +21,8 @@ import itertools
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import pandas as pd
 import pyarrow as pa

@@ -7,7 +7,7 @@ Hugging Face / lm-eval code paths as a real checkpoint (chat template, eos, safe
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"

@@ -7,7 +7,8 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Mapping
+from typing import ClassVar
+from collections.abc import Mapping
 
 import torch
 from torch import Tensor

@@ -3,7 +3,8 @@ trainer subclass stays thin and these are testable on plain tensors."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch

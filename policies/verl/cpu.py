@@ -30,7 +30,7 @@ import contextlib
 import functools
 import os
 import types
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -106,7 +106,7 @@ def _platform_cls() -> type:
         def set_device(self, device_index: Any) -> None:
             return None
 
-        def synchronize(self, device_index: Optional[int] = None) -> None:
+        def synchronize(self, device_index: int | None = None) -> None:
             return None
 
         def manual_seed(self, seed: int) -> None:
@@ -121,7 +121,7 @@ def _platform_cls() -> type:
         def empty_cache(self) -> None:
             return None
 
-        def get_device_capability(self, device_index: int = 0) -> tuple[Optional[int], Optional[int]]:
+        def get_device_capability(self, device_index: int = 0) -> tuple[int | None, int | None]:
             return None, None
 
         def communication_backend_name(self) -> str:

@@ -26,7 +26,8 @@ import asyncio
 import hashlib
 import logging
 import os
-from typing import Any, Generator, Optional
+from typing import Any
+from collections.abc import Generator
 
 import ray
 import torch
@@ -79,7 +80,7 @@ class HFRolloutServer:
     """The server actor: an HF causal LM, token-in/token-out generation, weight loading."""
 
     def __init__(self, config: Any, model_config: Any, replica_rank: int, node_rank: int,
-                 cuda_visible_devices: Optional[str] = None) -> None:
+                 cuda_visible_devices: str | None = None) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if cuda_visible_devices:
@@ -141,7 +142,7 @@ class HFRolloutServer:
         return out_ids, out_lp
 
     async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str,
-                       image_data: Optional[list[Any]] = None, video_data: Optional[list[Any]] = None,
+                       image_data: list[Any] | None = None, video_data: list[Any] | None = None,
                        **kwargs: Any) -> TokenOutput:
         if image_data or video_data:
             raise NotImplementedError("the hf rollout serves text-only models")
@@ -161,7 +162,7 @@ class HFRolloutServer:
                            extra_fields={"global_steps": self.global_steps})
 
     # ---- weights -----------------------------------------------------------------------------
-    def update_weights(self, state: dict[str, torch.Tensor], global_steps: Optional[int] = None) -> dict[str, Any]:
+    def update_weights(self, state: dict[str, torch.Tensor], global_steps: int | None = None) -> dict[str, Any]:
         """Load the actor's weights (HF names). Unknown names are an error; a tied lm_head may be absent."""
         own = self.model.state_dict()
         unknown = sorted(k for k in state if k not in own)
@@ -274,7 +275,7 @@ class HFServerAdapter(BaseRollout):
 
     @torch.no_grad()
     async def update_weights(self, weights: Generator[tuple[str, torch.Tensor], None, None], wire_format: str = "named_tensors",
-                             global_steps: Optional[int] = None, **kwargs: Any) -> None:
+                             global_steps: int | None = None, **kwargs: Any) -> None:
         if wire_format != "named_tensors":
             raise NotImplementedError(f"hf rollout supports wire_format='named_tensors', got {wire_format!r}")
         if kwargs.get("peft_config") is not None:
