@@ -44,7 +44,7 @@ def aggregate_weights(aggregate: Aggregate, suite: Suite, drop: str | None = Non
     else:  # domain_mean
         dom = suite.domain_of()
         domains = sorted({dom[b] for b in members})
-        for b, i in zip(members, idx):
+        for b, i in zip(members, idx, strict=True):
             size = sum(1 for m in members if dom[m] == dom[b])
             w[i] = 1.0 / (len(domains) * size)
     return w

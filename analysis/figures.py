@@ -93,8 +93,8 @@ def _columns_layout(labels: pd.DataFrame) -> tuple[list[float], float]:
 def _draw_labels(fig, ax, y: np.ndarray, labels: pd.DataFrame, xs: list[float], width_in: float,
                  header: bool) -> None:
     tr = matplotlib.transforms.blended_transform_factory(fig.transFigure, ax.transData)
-    for x, c in zip(xs, labels.columns):
-        for yy, s in zip(y, labels[c]):
+    for x, c in zip(xs, labels.columns, strict=True):
+        for yy, s in zip(y, labels[c], strict=True):
             ax.text(x / width_in, yy, s, transform=tr, ha="left", va="center", fontsize=FONT, clip_on=False)
         if header:
             ax.text(x / width_in, 1.0, c, transform=matplotlib.transforms.blended_transform_factory(
@@ -132,7 +132,7 @@ def forest_figure(paired: pd.DataFrame, metric: str, margin: float | None = None
                                  gridspec_kw={"height_ratios": heights})
         fig.subplots_adjust(left=lab_w / width, right=1 - 0.3 / width, top=1 - 0.55 / height,
                             bottom=1.05 / height, hspace=0.35 * 6 / max(6, sum(heights) / len(campaigns)))
-        for i, (ax, c) in enumerate(zip(axes[:, 0], campaigns)):
+        for i, (ax, c) in enumerate(zip(axes[:, 0], campaigns, strict=True)):
             part = d[d["campaign"] == c].sort_values("mean_diff", kind="stable")
             y = np.arange(len(part), dtype=float)
             if margin:
@@ -300,10 +300,10 @@ def aggregate_figure(rel: pd.DataFrame, metric: str, *, n_resamples: int, seed: 
     n_groups = rel["group"].nunique()
     with plt.rc_context(_RC):
         fig, axes = plt.subplots(1, 2, figsize=(9.5, 1.4 + 0.42 * len(pols)), sharey=True, sharex=True)
-        for ax, e in zip(axes, ("mean", "IQM")):
+        for ax, e in zip(axes, ("mean", "IQM"), strict=True):
             s = est[est["estimator"] == e].set_index("policy").loc[pols]
             y = np.arange(len(pols))
-            for yy, p in zip(y, pols):
+            for yy, p in zip(y, pols, strict=True):
                 ax.barh(yy, s.loc[p, "hi"] - s.loc[p, "lo"], left=s.loc[p, "lo"], height=0.6, color=colors[p], alpha=0.45)
                 ax.vlines(s.loc[p, "value"], yy - 0.3, yy + 0.3, color="k", lw=1.5)
             ax.axvline(0, color="k", lw=0.8, ls=":")
@@ -402,7 +402,7 @@ def domain_figure(paired: pd.DataFrame, domains: Sequence[str], sort_metric: str
         fig, axes = plt.subplots(1, len(doms), figsize=(width, height), sharey=True, sharex=True, squeeze=False)
         fig.subplots_adjust(left=lab_w / width, right=1 - 0.3 / width, top=1 - 0.5 / height, bottom=1.0 / height,
                             wspace=0.08)
-        for j, (ax, dm) in enumerate(zip(axes[0], doms)):
+        for j, (ax, dm) in enumerate(zip(axes[0], doms, strict=True)):
             part = e[e["metric"] == dm]
             ax.hlines(part["row"], part["t_lo"], part["t_hi"], color=f"C{j}", lw=3, alpha=0.7)
             if has_item:
@@ -471,7 +471,7 @@ def training_figure(tf: pd.DataFrame) -> Figure | None:
     nrow = -(-len(panels) // ncol)
     with plt.rc_context(_RC):
         fig, axes = plt.subplots(nrow, ncol, figsize=(6.2 * ncol, 3.2 * nrow + 0.8), squeeze=False, sharex=True)
-        for ax, (c, t) in zip(axes.flat, panels):
+        for ax, (c, t) in zip(axes.flat, panels, strict=False):  # spare grid cells are hidden below
             sub = tf[tf[c].notna()]
             for (cfg, _seed), g in sub.groupby(["config", "seed"], sort=True):
                 ax.plot(g["step"], g[c], color=colors[cfg], lw=0.6, alpha=0.35)
@@ -485,9 +485,9 @@ def training_figure(tf: pd.DataFrame) -> Figure | None:
         for ax in axes[-1]:
             ax.set_xlabel("training step")
         h, lab = axes.flat[0].get_legend_handles_labels()
-        seen = dict(zip(lab, h))
+        seen = dict(zip(lab, h, strict=True))
         for ax in axes.flat[1:len(panels)]:
-            for hh, ll in zip(*ax.get_legend_handles_labels()):
+            for hh, ll in zip(*ax.get_legend_handles_labels(), strict=True):
                 seen.setdefault(ll, hh)
         fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=min(4, len(seen)), frameon=False)
         fig.tight_layout(rect=(0, 0.06 + 0.03 * (len(seen) // 4), 1, 1))
@@ -536,7 +536,7 @@ def heatmap_figure(sens: pd.DataFrame, names: list[str]) -> Figure | None:
     with plt.rc_context(_RC):
         fig, axes = plt.subplots(1, len(views), figsize=(2.4 + 3.4 * len(views) + 0.2 * k, 1.6 + 0.75 * k), squeeze=False)
         im = None
-        for i, (ax, (mat, title)) in enumerate(zip(axes[0], views)):
+        for i, (ax, (mat, title)) in enumerate(zip(axes[0], views, strict=True)):
             im = ax.imshow(mat, vmin=-1, vmax=1, cmap="RdBu_r")
             ax.set_xticks(range(k), names, rotation=30, ha="right")
             ax.set_yticks(range(k), names if i == 0 else [])

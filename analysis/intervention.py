@@ -157,7 +157,7 @@ def flag_policies(summary: pd.DataFrame, tol: Tolerances = Tolerances(),
     out = []
     for key, g in summary.groupby(list(POLICY_KEYS), sort=True):
         mech = str(g["mechanism"].iloc[0])
-        row = dict(zip(POLICY_KEYS, key), mechanism=mech, n_runs=len(g),
+        row = dict(zip(POLICY_KEYS, key, strict=True), mechanism=mech, n_runs=len(g),
                    kept_frac=float(g["kept_frac_mean"].mean()), weight_std=float(g["weight_std_mean"].mean()),
                    target_prop_move=float(g["target_prop_move"].max()),
                    realised_prop_move=float(g["realised_prop_move"].max()))

@@ -405,7 +405,7 @@ def _jobs(runs: pd.DataFrame, overrides: dict[str, str], dropped: list[str]) -> 
     mech_col = runs["mechanism"].to_numpy()
     jobs = []
     for gkey, pols in groups.items():
-        ident = dict(zip(GROUP_KEYS, gkey))
+        ident = dict(zip(GROUP_KEYS, gkey, strict=True))
         label0 = "/".join(str(v) for v in gkey if v != "")
         for pol, rows in pols.items():
             mech = mech_col[rows[0]]
@@ -427,7 +427,7 @@ def _jobs(runs: pd.DataFrame, overrides: dict[str, str], dropped: list[str]) -> 
     for gkey, pols in groups.items():
         if "static" not in pols:
             continue
-        ident = dict(zip(GROUP_KEYS, gkey))
+        ident = dict(zip(GROUP_KEYS, gkey, strict=True))
         for hkey, hpols in groups.items():
             if hkey[1:] == gkey[1:] and "baseline" in hpols:
                 jobs.append(({**ident, "policy": "static", "reference": "baseline", "reference_campaign": hkey[0],
@@ -539,7 +539,7 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
                            margin=margin, effect=effect,
                            resolution=np.concatenate([resolution[g[1]] for g in group]))
         offsets = np.cumsum([0] + [g[2].shape[1] for g in group])
-        for (b, j, _), lo, hi in zip(group, offsets[:-1], offsets[1:]):
+        for (b, j, _), lo, hi in zip(group, offsets[:-1], offsets[1:], strict=True):
             for key, v in res.items():
                 blocks[b].setdefault(key, np.full(n_m, np.nan))[j] = v[lo:hi]
     keep = [i for i, b in enumerate(blocks) if "n" in b]
@@ -579,7 +579,7 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
             table.loc[rows, "seeds_needed_lo"] = seeds_needed(effect, s_lo)
             table.loc[rows, "seeds_needed_hi"] = seeds_needed(effect, s_hi)
     nvals = table["n"].to_numpy(float) if len(table) else np.zeros(0)
-    table["resolution"] = pd.Series(dict(zip(cols, resolution))).reindex(table["metric"]).to_numpy() \
+    table["resolution"] = pd.Series(dict(zip(cols, resolution, strict=True))).reindex(table["metric"]).to_numpy() \
         if len(table) else np.nan
     table["boot_method"] = np.where(nvals <= RANGE_MAX_N, "seed range", "expanded percentile bootstrap")
     table["boot_coverage"] = np.where(nvals <= RANGE_MAX_N, range_coverage(nvals), level)

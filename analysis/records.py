@@ -177,10 +177,10 @@ def _check_duplicates(keys: pd.DataFrame, f: str, col: str, problems: list[Probl
     if not dup.any():
         return
     first: dict[tuple, int] = {}
-    for r, key in zip(_rows(dup), keys[dup].itertuples(index=False, name=None)):
+    for r, key in zip(_rows(dup), keys[dup].itertuples(index=False, name=None), strict=True):
         if key in first:
             problems.append(Problem(f, r, col, f"duplicate of row {first[key]} for "
-                                               f"{dict(zip(keys.columns, key))}; keep one"))
+                                               f"{dict(zip(keys.columns, key, strict=True))}; keep one"))
         else:
             first[key] = r
 

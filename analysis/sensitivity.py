@@ -172,7 +172,7 @@ def sensitivity_report(runs: pd.DataFrame, suite: Suite, *, stability_aggregate:
     groups = []
     for key, part in runs.groupby(list(GROUP_KEYS), sort=True):
         if part["policy"].nunique() >= 2:
-            groups.append(one(part, {"scope": "group", **{k: _num(v) for k, v in zip(GROUP_KEYS, key)}}))
+            groups.append(one(part, {"scope": "group", **{k: _num(v) for k, v in zip(GROUP_KEYS, key, strict=True)}}))
     return {"suite": suite.name, "aggregates": aggs, "groups": groups,
             "pooled": one(runs, {"scope": "all"})}
 

@@ -47,6 +47,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import pairwise
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -208,7 +209,7 @@ def crossing_probs(
     t = _check_fractions(fractions)
     rec = _Recursion(grid_points)
     out = []
-    for tk, b in zip(t, bounds):
+    for tk, b in zip(t, bounds, strict=True):
         out.append(rec.exit_prob(float(tk), float(b), drift) if np.isfinite(b) else 0.0)
         rec.advance(float(tk), float(b), drift)
     return np.array(out)
@@ -235,7 +236,7 @@ def t_bounds_mc(
     The information fraction of look k is looks[k]/max_seeds. Deterministic (fixed seed) and
     cached. Returns one boundary per look (inf where no alpha is spent).
     """
-    if any(n < 2 for n in looks) or any(b <= a for a, b in zip(looks, looks[1:])) or looks[-1] > max_seeds:
+    if any(n < 2 for n in looks) or any(b <= a for a, b in pairwise(looks)) or looks[-1] > max_seeds:
         raise SequentialError(f"looks {list(looks)}: need increasing seed counts >= 2 and <= max {max_seeds}")
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n_paths, looks[-1]))
@@ -244,7 +245,7 @@ def t_bounds_mc(
     inc = np.diff(np.concatenate([[0.0], cum]))
     alive = np.ones(n_paths, dtype=bool)
     out: list[float] = []
-    for n, a_k in zip(looks, inc):
+    for n, a_k in zip(looks, inc, strict=True):
         mean = csum[:, n - 1] / n
         sd = np.sqrt(np.maximum(csq[:, n - 1] - n * mean * mean, 0.0) / (n - 1))
         t_abs = np.abs(mean) / (sd / math.sqrt(n))
@@ -293,7 +294,7 @@ class SequentialDesign:
         if self.family_size is not None and (not isinstance(self.family_size, int) or self.family_size < 1):
             raise SequentialError(f"family_size: must be a positive integer or null, got {self.family_size!r}")
         looks = tuple(int(n) for n in self.looks)
-        if not looks or any(n < 2 for n in looks) or any(b <= a for a, b in zip(looks, looks[1:])):
+        if not looks or any(n < 2 for n in looks) or any(b <= a for a, b in pairwise(looks)):
             raise SequentialError(f"looks {list(self.looks)}: need strictly increasing seed counts, each >= 2")
         if self.spending not in _SPENDERS:
             raise SequentialError(f"spending: unknown {self.spending!r}; use one of {sorted(_SPENDERS)}")
@@ -665,7 +666,7 @@ def look_at_runs(runs: pd.DataFrame, design: SequentialDesign, look: int, aggreg
             try:
                 d = interim_decision({name: diffs}, look, design)[name]
             except SequentialError as exc:
-                rows.append({**dict(zip(("campaign", "model", "regime"), gkey)), "policy": pol, "reference": ref,
+                rows.append({**dict(zip(("campaign", "model", "regime"), gkey, strict=True)), "policy": pol, "reference": ref,
                              "look": look, "n": int(np.isfinite(diffs).sum()), "decision": "error", "error": str(exc),
                              "needs_seeds": True})
                 continue
@@ -673,7 +674,7 @@ def look_at_runs(runs: pd.DataFrame, design: SequentialDesign, look: int, aggreg
             if d.decision in ("superior", "inferior") and np.isfinite(d.stat) and d.n == design.looks[look]:
                 e, e_lo, e_hi = stagewise_estimate(design, look, np.array([d.stat]), np.array([d.sd]))
                 mue, mue_lo, mue_hi = float(e[0]), float(e_lo[0]), float(e_hi[0])
-            rows.append({**dict(zip(("campaign", "model", "regime"), gkey)), "policy": pol, "reference": ref,
+            rows.append({**dict(zip(("campaign", "model", "regime"), gkey, strict=True)), "policy": pol, "reference": ref,
                          "mue": mue, "mue_low": mue_lo, "mue_high": mue_hi,
                          "look": look, "n": d.n, "n_dropped": d.n_dropped, "mean": d.mean, "sd": d.sd, "stat": d.stat,
                          "critical": d.critical, "rci_low": d.rci_low, "rci_high": d.rci_high, "eq_low": d.eq_low,

@@ -140,11 +140,11 @@ def _config_table(spec: ConfigTableSpec, summ_all: pd.DataFrame, suite: Suite, p
     disp["policy"] = data["policy"]
     disp["n"] = data["n_seeds"].astype(int).astype(str)
     for m in metrics:
-        disp[m] = [_pm(a, b) for a, b in zip(data[f"{m}_mean"], data[f"{m}_sd"])]
+        disp[m] = [_pm(a, b) for a, b in zip(data[f"{m}_mean"], data[f"{m}_sd"], strict=True)]
     disp[f"Δ {head} vs ref [95% CI]"] = [
         "" if np.isnan(v) else f"{v:+.2f} {_ci(lo, hi)} vs {ref}"
         for v, lo, hi, ref in zip(data[f"delta_{head}"], data[f"delta_{head}_lo"], data[f"delta_{head}_hi"],
-                                  data["reference"])]
+                                  data["reference"], strict=True)]
     note = (f"cells: seed mean ± {SD_LABEL}; Δ: paired difference vs the campaign-local reference, "
             "paired t 95% CI (df = n-1)")
     return Table(spec.name, spec.title, data, disp, note)
@@ -224,12 +224,12 @@ def verdicts_table(paired: pd.DataFrame, metric: str, margin: float = 1.0, alpha
     disp["policy"] = data["policy"]
     disp["vs"] = data["reference"]
     disp["n"] = data["n"].map(lambda v: _fmt(v, 0))
-    disp["Δ mean [t 95% CI]"] = [f"{v:+.2f} {_ci(a, b)}" for v, a, b in zip(data["mean_diff"], data["t_lo"], data["t_hi"])]
+    disp["Δ mean [t 95% CI]"] = [f"{v:+.2f} {_ci(a, b)}" for v, a, b in zip(data["mean_diff"], data["t_lo"], data["t_hi"], strict=True)]
     disp["verdict"] = data["verdict"] + np.where(data["margin_below_aa_floor"], " ⚠", "")
     disp["evidence"] = data["evidence"]
     disp["seeds to decide [σ 95% CI if normal]"] = [
         "" if np.isnan(v) else f"{v:.0f} [{_fmt(lo, 0)}, {_seeds_hi(v, hi)}]"
-        for v, lo, hi in zip(data["seeds_to_decide"], data["seeds_to_decide_lo"], data["seeds_to_decide_hi"])]
+        for v, lo, hi in zip(data["seeds_to_decide"], data["seeds_to_decide_lo"], data["seeds_to_decide_hi"], strict=True)]
     disp["A/A floor"] = data["aa_floor"].map(_fmt)
     counts = verdict_counts(data)
     lead = (f"{metric}, margin ±{margin:g}: " + ", ".join(f"{v} {c}" for v, c in counts.items())
@@ -248,12 +248,12 @@ def random_effects_display(paired: pd.DataFrame, metric: str) -> Table:
     disp = pd.DataFrame({"policy": data["policy"], "vs": data["reference"],
                          "groups": data["k_groups"].astype(str)})
     disp["mean of group Δ [t 95% CI, k−1 df]"] = [f"{m:+.2f} {_ci(a, b)}" for m, a, b in
-                                                  zip(data["mean_groups"], data["lo_t"], data["hi_t"])]
+                                                  zip(data["mean_groups"], data["lo_t"], data["hi_t"], strict=True)]
     disp["DL μ [z CI: nominal 95%, undercovers]"] = [f"{m:+.2f} {_ci(a, b)}" for m, a, b in
-                                                     zip(data["mu"], data["lo_dl"], data["hi_dl"])]
+                                                     zip(data["mu"], data["lo_dl"], data["hi_dl"], strict=True)]
     disp["τ²"] = data["tau2"].map(lambda v: _fmt(v, 3))
     disp["I²"] = data["i2"].map(lambda v: f"{v:.0%}")
-    disp["Q (p)"] = [f"{q:.2f} ({p:.3f})" for q, p in zip(data["q"], data["p_q"])]
+    disp["Q (p)"] = [f"{q:.2f} ({p:.3f})" for q, p in zip(data["q"], data["p_q"], strict=True)]
     note = (f"{metric}: one estimate per group (campaign/model/regime/step) = mean paired Δ, variance sd²/n (SD "
             "floored at resolution/2); DerSimonian-Laird τ², I², Q; the 95% interval is the t interval of the group "
             "estimates (measured 0.95-0.97 in benchmarks/interval_coverage.py; the DL z interval 0.82-0.87 at 4 groups)")
@@ -274,24 +274,24 @@ def paired_table(paired: pd.DataFrame, metric: str) -> Table:
     disp["n"] = data["n"].map(lambda v: _fmt(v, 0))
     disp["Δ mean"] = data["mean_diff"].map(lambda v: f"{v:+.2f}")
     disp["sd"] = data["sd"].map(_fmt)
-    disp["t 95% CI"] = [_ci(a, b) for a, b in zip(data["t_lo"], data["t_hi"])]
-    disp["seed + item 95% CI"] = [_ci(a, b) if not np.isnan(a) else "NaN" for a, b in zip(data["item_lo"], data["item_hi"])]
+    disp["t 95% CI"] = [_ci(a, b) for a, b in zip(data["t_lo"], data["t_hi"], strict=True)]
+    disp["seed + item 95% CI"] = [_ci(a, b) if not np.isnan(a) else "NaN" for a, b in zip(data["item_lo"], data["item_hi"], strict=True)]
     disp["range / bootstrap CI (coverage)"] = [
         "" if np.isnan(a) else f"{_ci(a, b)} ({'range' if m == 'seed range' else 'boot'} {c:.1%})"
-        for a, b, m, c in zip(data["boot_lo"], data["boot_hi"], data["boot_method"], data["boot_coverage"])]
+        for a, b, m, c in zip(data["boot_lo"], data["boot_hi"], data["boot_method"], data["boot_coverage"], strict=True)]
     floored = data["sd_floored"].astype(bool).to_numpy() if len(data) else np.zeros(0, bool)
-    disp["p (t)"] = [_fmt(v, 3) + (" ‡" if f else "") for v, f in zip(data["p_t"], floored)]
-    disp["p (sign-flip) ≥ floor"] = [f"{_fmt(v, 3)} ≥ {_fmt(fl, 3)}" for v, fl in zip(data["p_perm"], data["p_perm_floor"])]
+    disp["p (t)"] = [_fmt(v, 3) + (" ‡" if f else "") for v, f in zip(data["p_t"], floored, strict=True)]
+    disp["p (sign-flip) ≥ floor"] = [f"{_fmt(v, 3)} ≥ {_fmt(fl, 3)}" for v, fl in zip(data["p_perm"], data["p_perm_floor"], strict=True)]
     for c, lab in (("p_holm", "p Holm"), ("p_bh", "p BH")):
         disp[lab] = data[c].map(lambda v: _fmt(v, 3))
     if data["p_tost"].notna().any():
         disp[f"p TOST (±{data['margin'].iloc[0]:g})"] = data["p_tost"].map(lambda v: _fmt(v, 3))
     disp["MDE [σ 95% CI if normal]"] = [f"{_fmt(v)} [{_fmt(lo)}, {_fmt(hi)}]"
-                              for v, lo, hi in zip(data["mde"], data["mde_lo"], data["mde_hi"])]
+                              for v, lo, hi in zip(data["mde"], data["mde_lo"], data["mde_hi"], strict=True)]
     if len(data):
         disp[f"seeds for Δ={data['effect'].iloc[0]:g} [σ 95% CI if normal]"] = [
             f"{_fmt(v, 0)} [{_fmt(lo, 0)}, {_seeds_hi(v, hi)}]"
-            for v, lo, hi in zip(data["seeds_needed"], data["seeds_needed_lo"], data["seeds_needed_hi"])]
+            for v, lo, hi in zip(data["seeds_needed"], data["seeds_needed_lo"], data["seeds_needed_hi"], strict=True)]
     disp["P(d>0) seeds"] = data["p_improve_seeds"].map(lambda v: _fmt(v, 2))
     note = (f"{metric}: d = method − reference per seed; sd = {SD_LABEL}; Holm/BH over the methods of one "
             "campaign/model/regime/step; A/A rows (static vs baseline) estimate the noise floor and are "
@@ -370,9 +370,9 @@ def _md(df: pd.DataFrame) -> str:
     widths = [max([len(head[i]), 3] + [len(r[i]) for r in cells]) for i in range(len(head))]
 
     def line(vals: list[str]) -> str:
-        return "| " + " | ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(vals, widths, num)) + " |"
+        return "| " + " | ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(vals, widths, num, strict=True)) + " |"
 
-    sep = "|" + "|".join(("-" * (w + 1) + ":") if n else ("-" * (w + 2)) for w, n in zip(widths, num)) + "|"
+    sep = "|" + "|".join(("-" * (w + 1) + ":") if n else ("-" * (w + 2)) for w, n in zip(widths, num, strict=True)) + "|"
     return "\n".join([line(head), sep, *(line(r) for r in cells)])
 
 

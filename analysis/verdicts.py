@@ -89,7 +89,7 @@ def verdict_table(paired: pd.DataFrame, metric: str, margin: float, alpha: float
     evidence = [
         f"Holm p: superiority {ps:.3g}, TOST ±{margin:g} {pe:.3g}"
         + (f" (also within ±{margin:g})" if v in ("better", "worse") and pe < alpha else "")
-        for ps, pe, v in zip(a_sup, a_eq, verdict)]
+        for ps, pe, v in zip(a_sup, a_eq, verdict, strict=True)]
     out = eff[list(GROUP_KEYS) + ["policy", "reference", "metric", "n", "mean_diff", "t_lo", "t_hi"]].copy()
     out["margin"] = margin
     out["p_superiority"] = p_sup

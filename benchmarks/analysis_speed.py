@@ -76,7 +76,7 @@ def synthetic_records(seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     n_items = np.array([suite.item_counts()[b] for b in suite.benchmark_ids])
     models = runs["model"].unique()
-    level = dict(zip(models, rng.uniform(0.15, 0.7, len(models))))
+    level = dict(zip(models, rng.uniform(0.15, 0.7, len(models)), strict=True))
     bench_shift = rng.normal(0, 0.12, len(n_items))
     pol = {p: rng.normal(0, 0.01) for p in runs["method"].unique()}
     p = np.clip(runs["model"].map(level).to_numpy()[:, None] + bench_shift[None, :]

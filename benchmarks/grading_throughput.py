@@ -74,9 +74,9 @@ def kk_items(rng: random.Random) -> tuple[list[str], list[str]]:
     for i in range(N):
         names = rng.sample(NAMES, rng.randint(2, 8))
         roles = [rng.choice(["knight", "knave"]) for _ in names]
-        gold.append(", and ".join(f"{n} is a {r}" for n, r in zip(names, roles)) + ".")
+        gold.append(", and ".join(f"{n} is a {r}" for n, r in zip(names, roles, strict=True)) + ".")
         said = roles if i % 2 else [rng.choice(["knight", "knave"]) for _ in names]
-        body = "\n".join(f"**{n}**: {r}" if i % 3 == 0 else f"{n} is a {r}." for n, r in zip(names, said))
+        body = "\n".join(f"**{n}**: {r}" if i % 3 == 0 else f"{n} is a {r}." for n, r in zip(names, said, strict=True))
         resp.append(f"Suppose {names[0]} is a knave. That leads to a contradiction.\n\nFinal answer:\n{body}")
     return resp, gold
 

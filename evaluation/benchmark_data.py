@@ -52,7 +52,7 @@ def validate_items(df: pd.DataFrame, where: str, grader: str | None = None) -> p
         "n_options": n_opt.astype("int64"),
     })
     if grader == "multiple_choice":
-        for i, (ans, n) in enumerate(zip(out["answer"], out["n_options"])):
+        for i, (ans, n) in enumerate(zip(out["answer"], out["n_options"], strict=True)):
             if n < 2 or normalise_gold(ans, int(n)) is None:
                 raise BenchmarkDataError(
                     f"{where}: row {i} column 'answer' = {ans!r} is not a letter within {int(n)} options "

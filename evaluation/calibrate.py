@@ -28,7 +28,7 @@ def format_alignment(suite: Suite, data_dir: Path, n: int, benchmark_ids: list[s
         b = suite.benchmark(bid)
         df = read_benchmark(data_dir, bid, b.grader).head(n)
         bad = []
-        for item, gold, k in zip(df["item_id"], df["answer"], df["n_options"]):
+        for item, gold, k in zip(df["item_id"], df["answer"], df["n_options"], strict=True):
             r = grade(b.grader, render_gold(b.grader, gold), gold, n_options=int(k) or None)
             if r.score != 1.0:
                 bad.append(f"{item} ({r.status}, parsed {r.parsed!r})")

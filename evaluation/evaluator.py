@@ -321,7 +321,7 @@ def evaluate_checkpoint(
         if n_eff != h.n_expected:
             h.failures.append(f"{bid}: {n_eff} items evaluated, expected {h.n_expected}")
         samples = results.get("samples", {}).get(name, [])
-        plen = dict(zip(frames[bid]["item_id"], lengths[bid]))
+        plen = dict(zip(frames[bid]["item_id"], lengths[bid], strict=True))
         scores, parsed, fins, errs, touts = [], [], [], [], []
         for smp in sorted(samples, key=lambda x: x["doc_id"]):
             info = cached.info.get((name, str(smp["doc_id"])), {})

@@ -141,7 +141,7 @@ class CachedLM(LM):
             done += len(idx)
             if self.on_progress:
                 self.on_progress(done, total)
-        for r, k in zip(requests, keys):
+        for r, k in zip(requests, keys, strict=True):
             self.info[(r.task_name, str(r.doc_id))] = hits[k]
         return [hits[k]["response"] for k in keys]
 

@@ -32,7 +32,7 @@ def kk_prompt(puzzle: str) -> str:
 
 def mc_prompt(question: str, options: list[str] | dict[str, str]) -> str:
     """Question, blank line, `A. option` lines, blank line, instruction. A dict keeps gapped letters."""
-    items = options.items() if isinstance(options, dict) else zip(string.ascii_uppercase, options)
+    items = options.items() if isinstance(options, dict) else zip(string.ascii_uppercase, options, strict=False)
     pairs = list(items)
     lines = "\n".join(f"{k}. {v}" for k, v in pairs)
     n = string.ascii_uppercase.index(pairs[-1][0]) + 1

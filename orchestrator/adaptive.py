@@ -149,12 +149,12 @@ def advance(sess: Session, campaign: str) -> Advance:
     runs = run_table(read_records(records, suite=suite), suite)
     runs = runs[runs["seed"].isin(pool[:design.looks[k]])]
     if prev_open is not None:
-        cell = list(zip(runs["campaign"], runs["model"], runs["regime"], runs["policy"]))
-        keep = _with_references(prev_open, dict(zip(cell, runs["mechanism"])), spec.baselines)
+        cell = list(zip(runs["campaign"], runs["model"], runs["regime"], runs["policy"], strict=True))
+        keep = _with_references(prev_open, dict(zip(cell, runs["mechanism"], strict=True)), spec.baselines)
         runs = runs[[c in keep for c in cell]]
     decisions = look_at_runs(runs, design, k, aggregate_of(spec), references=spec.baselines)
     if prev_open is not None and not decisions.empty:  # a reference shared with a decided policy is not re-tested
-        ident = list(zip(decisions["campaign"], decisions["model"], decisions["regime"], decisions["policy"]))
+        ident = list(zip(decisions["campaign"], decisions["model"], decisions["regime"], decisions["policy"], strict=True))
         decisions = decisions[[i in prev_open for i in ident]].reset_index(drop=True)
     if decisions.empty:
         raise AdaptiveError(f"campaign {campaign!r}: no comparison has both a policy and its reference recorded")

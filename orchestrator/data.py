@@ -81,7 +81,7 @@ def science_row(question: str, correct: str, distractors: list[str], support: st
     opts = [correct, *distractors]
     rng.shuffle(opts)
     letter = "ABCD"[opts.index(correct)]
-    body = "\n".join(f"{L}. {o}" for L, o in zip("ABCD", opts))
+    body = "\n".join(f"{L}. {o}" for L, o in zip("ABCD", opts, strict=True))
     return {
         "data_source": "sciq", "prompt": _user_prompt(f"{question}\n\n{body}\n\n{SCIENCE_INSTRUCTION}"),
         "ability": "science", "reward_model": {"style": "rule", "ground_truth": letter},

@@ -195,7 +195,7 @@ class DataPolicy:
             diag = _weight_stats(None, None, batch)
             diag.update(kept_frac=1.0, active=0.0)
             if self._props is not None:
-                diag.update({f"target_prop_{d}": float(p) for d, p in zip(self.domains, self._props)})
+                diag.update({f"target_prop_{d}": float(p) for d, p in zip(self.domains, self._props, strict=True)})
             return PolicyResult(None, None, diag)
         scores = self.scorer.score(batch)
         valid = batch.valid
@@ -251,8 +251,8 @@ class DataPolicy:
         if step >= self.warmup_step and (step - self.warmup_step) % upd == 0:
             self._props = self.actuator.mix(self.stats)
         m = self.stats.mean("reward")
-        out = {f"domain_reward_{d}": float(v) for d, v in zip(self.domains, m)}
-        out.update({f"target_prop_{d}": float(p) for d, p in zip(self.domains, self._props)})
+        out = {f"domain_reward_{d}": float(v) for d, v in zip(self.domains, m, strict=True)}
+        out.update({f"target_prop_{d}": float(p) for d, p in zip(self.domains, self._props, strict=True)})
         return out
 
     def proportions(self, step: int | None = None) -> Tensor:

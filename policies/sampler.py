@@ -110,8 +110,8 @@ class DomainSampler:
         realised = counts / counts.sum()
         self.history.append(realised)
         self.last_diagnostics = {
-            **{f"target_prop_{n}": float(t) for n, t in zip(self.names, target)},
-            **{f"realised_prop_{n}": float(r) for n, r in zip(self.names, realised)},
+            **{f"target_prop_{n}": float(t) for n, t in zip(self.names, target, strict=True)},
+            **{f"realised_prop_{n}": float(r) for n, r in zip(self.names, realised, strict=True)},
         }
         return idx
 

@@ -69,7 +69,7 @@ def grade_batch(
     if len(opts) != len(golds):
         raise ValueError(f"grade_batch: {len(opts)} n_options for {len(golds)} items")
     if processes == 0:
-        return [grade_inprocess(grader, r, g, o) for r, g, o in zip(responses, golds, opts)]
+        return [grade_inprocess(grader, r, g, o) for r, g, o in zip(responses, golds, opts, strict=True)]
     budget = BUDGET_S[grader] if timeout_s is None else timeout_s
     return shared_pool(processes).grade_items(grader, responses, golds, opts, timeout_s=budget)
 

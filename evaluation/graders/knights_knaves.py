@@ -189,7 +189,7 @@ class _Parser:
                     skip.update(roles)
                     given = [_ROLES[low[r]] for r in roles]
                     per = given if len(given) == len(names) else [None] * len(names)
-                    out.extend((self.pos(n), low[n], rl) for n, rl in zip(names, per))
+                    out.extend((self.pos(n), low[n], rl) for n, rl in zip(names, per, strict=True))
                 else:
                     out.extend((self.pos(n), low[n], final) for n in names)
         out.sort(key=lambda s: s[0])

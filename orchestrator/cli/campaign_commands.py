@@ -135,7 +135,7 @@ def status_matrix(sess, campaign: str) -> Table:
     for s in seeds:
         t.add_column(f"s{s}", justify="center")
     cells: dict[tuple, dict[int, str]] = {}
-    for r, s in zip(rows, specs):
+    for r, s in zip(rows, specs, strict=True):
         key = (f"{s['group']}/{s['model']}{'/' + s['regime'] if s['regime'] else ''}", s["policy"])
         cells.setdefault(key, {})[s["seed"]] = glyph.get(r.state, r.state)
     for (grp, pol), by_seed in cells.items():

@@ -106,7 +106,7 @@ def logic_item(rng: random.Random, level: int = 0) -> Item:
         "Knights always tell the truth and knaves always lie. "
         f"{says} Who is a knight and who is a knave? {LOGIC_INSTRUCTION}"
     )
-    parts = [f"{n} is a {'knight' if k else 'knave'}" for n, k in zip(names, sol)]
+    parts = [f"{n} is a {'knight' if k else 'knave'}" for n, k in zip(names, sol, strict=True)]
     gold = f"{parts[0]}, and {parts[1]}."
     return Item("logic", prompt, gold, gold, 0)
 

@@ -126,11 +126,11 @@ def _sft(model_dir: Path, examples: list[tuple[list[dict], str]], cfg: dict) -> 
         prompts = [tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m, _ in batch]
         p_ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
         r_ids = [tok(r + "<|im_end|>", add_special_tokens=False)["input_ids"] for _, r in batch]
-        width = max(len(p) + len(r) for p, r in zip(p_ids, r_ids))
+        width = max(len(p) + len(r) for p, r in zip(p_ids, r_ids, strict=True))
         ids = torch.full((bs, width), tok.pad_token_id)
         labels = torch.full((bs, width), -100)
         attn = torch.zeros((bs, width), dtype=torch.long)
-        for i, (p, r) in enumerate(zip(p_ids, r_ids)):
+        for i, (p, r) in enumerate(zip(p_ids, r_ids, strict=True)):
             seq = p + r
             ids[i, : len(seq)] = torch.tensor(seq)
             labels[i, len(p) : len(seq)] = torch.tensor(r)

@@ -54,7 +54,7 @@ class DomainStats:
             split = torch.bincount(dom, minlength=self.d)[: self.d].tolist()
             for k, v in values.items():
                 parts = torch.split(v[order], split)
-                self._seq[k] = [torch.cat([old, new])[-self.window :] for old, new in zip(self._seq[k], parts)]
+                self._seq[k] = [torch.cat([old, new])[-self.window :] for old, new in zip(self._seq[k], parts, strict=True)]
 
     def _series(self, key: str) -> list[Tensor]:
         if self.unit == "steps":

@@ -65,7 +65,7 @@ def _campaign(root: Path) -> tuple[Path, Path]:
                      "policy/kept_frac": 0.5 if pol == "topk" else 1.0,
                      "policy/weight_std": 0.0}
                 mix = [1 / 3] * 3 if pol != "reward_gap" else list(rng.dirichlet([5, 5, 5]))
-                m.update({f"data/realised_prop_{dm}": p for dm, p in zip(SUITE.domains, mix)})
+                m.update({f"data/realised_prop_{dm}": p for dm, p in zip(SUITE.domains, mix, strict=True)})
                 steps.append(json.dumps(m))
             (d / "metrics.jsonl").write_text("\n".join(steps) + "\n")
             (d / "train_done.json").write_text(json.dumps({"metrics_path": "metrics.jsonl",
@@ -149,7 +149,7 @@ def test_forest_rows_are_sorted_by_effect_on_one_axis(mine: Path) -> None:
         p = paired_comparisons(recs, SUITE, n_resamples=100).table
     d = p[p["metric"] == "DB-12"].sort_values("mean_diff", ascending=False)
     labels = ["static vs baseline (A/A)" if k == "aa_noise_floor" else f"{pol} vs {ref}"
-              for k, pol, ref in zip(d["kind"], d["policy"], d["reference"])]
+              for k, pol, ref in zip(d["kind"], d["policy"], d["reference"], strict=True)]
     assert all(lab in texts for lab in labels)
     assert [ys[lab] for lab in labels] == sorted(ys[lab] for lab in labels)  # largest effect on top (smallest y)
 

@@ -58,7 +58,7 @@ def demo_runs(tmp_path: Path) -> list[dict]:
         # inert: the mixer's target moves, but (as in the published post-rollout buffer) the data does not
         inert_rows = []
         for step, p in enumerate(moving, start=1):
-            inert_rows.append({"step": step, **{f"dataflex/prop_{d}": float(v) for d, v in zip(DOMS, p)},
+            inert_rows.append({"step": step, **{f"dataflex/prop_{d}": float(v) for d, v in zip(DOMS, p, strict=True)},
                                **{f"realised_prop_{d}": 1 / 3 for d in DOMS}})
         runs.append(_run("dump_ucb_paper", "mix", s, _write(tmp_path / f"inert{s}.jsonl", inert_rows)))
         sel = [{"step": i, "active": 1.0, "kept_frac": 0.4, "update_tokens": 400.0, "valid_tokens": 1000.0,

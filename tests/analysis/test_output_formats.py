@@ -142,7 +142,7 @@ def test_markdown_tables_have_no_nan_and_right_aligned_numbers() -> None:
     head = next(ln for ln in text.splitlines() if ln.startswith("| policy"))
     sep = text.splitlines()[text.splitlines().index(head) + 1]
     cols = [c.strip() for c in head.strip("|").split("|")]
-    align = dict(zip(cols, [c.strip() for c in sep.strip("|").split("|")]))
+    align = dict(zip(cols, [c.strip() for c in sep.strip("|").split("|")], strict=True))
     assert align["n"].endswith(":") and align["DB-12"].endswith(":") and not align["policy"].endswith(":")
 
 

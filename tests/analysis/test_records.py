@@ -50,7 +50,7 @@ def test_released_wide_reads_into_long_records() -> None:
     assert list(df.columns) == list(RECORD_COLUMNS)
     assert len(df) == len(rows) * 12
     assert df.groupby(["run_key", "step"]).ngroups == len(rows)
-    first = dict(zip(header, rows[0]))
+    first = dict(zip(header, rows[0], strict=True))
     r = df[(df["run_id"] == first["run_id"]) & (df["benchmark"] == "olympiadbench")].iloc[0]
     assert r["policy"] == first["method"] and r["step"] == int(first["steps"]) and r["seed"] == int(first["seed"])
     assert r["accuracy"] == float(first["olympiadbench"])

@@ -35,7 +35,7 @@ def _runs(levels: np.ndarray, noise: float = 0.0, n_seeds: int = 3, seed: int = 
             vals = np.clip(lev + rng.normal(0, noise, 12), 0, 100)
             rows += [{"run_id": f"p{c}_s{s}", "campaign": "c", "model": "m", "policy": f"p{c}", "mechanism": "select",
                       "seed": s, "step": 1,
-                      "benchmark": b, "accuracy": float(v)} for b, v in zip(BENCH, vals)]
+                      "benchmark": b, "accuracy": float(v)} for b, v in zip(BENCH, vals, strict=True)]
     return run_table(normalise_records(pd.DataFrame(rows), SUITE), SUITE)
 
 

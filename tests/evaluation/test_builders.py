@@ -60,7 +60,7 @@ def test_gpqa_one_shuffle_across_items_keeps_gold_on_the_correct_text():
              "Incorrect Answer 2": "w2", "Incorrect Answer 3": "w3"} for i in range(10)]
     df = build_gpqa(rows)
     assert df.equals(build_gpqa(rows))  # deterministic
-    for i, (p, a) in enumerate(zip(df["prompt"], df["answer"])):
+    for i, (p, a) in enumerate(zip(df["prompt"], df["answer"], strict=True)):
         assert f"{a}. right{i}" in p and "w1 x" in p  # newlines removed from options
     assert len(set(df["answer"])) > 1  # actually shuffled
 

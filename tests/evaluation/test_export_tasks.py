@@ -43,7 +43,7 @@ def test_lm_eval_cli_on_exported_tasks_matches_campaign_eval(tmp_path):
     rec = evaluate_checkpoint(ckpt, data_dir=data, benchmarks=BENCH, max_gen_toks=32, progress=False,
                               run_meta={"run_id": "x", "campaign": "c", "model": "tiny", "policy": "baseline", "seed": 0,
                                         "step": 0})
-    ours = dict(zip(rec["benchmark"], rec["accuracy"]))
+    ours = dict(zip(rec["benchmark"], rec["accuracy"], strict=True))
 
     tasks = tmp_path / "tasks"
     r = CliRunner().invoke(app, ["export-tasks", str(tasks), "--data-dir", str(data), "--max-gen-toks", "32",

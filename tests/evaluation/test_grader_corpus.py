@@ -45,7 +45,7 @@ def test_corpus_knights_knaves(case):
 def test_corpus_math():
     cases = CORPUS["math"]
     res = grade_batch("math", [c["response"] for c in cases], [str(c["gold"]) for c in cases])
-    for case, r in zip(cases, res):
+    for case, r in zip(cases, res, strict=True):
         _expect(r, case)
 
 

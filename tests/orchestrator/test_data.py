@@ -51,7 +51,7 @@ def test_regimes_subset_and_label_noise() -> None:
     assert len(sub) == 15 and all(sum(r["domain"] == d for r in sub) == 5 for d in ("math", "logic", "science"))
     assert sub == apply_regime(train, "sub25_25pct_data_subset", seed=42)
     noisy = apply_regime(train, "noise20_20pct_label_noise", seed=42)
-    changed = [(a, b) for a, b in zip(train, noisy) if a["reward_model"] != b["reward_model"]]
+    changed = [(a, b) for a, b in zip(train, noisy, strict=True) if a["reward_model"] != b["reward_model"]]
     assert len(changed) == 12  # 20 % of 20 per domain × 3
     assert all(b["extra_info"].get("noisy_label") for _, b in changed)
     assert all(a["reward_model"]["ground_truth"] != b["reward_model"]["ground_truth"] for a, b in changed)

@@ -64,7 +64,7 @@ def test_synth_dev_is_declared_like_db12_and_its_data_ships_and_verifies():
         verify_checksum(DEV, b.id, man)
         assert len(df) == b.n_items and df["prompt"].is_unique
         # every gold answer is right by the suite's own grader on the generator's reference response
-        for prompt, ans in zip(df["prompt"], df["answer"]):
+        for prompt, ans in zip(df["prompt"], df["answer"], strict=True):
             resp = {"math": f"\\boxed{{{ans}}}", "logic": ans, "science": f"Answer: {ans}"}[b.domain]
             assert grade(b.grader, resp, ans, n_options=4 if b.domain == "science" else None).score == 1.0, prompt
 

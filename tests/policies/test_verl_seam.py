@@ -68,7 +68,7 @@ def test_trainer_writes_policy_weights_into_returned_meta(tq_env):
     uids = ["ua"] * 5 + ["ub"] * 5
     keys = [f"{u}_{i % 5}_0" for i, u in enumerate(uids)]  # {uid}_{session}_{turn}: one session per rollout
     rm, masks, olp, rlp = [], [], [], []
-    for n, r in zip(lengths, rewards):
+    for n, r in zip(lengths, rewards, strict=True):
         s = torch.zeros(n)
         s[-1] = r
         rm.append(s)
@@ -91,13 +91,13 @@ def test_trainer_writes_policy_weights_into_returned_meta(tq_env):
     L = max(lengths)
     tlr = torch.zeros(10, L)
     mask = torch.zeros(10, L)
-    for i, (n, r) in enumerate(zip(lengths, rewards)):
+    for i, (n, r) in enumerate(zip(lengths, rewards, strict=True)):
         tlr[i, n - 1] = r
         mask[i, :n] = 1
     ref_adv, _ = compute_grpo_outcome_advantage(tlr, mask, np.array(uids, dtype=object))
     assert torch.allclose(adv, ref_adv * mask, atol=1e-5)
     # ... gfpo keeps, per group, the 3 highest reward / length (ties to the earlier sequence)
-    eff = [r / n for n, r in zip(lengths, rewards)]
+    eff = [r / n for n, r in zip(lengths, rewards, strict=True)]
     keep = torch.zeros(10)
     for g in range(2):
         idx = sorted(range(5 * g, 5 * g + 5), key=lambda i: (-eff[i], i))[:3]
@@ -108,7 +108,7 @@ def test_trainer_writes_policy_weights_into_returned_meta(tq_env):
     is_w = torch.exp(olp_p - rlp_p).clamp(max=2.0) * mask
     assert torch.allclose(w, keep[:, None] * is_w, atol=1e-5)
     assert metrics["windtunnel/kept_frac"] == pytest.approx(0.6)
-    assert metrics["windtunnel/update_tokens"] == float(sum(n for n, k in zip(lengths, keep.tolist()) if k))
+    assert metrics["windtunnel/update_tokens"] == float(sum(n for n, k in zip(lengths, keep.tolist(), strict=True) if k))
     tq.kv_clear(keys=keys, partition_id="train")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,7 @@ def test_selection_reweighting_and_mixing_change_what_they_claim(make_request):
     # once the mixer updates, the lagging domain is favoured: step t's targets come from the window-mean reward
     # (the mixer's own signal, logged as policy/domain_reward_<d>) after step t-1
     doms = ("math", "logic", "science")
-    moved = [(prev, r) for prev, r in zip(mix, mix[1:]) if max(r[f"mix/target_prop_{d}"] for d in doms) > 1 / 3 + 0.01]
+    moved = [(prev, r) for prev, r in pairwise(mix) if max(r[f"mix/target_prop_{d}"] for d in doms) > 1 / 3 + 0.01]
     assert moved
     for prev, r in moved:
         favoured = max(doms, key=lambda d: r[f"mix/target_prop_{d}"])

@@ -77,7 +77,7 @@ def _kk_solutions(prompt: str) -> list[dict[str, bool]]:
 
     sols = []
     for roles in itertools.product((True, False), repeat=len(names)):
-        a = dict(zip(names, roles))
+        a = dict(zip(names, roles, strict=True))
         if all(truth(s, n, a) == a[n] for n, s in says):
             sols.append(a)
     return sols
