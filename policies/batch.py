@@ -94,15 +94,28 @@ class StepBatch:
         """Float (B, L) mask of tokens that can carry gradient (padding rows zeroed)."""
         if "mask" not in self._cache:
             m = self.response_mask.to(torch.float32)
-            if bool(self.is_padding.any()):
-                m = m * (~self.is_padding).to(torch.float32)[:, None]
+            pad = self.padding
+            if bool(pad.any()):
+                m = m * (~pad).to(torch.float32)[:, None]
             self._cache["mask"] = m
         return self._cache["mask"]
 
     @property
     def valid(self) -> Tensor:
         """(B,) bool: real (non-padding) rows."""
-        return ~self.is_padding
+        return ~self.padding
+
+    @property
+    def padding(self) -> Tensor:
+        """(B,) bool `is_padding`, typed as set: `__post_init__` fills a missing one with all False."""
+        assert self.is_padding is not None
+        return self.is_padding
+
+    @property
+    def domains(self) -> Tensor:
+        """(B,) long `domain`, typed as set: `__post_init__` fills a missing one with all 0."""
+        assert self.domain is not None
+        return self.domain
 
     @classmethod
     def from_padded(

@@ -23,7 +23,7 @@ from policies import signals
 from policies.batch import StepBatch
 from policies.errors import PolicyConfigError
 
-CONTROLS = {
+CONTROLS: dict[str, dict[str, tuple[str, ...]]] = {
     "matched_random": {"structure": ("auto", "per_group", "global", "whole_groups")},
     "matched_update_tokens": {"mode": ("scale", "random_sequences")},
 }

@@ -197,6 +197,8 @@ class DataPolicy:
             if self._props is not None:
                 diag.update({f"target_prop_{d}": float(p) for d, p in zip(self.domains, self._props, strict=True)})
             return PolicyResult(None, None, diag)
+        # an active select/reweight policy has both (validated by parse_policy)
+        assert self.scorer is not None and self.actuator is not None
         scores = self.scorer.score(batch)
         valid = batch.valid
         n_valid = max(int(valid.sum()), 1)
@@ -235,7 +237,11 @@ class DataPolicy:
                 w_seq = torch.where(valid, w, torch.zeros_like(w))
             kept_frac = 1.0
             extra = {}
-        weights = w_tok if w_tok is not None else batch.mask * w_seq[:, None]
+        if w_tok is not None:
+            weights = w_tok
+        else:
+            assert w_seq is not None  # every branch above sets one of the two
+            weights = batch.mask * w_seq[:, None]
         diag = _weight_stats(w_seq if w_tok is None else None, w_tok, batch)
         diag.update(kept_frac=kept_frac, active=1.0, **extra)
         return PolicyResult(weights.to(torch.float32), advantages, diag)
@@ -246,6 +252,8 @@ class DataPolicy:
         (per-domain window reward and the new target proportions)."""
         if self.stats is None:
             return {}
+        # stats exist only for a mixer, which starts from uniform proportions (__init__)
+        assert self.actuator is not None and self._props is not None
         self.stats.update(batch)
         upd = self.actuator.params["update_step"]
         if step >= self.warmup_step and (step - self.warmup_step) % upd == 0:

@@ -76,7 +76,7 @@ class Param:
 class Entry:
     kind: str  # "scorer" | "actuator"
     name: str
-    cls: type
+    cls: type[Any]  # a Scorer or Actuator subclass; its class attributes (mechanism, granularity) are read
     params: Mapping[str, Param]
 
 

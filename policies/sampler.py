@@ -130,7 +130,7 @@ class DomainSampler:
         self.carry = np.asarray(state.get("carry", np.zeros(self.n_domains)), dtype=np.float64).copy()
 
 
-def is_inert(history: Sequence[Sequence[float]] | np.ndarray, tol: float = 0.02) -> bool:
+def is_inert(history: Sequence[Sequence[float]] | Sequence[np.ndarray] | np.ndarray, tol: float = 0.02) -> bool:
     """True when realised per-domain proportions (T, D) never moved by more than `tol` from their first
     value: the mixer did not change the data (DESIGN.md rule 7). Fewer than 2 steps is not evidence: False."""
     h = np.asarray(history, dtype=np.float64)

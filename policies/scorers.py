@@ -6,7 +6,7 @@ from the TransferQueue and the benchmark knows how many (B, L) passes it costs.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 from collections.abc import Mapping
 
 import torch
@@ -27,7 +27,7 @@ class Scorer:
     # (B, L) memory passes the score needs; one pass = one read + one write of a (B, L) float32 tensor
     passes: ClassVar[float] = 0.0
 
-    def __init__(self, **params: object) -> None:
+    def __init__(self, **params: Any) -> None:
         self.params = params
 
     def score(self, batch: StepBatch) -> Tensor:  # pragma: no cover - abstract

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 from collections.abc import Mapping
 
 import torch
@@ -40,7 +40,7 @@ class Actuator:
     accepts_granularity: ClassVar[tuple[str, ...]] = ("sequence",)
     reads: ClassVar[tuple[str, ...]] = ()  # batch fields read beyond the scorer's output
 
-    def __init__(self, **params: object) -> None:
+    def __init__(self, **params: Any) -> None:
         self.params = params
 
 

@@ -37,7 +37,7 @@ class DomainStats:
 
     def update(self, batch: StepBatch) -> None:
         valid = batch.valid
-        dom = batch.domain[valid].cpu()  # per-domain statistics are tiny: keep them on the CPU
+        dom = batch.domains[valid].cpu()  # per-domain statistics are tiny: keep them on the CPU
         values = {"reward": batch.rewards[valid].float().cpu()}
         if self.needs_abs_adv:
             values["abs_adv"] = signals.mean_abs_advantage(batch)[valid].float().cpu()

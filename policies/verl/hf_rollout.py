@@ -27,7 +27,7 @@ import hashlib
 import logging
 import os
 from typing import Any
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 
 import ray
 import torch
@@ -91,7 +91,8 @@ class HFRolloutServer:
         path = _cfg(model_config, "local_path") or _cfg(model_config, "path")
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         torch.set_num_threads(int(os.environ.get("WINDTUNNEL_HF_ROLLOUT_THREADS", "1")))
-        self.model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32).to(self.device).eval()
+        model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
+        self.model = model.to(self.device).eval()  # type: ignore[arg-type]  # transformers types `to` unbound
         tok = AutoTokenizer.from_pretrained(_cfg(model_config, "local_tokenizer_path") or path)
         eos = set()
         for src in (tok.eos_token_id, getattr(self.model.generation_config, "eos_token_id", None)):
@@ -220,19 +221,20 @@ class HFReplica(RolloutReplica):
         node_ids: list[str | None] = [None] * self.nnodes
         devices: list[str | None] = [None] * self.nnodes
         if self.workers:
-            infos = await asyncio.gather(*[w.__ray_call__.remote(lambda self: (
+            infos: list[tuple[str, str]] = await asyncio.gather(*[w.__ray_call__.remote(lambda self: (
                 ray.get_runtime_context().get_node_id(),
                 os.environ.get("CUDA_VISIBLE_DEVICES", ""))) for w in self.workers])
             per = self.gpus_per_replica_node
             for r in range(self.nnodes):
                 node_ids[r] = infos[r * per][0]
                 devices[r] = ",".join(i[1] for i in infos[r * per:(r + 1) * per] if i[1]) or None
-        server_cls = ray.remote(HFRolloutServer)
+        server_cls: Any = ray.remote(HFRolloutServer)  # an actor class; its handles go into verl's servers list
         for r in range(self.nnodes):
             opts: dict[str, Any] = {"name": server_name(self.replica_rank, r, self.name_suffix), "num_cpus": 0,
                                     "max_concurrency": self.max_concurrency}
-            if node_ids[r] is not None:
-                opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=node_ids[r], soft=False)
+            node_id = node_ids[r]
+            if node_id is not None:
+                opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
             if devices[r] and torch.cuda.is_available():
                 # share the fused workers' GPUs like verl's vLLM server does (`vllm_async_server.py:1372`)
                 opts["runtime_env"] = {"env_vars": {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}}
@@ -282,9 +284,10 @@ class HFServerAdapter(BaseRollout):
             raise NotImplementedError("hf rollout: LoRA adapters are not supported; set model.lora.merge=true")
         state: dict[str, torch.Tensor] = {}
         # every rank iterates: with FSDP the generator gathers full tensors collectively
+        items: Iterable[tuple[str, torch.Tensor]] = weights
         if hasattr(weights, "__aiter__"):
-            weights = [item async for item in weights]
-        for name, tensor in weights:
+            items = [item async for item in weights]
+        for name, tensor in items:
             if self._has_server:
                 t = tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
                 state[name] = t.detach().to("cpu", copy=True)

@@ -23,7 +23,7 @@ import os
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -39,6 +39,9 @@ from policies.errors import PolicyConfigError
 from policies.policy import DataPolicy, load_policy
 from policies.sampler import DomainSampler, is_inert
 from policies.verl.bridge import build_step_batch, rolled_out_prompts, to_list
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 TRAINER_NAME = "windtunnel_sync"
 METRIC_PREFIX = "windtunnel/"
@@ -141,7 +144,7 @@ class WindtunnelTrainer(PPOTrainerSync):
         jagged_mask = data["response_mask"]
         uids = to_list(data["uid"])
         domains = to_list(data[self.wt_domain_key]) if policy.mechanism == "mix" else None
-        padded = {k: data[k].to_padded_tensor(0.0) if k != "response_mask" else data[k].to_padded_tensor(0)
+        padded: dict[str, Tensor] = {k: data[k].to_padded_tensor(0.0) if k != "response_mask" else data[k].to_padded_tensor(0)
                   for k in ("response_mask", "rm_scores", "advantages", "old_log_probs", "rollout_is_weights") if k in select}
         sb = build_step_batch(padded, uids, batch.tags, domains=domains, domain_names=policy.domains or None)
         out = {f"{METRIC_PREFIX}{k}": float(v) for k, v in self.wt_pending_metrics.items()}
@@ -190,6 +193,7 @@ class WindtunnelTrainer(PPOTrainerSync):
     # ---- mixing before rollout -----------------------------------------------------------------
     def _wt_build_sampler(self) -> DomainSampler:
         policy = self.wt_policy
+        assert policy is not None  # built only for a mix policy (_fetch_one_gen_batch)
         key = self.wt_domain_key
         frame = self.train_dataset.dataframe
         if key not in frame.column_names:
@@ -202,7 +206,7 @@ class WindtunnelTrainer(PPOTrainerSync):
         if bad:
             raise PolicyConfigError(f"windtunnel: domain values {bad[:5]} in column {key!r} are not in the policy's domains {names}")
         gen_bs = self.config.data.get("gen_batch_size", None) or self.config.data.train_batch_size
-        return DomainSampler(np.array([index[v] for v in values]), batch_size=int(gen_bs), seed=self.wt_policy.seed,
+        return DomainSampler(np.array([index[v] for v in values]), batch_size=int(gen_bs), seed=policy.seed,
                              n_domains=len(names), names=names)
 
     def _fetch_one_gen_batch(self) -> TensorDict:
