@@ -23,8 +23,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.patches import Patch
 from matplotlib.lines import Line2D
+from matplotlib.typing import RcKeyType
 from scipy import stats
 
 from analysis.schema import GROUP_KEYS
@@ -33,7 +35,7 @@ from wtcommon.atomic import atomic_write_bytes
 PNG_DPI = 200
 FORMATS = ("svg", "pdf", "png")
 FONT = 10  # points; every text in a figure is at least this size
-_RC = {"svg.fonttype": "none", "font.size": FONT, "axes.titlesize": FONT + 1, "axes.labelsize": FONT,
+_RC: dict[RcKeyType, Any] = {"svg.fonttype": "none", "font.size": FONT, "axes.titlesize": FONT + 1, "axes.labelsize": FONT,
        "xtick.labelsize": FONT, "ytick.labelsize": FONT, "legend.fontsize": FONT, "pdf.fonttype": 42,
        "svg.hashsalt": "windtunnel"}
 _CHAR_IN = 0.085  # approximate width of one 10 pt character (inches), for the label columns
@@ -155,7 +157,8 @@ def forest_figure(paired: pd.DataFrame, metric: str, margin: float | None = None
             _draw_labels(fig, ax, y, labels_all.loc[part.index], xs, width, header=i == 0)
             ax.grid(axis="x", color="0.9", lw=0.6)
         axes[-1, 0].set_xlabel(f"Δ {metric} vs campaign-local reference (points; same seeds paired)")
-        handles = [Line2D([], [], color="tab:blue", lw=3.2, marker="o", label="mean Δ, seed-only paired-t 95% CI")]
+        handles: list[Artist] = [
+            Line2D([], [], color="tab:blue", lw=3.2, marker="o", label="mean Δ, seed-only paired-t 95% CI")]
         if has_item:
             handles.append(Line2D([], [], color="tab:orange", lw=1.6, label="seed + item 95% CI"))
         handles.append(Line2D([], [], color="0.45", lw=3.2, marker="o", label="A/A: static vs baseline"))
@@ -544,6 +547,7 @@ def heatmap_figure(sens: pd.DataFrame, names: list[str]) -> Figure | None:
                 ax.text(j, i, "—" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=FONT,
                         color="white" if abs(np.nan_to_num(v)) > 0.6 else "black")
             ax.set_title(title, fontsize=FONT)
+        assert im is not None  # views is not empty (returned above)
         fig.colorbar(im, ax=list(axes[0]), shrink=0.8, label="Spearman ρ")
     return Figure("rank_correlation", "Rank correlation between aggregates (within group, then pooled)", (
         "Spearman ρ between configuration rankings under two aggregates. Left: median over campaign/model/"

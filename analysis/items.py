@@ -82,6 +82,7 @@ def read_item_log(path: str | Path, run_id: str) -> pd.DataFrame:
         if bad:
             continue
         seen.add(key)
+        assert isinstance(score, (int, float))  # a row whose score failed the check above was skipped
         tok = r.get("response_tokens")
         rows.append({"run_id": run_id, "benchmark": key[0], "item_id": key[1], "score": float(score),
                      "status": r["status"], "finish_reason": r.get("finish_reason") or "",

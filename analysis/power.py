@@ -60,9 +60,9 @@ def plan_power(runs: Iterable[Any], *, margin: float, sd: float | None = None,
         n = len(seeds.get(key, set()) & seeds.get(cell + (ref,), set()))
         if sd is not None:
             s, df, source = float(sd), None, "stated SD (taken as known)"
-        elif cell[1] in prior:
+        elif prior is not None and cell[1] in prior:
             (s, df), source = prior[cell[1]], f"prior records, {cell[1]}"
-        elif "*" in prior:
+        elif prior is not None and "*" in prior:
             (s, df), source = prior["*"], "prior records, all models pooled (no prior comparison for this model)"
         else:
             s, df, source = float("nan"), None, "no prior comparison"

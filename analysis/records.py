@@ -252,6 +252,7 @@ def _from_wide(raw: pd.DataFrame, f: str, suite: Suite) -> pd.DataFrame:
         _check_duplicates(raw[["run_id", "steps"]].astype(str), f, "run_id", problems)
     if problems:
         raise RecordsError(problems)
+    assert seed is not None and steps is not None  # required columns: a missing one is a problem raised above
 
     n_runs, n_b = len(raw), len(bench)
     text = lambda c, default="": (raw[c].astype(str).str.strip() if c in cols  # noqa: E731

@@ -71,7 +71,8 @@ def leave_one_benchmark_out(runs: pd.DataFrame, suite: Suite, aggregates: list[s
     Returns rows: aggregate, benchmark, spearman, kendall, n_configs.
     """
     x = runs[suite.benchmark_ids].to_numpy(float)
-    pairs, cols = [], []
+    pairs: list[tuple[str, str | None]] = []  # (aggregate, benchmark left out or None)
+    cols: list[np.ndarray] = []
     for name in aggregates or suite.aggregate_names:
         agg = suite.aggregate(name)
         cols.append(aggregate_weights(agg, suite))

@@ -105,7 +105,7 @@ def spend(kind: str, t: np.ndarray | float, alpha: float) -> np.ndarray:
 # ---------------------------------------------------------------- the AMR recursion
 
 
-def _check_fractions(fractions: Sequence[float]) -> np.ndarray:
+def _check_fractions(fractions: Sequence[float] | np.ndarray) -> np.ndarray:
     t = np.asarray(fractions, dtype=float)
     if t.ndim != 1 or t.size == 0:
         raise SequentialError("information fractions: need a non-empty 1-D sequence")
@@ -187,7 +187,7 @@ def _spending_bounds(fractions: tuple[float, ...], alpha: float, kind: str) -> t
     return tuple(bounds)
 
 
-def efficacy_bounds(fractions: Sequence[float], alpha: float = 0.05, spending: Spending = "obf") -> np.ndarray:
+def efficacy_bounds(fractions: Sequence[float] | np.ndarray, alpha: float = 0.05, spending: Spending = "obf") -> np.ndarray:
     """Two-sided z boundaries c_k (reject when |Z_k| >= c_k) at the given information fractions.
 
     fractions: (K,) strictly increasing in (0, 1]; the cumulative alpha spent at t_k equals
@@ -200,7 +200,8 @@ def efficacy_bounds(fractions: Sequence[float], alpha: float = 0.05, spending: S
 
 
 def crossing_probs(
-    bounds: Sequence[float], fractions: Sequence[float], drift: float = 0.0, grid_points: int = _GRID_POINTS
+    bounds: Sequence[float] | np.ndarray, fractions: Sequence[float] | np.ndarray, drift: float = 0.0,
+    grid_points: int = _GRID_POINTS,
 ) -> np.ndarray:
     """P(first crossing of |Z| >= c at look k) for each k, with E[Z_k] = drift*sqrt(t_k).
 
@@ -521,7 +522,7 @@ def simulate(diffs: np.ndarray, design: SequentialDesign) -> SimResult:
         eff = open_ & (np.abs(stat) >= crit)
         decision[eff] = np.where(stat[eff] > 0, 1, -1)
         newly = eff
-        if eb is not None and np.isfinite(eb[k]):
+        if eb is not None and margin is not None and np.isfinite(eb[k]):  # eb exists iff a margin does
             e_crit = float(eb[k])
             eq = open_ & ~eff & (mean - e_crit * se > -margin) & (mean + e_crit * se < margin)
             decision[eq] = 2
