@@ -364,8 +364,12 @@ def evaluate_checkpoint(
                               f"(max_gen_toks {h.max_gen_toks})")
 
     items_path = None
-    if out is not None or cache_dir is not None:
-        base = Path(out) if out is not None else Path(cache_dir) / "items" / f"{ckpt_hash[:16]}.parquet"
+    base = None
+    if out is not None:
+        base = Path(out)
+    elif cache_dir is not None:
+        base = Path(cache_dir) / "items" / f"{ckpt_hash[:16]}.parquet"
+    if base is not None:
         items_path = base.with_name(base.name.split(".")[0] + ".items.jsonl.gz")
         _atomic_gzip_jsonl(items_path, item_rows)
         hp = items_path.with_name(items_path.name.replace(".items.jsonl.gz", ".health.json"))

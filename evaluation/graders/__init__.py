@@ -11,6 +11,7 @@ different rules can be told apart.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from evaluation.graders import knights_knaves as _kk
 from evaluation.graders import math as _math
@@ -65,7 +66,8 @@ def grade_batch(
     _check(grader)
     if len(responses) != len(golds):
         raise ValueError(f"grade_batch: {len(responses)} responses but {len(golds)} golds")
-    opts = list(n_options) if isinstance(n_options, (list, tuple)) else [n_options] * len(golds)
+    opts: list[int | None] = (list(n_options) if isinstance(n_options, (list, tuple))
+                              else [cast(int | None, n_options)] * len(golds))
     if len(opts) != len(golds):
         raise ValueError(f"grade_batch: {len(opts)} n_options for {len(golds)} items")
     if processes == 0:

@@ -72,6 +72,11 @@ def _without_main_module():
         sys.modules["__main__"] = real
 
 
+def _kill(pool: multiprocessing.pool.Pool) -> None:
+    pool.terminate()
+    pool.join()
+
+
 class GraderPool:
     """A spawn-context process pool with a parent-enforced per-item budget and restart on overrun."""
 
@@ -101,7 +106,7 @@ class GraderPool:
         `timeout` at the budget, not after the kill (tens of ms)."""
         old, self._pool = self._pool, None
         if old is not None:
-            threading.Thread(target=lambda: (old.terminate(), old.join()), daemon=True).start()
+            threading.Thread(target=_kill, args=(old,), daemon=True).start()
 
     def grade_items(self, grader: str, responses: Sequence[str], golds: Sequence[str],
                     n_options: Sequence[int | None] | None = None, timeout_s: float = 5.0) -> list[GradeResult]:
