@@ -9,7 +9,7 @@ change to what is trained gives a new one (STUDY L19: resolved config hashes per
 from __future__ import annotations
 
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -231,7 +231,7 @@ def accounting(spec: CampaignSpec, runs: list[RunSpec]) -> dict[str, Any]:
     `compute.hours_per_run`): wall hours per run on its GPUs, times the GPUs it holds.
     """
     by = lambda attr: dict(sorted(Counter(getattr(r, attr) for r in runs).items()))  # noqa: E731
-    gpu_h = Counter()
+    gpu_h: defaultdict[str, float] = defaultdict(float)
     for r in runs:
         gpu_h[r.sub_campaign] += r.gpus * r.est_hours
     subs = spec.resolved_sub_campaigns()
@@ -240,7 +240,7 @@ def accounting(spec: CampaignSpec, runs: list[RunSpec]) -> dict[str, Any]:
                 if sub.expected_runs is not None and sub.expected_runs != by_sub[s]}
     if spec.expected_runs is not None and spec.expected_runs != len(runs):
         mismatch["total"] = {"expected": spec.expected_runs, "planned": len(runs)}
-    gpu_h_model = Counter()
+    gpu_h_model: defaultdict[str, float] = defaultdict(float)
     for r in runs:
         gpu_h_model[r.model] += r.gpus * r.est_hours
     ckpts = sum(checkpoints_evaluated(r) for r in runs)

@@ -331,8 +331,8 @@ def resolve_campaign_path(campaign: str | Path) -> tuple[Path, str]:
         primary = path
     elif path.with_suffix(".yaml").exists():
         primary = path.with_suffix(".yaml")
-    elif SAFE_NAME.fullmatch(str(campaign)) and _shipped_campaign(str(campaign)) is not None:
-        primary = _shipped_campaign(str(campaign))  # a shipped campaign by name: `campaign plan demo`
+    elif SAFE_NAME.fullmatch(str(campaign)) and (shipped := _shipped_campaign(str(campaign))) is not None:
+        primary = shipped  # a shipped campaign by name: `campaign plan demo`
     else:
         raise SpecError(f"{campaign}: no such campaign file or directory; pass e.g. campaigns/demo.yaml "
                         f"or a shipped campaign's name ({', '.join(shipped_campaigns())})")
@@ -354,7 +354,7 @@ def _compose(root: Path, name: str, overrides: list[str]) -> dict[str, Any]:
     try:
         with initialize_config_dir(config_dir=str(root), version_base=None, job_name="campaign"):
             cfg = compose(config_name=name, overrides=list(overrides))
-        data = OmegaConf.to_container(cfg, resolve=True)
+        data: Any = OmegaConf.to_container(cfg, resolve=True)  # a mapping with YAML's keys, checked below
     except Exception as exc:  # Hydra raises several unrelated types for bad overrides/configs
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SpecError(f"{root / name}.yaml: cannot compose with overrides {list(overrides)}: {msg}"

@@ -381,7 +381,7 @@ class CampaignTracker:
         from orchestrator.paths import run_dir
 
         c = client(self.uri)
-        status = _TERMINAL_STATUS[row.state]
+        status = _TERMINAL_STATUS[RunState(row.state)]
         rd = run_dir(self.workdir, spec)
         rows = [{"step": spec.steps, **{f"compute/{k}": v for k, v in row.compute.items()}}]
         tags = [RunTag("windtunnel.state", row.state)]

@@ -59,6 +59,8 @@ def _default_metavars(typer_app: typer.Typer) -> None:
     groups = [typer_app] + [g.typer_instance for g in typer_app.registered_groups if g.typer_instance]
     for grp in groups:
         for cmd in grp.registered_commands:
+            if cmd.callback is None:
+                continue
             sig = inspect.signature(cmd.callback)
             hints = typing.get_type_hints(cmd.callback, include_extras=True)
             for name, par in sig.parameters.items():

@@ -325,7 +325,8 @@ def register(app: typer.Typer) -> None:
             from analysis.power import power_section
 
             try:
-                acc["power"] = power_section(rs, margin=margin, sd=sd, prior_path=prior and str(prior), suite=spec.suite)
+                acc["power"] = power_section(rs, margin=margin, sd=sd, prior_path=str(prior) if prior else None,
+                                             suite=spec.suite)
             except ValueError as exc:  # RecordsError/SuiteError: located user errors
                 _fail(str(exc))
         if fmt == "json":

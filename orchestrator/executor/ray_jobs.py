@@ -42,7 +42,8 @@ def configure_token_auth(token_file: Path | None) -> None:
     os.environ["RAY_AUTH_TOKEN_PATH"] = str(token_file)
     os.environ.pop("RAY_AUTH_TOKEN", None)
     try:  # refresh Ray's cached config/token if ray was already imported (as Ray itself does)
-        from ray._raylet import AuthenticationTokenLoader, Config
+        # private names (not in Ray's stubs) that exist at runtime; a Ray without them is tolerated below
+        from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
 
         Config.initialize("")
         AuthenticationTokenLoader.instance().reset_cache()

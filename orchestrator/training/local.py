@@ -23,7 +23,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -61,7 +61,7 @@ def _step_seed(seed: int, step: int, stream: int) -> int:
 class PromptPool:
     """Training prompts as columns; `domain` dense ids in the recipe's domain order."""
 
-    def __init__(self, files: list[str | Path], domains: list[str]):
+    def __init__(self, files: Sequence[str | Path], domains: list[str]):
         frames = []
         for f in files:
             try:
@@ -249,7 +249,7 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult
 
     cache_root = Path(req.extra.get("cache_dir") or warmup.default_cache_root())
     domains = list(data_cfg.get("domains", ["math", "logic", "science"]))
-    corpus = warmup.synthetic_corpus(data_cfg, cache_root) if not req.train_files or not req.extra.get("val_files") else None
+    corpus = warmup.synthetic_corpus(data_cfg, cache_root) if not req.train_files or not req.extra.get("val_files") else {}
     train_files = list(req.train_files) or [str(corpus["train"])]
     val_files = list(req.extra.get("val_files") or [str(corpus["test"])])
     pool, heldout = PromptPool(train_files, domains), PromptPool(val_files, domains)
@@ -312,7 +312,7 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult
         def emit(row: dict[str, Any]) -> None:
             mf.write(json.dumps(row, sort_keys=True) + "\n")
             mf.flush()
-            if mlflow_run:
+            if mlflow_uri and mlflow_run:
                 tracking.log_metric_rows(mlflow_uri, mlflow_run, [row])
 
         if trainer_cfg.get("val_before_train", True):
@@ -379,7 +379,9 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult
             )
             loss = pg_loss
             if kl_coef:
-                kl_loss = agg_loss(loss_mat=kl_penalty(lp, ref_lp, kl_type), loss_mask=mask, loss_agg_mode=loss_cfg.loss_agg_mode)
+                assert ref_lp is not None  # computed above whenever kl_coef is set
+                kl_mat = kl_penalty(lp, ref_lp, kl_type)  # type: ignore[arg-type]  # verl annotates legacy FloatTensor
+                kl_loss = agg_loss(loss_mat=kl_mat, loss_mask=mask, loss_agg_mode=loss_cfg.loss_agg_mode)
                 loss = loss + kl_coef * kl_loss
                 row["actor/kl_loss"] = float(kl_loss.detach())
             optim.zero_grad(set_to_none=True)
@@ -418,7 +420,7 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult
     result = TrainResult(checkpoints, metrics_path, compute)
     _atomic_json(out / "result.json", {**result.to_json(), "config_hash": config_hash, "run_id": req.run_id,
                                         "run_key": req.run_key, "base_model": str(model_dir)})
-    if mlflow_run:
+    if mlflow_uri and mlflow_run:
         tracking.log_training_run(mlflow_uri, req, result, run_id=mlflow_run)
     return result
 

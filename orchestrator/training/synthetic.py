@@ -91,7 +91,8 @@ def _kk_statement(rng: random.Random, speaker: int, other: int, names: tuple[str
 def logic_item(rng: random.Random, level: int = 0) -> Item:
     """Two inhabitants, one statement each, resampled until exactly one assignment is consistent."""
     while True:
-        names = tuple(rng.sample(NAMES, 2))
+        first, second = rng.sample(NAMES, 2)
+        names = (first, second)
         stmts = [_kk_statement(rng, 0, 1, names), _kk_statement(rng, 1, 0, names)]
         consistent = [
             a
@@ -192,7 +193,7 @@ def write_corpus(
     for d in domains:
         if d not in GENERATORS:
             raise ValueError(f"unknown synthetic domain {d!r}; choose from {list(GENERATORS)}")
-        held: dict[str, Item] = {}
+        held: dict[str | int, Item] = {}  # by prompt (disjoint) or by draw order (iid)
         for _ in range(test_per_domain * 50):  # held-out prompts are distinct and never trained on
             it = GENERATORS[d](rng, levels.get(d, 0))
             held.setdefault(it.prompt if heldout == "disjoint" else len(held), it)
