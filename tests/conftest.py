@@ -33,7 +33,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node) -> None:  # noqa: ANN001  (xdist controller: hand the folder to each worker)
+def pytest_configure_node(node) -> None:
     node.workerinput[_SHARED_KEY] = str(node.config.stash[_shared])
 
 
@@ -57,7 +57,7 @@ def shared_dir(config: pytest.Config) -> Path:
 
 
 @contextmanager
-def _locked(path: Path):  # noqa: ANN202
+def _locked(path: Path):
     with open(path, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
@@ -67,7 +67,7 @@ def _locked(path: Path):  # noqa: ANN202
 
 
 @pytest.fixture(scope="session")
-def head(request: pytest.FixtureRequest):  # noqa: ANN201
+def head(request: pytest.FixtureRequest):
     """A local Ray head (127.0.0.1, token auth, every port explicit) shared by every test of the session
     and every xdist worker: (address, token file). Jobs of concurrent tests queue on its 8 logical CPUs."""
     from orchestrator.executor.local_head import ensure_head, token_file
@@ -78,7 +78,7 @@ def head(request: pytest.FixtureRequest):  # noqa: ANN201
     return addr, token_file(wd)
 
 
-def shared_artifact_path(config: pytest.Config, name: str, build) -> Path:  # noqa: ANN001
+def shared_artifact_path(config: pytest.Config, name: str, build) -> Path:
     """`build(folder) -> Path`, run once per session under a lock by whichever worker asks first; the other
     xdist workers reuse its result (a session-scoped fixture alone would build it once per worker)."""
     root = shared_dir(config)
@@ -122,7 +122,7 @@ def run_campaign(args: list[str], *, cwd: Path | None = None, env: dict[str, str
 
 
 @pytest.fixture
-def campaign_cli(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+def campaign_cli(monkeypatch: pytest.MonkeyPatch):
     """`campaign_cli(["plan", path, "--json"], cwd=..., env=...)` → CliResult (returncode, stdout, stderr)."""
     def run(args: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None) -> CliResult:
         return run_campaign(args, cwd=cwd, env=env, monkeypatch=monkeypatch)
@@ -131,6 +131,6 @@ def campaign_cli(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
 
 
 @pytest.fixture(scope="session")
-def shared_artifact(request: pytest.FixtureRequest):  # noqa: ANN201
+def shared_artifact(request: pytest.FixtureRequest):
     """`shared_artifact(name, build)`: see `shared_artifact_path` (built once across xdist workers)."""
     return lambda name, build: shared_artifact_path(request.config, name, build)

@@ -66,5 +66,5 @@ def rolled_out_prompts(uids: Sequence[Any], domains: Sequence[Any], is_padding: 
     d = np.asarray([str(x) for x in domains], dtype=object)[keep]
     _, first = np.unique(u, return_index=True)
     counts = {str(n): 0 for n in names}
-    counts.update({str(n): int(c) for n, c in zip(*np.unique(d[first], return_counts=True))})
+    counts.update({str(n): int(c) for n, c in zip(*np.unique(d[first], return_counts=True), strict=True)})
     return {f"{prefix}rolled_out_prompts_{n}": float(c) for n, c in counts.items()}

@@ -16,7 +16,8 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 AUDIT_ENV = "WINDTUNNEL_REWARD_AUDIT_DIR"
 _LOCK = threading.Lock()
@@ -28,7 +29,7 @@ def audited(fn: Callable[..., Any], out_dir: Path) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Any = None, **kwargs: Any) -> Any:
         res = fn(data_source, solution_str, ground_truth, extra_info, **kwargs)
-        score = res.get("score") if isinstance(res, dict) else res
+        score = res["score"] if isinstance(res, dict) else res
         line = json.dumps({"data_source": str(data_source), "ground_truth": str(ground_truth), "score": float(score),
                            "status": res.get("status") if isinstance(res, dict) else None})
         with _LOCK:  # verl runs the reward in an executor's threads

@@ -206,7 +206,7 @@ def test_malformed_records_exit_2_and_write_nothing(tmp_path: Path, case: str, c
 
 
 @needs_released
-def test_truncated_file_exit_code_via_the_cli(tmp_path: Path, campaign_cli) -> None:  # noqa: ANN001
+def test_truncated_file_exit_code_via_the_cli(tmp_path: Path, campaign_cli) -> None:
     p, _ = _bad(tmp_path, "truncated")
     out = tmp_path / "r.html"
     res = campaign_cli(["report", str(p), "--out", str(out)], cwd=REPO)

@@ -15,14 +15,14 @@ CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
 RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
 
 
-def test_demo_records_prints_tables_of_the_released_runs(campaign_cli) -> None:  # noqa: ANN001
+def test_demo_records_prints_tables_of_the_released_runs(campaign_cli) -> None:
     p = campaign_cli(["demo", "--records", str(RELEASED)], cwd=REPO)
     assert p.returncode == 0, p.stderr
     assert "171 runs, 2052 records" in p.stdout
     assert "| gfpo" in p.stdout and "vs" in p.stdout
 
 
-def test_demo_records_truncated_file_exits_2(tmp_path: Path, campaign_cli) -> None:  # noqa: ANN001
+def test_demo_records_truncated_file_exits_2(tmp_path: Path, campaign_cli) -> None:
     lines = RELEASED.read_text().splitlines()
     bad = tmp_path / "bad.csv"
     bad.write_text("\n".join(lines[:10] + [",".join(lines[10].split(",")[:5])]) + "\n")

@@ -28,7 +28,7 @@ def _realised_move(metrics: Path) -> float:
     return float(np.abs(h - h[0]).max())
 
 
-def test_report_runs_dir_without_manifests_exits_2(tmp_path: Path, campaign_cli) -> None:  # noqa: ANN001
+def test_report_runs_dir_without_manifests_exits_2(tmp_path: Path, campaign_cli) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()
     p = campaign_cli(["report", str(RELEASED), "--out", str(tmp_path / "r.html"), "--runs-dir", str(runs)], cwd=REPO)

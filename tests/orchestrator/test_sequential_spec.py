@@ -63,7 +63,7 @@ def test_bad_sequential_block_names_file_and_key(tree: Path, block: dict, words:
     assert str(path) in msg and "key 'seeds'" in msg and words in msg
 
 
-def test_plan_cli_bad_block_exits_2(tree: Path, campaign_cli) -> None:  # noqa: ANN001
+def test_plan_cli_bad_block_exits_2(tree: Path, campaign_cli) -> None:
     path = _campaign(tree, {"max": 12, "batch": 5, "design": "sequential"})
     p = campaign_cli(["plan", str(path)], cwd=REPO)
     assert p.returncode == 2 and "seq.yaml" in p.stderr and "seeds" in p.stderr and "Traceback" not in p.stderr

@@ -21,7 +21,7 @@ def write_yaml(path: Path, obj) -> Path:
 
 
 @pytest.fixture
-def plan_json(campaign_cli):  # noqa: ANN001, ANN201
+def plan_json(campaign_cli):
     def run(target: Path, *overrides: str) -> dict:
         p = campaign_cli(["plan", str(target), *overrides, "--json"], cwd=REPO)
         assert p.returncode == 0, p.stderr
@@ -39,7 +39,7 @@ def _group_runs(paper: Path, default_seeds: int) -> dict[str, int]:
     return out
 
 
-def test_paper_plan_reports_591_with_five_part_breakdown(tree: Path, plan_json) -> None:  # noqa: ANN001
+def test_paper_plan_reports_591_with_five_part_breakdown(tree: Path, plan_json) -> None:
     acc = plan_json(tree / "paper")
     assert acc["total_runs"] == 591
     assert acc["by_sub_campaign"] == {"breadth": 171, "seed_extension": 108, "controls": 33,
@@ -52,13 +52,13 @@ def test_paper_plan_reports_591_with_five_part_breakdown(tree: Path, plan_json) 
     assert acc["gpu_hours"] > 0
 
 
-def test_real_paper_tree_plans_591(plan_json) -> None:  # noqa: ANN001
+def test_real_paper_tree_plans_591(plan_json) -> None:
     """The repository's own campaigns/ (models and recipes from the training area)."""
     acc = plan_json(REPO / "campaigns" / "paper")
     assert acc["total_runs"] == 591
 
 
-def test_hydra_overrides_on_the_command_line(tree: Path, plan_json) -> None:  # noqa: ANN001
+def test_hydra_overrides_on_the_command_line(tree: Path, plan_json) -> None:
     acc = plan_json(tree / "paper", "seeds=[1]")
     expect = _group_runs(tree / "paper", 1)
     assert acc["by_sub_campaign"] == expect
@@ -84,7 +84,7 @@ def test_expected_runs_mismatch_is_an_error_naming_key(tree: Path) -> None:
     ({"seeds": [1, 1]}, "key 'seeds'"),
     ({"baselines": {"sample": "x"}}, "key 'baselines'"),
 ])
-def test_malformed_spec_exits_2_names_file_and_key_and_writes_nothing(tree: Path, tmp_path: Path, mutation, needle,  # noqa: ANN001
+def test_malformed_spec_exits_2_names_file_and_key_and_writes_nothing(tree: Path, tmp_path: Path, mutation, needle,
                                                                       campaign_cli) -> None:
     spec = yaml.safe_load((tree / "small.yaml").read_text())
     bad = write_yaml(tree / "bad.yaml", {**spec, **mutation})
@@ -97,7 +97,7 @@ def test_malformed_spec_exits_2_names_file_and_key_and_writes_nothing(tree: Path
     assert not wd.exists()
 
 
-def test_bad_override_exits_2(tree: Path, campaign_cli) -> None:  # noqa: ANN001
+def test_bad_override_exits_2(tree: Path, campaign_cli) -> None:
     p = campaign_cli(["plan", str(tree / "small.yaml"), "seeds=[1,"], cwd=REPO)
     assert p.returncode == 2 and "small" in p.stderr
 
