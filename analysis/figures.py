@@ -35,9 +35,10 @@ from wtcommon.atomic import atomic_write_bytes
 PNG_DPI = 200
 FORMATS = ("svg", "pdf", "png")
 FONT = 10  # points; every text in a figure is at least this size
-_RC: dict[RcKeyType, Any] = {"svg.fonttype": "none", "font.size": FONT, "axes.titlesize": FONT + 1, "axes.labelsize": FONT,
-       "xtick.labelsize": FONT, "ytick.labelsize": FONT, "legend.fontsize": FONT, "pdf.fonttype": 42,
-       "svg.hashsalt": "windtunnel"}
+_RC: dict[RcKeyType, Any] = {
+    "svg.fonttype": "none", "font.size": FONT, "axes.titlesize": FONT + 1, "axes.labelsize": FONT,
+    "xtick.labelsize": FONT, "ytick.labelsize": FONT, "legend.fontsize": FONT, "pdf.fonttype": 42,
+    "svg.hashsalt": "windtunnel"}
 _CHAR_IN = 0.085  # approximate width of one 10 pt character (inches), for the label columns
 REFERENCES = ("baseline", "static")
 
@@ -249,7 +250,9 @@ def performance_profile(rel: pd.DataFrame, taus: np.ndarray, *, n_resamples: int
         bfrac = (v[idx][:, :, None] > taus[None, None, :]).mean(axis=1)
         rows.append(pd.DataFrame({"policy": pol, "tau": taus, "fraction": frac,
                                   "lo": np.quantile(bfrac, a, axis=0), "hi": np.quantile(bfrac, 1 - a, axis=0)}))
-    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["policy", "tau", "fraction", "lo", "hi"])
+    if not rows:
+        return pd.DataFrame(columns=["policy", "tau", "fraction", "lo", "hi"])
+    return pd.concat(rows, ignore_index=True)
 
 
 def improvement_probabilities(runs: pd.DataFrame, paired: pd.DataFrame, metric: str, *, n_resamples: int = 2000,
@@ -258,7 +261,8 @@ def improvement_probabilities(runs: pd.DataFrame, paired: pd.DataFrame, metric: 
     table's p_improve_seeds) and its percentile interval from resampling the seed pairs."""
     keys = list(GROUP_KEYS)
     eff = paired[(paired["kind"] == "effect") & (paired["metric"] == metric) & paired["mean_diff"].notna()]
-    eff = eff[keys + ["policy", "reference", "p_improve_seeds", "p_improve_posterior", "mean_diff"]].reset_index(drop=True)
+    eff = eff[keys + ["policy", "reference", "p_improve_seeds", "p_improve_posterior",
+                      "mean_diff"]].reset_index(drop=True)
     if eff.empty:
         return eff.assign(p_improve=[], lo=[], hi=[], n=[])
     eff["cmp"] = np.arange(len(eff))
@@ -307,7 +311,8 @@ def aggregate_figure(rel: pd.DataFrame, metric: str, *, n_resamples: int, seed: 
             s = est[est["estimator"] == e].set_index("policy").loc[pols]
             y = np.arange(len(pols))
             for yy, p in zip(y, pols, strict=True):
-                ax.barh(yy, s.loc[p, "hi"] - s.loc[p, "lo"], left=s.loc[p, "lo"], height=0.6, color=colors[p], alpha=0.45)
+                ax.barh(yy, s.loc[p, "hi"] - s.loc[p, "lo"], left=s.loc[p, "lo"], height=0.6, color=colors[p],
+                        alpha=0.45)
                 ax.vlines(s.loc[p, "value"], yy - 0.3, yy + 0.3, color="k", lw=1.5)
             ax.axvline(0, color="k", lw=0.8, ls=":")
             ax.set_yticks(y, pols)
@@ -316,7 +321,8 @@ def aggregate_figure(rel: pd.DataFrame, metric: str, *, n_resamples: int, seed: 
             ax.grid(axis="x", color="0.9", lw=0.6)
         fig.suptitle(f"Aggregate estimates per policy, pooled over {n_groups} group(s)", fontsize=FONT + 1)
         fig.tight_layout()
-    return Figure(f"aggregate_estimates_{_slug(metric)}", f"Aggregate interval estimates per policy ({metric}, pooled)", (
+    return Figure(f"aggregate_estimates_{_slug(metric)}",
+                  f"Aggregate interval estimates per policy ({metric}, pooled)", (
         f"rliable-style: per policy, the mean and interquartile mean of each run's {metric} minus its campaign-"
         f"local reference's seed mean, pooled over {n_groups} campaign/model/regime/step group(s); bars are 95% "
         f"stratified-bootstrap intervals ({n_resamples} resamples, seeds resampled within each group)."), fig)
@@ -461,7 +467,8 @@ def training_figure(tf: pd.DataFrame) -> Figure | None:
     if tf.empty:
         return None
     props = sorted(c for c in tf.columns if c.startswith("realised_prop_"))
-    panels = [(c, t) for c, t in (("reward", "training reward (batch mean)"), ("kept_frac", "kept fraction (selectors)"),
+    panels = [(c, t)
+              for c, t in (("reward", "training reward (batch mean)"), ("kept_frac", "kept fraction (selectors)"),
                                   ("weight_std", "weight std (reweighters)")) if c in tf and tf[c].notna().any()]
     panels += [(c, f"realised proportion: {c.removeprefix('realised_prop_')}") for c in props if tf[c].notna().any()]
     if not panels:
@@ -537,7 +544,8 @@ def heatmap_figure(sens: pd.DataFrame, names: list[str]) -> Figure | None:
         return None
     k = len(names)
     with plt.rc_context(_RC):
-        fig, axes = plt.subplots(1, len(views), figsize=(2.4 + 3.4 * len(views) + 0.2 * k, 1.6 + 0.75 * k), squeeze=False)
+        fig, axes = plt.subplots(1, len(views), figsize=(2.4 + 3.4 * len(views) + 0.2 * k, 1.6 + 0.75 * k),
+                                 squeeze=False)
         im = None
         for i, (ax, (mat, title)) in enumerate(zip(axes[0], views, strict=True)):
             im = ax.imshow(mat, vmin=-1, vmax=1, cmap="RdBu_r")

@@ -111,7 +111,8 @@ def summarise_metrics(df: pd.DataFrame) -> dict[str, float]:
         "update_tokens_sum": float(_col(df, "update_tokens").sum(min_count=1)),
         "valid_tokens_sum": float(_col(df, "valid_tokens").sum(min_count=1)),
     }
-    out["update_token_frac"] = out["update_tokens_sum"] / out["valid_tokens_sum"] if out["valid_tokens_sum"] > 0 else math.nan
+    out["update_token_frac"] = (out["update_tokens_sum"] / out["valid_tokens_sum"] if out["valid_tokens_sum"] > 0
+                                else math.nan)
     for kind in ("target", "realised"):
         doms = _domains(df, f"{kind}_prop_")
         if not doms:
@@ -257,7 +258,8 @@ def intervention_section_html(summary: pd.DataFrame, scores: pd.DataFrame | None
             f"<li><b>{html.escape(r.policy)}</b> ({html.escape(r.campaign)}/{html.escape(r.model)}): "
             f"{html.escape(r.flag)} — {html.escape(r.reason)}. Its score differences are not evidence about "
             f"the policy.</li>" for r in bad.itertuples())
-        warn = f"<p><b>{len(bad)} configuration(s) show no effect; read their comparisons with this in mind:</b></p><ul>{items}</ul>"
+        warn = (f"<p><b>{len(bad)} configuration(s) show no effect; read their comparisons with this in mind:</b></p>"
+                f"<ul>{items}</ul>")
     else:
         warn = "<p>Every policy's diagnostics show that it acted.</p>"
     body = (
@@ -291,7 +293,8 @@ def runs_from_dir(records: pd.DataFrame, runs_dir: str | Path) -> list[dict[str,
     """
     root = Path(runs_dir)
     if not root.is_dir():
-        raise InterventionError(f"{root}: runs folder not found; pass <workdir>/runs (it holds <campaign>/<run_key>/train_done.json)")
+        raise InterventionError(f"{root}: runs folder not found; pass <workdir>/runs (it holds "
+                                "<campaign>/<run_key>/train_done.json)")
     ident = records.drop_duplicates("run_id")[[c for c in _IDENT if c in records.columns]]
     out, found = [], 0
     for r in ident.to_dict("records"):

@@ -108,13 +108,15 @@ def read_items_dir(root: str | Path) -> pd.DataFrame:
         stem = log.name[: -len(".items.jsonl.gz")]
         sib = [log.with_name(stem + ext) for ext in (".parquet", ".csv") if log.with_name(stem + ext).is_file()]
         if not sib:
-            problems.append(Problem(str(log), None, None, f"no records file {stem}.parquet/.csv beside it to name its run"))
+            problems.append(Problem(str(log), None, None,
+                                    f"no records file {stem}.parquet/.csv beside it to name its run"))
             continue
         rec = pd.read_parquet(sib[0], columns=["run_id"]) if sib[0].suffix == ".parquet" else \
             pd.read_csv(sib[0], usecols=["run_id"], dtype=str)
         ids = rec["run_id"].dropna().astype(str).unique()
         if len(ids) != 1:
-            problems.append(Problem(str(sib[0]), None, "run_id", f"holds {len(ids)} run ids; an item log belongs to one run"))
+            problems.append(Problem(str(sib[0]), None, "run_id",
+                                    f"holds {len(ids)} run ids; an item log belongs to one run"))
             continue
         try:
             frames.append(read_item_log(log, ids[0]))

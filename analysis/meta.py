@@ -52,7 +52,8 @@ def dersimonian_laird(y: np.ndarray, v: np.ndarray, level: float = 0.95) -> dict
     ybar = y.mean(axis=-1)
     se_u = y.std(axis=-1, ddof=1) / np.sqrt(k) if k > 1 else np.full_like(ybar, np.nan)
     return {"mu": mu, "se": se, "lo": mu - z * se, "hi": mu + z * se, "lo_hksj": mu - t * se_h,
-            "hi_hksj": mu + t * se_h, "mean_u": ybar, "lo_u": ybar - t * se_u, "hi_u": ybar + t * se_u, "tau2": tau2, "i2": i2, "q": q,
+            "hi_hksj": mu + t * se_h, "mean_u": ybar, "lo_u": ybar - t * se_u, "hi_u": ybar + t * se_u, "tau2": tau2,
+            "i2": i2, "q": q,
             "p_q": stats.chi2.sf(q, k - 1) if k > 1 else np.full_like(q, np.nan)}
 
 

@@ -396,7 +396,8 @@ def _pair(mrows: np.ndarray, rrows: np.ndarray, seeds: np.ndarray, run_ids: np.n
     return m[im], r[ir], common
 
 
-def _jobs(runs: pd.DataFrame, overrides: dict[str, str], dropped: list[str]) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+def _jobs(runs: pd.DataFrame, overrides: dict[str, str],
+          dropped: list[str]) -> list[tuple[dict, np.ndarray, np.ndarray]]:
     """(identity, method run rows, reference run rows) for every comparison, plus the A/A rows."""
     cfg = runs.groupby(list(GROUP_KEYS) + ["policy"], sort=True).indices
     groups: dict[tuple, dict[str, np.ndarray]] = {}
@@ -468,7 +469,8 @@ def _item_block(block: dict, items: pd.DataFrame, suite: Suite, metrics: list[tu
         counts = pd.Series(bench[cols]).value_counts()
         a = np.array([w_b[b] / counts[b] for b in bench[cols]])
         r = two_way_clustered(100.0 * d_all[:, cols], a, bench[cols], level)
-        block["item_lo"][j], block["item_hi"][j], block["item_se"][j] = r["two_way_lo"], r["two_way_hi"], r["se_two_way"]
+        block["item_lo"][j], block["item_hi"][j] = r["two_way_lo"], r["two_way_hi"]
+        block["item_se"][j] = r["se_two_way"]
 
 
 def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: dict[str, str] | None = None,

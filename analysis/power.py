@@ -123,5 +123,6 @@ def power_table(doc: dict[str, Any]):
         ci = "" if r["mde_lo"] is None else f" [{f(r['mde_lo'])}, {f(r['mde_hi'])}]"
         t.add_row(f"{r['campaign']}/{r['model']}/{r['regime']}:{r['policy']} vs {r['reference']}", str(r["n_pairs"]),
                   f"{f(r['sd'])} ({r['sd_source']})", f"{f(r['mde'])}{ci}",
-                  "yes" if r["detects_margin"] else "NO", "" if r["seeds_for_margin"] is None else str(r["seeds_for_margin"]))
+                  "yes" if r["detects_margin"] else "NO", "" if r["seeds_for_margin"] is None
+                  else str(r["seeds_for_margin"]))
     return t

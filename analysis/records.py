@@ -92,7 +92,8 @@ def _read_raw(path: Path) -> pd.DataFrame:
         try:
             raw = pd.read_parquet(path)
         except Exception as e:  # pyarrow raises several types for a damaged file
-            raise RecordsError([Problem(f, None, None, f"not a readable Parquet file ({type(e).__name__}: {e})")]) from e
+            raise RecordsError([Problem(f, None, None,
+                                        f"not a readable Parquet file ({type(e).__name__}: {e})")]) from e
         if raw.empty:
             raise RecordsError([Problem(f, None, None, "contains no records")])
         return raw.reset_index(drop=True)
@@ -169,7 +170,8 @@ def _check_one_run_per_cell(raw: pd.DataFrame, cols: set[str] | list[str], key_c
         problems.append(Problem(f, r, key_col, f"{keys[key_col].iloc[r - 1]!r} is a second run of the cell "
                                               f"{'/'.join(keys[cell].iloc[r - 1])} (first: {first.iloc[r - 1]!r}): "
                                               "records of two generations or a duplicated run; keep one generation "
-                                              "(a work dir's results/<campaign>/records.parquet holds only the current one)"))
+                                              "(a work dir's results/<campaign>/records.parquet holds only the current "
+                                              "one)"))
 
 
 def _check_duplicates(keys: pd.DataFrame, f: str, col: str, problems: list[Problem]) -> None:
@@ -197,7 +199,8 @@ def _derive_mechanism(policies: pd.Series) -> np.ndarray:
 def _check_mechanism(raw: pd.DataFrame, f: str, problems: list[Problem]) -> None:
     bad = ~raw["mechanism"].astype(str).str.strip().isin(MECHANISMS).to_numpy()
     for r in _rows(bad):
-        problems.append(Problem(f, r, "mechanism", f"{raw['mechanism'].iloc[r - 1]!r} is not one of {list(MECHANISMS)}"))
+        problems.append(Problem(f, r, "mechanism",
+                                f"{raw['mechanism'].iloc[r - 1]!r} is not one of {list(MECHANISMS)}"))
 
 
 def recover_n_correct(accuracy: np.ndarray, n_items: np.ndarray) -> np.ndarray:

@@ -187,7 +187,8 @@ def _spending_bounds(fractions: tuple[float, ...], alpha: float, kind: str) -> t
     return tuple(bounds)
 
 
-def efficacy_bounds(fractions: Sequence[float] | np.ndarray, alpha: float = 0.05, spending: Spending = "obf") -> np.ndarray:
+def efficacy_bounds(fractions: Sequence[float] | np.ndarray, alpha: float = 0.05,
+                    spending: Spending = "obf") -> np.ndarray:
     """Two-sided z boundaries c_k (reject when |Z_k| >= c_k) at the given information fractions.
 
     fractions: (K,) strictly increasing in (0, 1]; the cumulative alpha spent at t_k equals
@@ -216,7 +217,8 @@ def crossing_probs(
     return np.array(out)
 
 
-def constant_bounds(fractions: Sequence[float], alpha: float = 0.05, shape: Literal["pocock", "obf"] = "pocock") -> np.ndarray:
+def constant_bounds(fractions: Sequence[float], alpha: float = 0.05,
+                    shape: Literal["pocock", "obf"] = "pocock") -> np.ndarray:
     """Classical (non-spending) boundaries: Pocock c_k = C, O'Brien-Fleming c_k = C/sqrt(t_k).
 
     C solves total crossing probability = alpha. Kept for checking the recursion against the
@@ -331,14 +333,16 @@ class SequentialDesign:
         f = self.fractions if fractions is None else fractions
         return efficacy_bounds(f, 2 * self.equivalence_alpha, self.equivalence_spending)
 
-    def stat_bounds(self, looks_n: Sequence[int] | None = None, which: Literal["efficacy", "equivalence"] = "efficacy") -> np.ndarray:
+    def stat_bounds(self, looks_n: Sequence[int] | None = None,
+                    which: Literal["efficacy", "equivalence"] = "efficacy") -> np.ndarray:
         """Boundaries on the scale of the statistic actually used (paired t or z), one per look.
 
         looks_n: the seed counts actually reached at each look so far (default: the plan).
         "equivalence" gives the half-width multipliers of the 1-2*equivalence_alpha RCI.
         """
         ns = tuple(int(n) for n in (self.looks if looks_n is None else looks_n))
-        alpha, kind = (self.alpha, self.spending) if which == "efficacy" else (2 * self.equivalence_alpha, self.equivalence_spending)
+        alpha, kind = ((self.alpha, self.spending) if which == "efficacy"
+                       else (2 * self.equivalence_alpha, self.equivalence_spending))
         if self.small_sample == "mc":
             return np.array(t_bounds_mc(ns, self.max_seeds, alpha, kind))
         zb = efficacy_bounds(np.asarray(ns, dtype=float) / self.max_seeds, alpha, kind)
@@ -463,7 +467,8 @@ def interim_decision(
             eq_lo, eq_hi = mean - e_half, mean + e_half
         if abs(stat) >= crit:
             kind: DecisionKind = "superior" if stat > 0 else "inferior"
-        elif design.equivalence_margin is not None and -design.equivalence_margin < eq_lo and eq_hi < design.equivalence_margin:
+        elif (design.equivalence_margin is not None
+              and -design.equivalence_margin < eq_lo and eq_hi < design.equivalence_margin):
             kind = "equivalent"
         elif final:
             kind = "inconclusive"
@@ -667,7 +672,8 @@ def look_at_runs(runs: pd.DataFrame, design: SequentialDesign, look: int, aggreg
             try:
                 d = interim_decision({name: diffs}, look, design)[name]
             except SequentialError as exc:
-                rows.append({**dict(zip(("campaign", "model", "regime"), gkey, strict=True)), "policy": pol, "reference": ref,
+                rows.append({**dict(zip(("campaign", "model", "regime"), gkey, strict=True)), "policy": pol,
+                             "reference": ref,
                              "look": look, "n": int(np.isfinite(diffs).sum()), "decision": "error", "error": str(exc),
                              "needs_seeds": True})
                 continue
@@ -675,7 +681,8 @@ def look_at_runs(runs: pd.DataFrame, design: SequentialDesign, look: int, aggreg
             if d.decision in ("superior", "inferior") and np.isfinite(d.stat) and d.n == design.looks[look]:
                 e, e_lo, e_hi = stagewise_estimate(design, look, np.array([d.stat]), np.array([d.sd]))
                 mue, mue_lo, mue_hi = float(e[0]), float(e_lo[0]), float(e_hi[0])
-            rows.append({**dict(zip(("campaign", "model", "regime"), gkey, strict=True)), "policy": pol, "reference": ref,
+            rows.append({**dict(zip(("campaign", "model", "regime"), gkey, strict=True)), "policy": pol,
+                         "reference": ref,
                          "mue": mue, "mue_low": mue_lo, "mue_high": mue_hi,
                          "look": look, "n": d.n, "n_dropped": d.n_dropped, "mean": d.mean, "sd": d.sd, "stat": d.stat,
                          "critical": d.critical, "rci_low": d.rci_low, "rci_high": d.rci_high, "eq_low": d.eq_low,
@@ -753,7 +760,8 @@ def record_look(url: str, campaign: str, decisions: pd.DataFrame, design: Sequen
     n = 0
     try:
         with eng.begin() as c:
-            for (look_k, stored_json) in c.execute(sa.select(t.c.look, t.c.design_json).where(t.c.campaign == campaign)):
+            stored = c.execute(sa.select(t.c.look, t.c.design_json).where(t.c.campaign == campaign))
+            for (look_k, stored_json) in stored:
                 stored = json.loads(stored_json or "{}")
                 if stored.get("name", "default") == design_name and not _same_design(stored, doc):
                     diff = _design_diff(stored, doc)
@@ -820,7 +828,8 @@ def read_looks_file(path: str | Path) -> pd.DataFrame:
     try:
         df = pd.read_csv(p)
     except (OSError, ValueError) as exc:
-        raise SequentialError(f"{p}: cannot read the looks file ({exc}); rerun `campaign resume` to rewrite it") from None
+        raise SequentialError(f"{p}: cannot read the looks file ({exc}); rerun `campaign resume` to rewrite "
+                              "it") from None
     missing = [c for c in LOOK_COLUMNS if c not in df.columns]
     if missing:
         raise SequentialError(f"{p}: missing column(s) {missing}; expected {list(LOOK_COLUMNS)}")
@@ -906,6 +915,7 @@ def looks_section_html(looks: pd.DataFrame) -> str:
         "stage-wise ordering, on the standardised scale delta/sigma (exact for paired t statistics, fixed-seed "
         "simulation), times the SD at the stop.</p>"
         "<details><summary>every interim look</summary>"
-        f"<table><thead><tr><th>look</th>{head}</tr></thead><tbody>{rows(looks.sort_values(['look', 'comparison']), True)}"
+        f"<table><thead><tr><th>look</th>{head}</tr></thead>"
+        f"<tbody>{rows(looks.sort_values(['look', 'comparison']), True)}"
         "</tbody></table></details>"
     )

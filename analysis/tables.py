@@ -80,8 +80,10 @@ CONFIG_TABLES: tuple[ConfigTableSpec, ...] = (
 EXTRA_TABLES = {
     "verdicts": "Verdicts: one per method-vs-reference comparison",
     "random_effects": "Across groups: random-effects summary per policy (beside the per-group rows)",
-    "aggregation_sensitivity": "Aggregation sensitivity (rank correlation of configuration rankings between aggregates)",
-    "leave_one_out": "Leave-one-benchmark-out (rank correlation with the full aggregate; worst benchmark per aggregate)",
+    "aggregation_sensitivity": "Aggregation sensitivity (rank correlation of configuration rankings between "
+                               "aggregates)",
+    "leave_one_out": "Leave-one-benchmark-out (rank correlation with the full aggregate; worst benchmark per "
+                     "aggregate)",
     "paired": "Paired comparisons vs campaign-local reference",
 }
 TABLE_NAMES = tuple(s.name for s in CONFIG_TABLES) + tuple(EXTRA_TABLES)
@@ -224,12 +226,14 @@ def verdicts_table(paired: pd.DataFrame, metric: str, margin: float = 1.0, alpha
     disp["policy"] = data["policy"]
     disp["vs"] = data["reference"]
     disp["n"] = data["n"].map(lambda v: _fmt(v, 0))
-    disp["Δ mean [t 95% CI]"] = [f"{v:+.2f} {_ci(a, b)}" for v, a, b in zip(data["mean_diff"], data["t_lo"], data["t_hi"], strict=True)]
+    disp["Δ mean [t 95% CI]"] = [f"{v:+.2f} {_ci(a, b)}"
+                                 for v, a, b in zip(data["mean_diff"], data["t_lo"], data["t_hi"], strict=True)]
     disp["verdict"] = data["verdict"] + np.where(data["margin_below_aa_floor"], " ⚠", "")
     disp["evidence"] = data["evidence"]
     disp["seeds to decide [σ 95% CI if normal]"] = [
         "" if np.isnan(v) else f"{v:.0f} [{_fmt(lo, 0)}, {_seeds_hi(v, hi)}]"
-        for v, lo, hi in zip(data["seeds_to_decide"], data["seeds_to_decide_lo"], data["seeds_to_decide_hi"], strict=True)]
+        for v, lo, hi in zip(data["seeds_to_decide"], data["seeds_to_decide_lo"], data["seeds_to_decide_hi"],
+                             strict=True)]
     disp["A/A floor"] = data["aa_floor"].map(_fmt)
     counts = verdict_counts(data)
     lead = (f"{metric}, margin ±{margin:g}: " + ", ".join(f"{v} {c}" for v, c in counts.items())
@@ -256,7 +260,8 @@ def random_effects_display(paired: pd.DataFrame, metric: str) -> Table:
     disp["Q (p)"] = [f"{q:.2f} ({p:.3f})" for q, p in zip(data["q"], data["p_q"], strict=True)]
     note = (f"{metric}: one estimate per group (campaign/model/regime/step) = mean paired Δ, variance sd²/n (SD "
             "floored at resolution/2); DerSimonian-Laird τ², I², Q; the 95% interval is the t interval of the group "
-            "estimates (measured 0.95-0.97 in benchmarks/interval_coverage.py; the DL z interval 0.82-0.87 at 4 groups)")
+            "estimates (measured 0.95-0.97 in benchmarks/interval_coverage.py; the DL z interval 0.82-0.87 at 4 "
+            "groups)")
     lead = ("across groups: DerSimonian-Laird random effects per policy with heterogeneity; the per-group rows are "
             "in the paired table")
     return Table("random_effects", f"{EXTRA_TABLES['random_effects']} ({metric})", data, disp, note, lead=lead)
@@ -275,13 +280,16 @@ def paired_table(paired: pd.DataFrame, metric: str) -> Table:
     disp["Δ mean"] = data["mean_diff"].map(lambda v: f"{v:+.2f}")
     disp["sd"] = data["sd"].map(_fmt)
     disp["t 95% CI"] = [_ci(a, b) for a, b in zip(data["t_lo"], data["t_hi"], strict=True)]
-    disp["seed + item 95% CI"] = [_ci(a, b) if not np.isnan(a) else "NaN" for a, b in zip(data["item_lo"], data["item_hi"], strict=True)]
+    disp["seed + item 95% CI"] = [_ci(a, b) if not np.isnan(a) else "NaN"
+                                  for a, b in zip(data["item_lo"], data["item_hi"], strict=True)]
     disp["range / bootstrap CI (coverage)"] = [
         "" if np.isnan(a) else f"{_ci(a, b)} ({'range' if m == 'seed range' else 'boot'} {c:.1%})"
-        for a, b, m, c in zip(data["boot_lo"], data["boot_hi"], data["boot_method"], data["boot_coverage"], strict=True)]
+        for a, b, m, c in zip(data["boot_lo"], data["boot_hi"], data["boot_method"], data["boot_coverage"],
+                              strict=True)]
     floored = data["sd_floored"].astype(bool).to_numpy() if len(data) else np.zeros(0, bool)
     disp["p (t)"] = [_fmt(v, 3) + (" ‡" if f else "") for v, f in zip(data["p_t"], floored, strict=True)]
-    disp["p (sign-flip) ≥ floor"] = [f"{_fmt(v, 3)} ≥ {_fmt(fl, 3)}" for v, fl in zip(data["p_perm"], data["p_perm_floor"], strict=True)]
+    disp["p (sign-flip) ≥ floor"] = [f"{_fmt(v, 3)} ≥ {_fmt(fl, 3)}"
+                                     for v, fl in zip(data["p_perm"], data["p_perm_floor"], strict=True)]
     for c, lab in (("p_holm", "p Holm"), ("p_bh", "p BH")):
         disp[lab] = data[c].map(lambda v: _fmt(v, 3))
     if data["p_tost"].notna().any():
@@ -298,8 +306,8 @@ def paired_table(paired: pd.DataFrame, metric: str) -> Table:
             "excluded from the family; ‡ = SD below half the score resolution: p (t) is the exact sign-flip p and "
             "the SD is floored at resolution/2 for the t CI, TOST, MDE and seeds; seed + item CI: two-way clustered "
             "over seeds and items, paired on items (analysis/items.py)"
-            + (f"; seed + item CI missing (—): {data['item_note'].iloc[0]}" if len(data) and data["item_lo"].isna().all()
-               and data["item_note"].iloc[0] else ""))
+            + (f"; seed + item CI missing (—): {data['item_note'].iloc[0]}"
+               if len(data) and data["item_lo"].isna().all() and data["item_note"].iloc[0] else ""))
     return Table("paired", f"{EXTRA_TABLES['paired']} ({metric})", data, disp, note, lead=SMALL_N_NOTE)
 
 
@@ -370,9 +378,11 @@ def _md(df: pd.DataFrame) -> str:
     widths = [max([len(head[i]), 3] + [len(r[i]) for r in cells]) for i in range(len(head))]
 
     def line(vals: list[str]) -> str:
-        return "| " + " | ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(vals, widths, num, strict=True)) + " |"
+        return "| " + " | ".join(v.rjust(w) if n else v.ljust(w)
+                                 for v, w, n in zip(vals, widths, num, strict=True)) + " |"
 
-    sep = "|" + "|".join(("-" * (w + 1) + ":") if n else ("-" * (w + 2)) for w, n in zip(widths, num, strict=True)) + "|"
+    sep = "|" + "|".join(("-" * (w + 1) + ":") if n else ("-" * (w + 2))
+                         for w, n in zip(widths, num, strict=True)) + "|"
     return "\n".join([line(head), sep, *(line(r) for r in cells)])
 
 

@@ -38,7 +38,8 @@ VERDICT_COLUMNS = [
 ]
 METHOD_NOTE = ("verdict per comparison: Holm over the superiority (paired t; exact sign-flip p where SD < "
                "resolution/2) and TOST equivalence hypotheses of each campaign/model/regime/step, alpha = {alpha}; "
-               "better/worse: adjusted superiority p < alpha; equivalent: adjusted TOST p < alpha (within ±{margin:g}); "
+               "better/worse: adjusted superiority p < alpha; equivalent: adjusted TOST p < alpha (within "
+               "±{margin:g}); "
                "else undecided, with the seeds per arm for 80% power at Δ = ±{margin:g} (alpha/2m) and its interval "
                "from the SD's chi-square 95% CI; ⚠ = margin below the A/A noise floor (|static − baseline|)")
 

@@ -56,7 +56,8 @@ def program_591() -> list[tuple[str, str, str, str, int, int]]:
         add("scale_curve", m, SELECT4, s3)
     add("long_training", "Qwen2.5-7B-Instruct", ["baseline", "difffilter", "topk"], s3, steps=1000)
     # seed extension (108): three baseline-vs-selector groups from 3 to 12 seeds
-    for c, m in (("crossfamily", "Qwen2.5-7B-base"), ("main", "Qwen2.5-7B-Instruct"), ("main", "Qwen2.5-0.5B-Instruct")):
+    for c, m in (("crossfamily", "Qwen2.5-7B-base"), ("main", "Qwen2.5-7B-Instruct"),
+                 ("main", "Qwen2.5-0.5B-Instruct")):
         add(c, m, SELECT4, range(4, 13))
     # mechanism / strength controls (33)
     add("crossfamily", "Qwen2.5-7B-base", ["matched_random", "matched_tokens", "alt_strength"], range(1, 12))

@@ -183,7 +183,8 @@ def main() -> None:
     for grader, n, ms, wall, target, kind, touts in worst_case(strings, args.math_worst_n or args.worst_n):
         print(f"worst case {grader}: {n} strings, slowest {ms:.1f} ms ({kind}), {touts} timeouts", flush=True)
         worst.add_row(grader, f"{n:,}", f"{ms:.1f}" + (" wall" if grader == "math" else " cpu"), f"{wall:.1f}",
-                      f"{target:.0f}" + (" (budget)" if grader == "math" else ""), f"{ms / target:.3f}", kind, str(touts))
+                      f"{target:.0f}" + (" (budget)" if grader == "math" else ""), f"{ms / target:.3f}", kind,
+                      str(touts))
     console.print(worst)
     if args.skip_throughput:
         return

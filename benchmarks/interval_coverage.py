@@ -147,8 +147,8 @@ def run(reps: int, resamples: int, seed: int = 20261130) -> list[dict]:
             r["ok"] = "yes" if r["coverage"] >= TARGET else "NO"
         elif r["claim"] == r["claim"]:
             r["ratio"] = r["coverage"] / r["claim"]
-            r["ok"] = "yes" if abs(r["coverage"] - r["claim"]) < 3 * np.sqrt(r["claim"] * (1 - r["claim"]) / reps) + 0.005 \
-                else "NO"
+            tol = 3 * np.sqrt(r["claim"] * (1 - r["claim"]) / reps) + 0.005
+            r["ok"] = "yes" if abs(r["coverage"] - r["claim"]) < tol else "NO"
         else:
             r["ratio"] = float("nan")
             r["ok"] = "n/a (label makes no claim here)"

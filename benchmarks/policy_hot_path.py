@@ -80,7 +80,8 @@ def run(device: str, args: argparse.Namespace) -> list[tuple[str, float]]:
         return timed(lambda: torch.mul(x, 1.0, out=y), max(args.reps, 5), device)
 
     floors = [floor_now()]
-    table = Table(title=f"policy hot path on {device} (B={x.shape[0]}, L={x.shape[1]}, threads={torch.get_num_threads()}); "
+    table = Table(title=f"policy hot path on {device} (B={x.shape[0]}, L={x.shape[1]}, "
+                        f"threads={torch.get_num_threads()}); "
                         f"floor = one read + one write of (B, L) float32")
     for c in ("configuration", "mechanism", "ms / step (best)", "passes", "floor x passes (ms)", "ratio"):
         table.add_column(c, justify="right" if c not in ("configuration", "mechanism") else "left")
@@ -119,7 +120,8 @@ def run(device: str, args: argparse.Namespace) -> list[tuple[str, float]]:
     Console(width=140).print(table)
     worst = max(ratios, key=lambda r: r[1])
     within = sum(r <= 2.0 for _, r in ratios)
-    print(f"{device}: floor {floor * 1e3:.1f} ms per pass; {within}/{len(ratios)} configurations within 2x of floor x passes; worst {worst[0]} at {worst[1]:.2f}x")
+    print(f"{device}: floor {floor * 1e3:.1f} ms per pass; {within}/{len(ratios)} configurations within 2x of floor x "
+          f"passes; worst {worst[0]} at {worst[1]:.2f}x")
     return ratios
 
 

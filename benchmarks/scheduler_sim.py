@@ -80,10 +80,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as td:
         led = open_ledger(Path(td))
         led.upsert_campaign(spec.name, spec.model_dump_json(),
-                            [{"run_key": r.run_key, "run_id": r.run_id, "gpus": r.gpus, "spec_json": r.to_json()} for r in runs])
+                            [{"run_key": r.run_key, "run_id": r.run_id, "gpus": r.gpus, "spec_json": r.to_json()}
+                             for r in runs])
         ex = SimExecutor(durations)
         ok = lambda spec, wd: {"compute": {}, "records": ""}  # noqa: E731 - simulated outputs verify
-        sched = Scheduler(led, spec.name, ex, Path(td), SchedulerConfig(capacity_gpus=cap, max_parallel=10_000, eval_gpus=1),
+        sched = Scheduler(led, spec.name, ex, Path(td),
+                          SchedulerConfig(capacity_gpus=cap, max_parallel=10_000, eval_gpus=1),
                           verifiers={"train": ok, "evaluate": ok}, clock=lambda: ex.now, write_specs=False)
         t0 = time.perf_counter()
         sched.enqueue()

@@ -81,13 +81,15 @@ def write_benchmark(df: pd.DataFrame, data_dir: Path, benchmark_id: str, grader:
     return path
 
 
-def write_manifest(data_dir: Path, benchmark_ids: list[str], *, kind: str, sources: dict[str, Any] | None = None) -> Path:
+def write_manifest(data_dir: Path, benchmark_ids: list[str], *, kind: str,
+                   sources: dict[str, Any] | None = None) -> Path:
     """Checksums and row counts of the written files (what `verify_manifest` re-checks)."""
     data_dir = Path(data_dir)
     entries = {}
     for bid in benchmark_ids:
         p = data_dir / f"{bid}.parquet"
-        entries[bid] = {"file": p.name, "sha256": sha256_file(p), "n_items": int(len(pd.read_parquet(p, columns=["item_id"]))),
+        entries[bid] = {"file": p.name, "sha256": sha256_file(p),
+                        "n_items": int(len(pd.read_parquet(p, columns=["item_id"]))),
                         **({"source": sources[bid]} if sources and bid in sources else {})}
     body = {"kind": kind, "benchmarks": entries}
     path = data_dir / MANIFEST

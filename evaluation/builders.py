@@ -113,7 +113,8 @@ def build_zebra(rows: Rows, k: int = 500) -> pd.DataFrame:
             raise BuildError(f"zebra_logic_mc: row {r.get('id', i)} answer {answer!r} is not among its choices "
                              "(hidden answers? use the config with answers)")
         opts = " ".join(f"({LETTERS[j]}) {c}" for j, c in enumerate(choices))
-        prompt = (f"{str(puzzle).strip()}\n\n{str(question).strip()}\n\nChoices: {opts}\n\n{mc_instruction(len(choices))}")
+        prompt = (f"{str(puzzle).strip()}\n\n{str(question).strip()}\n\nChoices: "
+                  f"{opts}\n\n{mc_instruction(len(choices))}")
         out.append({"item_id": f"zebra_logic_mc-{r.get('id', i)}", "prompt": prompt, "answer": gold,
                     "n_options": len(choices)})
     return _frame(out)
@@ -153,7 +154,8 @@ def build_mmlu_pro(bid: str, rows: Rows, category: str, k: int = 500) -> pd.Data
 SOURCES: dict[str, dict[str, Any]] = {
     "math500": {"path": "HuggingFaceH4/MATH-500", "split": "test", "revision": None},
     "aime24": {"path": "Maxwell-Jia/AIME_2024", "split": "train", "revision": None},
-    "olympiadbench": {"path": "Hothan/OlympiadBench", "name": "OE_TO_maths_en_COMP", "split": "train", "revision": None},
+    "olympiadbench": {"path": "Hothan/OlympiadBench", "name": "OE_TO_maths_en_COMP", "split": "train",
+                      "revision": None},
     "minerva_math": {"path": "math-ai/minervamath", "split": "test", "revision": None},
     "gsm8k": {"path": "openai/gsm8k", "name": "main", "split": "test", "revision": None},
     "kk_hard": {"path": "K-and-K/knights-and-knaves", "name": "test", "split": ["7ppl", "8ppl"], "revision": None},
@@ -164,7 +166,8 @@ SOURCES: dict[str, dict[str, Any]] = {
                      "name": ["tracking_shuffled_objects_three_objects", "tracking_shuffled_objects_five_objects",
                               "tracking_shuffled_objects_seven_objects"]},
     "zebra_logic_mc": {"path": "WildEval/ZebraLogic", "name": "mc_mode", "split": "test", "revision": None},
-    "gpqa_diamond": {"path": "Idavidrein/gpqa", "name": "gpqa_diamond", "split": "train", "revision": None, "gated": True},
+    "gpqa_diamond": {"path": "Idavidrein/gpqa", "name": "gpqa_diamond", "split": "train", "revision": None,
+                     "gated": True},
     "mmlu_pro_chemistry": {"path": "TIGER-Lab/MMLU-Pro", "split": "test", "revision": None},
     "mmlu_pro_physics": {"path": "TIGER-Lab/MMLU-Pro", "split": "test", "revision": None},
 }

@@ -39,7 +39,8 @@ def prompt_text(value: Any) -> str:
     if value is None:
         return ""
     try:
-        return "\n".join(str(m.get("content", "")) for m in value if isinstance(m, dict) and m.get("role", "user") == "user")
+        return "\n".join(str(m.get("content", "")) for m in value if isinstance(m, dict)
+                         and m.get("role", "user") == "user")
     except TypeError:
         return str(value)
 
@@ -156,7 +157,8 @@ def read_train_prompts(path: Path) -> list[str]:
     except Exception as e:
         raise AuditError(f"{path}: not a readable Parquet file ({e})") from e
     if "prompt" not in df.columns:
-        raise AuditError(f"{path}: no 'prompt' column (verl schema: a list of chat messages); columns: {list(df.columns)}")
+        raise AuditError(f"{path}: no 'prompt' column (verl schema: a list of chat messages); columns: "
+                         f"{list(df.columns)}")
     return [prompt_text(v) for v in df["prompt"].tolist()]
 
 

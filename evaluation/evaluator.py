@@ -174,7 +174,8 @@ def _build_model(backend: str, checkpoint: Path, *, longest: int, max_gen: int, 
         if longest + max_gen > lm.max_length:
             raise EvaluationError(
                 f"{checkpoint}: longest prompt ({longest} tokens) + generation limit ({max_gen}) exceeds the model's "
-                f"max length {lm.max_length}; prompts would be left-truncated silently. Lower max_gen_toks in the suite "
+                f"max length {lm.max_length}; prompts would be left-truncated silently. Lower max_gen_toks in the "
+                "suite "
                 "or use a longer-context model")
         return lm
     if backend == "vllm":
@@ -223,7 +224,8 @@ def evaluate_checkpoint(
     if isinstance(gates, dict):
         unknown_keys = set(gates) - {f.name for f in dataclasses.fields(Gates)}
         if unknown_keys:
-            raise ValueError(f"gates: unknown key(s) {sorted(unknown_keys)}; use {[f.name for f in dataclasses.fields(Gates)]}")
+            raise ValueError(f"gates: unknown key(s) {sorted(unknown_keys)}; use "
+                             f"{[f.name for f in dataclasses.fields(Gates)]}")
         gates = dataclasses.replace(s.gates, **gates)
     g = gates or s.gates
     out = records_path(out) if out is not None else None
@@ -235,7 +237,8 @@ def evaluate_checkpoint(
     ids = list(benchmarks) if benchmarks is not None else s.benchmark_ids
     unknown = [b for b in ids if b not in s.benchmark_ids]
     if unknown:
-        raise EvaluationError(f"unknown benchmark/task {unknown} for suite {s.name!r} ({s.path}); known: {s.benchmark_ids}")
+        raise EvaluationError(f"unknown benchmark/task {unknown} for suite {s.name!r} ({s.path}); known: "
+                              f"{s.benchmark_ids}")
     if not checkpoint.exists():
         raise EvaluationError(f"{checkpoint}: checkpoint not found")
 
@@ -280,7 +283,8 @@ def evaluate_checkpoint(
         tm = TaskManager(include_path=str(tmpdir / "tasks"), include_defaults=False, verbosity="ERROR")
         missing = [n for n in names.values() if n not in tm.all_tasks]
         if missing:
-            raise EvaluationError(f"lm-eval did not index task(s) {missing} from {tmpdir / 'tasks'} (a YAML failed to parse)")
+            raise EvaluationError(f"lm-eval did not index task(s) {missing} from {tmpdir / 'tasks'} (a YAML failed to "
+                                  "parse)")
         for bid, name in names.items():
             health[bid].task = name
 
@@ -354,7 +358,8 @@ def evaluate_checkpoint(
         if timeout_failure:
             h.failures.append(timeout_failure)
         if h.n_grader_errors:
-            h.failures.append(f"{bid}: {h.n_grader_errors} grader error(s) (bad gold or grader crash); see the item log")
+            h.failures.append(f"{bid}: {h.n_grader_errors} grader error(s) (bad gold or grader crash); see the item "
+                              "log")
         if not h.parse_rate >= g.min_parse_rate:  # NaN fails too
             h.failures.append(f"{bid}: parse rate {h.parse_rate:.3f} below the gate {g.min_parse_rate}")
         if math.isnan(h.truncation_rate):
@@ -391,7 +396,8 @@ def evaluate_checkpoint(
             "seed": int(meta["seed"]), "step": int(meta["step"]), "regime": str(meta["regime"]),
             "benchmark": bid, "domain": b.domain, "n_items": int(h.n_evaluated), "n_correct": h.n_correct,
             "accuracy": h.accuracy, "parse_rate": h.parse_rate, "truncation_rate": h.truncation_rate,
-            "suite_version": f"{s.name}-{s.version}" + ("+fixture" if fixture else "") + (f"+limit{limit}" if limit else ""),
+            "suite_version": (f"{s.name}-{s.version}" + ("+fixture" if fixture else "")
+                              + (f"+limit{limit}" if limit else "")),
             "harness_version": f"{harness}; grader {h.grader_version}; max_gen_toks {b.max_gen_toks}",
             "config_hash": str(meta["config_hash"]),
         })

@@ -43,7 +43,8 @@ class GenerationStore:
         out: dict[str, dict[str, Any]] = {}
         for i in range(0, len(keys), 500):
             part = keys[i:i + 500]
-            q = f"SELECT key, response, n_tokens, finish_reason FROM generations WHERE key IN ({','.join('?' * len(part))})"
+            q = ("SELECT key, response, n_tokens, finish_reason FROM generations "
+                 f"WHERE key IN ({','.join('?' * len(part))})")
             for k, r, n, f in self.conn.execute(q, part):
                 out[k] = {"response": r, "n_tokens": n, "finish_reason": f}
         return out

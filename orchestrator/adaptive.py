@@ -136,7 +136,8 @@ def advance(sess: Session, campaign: str) -> Advance:
             return Advance(finished=True, note=f"every comparison decided by look {k - 1}")
         if k >= len(design.looks):
             return Advance(finished=True, note="last look taken")
-        added = _add_runs(sess, spec, _wanted_runs(spec, prev_open, pool[design.looks[k - 1]:design.looks[k]], data_root))
+        added = _add_runs(sess, spec,
+                          _wanted_runs(spec, prev_open, pool[design.looks[k - 1]:design.looks[k]], data_root))
         if added:
             return Advance(added=added, note=f"seeds {pool[design.looks[k - 1]:design.looks[k]]} for look {k}")
     if k >= len(design.looks):
@@ -154,7 +155,8 @@ def advance(sess: Session, campaign: str) -> Advance:
         runs = runs[[c in keep for c in cell]]
     decisions = look_at_runs(runs, design, k, aggregate_of(spec), references=spec.baselines)
     if prev_open is not None and not decisions.empty:  # a reference shared with a decided policy is not re-tested
-        ident = list(zip(decisions["campaign"], decisions["model"], decisions["regime"], decisions["policy"], strict=True))
+        ident = list(zip(decisions["campaign"], decisions["model"], decisions["regime"], decisions["policy"],
+                         strict=True))
         decisions = decisions[[i in prev_open for i in ident]].reset_index(drop=True)
     if decisions.empty:
         raise AdaptiveError(f"campaign {campaign!r}: no comparison has both a policy and its reference recorded")
@@ -190,6 +192,7 @@ def looks_summary(decisions: pd.DataFrame) -> list[dict[str, Any]]:
     out = []
     for r in decisions.itertuples():
         out.append({"comparison": f"{r.campaign}/{r.model}/{r.regime}:{r.policy}-{r.reference}", "n": int(r.n),
-                    "mean": float(getattr(r, "mean", float("nan"))), "rci_low": float(getattr(r, "rci_low", float("nan"))),
+                    "mean": float(getattr(r, "mean", float("nan"))),
+                    "rci_low": float(getattr(r, "rci_low", float("nan"))),
                     "rci_high": float(getattr(r, "rci_high", float("nan"))), "decision": r.decision})
     return out

@@ -74,7 +74,8 @@ def logic_row(puzzle: str, solution_text: str, n_people: int) -> dict[str, Any]:
     }
 
 
-def science_row(question: str, correct: str, distractors: list[str], support: str, rng: random.Random) -> dict[str, Any]:
+def science_row(question: str, correct: str, distractors: list[str], support: str,
+                rng: random.Random) -> dict[str, Any]:
     """SciQ row: options = shuffle([correct, 3 distractors]); gold = letter of the correct option."""
     if len(distractors) != 3:
         raise CorpusError(f"science item {question[:40]!r}: needs 3 distractors, got {len(distractors)}")
@@ -236,7 +237,8 @@ def content_hash(rows: Iterable[dict[str, Any]]) -> str:
     return h.hexdigest()
 
 
-def write_corpus(out_dir: Path, train: list[dict[str, Any]], test: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
+def write_corpus(out_dir: Path, train: list[dict[str, Any]], test: list[dict[str, Any]],
+                 meta: dict[str, Any]) -> dict[str, Any]:
     """Write train/test Parquet + manifest atomically (manifest last: its presence means complete)."""
     import pandas as pd
 

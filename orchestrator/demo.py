@@ -59,7 +59,8 @@ def print_analysis(records: Path, *, out: Console, fail: Callable[..., Any], sui
     for b in broken:
         out.print(f"_table not built: {b}_", markup=False, highlight=False, soft_wrap=True)
     if paired.dropped:
-        out.print(f"_dropped: {len(paired.dropped)} (e.g. {paired.dropped[0]})_", markup=False, highlight=False, soft_wrap=True)
+        out.print(f"_dropped: {len(paired.dropped)} (e.g. {paired.dropped[0]})_", markup=False, highlight=False,
+                  soft_wrap=True)
     for w in caught[:3]:
         out.print(f"_warning: {w.message}_", markup=False, highlight=False, soft_wrap=True)
 

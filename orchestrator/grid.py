@@ -96,7 +96,8 @@ class _Resolver:
             elif group == "model" and name in self.spec.model_defs:
                 self._cache[ck] = dict(self.spec.model_defs[name])
             else:
-                avail = sorted(p.stem for p in (self.root / group).glob("*.yaml")) if (self.root / group).is_dir() else []
+                folder = self.root / group
+                avail = sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
                 extra = f" or model_defs ({sorted(self.spec.model_defs)})" if group == "model" else ""
                 raise SpecError(
                     f"{self.spec.file_for(key)}: key '{key}': {group} '{name}' not found at {path}; "
@@ -115,7 +116,8 @@ class _Resolver:
         mech = _mechanism(cfg, name)
         if mech not in ("none", "select", "reweight", "mix"):
             raise SpecError(
-                f"{self.root / 'policy' / (name + '.yaml')}: key 'mechanism': '{mech}' is not one of none|select|reweight|mix"
+                f"{self.root / 'policy' / (name + '.yaml')}: key 'mechanism': '{mech}' is not one of "
+                "none|select|reweight|mix"
             )
         return cfg, mech
 
@@ -171,7 +173,8 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
                 for pol, (pcfg, mech) in pols.items():
                     recipe = g.recipe_by_mechanism.get(mech) or g.recipe_by_model.get(model) or g.recipe or spec.recipe
                     if not recipe:
-                        raise SpecError(f"{spec.file_for(gkey)}: key '{gkey or 'recipe'}.recipe': no recipe for {model}/{pol}; set recipe")
+                        raise SpecError(f"{spec.file_for(gkey)}: key '{gkey or 'recipe'}.recipe': no recipe for "
+                                        f"{model}/{pol}; set recipe")
                     rcfg = res.recipe(recipe, f"{gkey}.recipe" if gkey else "recipe")
                     ref = pol if mech == "none" else spec.baselines.get(mech, "")
                     for seed in seeds:
@@ -196,14 +199,16 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
                             run_key=run_key, run_id=run_id, campaign=spec.name, sub_campaign=sub_name,
                             group=g.campaign, model=model, policy=pol, mechanism=mech, reference=ref,
                             seed=seed, steps=steps, save_freq=save_freq, regime=g.regime, recipe_name=recipe,
-                            backend=spec.backend, suite=spec.suite, gpus=mcomp.gpus, est_hours=mcomp.hours * steps / spec.compute.hours_at_steps,
+                            backend=spec.backend, suite=spec.suite, gpus=mcomp.gpus,
+                            est_hours=mcomp.hours * steps / spec.compute.hours_at_steps,
                             model_cfg=mcfg, recipe_cfg=rcfg, policy_cfg=pcfg, data=data,
                             evaluation=dict(spec.evaluation),
                         ))
                         n_sub += 1
         if sub.expected_runs is not None and n_sub != sub.expected_runs and not spec.overrides:
             raise SpecError(
-                f"{spec.file_for('sub_campaigns.' + sub_name)}: key 'sub_campaigns.{sub_name}.expected_runs': declares {sub.expected_runs} "
+                f"{spec.file_for('sub_campaigns.' + sub_name)}: key 'sub_campaigns.{sub_name}.expected_runs': declares "
+                f"{sub.expected_runs} "
                 f"runs but the groups expand to {n_sub}; fix the groups or the count"
             )
     if spec.expected_runs is not None and len(runs) != spec.expected_runs and not spec.overrides:

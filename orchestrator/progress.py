@@ -40,8 +40,8 @@ def eta_seconds(rows: Iterable[RunRow], attempts: Iterable[dict[str, Any]], para
     and `parallel` concurrent jobs; None until one attempt of each stage a remaining run needs has finished."""
     done: dict[str, list[float]] = {"train": [], "evaluate": []}
     for a in attempts:
-        if (a.get("status") == AttemptStatus.succeeded and a.get("ended_at") is not None and a.get("started_at") is not None
-                and a["stage"] in done):
+        if (a.get("status") == AttemptStatus.succeeded and a.get("ended_at") is not None
+                and a.get("started_at") is not None and a["stage"] in done):
             done[a["stage"]].append(float(a["ended_at"]) - float(a["started_at"]))
     need = 0.0
     for r in rows:

@@ -156,7 +156,8 @@ class Scheduler:
 
     def argv(self, stage: str, spec: RunSpec) -> list[str]:
         path = write_run_spec(spec, self.workdir) if self.write_specs else Path("run_spec.json")
-        return [self.python, "-m", "orchestrator.stages", stage, "--run-spec", str(path), "--workdir", str(self.workdir)]
+        return [self.python, "-m", "orchestrator.stages", stage, "--run-spec", str(path), "--workdir",
+                str(self.workdir)]
 
     # -- one cycle -------------------------------------------------------------------------
     def step(self) -> dict[str, int]:
@@ -245,7 +246,8 @@ class Scheduler:
         if not self.ours(row.submission_id):
             # a job id of another campaign instance (a ledger copied from another work dir, or made before
             # instance ids): never reattach; run the stage again under our own id
-            self.ledger.end_attempt(self.campaign, row.submission_id, AttemptStatus.failed, "submission id of another campaign instance")
+            self.ledger.end_attempt(self.campaign, row.submission_id, AttemptStatus.failed,
+                                    "submission id of another campaign instance")
             self.ledger.event(self.campaign, "foreign_submission", row.submission_id, row.run_key)
             back = S.queued if stage == "train" else S.trained
             self.ledger.transition(self.campaign, row.run_key, back, expect=row.state,
@@ -255,7 +257,8 @@ class Scheduler:
         st = self.executor.status(row.submission_id)
         if st.state == "MISSING":  # ledger says submitted, cluster never saw it (crash or new head)
             try:
-                self.executor.submit(row.submission_id, self.argv(stage, self._spec(row)), num_cpus=self.cfg.cpus_per_job)
+                self.executor.submit(row.submission_id, self.argv(stage, self._spec(row)),
+                                     num_cpus=self.cfg.cpus_per_job)
             except DuplicateSubmission:
                 pass
             except (RuntimeError, OSError) as exc:
@@ -275,10 +278,12 @@ class Scheduler:
                 if stage == "train":
                     r = self.ledger.transition(self.campaign, row.run_key, S.trained, expect=S.training,
                                                compute=verified.get("compute", {}),
-                                               outputs={**row.outputs, "train": str(run_dir(self.workdir, spec) / "train_done.json")})
+                                               outputs={**row.outputs,
+                                                        "train": str(run_dir(self.workdir, spec) / "train_done.json")})
                 else:
                     compute = {**row.compute, "eval_wall_s": verified.get("eval_wall_s", 0.0)}
-                    r = self.ledger.transition(self.campaign, row.run_key, S.recorded, expect=S.evaluating, compute=compute,
+                    r = self.ledger.transition(self.campaign, row.run_key, S.recorded, expect=S.evaluating,
+                                               compute=compute,
                                                outputs={**row.outputs, "records": verified["records"]})
                 self.ledger.release(self.campaign, row.run_key, self.owner)
                 self._notify(r, f"{stage} done")
@@ -391,7 +396,8 @@ class Scheduler:
                 if self.on_busy:
                     self.on_busy(holder, expires)
                 else:
-                    print(f"{CampaignBusy(self.campaign, holder, expires)}; waiting for it", file=sys.stderr, flush=True)
+                    print(f"{CampaignBusy(self.campaign, holder, expires)}; waiting for it", file=sys.stderr,
+                          flush=True)
                 reported = True
             if timeout_s is not None and time.time() - t0 > timeout_s:
                 return False

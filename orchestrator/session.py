@@ -153,7 +153,8 @@ class Session:
             frames.append(read_records(p))
         if missing:
             raise RecordsMissing(f"campaign {campaign!r}: {len(missing)} recorded run(s) have no records file: "
-                                 f"{'; '.join(missing[:20])}; run `campaign resume {campaign} --workdir {self.workdir}` "
+                                 f"{'; '.join(missing[:20])}; run `campaign resume {campaign} --workdir "
+                                 f"{self.workdir}` "
                                  "to re-run their record stage")
         if not frames:
             return None

@@ -118,7 +118,8 @@ class ComputeSpec(_Strict):
     nodes: int = Field(default=1, ge=1)
     gpus_per_node: int = Field(default=8, ge=0)
     cpus_per_run: int = Field(default=1, ge=1)
-    cpus_per_node: int | None = Field(default=None, ge=1)  # declared CPUs per node; default: this machine's for a local head
+    # declared CPUs per node; default: this machine's for a local head
+    cpus_per_node: int | None = Field(default=None, ge=1)
     eval_gpu_hours_per_checkpoint: float | None = Field(default=None, ge=0)  # None: not declared (never shown as 0)
     hours_at_steps: int = Field(default=300, gt=0)  # `hours` are per this many steps; scaled linearly
 
@@ -415,7 +416,8 @@ def load_campaign(campaign: str | Path, overrides: list[str] | tuple[str, ...] =
     data.pop("defaults", None)
     data.setdefault("name", Path(name).parts[0])
     if "seed_design" in data:
-        raise SpecError(f"{root / name}.yaml: key 'seed_design': set by the loader; write seeds: {{design: sequential, ...}} instead")
+        raise SpecError(f"{root / name}.yaml: key 'seed_design': set by the loader; write seeds: {{design: sequential, "
+                        f"...}} instead")
     _seeds_block(data, root / f"{name}.yaml")
     try:
         spec = CampaignSpec.model_validate(
@@ -430,7 +432,8 @@ def load_campaign(campaign: str | Path, overrides: list[str] | tuple[str, ...] =
                 import difflib
 
                 close = difflib.get_close_matches(str(loc[-1]), _fields_at(loc), n=1)
-                fix = f"unknown key; did you mean '{close[0]}'?" if close else "remove it (unknown key) or fix its spelling"
+                fix = (f"unknown key; did you mean '{close[0]}'?" if close
+                       else "remove it (unknown key) or fix its spelling")
             else:
                 fix = str(err["msg"]).removeprefix("Value error, ")
             problems.append(f"{_file_for_key(root, name, loc)}: key '{key}': {fix}")

@@ -190,7 +190,8 @@ def stage_train(spec: RunSpec, workdir: Path) -> dict[str, Any]:
         raise RuntimeError(f"training of {spec.run_id} produced no checkpoint")
     compute = {"wall_s": round(time.time() - t0, 3), "gpu_s": 0.0, "rollout_tokens": 0, "update_tokens": 0,
                **{k: v for k, v in result.get("compute", {}).items()}}
-    manifest = {"run_key": spec.run_key, "checkpoints": ckpts, "metrics_path": result["metrics_path"], "compute": compute}
+    manifest = {"run_key": spec.run_key, "checkpoints": ckpts, "metrics_path": result["metrics_path"],
+                "compute": compute}
     _atomic_json(rd / "train_done.json", manifest)
     return manifest
 
@@ -360,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         print(f"windtunnel-stage-error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return 1
-    print(json.dumps({"stage": a.stage, "ok": True, **{k: v for k, v in out.items() if k != "checkpoints"}}, default=str))
+    print(json.dumps({"stage": a.stage, "ok": True, **{k: v for k, v in out.items() if k != "checkpoints"}},
+                     default=str))
     return 0
 
 

@@ -11,7 +11,8 @@ stage jobs never write MLflow; the orchestrator holding the campaign's driver le
 `CampaignTracker.sync()` after every scheduler poll: a cell's run is created when its first attempt
 starts (start time = that attempt's start), training metrics are streamed from the job's metrics
 files as lines appear (`metrics.jsonl`, or verl's per-launch files; the byte offsets ingested so far
-are a tag on the run, so a restarted orchestrator continues where the last one stopped), and a terminal ledger state ends the run with
+are a tag on the run, so a restarted orchestrator continues where the last one stopped), and a terminal ledger state
+ends the run with
 its status (recorded → FINISHED with per-benchmark scores and the suite's aggregates such as DB-12
 per checkpoint step, failed → FAILED, cancelled/superseded → KILLED) at the time the ledger recorded it.
 

@@ -23,7 +23,8 @@ driver reads each run's intermediate signal on every scheduler poll (`Scheduler.
     every `trainer.eval_freq` steps (flushed per step).
 Either way the intermediate value is the same quantity as the final objective, measured at an
 earlier training step, so pruning compares like with like. (The verl backend merges HF checkpoints
-only after training, so its trials show no intermediate value and run full length; said at start.) Paired as the objective is: the value
+only after training, so its trials show no intermediate value and run full length; said at start.) Paired as the
+objective is: the value
 at step s is the mean over the trial's seeds of (trial - reference) at s (`paired_intermediate`),
 reported once every seed has it (`trial.report(value, s)`, s = the training step). When the pruner
 says so (`MedianPruner`, `n_warmup_steps` in training steps), the trial's unfinished runs are
@@ -247,7 +248,8 @@ def study_name(campaign: str, policy: str) -> str:
 def _storage(url: str):
     import optuna
 
-    return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {})
+    engine_kwargs = {"connect_args": {"timeout": 30}} if url.startswith("sqlite") else {}
+    return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
 
 
 def _check_validation(spec: CampaignSpec, req: TuneRequest) -> tuple[str, dict[str, Any], str]:
@@ -267,7 +269,8 @@ def _check_validation(spec: CampaignSpec, req: TuneRequest) -> tuple[str, dict[s
         raise TuneError(f"validation suite {vs!r} is the final test suite {spec.suite!r}; use a held-out suite")
     shared = sorted(set(val.benchmark_ids) & set(test.benchmark_ids))
     if shared:
-        raise TuneError(f"validation suite {vs!r} shares benchmark(s) {shared} with the final test suite {spec.suite!r}; "
+        raise TuneError(f"validation suite {vs!r} shares benchmark(s) {shared} with the final test suite "
+                        f"{spec.suite!r}; "
                         "tuning on them would leak into the comparison: use held-out benchmarks only")
     agg = req.aggregate or val.aggregate_names[0]
     if agg not in val.aggregate_names:
@@ -293,7 +296,8 @@ def _suite_tag(vsuite: str) -> str:
     return load_suite(vsuite).name
 
 
-def _base_runs(spec: CampaignSpec, policy: str, seeds: Sequence[int] | None, data_root: Path) -> tuple[list[RunSpec], list[RunSpec]]:
+def _base_runs(spec: CampaignSpec, policy: str, seeds: Sequence[int] | None,
+               data_root: Path) -> tuple[list[RunSpec], list[RunSpec]]:
     runs = expand(spec, data_root=data_root)
     mine = [r for r in runs if r.policy == policy]
     if not mine:
@@ -303,7 +307,8 @@ def _base_runs(spec: CampaignSpec, policy: str, seeds: Sequence[int] | None, dat
         raise TuneError(f"policy {policy!r} is a reference (mechanism none); tune the policies compared against it")
     refs = [r for r in runs if r.policy == ref_name]
     if not refs:
-        raise TuneError(f"{spec.source}: reference {ref_name!r} of {policy!r} is not in the campaign; add it to `policies:`")
+        raise TuneError(f"{spec.source}: reference {ref_name!r} of {policy!r} is not in the campaign; add it to "
+                        "`policies:`")
     keep = set(seeds) if seeds else None
     group = (mine[0].group, mine[0].model, mine[0].regime)  # one configuration: the first model/regime cell
     mine = [r for r in mine if (r.group, r.model, r.regime) == group and (keep is None or r.seed in keep)]
@@ -466,7 +471,8 @@ class _Intermediate:
                 rec = evaluate_checkpoint(
                     ckpt, suite=r.suite, data_dir=_resolve(opts.get("data_dir"), workdir) or workdir / "data" / "eval",
                     backend=opts.get("backend", "hf"), run_meta=run_meta(r, step), limit=opts.get("limit"),
-                    cache_dir=workdir / "cache" / "eval", max_gen_toks=opts.get("max_gen_toks"), gates=opts.get("gates"),
+                    cache_dir=workdir / "cache" / "eval", max_gen_toks=opts.get("max_gen_toks"),
+                    gates=opts.get("gates"),
                     progress=False)
         except EvaluationError as exc:
             self.say(f"{r.run_id} step {step}: no intermediate value ({str(exc)[:200]})")
@@ -650,8 +656,10 @@ def report(url: str, campaign: str) -> dict[str, dict[str, Any]]:
         default = [t for t in complete if t.user_attrs.get(DEFAULT_ATTR)]
         best = max(complete, key=lambda t: t.value) if complete else None
         out[policy] = {
-            "study": s.study_name, "budget": study.user_attrs.get("budget"), "trials": len(study.trials), "states": states,
-            "aggregate": study.user_attrs.get("aggregate"), "validation_suite": study.user_attrs.get("validation_suite"),
+            "study": s.study_name, "budget": study.user_attrs.get("budget"), "trials": len(study.trials),
+            "states": states,
+            "aggregate": study.user_attrs.get("aggregate"),
+            "validation_suite": study.user_attrs.get("validation_suite"),
             "default_value": default[0].value if default else math.nan,
             "best_value": best.value if best else math.nan, "best_params": dict(best.params) if best else {},
             "best_trial": best.number if best else None,

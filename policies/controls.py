@@ -62,7 +62,8 @@ def matched_random(keep: Tensor, batch: StepBatch, structure: str, gen: torch.Ge
         return out & valid
     layout = signals.group_layout(batch)
     g = batch.group
-    kept_per_group = torch.zeros(batch.n_groups, dtype=torch.long, device=g.device).index_add_(0, g[valid], keep[valid].long())
+    kept_per_group = torch.zeros(batch.n_groups, dtype=torch.long, device=g.device)
+    kept_per_group.index_add_(0, g[valid], keep[valid].long())
     if structure == "per_group":
         rank = signals.rank_within_group(batch, u, descending=True)
         return valid & (rank >= 0) & (rank < kept_per_group[g])
@@ -73,7 +74,8 @@ def matched_random(keep: Tensor, batch: StepBatch, structure: str, gen: torch.Ge
         chosen = torch.zeros(batch.n_groups, dtype=torch.bool, device=g.device)
         chosen[torch.sort(gu, descending=True, stable=True).indices[:n_kept]] = True
         return valid & chosen[g]
-    raise PolicyConfigError(f"matched_random.structure: got {structure!r}; allowed: {list(CONTROLS['matched_random']['structure'])}")
+    raise PolicyConfigError(f"matched_random.structure: got {structure!r}; allowed: "
+                            f"{list(CONTROLS['matched_random']['structure'])}")
 
 
 def matched_update_tokens(keep: Tensor, batch: StepBatch, mode: str, gen: torch.Generator) -> Tensor:
@@ -98,7 +100,8 @@ def strength_variant(config: Mapping[str, Any], name: str, **params: Any) -> dic
     knobs = STRENGTH_KNOBS.get(actuator, ())
     bad = sorted(set(params) - set(knobs))
     if bad:
-        raise PolicyConfigError(f"strength variant {name!r}: {bad} is not a strength knob of {actuator!r}; knobs: {list(knobs)}")
+        raise PolicyConfigError(f"strength variant {name!r}: {bad} is not a strength knob of {actuator!r}; knobs: "
+                                f"{list(knobs)}")
     out = copy.deepcopy(dict(config))
     out["name"] = name
     out["actuator"] = {**out["actuator"], "params": {**out["actuator"].get("params", {}), **params}}

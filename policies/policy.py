@@ -11,7 +11,8 @@ config-group member):
     recompute_advantages: false      # select only; GRPO advantages on the kept subset (P5)
     norm_adv_by_std: true            # used by recompute_advantages, as verl's GRPO
     warmup_step: 0                   # inactive while step < warmup_step
-    control: null                    # {name: matched_random, structure: auto} | {name: matched_update_tokens, mode: scale}
+    control: null                    # {name: matched_random, structure: auto}
+                                     # | {name: matched_update_tokens, mode: scale}
     domains: [math, logic, science]  # mix only; or passed to load_policy
     search_space: {actuator.k: {low: 1, high: 4}}       # optional, for tuning
 """
@@ -146,7 +147,8 @@ class DataPolicy:
         self.stats: DomainStats | None = None
         self._props: Tensor | None = None
         if isinstance(self.actuator, Mixer):
-            self.stats = DomainStats(len(self.domains), self.actuator.params["window"], self.actuator.params["window_unit"],
+            self.stats = DomainStats(len(self.domains), self.actuator.params["window"],
+                                     self.actuator.params["window_unit"],
                                      needs_abs_adv=self.actuator.params.get("signal") == "mean_abs_advantage")
             self._props = torch.full((len(self.domains),), 1.0 / len(self.domains))
 
@@ -181,7 +183,8 @@ class DataPolicy:
         p += self.scorer.passes if self.scorer else 0
         p += self.actuator.passes if self.actuator else 0
         uses_abs_adv = isinstance(self.scorer, _scorers.AdvantageMagnitude)
-        if self.actuator is not None and self.actuator.params.get("normalize") == "informative_tokens" and not uses_abs_adv:
+        informative = self.actuator is not None and self.actuator.params.get("normalize") == "informative_tokens"
+        if informative and not uses_abs_adv:
             p += 3.0  # mean |advantage| to find the informative rows
         if self.recompute_advantages:
             p += 2.0  # fresh (B, L) advantages: mask * a
@@ -307,7 +310,8 @@ def _check_search_space(space: Any, policy: str, entries: dict[str, Entry | None
     if space is None:
         return
     if not isinstance(space, Mapping):
-        raise PolicyConfigError(f"policy {policy!r}: search_space: expected a mapping of 'scorer.P' / 'actuator.P' to ranges")
+        raise PolicyConfigError(f"policy {policy!r}: search_space: expected a mapping of 'scorer.P' / 'actuator.P' to "
+                                "ranges")
     for key, spec in space.items():
         where = f"policy {policy!r}: search_space.{key}"
         part, _, pname = str(key).partition(".")
@@ -325,7 +329,8 @@ def _check_search_space(space: Any, policy: str, entries: dict[str, Entry | None
         if "low" not in spec or "high" not in spec:
             raise PolicyConfigError(f"{where}: needs low and high (or choices)")
         lo, hi = spec["low"], spec["high"]
-        if param.type not in (int, float) or not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)) or lo > hi:
+        numbers = isinstance(lo, (int, float)) and isinstance(hi, (int, float))
+        if param.type not in (int, float) or not numbers or lo > hi:
             raise PolicyConfigError(f"{where}: low/high must be numbers with low <= high for a numeric parameter")
         if param.type is int and not (isinstance(lo, int) and isinstance(hi, int)):
             raise PolicyConfigError(f"{where}: {pname} is an integer parameter; low/high must be integers")
@@ -387,10 +392,12 @@ def _load_policy(
             raise PolicyConfigError(f"{where}: actuator: required for mechanism {mech!r}")
         a_entry = lookup("actuator", aname, policy)
         if a_entry.cls.mechanism != mech:
-            raise PolicyConfigError(f"{where}: actuator.name: {aname!r} is a {a_entry.cls.mechanism} actuator, not {mech}")
+            raise PolicyConfigError(f"{where}: actuator.name: {aname!r} is a {a_entry.cls.mechanism} actuator, not "
+                                    f"{mech}")
         if mech == "mix":
             if sname is not None:
-                raise PolicyConfigError(f"{where}: scorer: mixers declare their own statistics; remove the scorer block")
+                raise PolicyConfigError(f"{where}: scorer: mixers declare their own statistics; remove the scorer "
+                                        "block")
         else:
             if sname is None:
                 raise PolicyConfigError(f"{where}: scorer: required for mechanism {mech!r}")
@@ -435,17 +442,20 @@ def _load_policy(
     doms = list(domains) if domains else list(cfg.get("domains") or [])
     if mech == "mix":
         if not doms:
-            raise PolicyConfigError(f"{where}: domains: a mixer needs the domain list (YAML `domains:` or load_policy(domains=...))")
+            raise PolicyConfigError(f"{where}: domains: a mixer needs the domain list (YAML `domains:` or "
+                                    "load_policy(domains=...))")
         if len(set(doms)) != len(doms):
             raise PolicyConfigError(f"{where}: domains: duplicates in {doms}")
         floor = ap.get("floor", 0.0)
         if len(doms) * floor > 1.0 + 1e-12:
-            raise PolicyConfigError(f"{where}: actuator.params.floor: K * floor = {len(doms)} * {floor} > 1; lower the floor")
+            raise PolicyConfigError(f"{where}: actuator.params.floor: K * floor = {len(doms)} * {floor} > 1; lower the "
+                                    "floor")
     # recipe cross-checks
     if rollout_n is not None:
         if aname == "gfpo" and ap["k"] >= rollout_n:
             raise PolicyConfigError(
-                f"{where}: actuator.params.k: k = {ap['k']} >= rollout.n = {rollout_n} keeps every rollout (plain GRPO); "
+                f"{where}: actuator.params.k: k = {ap['k']} >= rollout.n = {rollout_n} keeps every rollout (plain "
+                "GRPO); "
                 f"use k < {rollout_n}")
     if aname in ("threshold_band",) and ap["low"] > ap["high"]:
         raise PolicyConfigError(f"{where}: actuator.params.low: {ap['low']} > high {ap['high']}")

@@ -57,7 +57,8 @@ class DomainSampler:
     share goes to the others.
     `item_domains`: (N,) dense domain ids 0..D-1 (D = `n_domains` or max id + 1)."""
 
-    def __init__(self, item_domains: Sequence[int] | np.ndarray, batch_size: int, seed: int, n_domains: int | None = None,
+    def __init__(self, item_domains: Sequence[int] | np.ndarray, batch_size: int, seed: int,
+                 n_domains: int | None = None,
                  names: Sequence[str] | None = None) -> None:
         dom = np.asarray(item_domains, dtype=np.int64).reshape(-1)
         if batch_size < 1:
@@ -99,7 +100,8 @@ class DomainSampler:
         p = proportions.detach().cpu().numpy() if isinstance(proportions, torch.Tensor) else np.asarray(proportions)
         p = p.astype(np.float64).reshape(-1)
         if p.size != self.n_domains or not np.all(np.isfinite(p)) or p.min() < 0 or p.sum() <= 0:
-            raise PolicyConfigError(f"DomainSampler.sample: proportions must be {self.n_domains} finite non-negative numbers, got {p.tolist()}")
+            raise PolicyConfigError(f"DomainSampler.sample: proportions must be {self.n_domains} finite non-negative "
+                                    f"numbers, got {p.tolist()}")
         target = p / p.sum()
         avail = np.array([pool.size > 0 for pool in self.pools])
         eff = np.where(avail, target, 0.0)

@@ -111,7 +111,8 @@ def group_mean(batch: StepBatch, values: Tensor) -> Tensor:
     """(B,) mean of `values` over each row's group (padding rows excluded; they get NaN)."""
     valid = batch.valid
     g = batch.group
-    sums = torch.zeros(batch.n_groups, dtype=torch.float64, device=g.device).index_add_(0, g[valid], values[valid].double())
+    sums = torch.zeros(batch.n_groups, dtype=torch.float64, device=g.device).index_add_(0, g[valid],
+                                                                                        values[valid].double())
     counts = torch.bincount(g[valid], minlength=batch.n_groups).double()
     mean = (sums / counts.clamp_min(1)).to(torch.float32)[g]
     return torch.where(valid, mean, torch.full_like(mean, float("nan")))

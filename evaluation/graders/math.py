@@ -81,7 +81,8 @@ def grade_math_inprocess(response: str, gold: str) -> GradeResult:
 
         gold_parsed = parse(_gold_text(gold), parsing_timeout=None)
         if not gold_parsed:
-            gold_parsed = parse(normalise_answer(gold), extraction_config=[ExprExtractionConfig()], parsing_timeout=None)
+            gold_parsed = parse(normalise_answer(gold), extraction_config=[ExprExtractionConfig()],
+                                parsing_timeout=None)
         if not gold_parsed:
             return GradeResult(0.0, None, "error")  # unparsable gold: a data bug, never a silent zero
         boxed = last_boxed(response)

@@ -2,9 +2,10 @@
 
 Final-answer semantics (GRADER_VERSION 2; every rule is a test in tests/evaluation/test_grader_corpus.py):
 
-1. An *explicit final-answer marker* is `\\boxed{X}` (also `\\boxed{(X)}`, `\\boxed{\\text{X}}`), an `<answer>X</answer>`
-   tag, or an answer phrase *linked* to a letter: `Answer: X`, `The answer is (X)`, `Final answer (X)`,
-   `The correct option is X`, `... would be X`. "answer choice A is incorrect" is prose, not a marker (no link).
+1. An *explicit final-answer marker* is `\\boxed{X}` (also `\\boxed{(X)}`, `\\boxed{\\text{X}}`), an
+   `<answer>X</answer>` tag, or an answer phrase *linked* to a letter: `Answer: X`, `The answer is (X)`,
+   `Final answer (X)`, `The correct option is X`, `... would be X`. "answer choice A is incorrect" is prose,
+   not a marker (no link).
 2. The **last** marker in the response wins; anything after it that is not itself a marker (an explanation
    mentioning other options) does not change it.
 3. With no marker, a last line that is only a letter (`(C)`, `**C**`, `C.`) is the answer, unless it is the

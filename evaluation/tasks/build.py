@@ -59,14 +59,16 @@ def _dump(cfg: dict, grader: str) -> str:
         f"process_results: !function {fn}.process_{grader}\n"
         "metric_list:\n"
         + "".join(
-            f"  - metric: {m['metric']}\n    aggregation: {m['aggregation']}\n    higher_is_better: {str(m['higher_is_better']).lower()}\n"
+            f"  - metric: {m['metric']}\n    aggregation: {m['aggregation']}\n    higher_is_better: "
+            f"{str(m['higher_is_better']).lower()}\n"
             for m in METRICS)
         + f"  - metric: answer\n    aggregation: !function {fn}.count_answers\n    higher_is_better: true\n"
     )
     return body + extra
 
 
-def write_task_dir(suite: Suite, data_dir: Path, out_dir: Path, benchmark_ids: list[str] | None = None) -> dict[str, str]:
+def write_task_dir(suite: Suite, data_dir: Path, out_dir: Path,
+                   benchmark_ids: list[str] | None = None) -> dict[str, str]:
     """Write `<out_dir>/<task>.yaml` for each benchmark plus the shim; returns benchmark id -> task name."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

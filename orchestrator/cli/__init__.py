@@ -66,7 +66,8 @@ def _default_metavars(typer_app: typer.Typer) -> None:
             for name, par in sig.parameters.items():
                 ann = hints.get(name, par.annotation)
                 infos = [m for m in getattr(ann, "__metadata__", ()) if isinstance(m, (OptionInfo, ArgumentInfo))]
-                info = par.default if isinstance(par.default, (OptionInfo, ArgumentInfo)) else (infos[0] if infos else None)
+                info = (par.default if isinstance(par.default, (OptionInfo, ArgumentInfo))
+                        else (infos[0] if infos else None))
                 if info is None or info.metavar is not None:
                     continue
                 base = typing.get_args(ann)[0] if getattr(ann, "__metadata__", None) else ann

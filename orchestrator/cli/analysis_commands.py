@@ -16,8 +16,10 @@ import typer
 from orchestrator.cli.console import err, fail as _fail
 
 
-RecordsArg = Annotated[Path, typer.Argument(metavar="RECORDS", help="RECORDS: long .parquet/.csv or the wide released CSV")]
-SuiteOpt = Annotated[str, typer.Option("--suite", metavar="SUITE", help="suite name (campaigns/suite/<name>.yaml) or path")]
+RecordsArg = Annotated[Path, typer.Argument(metavar="RECORDS",
+                                            help="RECORDS: long .parquet/.csv or the wide released CSV")]
+SuiteOpt = Annotated[str, typer.Option("--suite", metavar="SUITE",
+                                       help="suite name (campaigns/suite/<name>.yaml) or path")]
 CampaignOpt = Annotated[str | None, typer.Option("--campaign", metavar="NAME", help="only this campaign")]
 ModelOpt = Annotated[str | None, typer.Option("--model", metavar="NAME", help="only this model")]
 # One resample default for every command. 10,000 keeps the bootstrap's Monte-Carlo error of a 95% bound
@@ -29,7 +31,8 @@ FormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help=(
     "md (Markdown: numbers right-aligned, missing as —) | csv (numbers only, no comment lines) | latex "
     "(booktabs) | json"))]
 JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="same as --format json")]
-WideOpt = Annotated[bool, typer.Option("--wide", metavar="", help="every column; by default terminal tables keep the key "
+WideOpt = Annotated[bool, typer.Option("--wide", metavar="",
+                                       help="every column; by default terminal tables keep the key "
                                        "columns so that they fit 120 characters")]
 OUT_FILE_HELP = ("write the output to this FILE instead of stdout (atomic; --force replaces it). --out is a file "
                  "for single-output commands (compare, verdicts, report) and a folder for multi-table commands "
@@ -275,7 +278,8 @@ def _narrow_paired(pt, width: int) -> str:
     if pt.note:
         parts.append(wrap(pt.note))
     if left_out:
-        parts.append(wrap(f"columns left out (in some or all groups) to fit {width} characters: {', '.join(left_out)} (--wide prints "
+        parts.append(wrap(f"columns left out (in some or all groups) to fit {width} characters: {', '.join(left_out)} "
+                          "(--wide prints "
                           "every column; --format csv|json holds every number)"))
     return "\n".join(parts) + "\n"
 
@@ -290,7 +294,8 @@ def compare(
                                                     help="TOST equivalence margin (points)")] = None,
     effect: Annotated[float, typer.Option("--effect", metavar="POINTS",
                                           help="effect (points) for the seeds-needed column")] = 1.0,
-    detail: Annotated[bool, typer.Option("--detail", metavar="", help="also per-domain and per-benchmark rows")] = False,
+    detail: Annotated[bool, typer.Option("--detail", metavar="",
+                                         help="also per-domain and per-benchmark rows")] = False,
     reference_map: Annotated[list[str] | None, typer.Option(
         "--reference-map", metavar="POLICY=REFERENCE", help="overrides baseline/static (repeatable)")] = None,
     resamples: ResamplesOpt = RESAMPLES,
@@ -480,21 +485,27 @@ def sensitivity(
 
 def report(
     records: RecordsArg,
-    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="the HTML FILE to write (atomic). " + OUT_FILE_HELP)],
+    out: Annotated[Path, typer.Option("--out", metavar="FILE",
+                                      help="the HTML FILE to write (atomic). " + OUT_FILE_HELP)],
     suite: SuiteOpt = "db12",
-    margin: Annotated[float, typer.Option("--margin", metavar="POINTS", help="equivalence margin of the verdict table (points)")] = 1.0,
+    margin: Annotated[float, typer.Option("--margin", metavar="POINTS",
+                                          help="equivalence margin of the verdict table (points)")] = 1.0,
     force: Annotated[bool, typer.Option("--force", metavar="", help="replace an existing --out file")] = False,
     items: Annotated[Path | None, typer.Option(
-        "--items", metavar="FOLDER", help="folder with the runs' *.items.jsonl.gz item logs: the paired table gets the seed + item CI")] = None,
+        "--items", metavar="FOLDER",
+        help="folder with the runs' *.items.jsonl.gz item logs: the paired table gets the seed + item CI")] = None,
     resamples: ResamplesOpt = RESAMPLES,
     runs_dir: Annotated[Path | None, typer.Option(
-        "--runs-dir", metavar="FOLDER", help="the runs' folder (<workdir>/runs): adds each run's intervention evidence and compute; "
+        "--runs-dir", metavar="FOLDER",
+        help="the runs' folder (<workdir>/runs): adds each run's intervention evidence and compute; "
                            "flagged policies are listed before any score comparison")] = None,
     looks: Annotated[Path | None, typer.Option(
-        "--looks", metavar="FILE", help="interim looks of a sequential campaign (default: sequential_looks.csv next to the "
+        "--looks", metavar="FILE",
+        help="interim looks of a sequential campaign (default: sequential_looks.csv next to the "
                         "records, when present): their adjusted intervals are shown first")] = None,
     figures: Annotated[Path | None, typer.Option(
-        "--figures", metavar="FOLDER", help="also write every figure into this folder as <name>.svg, .pdf and .png (200 dpi)")] = None,
+        "--figures", metavar="FOLDER",
+        help="also write every figure into this folder as <name>.svg, .pdf and .png (200 dpi)")] = None,
 ) -> None:
     """Write one self-contained HTML report (verdicts, within-group sensitivity, figures, tables)."""
     if not margin > 0:
@@ -547,12 +558,15 @@ def report(
 
 def verdicts(
     records: RecordsArg,
-    margin: Annotated[float, typer.Option("--margin", metavar="POINTS", help="equivalence margin ±M (points); also the effect "
+    margin: Annotated[float, typer.Option("--margin", metavar="POINTS",
+                                          help="equivalence margin ±M (points); also the effect "
                                           "the seeds-to-decide column is powered for")] = 1.0,
-    aggregate: Annotated[str | None, typer.Option("--aggregate", metavar="AGGREGATE", help="default: the suite's first aggregate")] = None,
+    aggregate: Annotated[str | None, typer.Option("--aggregate", metavar="AGGREGATE",
+                                                  help="default: the suite's first aggregate")] = None,
     campaign: CampaignOpt = None,
     model: ModelOpt = None,
-    alpha: Annotated[float, typer.Option("--alpha", metavar="P", help="family-wise error rate of each family (Holm)")] = 0.05,
+    alpha: Annotated[float, typer.Option("--alpha", metavar="P",
+                                         help="family-wise error rate of each family (Holm)")] = 0.05,
     reference_map: Annotated[list[str] | None, typer.Option(
         "--reference-map", metavar="POLICY=REFERENCE", help="overrides baseline/static (repeatable)")] = None,
     as_json: JsonOpt = False,
@@ -581,7 +595,8 @@ def verdicts(
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = paired_comparisons(df, s, reference_map=refs, aggregates=[aggregate] if aggregate else None, n_resamples=resamples)
+        res = paired_comparisons(df, s, reference_map=refs, aggregates=[aggregate] if aggregate else None,
+                                 n_resamples=resamples)
     _require_pairs(res, records)
     t = verdicts_table(res.table, aggregate or s.aggregate_names[0], margin, alpha)
     if fmt == "json":

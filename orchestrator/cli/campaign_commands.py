@@ -117,7 +117,8 @@ def _campaign_name(arg: str) -> str:
 def _require_campaign(sess, campaign: str) -> None:
     if sess.ledger.campaign_spec(campaign) is None:
         known = sess.ledger.campaigns()
-        _fail(f"campaign '{campaign}' is not in the ledger {sess.ledger.url}; known: {known or 'none'}; run `campaign submit` first")
+        _fail(f"campaign '{campaign}' is not in the ledger {sess.ledger.url}; known: {known or 'none'}; run `campaign "
+              "submit` first")
 
 
 def status_matrix(sess, campaign: str) -> Table:
@@ -165,7 +166,8 @@ def _driver_line(sess, campaign: str) -> str:
     if d["state"] == "idle":
         return (f"no orchestrator is driving this campaign (no live lease): run `campaign resume {campaign} "
                 "--workdir ...` to continue")
-    return f"driven by {d['owner']} (lease {d['lease_left_s']:.0f} s left, renewed while it runs); ETA {format_duration(p['eta_s'])}"
+    return (f"driven by {d['owner']} (lease {d['lease_left_s']:.0f} s left, renewed while it runs); "
+            f"ETA {format_duration(p['eta_s'])}")
 
 
 LEGEND = "legend: · planned  q queued  T training  t trained  E evaluating  ✓ recorded  ✗ failed  c cancelled"
@@ -343,11 +345,13 @@ def register(app: typer.Typer) -> None:
         where = f"{n_gpus} GPUs" if any(r.gpus for r in rs) else "2 CPU job slots"
         dur = ("cannot be scheduled (a run needs more GPUs than available)" if span is None
                else f"≈{span:,.1f} h ({span / 24:,.1f} days) on {where}")
-        ev = ("evaluation GPU-hours not declared (compute.eval_gpu_hours_per_checkpoint)" if acc["eval_gpu_hours"] is None
+        ev = ("evaluation GPU-hours not declared (compute.eval_gpu_hours_per_checkpoint)"
+              if acc["eval_gpu_hours"] is None
               else f"evaluation ≈{acc['eval_gpu_hours']:,} GPU-hours for {acc['eval_checkpoints']} checkpoints")
         out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs, ≈{acc['gpu_hours']:,} training GPU-hours; "
                   f"{ev}; duration {dur}", highlight=False)
-        for title, key in (("sub-campaign", "by_sub_campaign"), ("model", "by_model"), ("record campaign", "by_campaign_label"),
+        for title, key in (("sub-campaign", "by_sub_campaign"), ("model", "by_model"),
+                           ("record campaign", "by_campaign_label"),
                            ("policy", "by_policy"), ("seed", "by_seed"), ("regime", "by_regime")):
             t = Table(title=f"runs by {title}")
             t.add_column(title)
@@ -397,8 +401,10 @@ def register(app: typer.Typer) -> None:
         campaign: str = typer.Argument(..., help="campaign file or directory"),
         overrides: list[str] | None = typer.Argument(None, help="Hydra overrides"),
         workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
-        ray_address: str | None = typer.Option(None, "--ray-address", help="Ray dashboard address; default: a local head"),
-        ledger_url: str | None = typer.Option(None, "--ledger-url", help="SQLAlchemy URL; default sqlite:///<workdir>/ledger.db"),
+        ray_address: str | None = typer.Option(None, "--ray-address",
+                                               help="Ray dashboard address; default: a local head"),
+        ledger_url: str | None = typer.Option(None, "--ledger-url",
+                                              help="SQLAlchemy URL; default sqlite:///<workdir>/ledger.db"),
         wait: bool = typer.Option(True, "--wait/--no-wait", help="drive the campaign to completion"),
         max_parallel: int | None = typer.Option(None, "--max-parallel", min=1, help="cap on concurrent jobs"),
         dry_run: bool = typer.Option(False, "--dry-run", help="show new/changed/unchanged without writing"),
@@ -431,7 +437,8 @@ def register(app: typer.Typer) -> None:
         _private(workdir)
         removed = diff.removed
         if spec.seed_design is not None:  # later batches of a sequential design are not "removed"
-            later = {r.run_id for r in sess.ledger.runs(spec.name) if json.loads(r.spec_json)["seed"] in spec.seed_pool()}
+            later = {r.run_id for r in sess.ledger.runs(spec.name)
+                     if json.loads(r.spec_json)["seed"] in spec.seed_pool()}
             removed = [rid for rid in removed if rid not in later]
         out.print(f"[bold]{spec.name}[/]: {len(diff.new)} new, {len(diff.changed)} changed, "
                   f"{len(diff.unchanged)} unchanged, {len(removed)} no longer in the spec")
@@ -651,7 +658,8 @@ def register(app: typer.Typer) -> None:
     @app.command("demo")
     def demo_cmd(
         workdir: Path | None = typer.Option(None, "--workdir", help="default: a fresh temporary directory"),
-        records: Path | None = typer.Option(None, "--records", help="only print the analysis tables of this records file"),
+        records: Path | None = typer.Option(None, "--records",
+                                            help="only print the analysis tables of this records file"),
         campaign_file: Path = typer.Option(DEMO_CAMPAIGN, "--campaign", help="campaign file to run"),
         overrides: list[str] | None = typer.Argument(None, help="Hydra overrides of the demo campaign"),
         keep_ray: bool = typer.Option(False, "--keep-ray", help="leave the local Ray head running"),
@@ -680,7 +688,8 @@ def _register_data(app: typer.Typer) -> None:
         per_domain: int = typer.Option(5000, "--per-domain"),
         test_per_domain: int = typer.Option(200, "--test-per-domain"),
         seed: int = typer.Option(42, "--seed"),
-        sources_dir: Path | None = typer.Option(None, "--sources", help="directory of <source>.jsonl files instead of downloading"),
+        sources_dir: Path | None = typer.Option(None, "--sources",
+                                                help="directory of <source>.jsonl files instead of downloading"),
         cache_dir: Path | None = typer.Option(None, "--cache-dir", help="datasets cache"),
     ) -> None:
         """Build the study's 15,000-prompt multidomain_3 corpus and its regime variants (content-hashed)."""

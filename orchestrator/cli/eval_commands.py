@@ -38,7 +38,8 @@ def _suite_or_fail(name: str, max_gen_toks: int | None):
 
 def _data_dir_or_fail(data_dir: Path) -> Path:
     if not data_dir.is_dir():
-        _fail(f"{data_dir}: benchmark data directory not found; build it with `campaign data benchmarks --out {data_dir}` "
+        _fail(f"{data_dir}: benchmark data directory not found; build it with `campaign data benchmarks --out "
+              f"{data_dir}` "
               "or pass --data-dir evaluation/fixtures/db12 for the fixture suite")
     return data_dir
 
@@ -61,7 +62,8 @@ def register(app: typer.Typer) -> None:
         suite: str = typer.Option("db12", "--suite", help="suite name (campaigns/suite/<name>.yaml) or path"),
         backend: str = typer.Option("hf", "--backend", help="hf (CPU/GPU) or vllm (GPU, needs the gpu extra)"),
         data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir", help="directory of <benchmark>.parquet files"),
-        out_path: Path | None = typer.Option(None, "--out", help="records file (.parquet or .csv); item logs go beside it"),
+        out_path: Path | None = typer.Option(None, "--out",
+                                             help="records file (.parquet or .csv); item logs go beside it"),
         limit: int | None = typer.Option(None, "--limit", min=1, help="first N items per benchmark (smoke runs)"),
         cache_dir: Path | None = typer.Option(None, "--cache-dir", help="generation cache (reruns regenerate nothing)"),
         benchmark: list[str] = typer.Option([], "--benchmark", help="evaluate only these benchmark ids (repeatable)"),
@@ -112,7 +114,8 @@ def register(app: typer.Typer) -> None:
         for c in ("benchmark", "domain", "n", "accuracy", "parse", "trunc"):
             t.add_column(c, justify="left" if c in ("benchmark", "domain") else "right")
         for r in rec.itertuples():
-            t.add_row(r.benchmark, r.domain, str(r.n_items), _fmt(r.accuracy, True), _fmt(r.parse_rate), _fmt(r.truncation_rate))
+            t.add_row(r.benchmark, r.domain, str(r.n_items), _fmt(r.accuracy, True), _fmt(r.parse_rate),
+                      _fmt(r.truncation_rate))
         out.print(t)
         if out_path:
             out.print(f"records: {out_path}\nitem log: {rec.attrs['items_path']}")
@@ -209,7 +212,8 @@ def register(app: typer.Typer) -> None:
         only: list[str] = typer.Option([], "--only", help="build only these benchmark ids (repeatable)"),
         revision: list[str] = typer.Option([], "--revision", help="pin a source: ID=SHA (repeatable)"),
     ) -> None:
-        """Download the suite's benchmarks from the HF hub, subset/sample as the study did, write Parquet + checksums."""
+        """Download the suite's benchmarks from the HF hub, subset/sample as the study did, write Parquet +
+        checksums."""
         from evaluation.benchmark_data import write_benchmark, write_manifest
         from evaluation.builders import BUILDERS, BuildError, download_rows
 
@@ -233,7 +237,8 @@ def register(app: typer.Typer) -> None:
             except BuildError as e:
                 _fail(str(e), code=1)
             except Exception as e:
-                _fail(f"{bid}: download failed ({type(e).__name__}: {e}); gated sets (GPQA) need `huggingface-cli login`", 1)
+                _fail(f"{bid}: download failed ({type(e).__name__}: {e}); gated sets (GPQA) need `huggingface-cli "
+                      "login`", 1)
             if len(df) != b.n_items:
                 _fail(f"{bid}: built {len(df)} items, the suite expects {b.n_items} (source revision changed?)", 1)
             write_benchmark(df, out_dir, bid, b.grader)
@@ -272,11 +277,13 @@ def register(app: typer.Typer) -> None:
         matches = audit(texts, items, threshold=threshold)
         secs = time.perf_counter() - t0
         summary = summarise(matches, items)
-        t = Table(title=f"contamination: {train.name} ({len(texts)} prompts) vs {s.name} ({len(items)} items), {secs:.1f} s")
+        t = Table(title=f"contamination: {train.name} ({len(texts)} prompts) vs {s.name} ({len(items)} items), "
+                        f"{secs:.1f} s")
         for c in ("benchmark", "n_items", "exact", "normalised", "ngram", "contaminated"):
             t.add_column(c, justify="left" if c == "benchmark" else "right")
         for r in summary.itertuples():
-            t.add_row(r.benchmark, *(str(getattr(r, c)) for c in ("n_items", "exact", "normalised", "ngram", "contaminated")))
+            t.add_row(r.benchmark,
+                      *(str(getattr(r, c)) for c in ("n_items", "exact", "normalised", "ngram", "contaminated")))
         out.print(t)
         if out_path:
             from wtcommon.atomic import atomic_path

@@ -81,13 +81,15 @@ def register(app: typer.Typer) -> None:
                 opts.append(f"control={p.control['name']}")
             if p.warmup_step:
                 opts.append(f"warmup={p.warmup_step}")
-            t.add_row(p.name, p.mechanism, (c.get("scorer") or {}).get("name", "-"), (c.get("actuator") or {}).get("name", "-"),
+            t.add_row(p.name, p.mechanism, (c.get("scorer") or {}).get("name", "-"),
+                      (c.get("actuator") or {}).get("name", "-"),
                       _params((c.get("actuator") or {}).get("params", {})), ", ".join(opts) or "-")
         out.print(t)
 
     @policies_app.command("show")
     def show(name: Annotated[str, typer.Argument(help="configuration name or YAML path")], folder: DirOpt = DEFAULT_DIR,
-             as_json: Annotated[bool, typer.Option("--json", help="print the resolved config as JSON")] = False) -> None:
+             as_json: Annotated[bool, typer.Option("--json",
+                                                   help="print the resolved config as JSON")] = False) -> None:
         """Show one configuration fully resolved (defaults filled), with its semantics."""
         from policies import PolicyConfigError, load_policy
 
@@ -119,7 +121,8 @@ def register(app: typer.Typer) -> None:
 
     @policies_app.command("validate")
     def validate(files: Annotated[list[Path], typer.Argument(help="policy YAML files")],
-                 rollout_n: Annotated[int | None, typer.Option("--rollout-n", help="cross-check against rollout.n")] = None) -> None:
+                 rollout_n: Annotated[int | None, typer.Option("--rollout-n",
+                                                               help="cross-check against rollout.n")] = None) -> None:
         """Validate policy YAMLs strictly (exit 2 naming the file and field on the first error). A policy's
         `plugins:` modules are imported (that runs their code) from its project directory: the folder above
         `policy/` (or the YAML's own folder)."""

@@ -31,14 +31,16 @@ def build_request(
     pol = dict(load_policy(policy, seed=seed).config)
     rec = load_recipe(recipe)
     if rec.get("backend", backend) != backend:
-        raise TrainingError(f"recipe {recipe!r} is for backend {rec.get('backend')!r}, not {backend!r}; pick another --recipe")
+        raise TrainingError(f"recipe {recipe!r} is for backend {rec.get('backend')!r}, not {backend!r}; pick another "
+                            "--recipe")
     model_name = model or rec.get("model")
     if not model_name:
         raise TrainingError(f"recipe {recipe!r}: model: missing; pass --model campaigns/model/<name>.yaml or a name")
     mcfg = load_model_config(model_name)
     if "path" not in mcfg:
         raise TrainingError(f"model {model_name!r}: path: missing (an HF id/directory or builtin:<name>)")
-    run_key = content_hash({"policy": pol, "seed": seed, "recipe": rec, "model": mcfg, "train_files": train_files or []})
+    run_key = content_hash({"policy": pol, "seed": seed, "recipe": rec, "model": mcfg,
+                            "train_files": train_files or []})
     extra: dict = {"model": mcfg, "policy_path": str(policy.resolve())}
     if mlflow_uri:
         extra["mlflow_uri"] = mlflow_uri
@@ -64,10 +66,12 @@ def register(app: typer.Typer) -> None:
         steps: int | None = typer.Option(None, "--steps", help="override the recipe's total steps"),
         save_freq: int | None = typer.Option(None, "--save-freq", help="override the checkpoint interval"),
         model: str | None = typer.Option(None, "--model", help="campaigns/model/<name>.yaml (default: the recipe's)"),
-        train_file: list[str] | None = typer.Option(None, "--train-file", help="Parquet in the study schema (repeatable)"),
+        train_file: list[str] | None = typer.Option(None, "--train-file",
+                                                    help="Parquet in the study schema (repeatable)"),
         mlflow_uri: str | None = typer.Option(None, "--mlflow-uri", help="default sqlite:///<out>/mlflow.db"),
         no_mlflow: bool = typer.Option(False, "--no-mlflow", help="write only metrics.jsonl"),
-        cache_dir: Path | None = typer.Option(None, "--cache-dir", help="base-model/data cache (default ~/.cache/windtunnel)"),
+        cache_dir: Path | None = typer.Option(None, "--cache-dir",
+                                              help="base-model/data cache (default ~/.cache/windtunnel)"),
     ) -> None:
         """Train one policy at one seed and print the checkpoints and compute."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -105,7 +109,8 @@ def register(app: typer.Typer) -> None:
         for c in result.checkpoints:
             typer.echo(f"checkpoint step {c.step}: {c.path}")
         typer.echo(f"metrics: {result.metrics_path}")
-        typer.echo("compute: " + json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in result.compute.items()}))
+        typer.echo("compute: " + json.dumps({k: round(v, 2) if isinstance(v, float) else v
+                                             for k, v in result.compute.items()}))
 
     data_app = subgroup(app, "data", "Build training corpora and evaluation data.")
 
@@ -125,7 +130,8 @@ def register(app: typer.Typer) -> None:
         from evaluation.benchmark_data import write_manifest
         from orchestrator.training import synthetic
 
-        for name, val in (("--per-domain", per_domain), ("--test-per-domain", test_per_domain), ("--eval-items", eval_items)):
+        for name, val in (("--per-domain", per_domain), ("--test-per-domain", test_per_domain),
+                          ("--eval-items", eval_items)):
             if val < 1:
                 _fail(f"{name}: got {val}; must be >= 1")
         if heldout not in ("iid", "disjoint"):

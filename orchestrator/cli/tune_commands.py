@@ -1,4 +1,5 @@
-"""`campaign tune`: equal-budget Optuna studies per policy, pruned on intermediate checkpoints (orchestrator/tuning.py)."""
+"""`campaign tune`: equal-budget Optuna studies per policy, pruned on intermediate checkpoints
+(orchestrator/tuning.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ def _report_table(rep: dict) -> Table:
     for c in ("policy", "trials", "budget", "states", "default", "best", "moved by", "best params"):
         t.add_column(c)
     for pol, r in sorted(rep.items()):
-        t.add_row(pol, str(r["trials"]), str(r["budget"]), ", ".join(f"{k.lower()} {v}" for k, v in sorted(r["states"].items())),
+        t.add_row(pol, str(r["trials"]), str(r["budget"]),
+                  ", ".join(f"{k.lower()} {v}" for k, v in sorted(r["states"].items())),
                   _fmt(r["default_value"]), _fmt(r["best_value"]), _fmt(r["moved_by"]),
                   json.dumps(r["best_params"], default=str))
     return t
@@ -28,16 +30,20 @@ def register(app: typer.Typer) -> None:
     @app.command("tune")
     def tune_cmd(
         campaign: Path = typer.Argument(..., help="campaign file or directory (the grid that names the policies)"),
-        policy: list[str] = typer.Option([], "--policy", help="policy to tune (repeat; every one gets the same budget)"),
+        policy: list[str] = typer.Option([], "--policy",
+                                         help="policy to tune (repeat; every one gets the same budget)"),
         trials: int = typer.Option(8, "--trials", help="trials per policy (trial 0 = the YAML's own setting)"),
         workdir: Path = typer.Option(..., "--workdir", help="work directory; the studies go in its ledger database"),
         validation_suite: str | None = typer.Option(None, "--validation-suite",
-                                                       help="held-out suite name or path (never the test suite), or 'heldout': "
+                                                       help="held-out suite name or path (never the test suite), or "
+                                                            "'heldout': "
                                                             "the training backend's held-out reward"),
         validation_data: Path | None = typer.Option(None, "--validation-data", help="benchmark Parquet folder of it"),
         aggregate: str | None = typer.Option(None, "--aggregate", help="validation aggregate; default its first"),
-        seeds: str | None = typer.Option(None, "--seeds", help="comma-separated seeds per trial; default the campaign's"),
-        ledger_url: str | None = typer.Option(None, "--ledger-url", help="SQLAlchemy URL; default sqlite:///<workdir>/ledger.db"),
+        seeds: str | None = typer.Option(None, "--seeds",
+                                         help="comma-separated seeds per trial; default the campaign's"),
+        ledger_url: str | None = typer.Option(None, "--ledger-url",
+                                              help="SQLAlchemy URL; default sqlite:///<workdir>/ledger.db"),
         ray_address: str | None = typer.Option(None, "--ray-address", help="Ray dashboard; default a local head"),
         no_prune: bool = typer.Option(False, "--no-prune", help="never stop a trial early"),
         prune_warmup_steps: int | None = typer.Option(
@@ -45,7 +51,8 @@ def register(app: typer.Typer) -> None:
                                                "checkpoint (MedianPruner n_warmup_steps); default half the run"),
         report_only: bool = typer.Option(False, "--report", help="show the studies of this campaign and exit"),
         write: bool = typer.Option(True, "--write/--no-write", help="write <policy>_tuned.yaml for each study"),
-        out_dir: Path | None = typer.Option(None, "--out-dir", help="where tuned YAMLs go; default <campaign root>/policy"),
+        out_dir: Path | None = typer.Option(None, "--out-dir",
+                                            help="where tuned YAMLs go; default <campaign root>/policy"),
         sampler_seed: int = typer.Option(0, "--sampler-seed"),
         max_parallel: int | None = typer.Option(None, "--max-parallel"),
         override: list[str] = typer.Option([], "--set", help="Hydra override of the campaign (repeat)"),
@@ -66,7 +73,8 @@ def register(app: typer.Typer) -> None:
             else:
                 seed_list = [int(s) for s in seeds.split(",")] if seeds else None
                 rep = tune(TuneRequest(
-                    campaign=campaign, policies=policy, trials=trials, workdir=workdir, validation_suite=validation_suite,
+                    campaign=campaign, policies=policy, trials=trials, workdir=workdir,
+                    validation_suite=validation_suite,
                     validation_data=validation_data, aggregate=aggregate, seeds=seed_list, ledger_url=ledger_url,
                     ray_address=ray_address, overrides=override, sampler_seed=sampler_seed, prune=not no_prune,
                     prune_warmup_steps=prune_warmup_steps,
@@ -76,7 +84,8 @@ def register(app: typer.Typer) -> None:
             _fail(str(exc))
         out.print(_report_table(rep))
         if not equal_budgets(rep):
-            err.print("[yellow]warning:[/yellow] policies have unequal trial counts; the comparison is not equal-budget")
+            err.print("[yellow]warning:[/yellow] policies have unequal trial counts; the comparison is not "
+                      "equal-budget")
         if write and not report_only:
             dest = out_dir or Path(spec.config_root) / "policy"
             for pol, r in sorted(rep.items()):

@@ -8,7 +8,8 @@ from orchestrator.ledger.base import CampaignBusy, Ledger, LedgerError, RunRow, 
 from orchestrator.ledger.sql import SQLLedger
 from orchestrator.ledger.states import IllegalTransition, RunState
 
-__all__ = ["CampaignBusy", "LedgerError", "Ledger", "RunRow", "UpsertDiff", "SQLLedger", "IllegalTransition", "RunState", "open_ledger", "default_url"]
+__all__ = ["CampaignBusy", "LedgerError", "Ledger", "RunRow", "UpsertDiff", "SQLLedger", "IllegalTransition",
+           "RunState", "open_ledger", "default_url"]
 
 
 def default_url(workdir: Path) -> str:

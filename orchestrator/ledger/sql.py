@@ -141,8 +141,10 @@ class SQLLedger(Ledger):
                 cur.execute("PRAGMA busy_timeout=30000")
                 cur.close()
             db = sa.engine.make_url(url).database
-            if db and db != ":memory:" and not db.startswith("file:") and not os.path.isdir(os.path.dirname(os.path.abspath(db))):
-                raise LedgerError(f"ledger URL {url!r}: directory {os.path.dirname(os.path.abspath(db))} does not exist; "
+            if (db and db != ":memory:" and not db.startswith("file:")
+                    and not os.path.isdir(os.path.dirname(os.path.abspath(db)))):
+                raise LedgerError(f"ledger URL {url!r}: directory {os.path.dirname(os.path.abspath(db))} does not "
+                                  "exist; "
                                   "create it or give another path")
         try:
             _retry(self._create_schema)
@@ -160,7 +162,8 @@ class SQLLedger(Ledger):
                 if col.name in have:
                     continue
                 default = "''" if isinstance(col.type, sa.String) else "0"
-                ddl = f'ALTER TABLE {table.name} ADD COLUMN "{col.name}" {col.type.compile(self.engine.dialect)} NOT NULL DEFAULT {default}'
+                ddl = (f'ALTER TABLE {table.name} ADD COLUMN "{col.name}" {col.type.compile(self.engine.dialect)} '
+                       f"NOT NULL DEFAULT {default}")
                 with self.engine.begin() as c:
                     c.exec_driver_sql(ddl)
 
@@ -183,7 +186,8 @@ class SQLLedger(Ledger):
         diff = UpsertDiff()
         with self._tx() as c:
             if c.execute(sa.select(campaigns_t.c.name).where(campaigns_t.c.name == name)).first():
-                c.execute(campaigns_t.update().where(campaigns_t.c.name == name).values(spec_json=spec_json, updated_at=now))
+                c.execute(campaigns_t.update().where(campaigns_t.c.name == name)
+                          .values(spec_json=spec_json, updated_at=now))
             else:
                 c.execute(campaigns_t.insert().values(name=name, spec_json=spec_json, created_at=now, updated_at=now,
                                                       instance_id=_new_instance_id(), driver="", driver_expires=0.0))
@@ -327,7 +331,8 @@ class SQLLedger(Ledger):
 
     def get(self, campaign: str, run_key: str) -> RunRow:
         with self.engine.connect() as c:
-            r = c.execute(sa.select(runs_t).where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))).first()
+            r = c.execute(sa.select(runs_t).where((runs_t.c.campaign == campaign)
+                                                  & (runs_t.c.run_key == run_key))).first()
         if r is None:
             raise KeyError(f"run {run_key} not in campaign {campaign}")
         return _row(r)
@@ -344,7 +349,8 @@ class SQLLedger(Ledger):
         to = RunState(to)
         now = time.time()
         with self._tx() as c:
-            cur = c.execute(sa.select(runs_t.c.state).where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))).first()
+            cur = c.execute(sa.select(runs_t.c.state).where((runs_t.c.campaign == campaign)
+                                                            & (runs_t.c.run_key == run_key))).first()
             if cur is None:
                 raise KeyError(f"run {run_key} not in campaign {campaign}")
             src = RunState(cur[0])
@@ -357,7 +363,8 @@ class SQLLedger(Ledger):
             if reason is not None:
                 vals["reason"] = reason
             res = c.execute(runs_t.update().where(
-                (runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key) & (runs_t.c.state == src.value)).values(**vals))
+                (runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key) & (runs_t.c.state == src.value))
+                .values(**vals))
             if res.rowcount != 1:
                 raise IllegalTransition(f"run {run_key}: state changed concurrently")
             c.execute(events_t.insert().values(ts=now, campaign=campaign, run_key=run_key, kind="transition",
@@ -408,15 +415,18 @@ class SQLLedger(Ledger):
     def release(self, campaign: str, run_key: str, owner: str) -> None:
         with self._tx() as c:
             c.execute(runs_t.update().where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key)
-                                            & (runs_t.c.lease_owner == owner)).values(lease_owner="", lease_expires=0.0))
+                                            & (runs_t.c.lease_owner == owner))
+                      .values(lease_owner="", lease_expires=0.0))
 
     # -- attempts and events -----------------------------------------------------------------
     def add_attempt(self, campaign: str, run_key: str, stage: str, submission_id: str) -> int:
         now = time.time()
         with self._tx() as c:
-            n = c.execute(sa.select(runs_t.c.attempts).where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))).scalar_one() + 1
+            n = c.execute(sa.select(runs_t.c.attempts).where((runs_t.c.campaign == campaign)
+                                                             & (runs_t.c.run_key == run_key))).scalar_one() + 1
             c.execute(attempts_t.insert().values(campaign=campaign, run_key=run_key, attempt=n, stage=stage,
-                                                 submission_id=submission_id, started_at=now, status=AttemptStatus.running.value,
+                                                 submission_id=submission_id, started_at=now,
+                                                 status=AttemptStatus.running.value,
                                                  reason="", failure_class=""))
             c.execute(runs_t.update().where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))
                       .values(attempts=n, submission_id=submission_id, updated_at=now))
@@ -436,7 +446,8 @@ class SQLLedger(Ledger):
                 raise IllegalTransition(f"run {run_key}: expected state {RunState(src).value}, found {cur and cur[0]}")
             n = cur[1] + 1
             c.execute(attempts_t.insert().values(campaign=campaign, run_key=run_key, attempt=n, stage=stage,
-                                                 submission_id=submission_id, started_at=now, status=AttemptStatus.running.value,
+                                                 submission_id=submission_id, started_at=now,
+                                                 status=AttemptStatus.running.value,
                                                  reason="", failure_class=""))
             c.execute(runs_t.update().where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))
                       .values(attempts=n, submission_id=submission_id, state=RunState(dst).value, stage=stage,
@@ -445,10 +456,13 @@ class SQLLedger(Ledger):
                                                src=RunState(src).value, dst=RunState(dst).value, detail=submission_id))
         return n
 
-    def end_attempt(self, campaign: str, submission_id: str, status: AttemptStatus | str, reason: str = "", failure_class: str = "") -> None:
+    def end_attempt(self, campaign: str, submission_id: str, status: AttemptStatus | str, reason: str = "",
+                    failure_class: str = "") -> None:
         with self._tx() as c:
-            c.execute(attempts_t.update().where((attempts_t.c.campaign == campaign) & (attempts_t.c.submission_id == submission_id))
-                      .values(ended_at=time.time(), status=AttemptStatus(status).value, reason=reason, failure_class=failure_class))
+            c.execute(attempts_t.update().where((attempts_t.c.campaign == campaign)
+                                                & (attempts_t.c.submission_id == submission_id))
+                      .values(ended_at=time.time(), status=AttemptStatus(status).value, reason=reason,
+                              failure_class=failure_class))
 
     def attempts(self, campaign: str, run_key: str | None = None) -> list[dict[str, Any]]:
         q = sa.select(attempts_t).where(attempts_t.c.campaign == campaign)
@@ -459,7 +473,8 @@ class SQLLedger(Ledger):
 
     def event(self, campaign: str, kind: str, detail: str = "", run_key: str = "") -> None:
         with self._tx() as c:
-            c.execute(events_t.insert().values(ts=time.time(), campaign=campaign, run_key=run_key, kind=kind, src="", dst="", detail=detail))
+            c.execute(events_t.insert().values(ts=time.time(), campaign=campaign, run_key=run_key, kind=kind, src="",
+                                               dst="", detail=detail))
 
     def events(self, campaign: str, run_key: str | None = None) -> list[dict[str, Any]]:
         q = sa.select(events_t).where(events_t.c.campaign == campaign)

@@ -66,4 +66,5 @@ class IllegalTransition(RuntimeError):
 def check(src: RunState | str, dst: RunState | str) -> None:
     s, d = RunState(src), RunState(dst)
     if d not in ALLOWED[s]:
-        raise IllegalTransition(f"illegal transition {s.value} → {d.value}; allowed: {sorted(x.value for x in ALLOWED[s])}")
+        raise IllegalTransition(f"illegal transition {s.value} → {d.value}; allowed: "
+                                f"{sorted(x.value for x in ALLOWED[s])}")

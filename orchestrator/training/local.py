@@ -166,7 +166,8 @@ def _resolve_model(req: TrainRequest, recipe: dict, cache_root: Path) -> Path:
 
 
 @torch.no_grad()
-def heldout_reward(model, tokenizer, pool: PromptPool, max_new_tokens: int, samples: int, seed: int) -> dict[str, float]:
+def heldout_reward(model, tokenizer, pool: PromptPool, max_new_tokens: int, samples: int,
+                   seed: int) -> dict[str, float]:
     """Mean reward per domain on the fixed held-out set: greedy (`val/reward_mean`, what evaluation
     measures) and, with `samples` > 0, the policy's expected reward at temperature 1
     (`val/sampled_reward_mean`, what GRPO optimises; less noisy on a small set)."""
@@ -175,7 +176,8 @@ def heldout_reward(model, tokenizer, pool: PromptPool, max_new_tokens: int, samp
     res: dict[str, float] = {}
     runs = [("val/reward_mean", 1, False)] + ([("val/sampled_reward_mean", samples, True)] if samples > 0 else [])
     for key, n, sample in runs:
-        out = ro.generate(model, tokenizer, pool.messages, n=n, max_new_tokens=max_new_tokens, do_sample=sample, seed=seed)
+        out = ro.generate(model, tokenizer, pool.messages, n=n, max_new_tokens=max_new_tokens, do_sample=sample,
+                          seed=seed)
         scores, _ = score_responses(pool, idx, out.texts, n)
         dom = torch.from_numpy(pool.domain).repeat_interleave(n)
         res[key] = float(scores.mean())
@@ -249,7 +251,8 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult
 
     cache_root = Path(req.extra.get("cache_dir") or warmup.default_cache_root())
     domains = list(data_cfg.get("domains", ["math", "logic", "science"]))
-    corpus = warmup.synthetic_corpus(data_cfg, cache_root) if not req.train_files or not req.extra.get("val_files") else {}
+    need_corpus = not req.train_files or not req.extra.get("val_files")
+    corpus = warmup.synthetic_corpus(data_cfg, cache_root) if need_corpus else {}
     train_files = list(req.train_files) or [str(corpus["train"])]
     val_files = list(req.extra.get("val_files") or [str(corpus["test"])])
     pool, heldout = PromptPool(train_files, domains), PromptPool(val_files, domains)
@@ -271,7 +274,8 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult
     if mixing:
         from policies import DomainSampler
 
-        sampler = DomainSampler(pool.domain, prompts_per_step, seed=_step_seed(req.seed, 0, 1), n_domains=len(domains), names=domains)
+        sampler = DomainSampler(pool.domain, prompts_per_step, seed=_step_seed(req.seed, 0, 1), n_domains=len(domains),
+                                names=domains)
     else:
         order = ShuffledOrder(len(pool), prompts_per_step, req.seed)
 
@@ -390,11 +394,13 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult
             optim.step()
             # 6. metrics
             rollout_tokens = int(mask.sum())
-            update_tokens = float((mask * (weights > 0).float()).sum()) if weights is not None else float(rollout_tokens)
+            update_tokens = (float((mask * (weights > 0).float()).sum()) if weights is not None
+                             else float(rollout_tokens))
             compute["rollout_tokens"] += rollout_tokens
             compute["update_tokens"] += update_tokens
             row.update({
-                "actor/pg_loss": float(pg_loss.detach()), "actor/grad_norm": float(grad_norm), **{k: float(v) for k, v in pg_metrics.items()},
+                "actor/pg_loss": float(pg_loss.detach()), "actor/grad_norm": float(grad_norm),
+                **{k: float(v) for k, v in pg_metrics.items()},
                 "reward/mean": float(rewards.mean()),
                 "response/length_mean": float(mask.sum(dim=1).mean()),
                 "response/truncation_rate": float(roll.truncated.float().mean()),

@@ -69,7 +69,8 @@ def generate(
     prompt_mask = prompt_mask.repeat_interleave(n, dim=0)
     if seed is not None:
         torch.manual_seed(seed)  # HF sampling draws from the global generator
-    kwargs = dict(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k) if do_sample else dict(do_sample=False)
+    kwargs = (dict(do_sample=True, temperature=temperature, top_p=top_p, top_k=top_k) if do_sample
+              else dict(do_sample=False))
     out = model.generate(
         input_ids=prompt_ids,
         attention_mask=prompt_mask,

@@ -250,7 +250,8 @@ FIXTURE_KIND: dict[str, tuple[str, int]] = {
 }
 
 
-def write_eval_fixtures(data_dir: str | Path, *, seed: int = 42, n_items: int = 16, suite: str = "db12") -> dict[str, Path]:
+def write_eval_fixtures(data_dir: str | Path, *, seed: int = 42, n_items: int = 16,
+                        suite: str = "db12") -> dict[str, Path]:
     """One Parquet per suite benchmark with `item_id, prompt, answer, n_options` (contract 4)."""
     from evaluation.suite import load_suite
 

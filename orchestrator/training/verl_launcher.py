@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 import yaml
 
-from orchestrator.training.backend import (Checkpoint, TrainingBackend, TrainingConfigError, TrainingError, TrainRequest,
-                                           TrainResult)
+from orchestrator.training.backend import (Checkpoint, TrainingBackend, TrainingConfigError, TrainingError,
+                                           TrainRequest, TrainResult)
 from wtcommon.atomic import atomic_write_text
 from wtcommon.metrics import read_metrics_jsonl
 
@@ -45,7 +45,8 @@ def hydra_value(v: Any) -> str:
         return repr(v)
     s = str(v)
     if any(c in s for c in " ,=[]{}'\"()\\"):
-        raise TrainingError(f"override value {s!r} contains characters a Hydra override cannot carry; rename or move it")
+        raise TrainingError(f"override value {s!r} contains characters a Hydra override cannot carry; rename or move "
+                            "it")
     return s
 
 
@@ -95,13 +96,16 @@ def run_dirs(out_dir: Path) -> dict[str, Path]:
     }
 
 
-def build_command(req: TrainRequest, *, python: str | None = None, write_policy: bool = True) -> tuple[list[str], dict[str, str]]:
+def build_command(req: TrainRequest, *, python: str | None = None,
+                  write_policy: bool = True) -> tuple[list[str], dict[str, str]]:
     """(argv, extra env) for one run. The policy is written to `<out>/policy.yaml` (the resolved config)."""
     recipe = req.recipe
     if not isinstance(recipe.get("overrides"), dict):
-        raise TrainingError(f"recipe {recipe.get('name', '?')!r}: overrides: missing; a verl recipe lists its Hydra keys there")
+        raise TrainingError(f"recipe {recipe.get('name', '?')!r}: overrides: missing; a verl recipe lists its Hydra "
+                            "keys there")
     if not req.train_files:
-        raise TrainingError("train_files: empty; the verl backend needs Parquet files in the study schema (campaign data train)")
+        raise TrainingError("train_files: empty; the verl backend needs Parquet files in the study schema (campaign "
+                            "data train)")
     dirs = run_dirs(req.out_dir)
     model = dict(req.extra.get("model") or {})
     ov: dict[str, Any] = dict(recipe["overrides"])
@@ -266,8 +270,9 @@ def _next_launch_file(folder: Path) -> Path:
 def _run(argv: list[str], env: dict[str, str], log: Path, pid_file: Path | None = None) -> int:
     # cwd = the run directory: Hydra writes its `outputs/<date>/<time>/` there, not into the caller's cwd
     with open(log, "ab") as fh:
-        proc = subprocess.Popen(argv, env=private_runtime_env(dict(os.environ), env), stdout=fh, stderr=subprocess.STDOUT,
-                                start_new_session=True, cwd=log.parent)  # own process group: cancel kills exactly this run
+        # own process group (start_new_session): cancel kills exactly this run
+        proc = subprocess.Popen(argv, env=private_runtime_env(dict(os.environ), env), stdout=fh,
+                                stderr=subprocess.STDOUT, start_new_session=True, cwd=log.parent)
         if pid_file is not None:  # the pid and its start time: `cancel` never signals a reused pid
             pid_file.write_text(f"{proc.pid} {_proc_start(proc.pid) or ''}".strip())
         try:
@@ -291,7 +296,8 @@ def merge_metric_files(files: Sequence[Path], out: Path) -> None:
 def _verl_metrics(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
-    return [{"step": obj.get("step"), **(obj.get("data") or {})} for obj in read_metrics_jsonl(path, torn_tail="skip")[0]]
+    return [{"step": obj.get("step"), **(obj.get("data") or {})}
+            for obj in read_metrics_jsonl(path, torn_tail="skip")[0]]
 
 
 def resolve_inputs(req: TrainRequest) -> TrainRequest:
@@ -309,7 +315,8 @@ def resolve_inputs(req: TrainRequest) -> TrainRequest:
         model_path = str(warmup.base_model(cfg, req.recipe, cache_root))
     if not train:
         if not isinstance(req.recipe.get("data"), dict):
-            raise TrainingError(f"recipe {req.recipe.get('name', '?')!r}: no train_files and no data: section for a synthetic corpus")
+            raise TrainingError(f"recipe {req.recipe.get('name', '?')!r}: no train_files and no data: section for a "
+                                "synthetic corpus")
         corpus = warmup.synthetic_corpus(req.recipe["data"], cache_root)
         train = [str(corpus["train"])]
         extra.setdefault("val_files", [str(corpus["test"])])
@@ -363,7 +370,9 @@ class VerlBackend(TrainingBackend):
             "wall_s": wall,
             "gpu_s": wall * n_gpus,
             # verl logs the mean response length per step; missing metrics give NaN, never 0
-            "rollout_tokens": sum(float(r.get("response_length/mean", math.nan)) * seqs for r in rows) if rows else math.nan,
-            "update_tokens": sum(float(r.get("windtunnel/update_tokens", math.nan)) for r in rows) if rows else math.nan,
+            "rollout_tokens": (sum(float(r.get("response_length/mean", math.nan)) * seqs for r in rows)
+                               if rows else math.nan),
+            "update_tokens": (sum(float(r.get("windtunnel/update_tokens", math.nan)) for r in rows)
+                              if rows else math.nan),
         }
         return TrainResult(checkpoints, dirs["metrics"], compute)

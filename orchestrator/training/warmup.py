@@ -80,7 +80,8 @@ def _noisy_response(rng: random.Random, domain: str, prompt: str, response: str,
 
         pairs = re.findall(r"(\w+) is a (knight|knave)", gold)
         flip = rng.randrange(len(pairs))
-        parts = [f"{n} is a {('knave' if r == 'knight' else 'knight') if i == flip else r}" for i, (n, r) in enumerate(pairs)]
+        parts = [f"{n} is a {('knave' if r == 'knight' else 'knight') if i == flip else r}"
+                 for i, (n, r) in enumerate(pairs)]
         return f"{parts[0]}, and {parts[1]}."
     letters = [c for c in synthetic.LETTERS if c != gold]
     return f"Answer: {rng.choice(letters)}"
@@ -169,7 +170,8 @@ def base_model(model_cfg: dict, recipe: dict, cache_root: Path | None = None) ->
         examples = _sft_examples(corpus["train"], float(warm_cfg.get("label_noise", 0.0)), int(warm_cfg.get("seed", 0)))
         if int(warm_cfg.get("steps", 0)) > 0:
             supervised_warmup(tmp, examples, warm_cfg)
-        (tmp / "completed.json").write_text(json.dumps({"key": key, "arch": arch, "warmup": warm_cfg, "data": data_cfg}))
+        (tmp / "completed.json").write_text(json.dumps({"key": key, "arch": arch, "warmup": warm_cfg,
+                                                        "data": data_cfg}))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
     return final

@@ -54,7 +54,8 @@ class DomainStats:
             split = torch.bincount(dom, minlength=self.d)[: self.d].tolist()
             for k, v in values.items():
                 parts = torch.split(v[order], split)
-                self._seq[k] = [torch.cat([old, new])[-self.window :] for old, new in zip(self._seq[k], parts, strict=True)]
+                self._seq[k] = [torch.cat([old, new])[-self.window :]
+                                for old, new in zip(self._seq[k], parts, strict=True)]
 
     def _series(self, key: str) -> list[Tensor]:
         if self.unit == "steps":
@@ -88,7 +89,8 @@ class DomainStats:
         self.counts = torch.as_tensor(state["counts"], dtype=torch.float64)
         self.steps_seen = int(state["steps_seen"])
         self._seq = {k: [torch.as_tensor(t, dtype=torch.float32) for t in v] for k, v in state["seq"].items()}
-        self._steps = {k: torch.as_tensor(v, dtype=torch.float32).reshape(-1, self.d) for k, v in state["steps"].items()}
+        self._steps = {k: torch.as_tensor(v, dtype=torch.float32).reshape(-1, self.d)
+                       for k, v in state["steps"].items()}
 
 
 def apply_floor(p: Tensor, floor: float, mode: str) -> Tensor:

@@ -22,7 +22,8 @@ class AdvantageReweight(Reweighter):
     granularity = "token"
     accepts_granularity = ("token",)
     PARAMS = {"alpha": Param(float, 0.5, low=0.0, high=1.0), "normalize": _norm("tokens")}
-    passes = 3.5  # in-place scale (1), add the mask (1.5), row sums for the normaliser (0.5), divide (0.5 of 1 counted in the write)
+    # in-place scale (1), add the mask (1.5), row sums for the normaliser (0.5), divide (0.5 of 1 counted in the write)
+    passes = 3.5
 
     def raw(self, scores: Tensor, batch: StepBatch) -> Tensor:
         a = self.params["alpha"]

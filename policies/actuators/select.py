@@ -72,7 +72,8 @@ class MaxVariance(Selector):
     def select(self, scores: Tensor, batch: StepBatch) -> Tensor:
         layout = signals.group_layout(batch)
         m = layout.counts  # (G,)
-        n = torch.minimum(round_count(self.params["keep_fraction"] * m.double(), self.params["rounding"]).clamp_min(1), m)
+        target = round_count(self.params["keep_fraction"] * m.double(), self.params["rounding"])
+        n = torch.minimum(target.clamp_min(1), m)
         vals = layout.gather(scores.double(), float("inf"))  # (G, W), padding sorts last
         sorted_vals, order = torch.sort(vals, dim=1, stable=True)
         sorted_vals = torch.where(torch.isinf(sorted_vals), torch.zeros_like(sorted_vals), sorted_vals)

@@ -41,7 +41,8 @@ def build_step_batch(
     if domains is not None:
         names = list(domain_names or [])
         index = {n: i for i, n in enumerate(names)}
-        bad = sorted({str(d) for d, p in zip(domains, is_padding.tolist(), strict=True) if not p and str(d) not in index})
+        bad = sorted({str(d) for d, p in zip(domains, is_padding.tolist(), strict=True) if not p
+                      and str(d) not in index})
         if bad:
             raise PolicyConfigError(f"windtunnel: rollout domain(s) {bad} not in the policy's domains {names}; "
                                     "fix +windtunnel.domains or the dataset's domain column")

@@ -21,7 +21,8 @@ def self_check() -> list[str]:
     lines = []
     eps = [ep for ep in md.entry_points(group="verl.plugins") if ep.name == ENTRY_POINT]
     if not eps:
-        raise PluginCheckError(f"entry point verl.plugins:{ENTRY_POINT} not found; reinstall the package (pip install -e .)")
+        raise PluginCheckError(f"entry point verl.plugins:{ENTRY_POINT} not found; reinstall the package (pip install "
+                               "-e .)")
     ep = eps[0]
     if ep.value != PLUGIN_MODULE:
         raise PluginCheckError(f"entry point {ENTRY_POINT} points at {ep.value!r}, expected {PLUGIN_MODULE!r}")

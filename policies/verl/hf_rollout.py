@@ -114,7 +114,8 @@ class HFRolloutServer:
         return max(1, min(int(limit) if limit else default, cfg.response_length))
 
     @torch.no_grad()
-    def _sample(self, prompt_ids: list[int], params: dict[str, Any], gen: torch.Generator) -> tuple[list[int], list[float]]:
+    def _sample(self, prompt_ids: list[int], params: dict[str, Any],
+                gen: torch.Generator) -> tuple[list[int], list[float]]:
         max_new = self._budget(len(prompt_ids), params)
         temperature = float(params.get("temperature", 1.0))
         top_k = int(params.get("top_k", -1) or -1)
@@ -154,7 +155,8 @@ class HFRolloutServer:
         # keyed on the trainer's step of the weights (not on how many syncs this server saw): a run resumed
         # from a checkpoint draws the same samples as one that never stopped
         step = self.global_steps if self.global_steps is not None else -1
-        gen = torch.Generator().manual_seed(request_seed(int(self.config.seed), self.replica_rank, step, prompt_ids, occ))
+        gen = torch.Generator().manual_seed(request_seed(int(self.config.seed), self.replica_rank, step, prompt_ids,
+                                                         occ))
         params = dict(sampling_params)
         want_lp = bool(params.pop("logprobs", False))
         ids, lps = self._sample(prompt_ids, params, gen)
@@ -276,7 +278,8 @@ class HFServerAdapter(BaseRollout):
         return None
 
     @torch.no_grad()
-    async def update_weights(self, weights: Generator[tuple[str, torch.Tensor], None, None], wire_format: str = "named_tensors",
+    async def update_weights(self, weights: Generator[tuple[str, torch.Tensor], None, None],
+                             wire_format: str = "named_tensors",
                              global_steps: int | None = None, **kwargs: Any) -> None:
         if wire_format != "named_tensors":
             raise NotImplementedError(f"hf rollout supports wire_format='named_tensors', got {wire_format!r}")

@@ -57,4 +57,5 @@ def install(environ: dict[str, str] | None = None) -> bool:
 
 def read_calls(out_dir: Path) -> list[dict[str, Any]]:
     """Every audited call under `out_dir` (all processes)."""
-    return [json.loads(line) for f in sorted(Path(out_dir).glob("calls-*.jsonl")) for line in f.read_text().splitlines() if line]
+    return [json.loads(line) for f in sorted(Path(out_dir).glob("calls-*.jsonl")) for line in f.read_text().splitlines()
+            if line]

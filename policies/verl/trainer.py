@@ -144,8 +144,10 @@ class WindtunnelTrainer(PPOTrainerSync):
         jagged_mask = data["response_mask"]
         uids = to_list(data["uid"])
         domains = to_list(data[self.wt_domain_key]) if policy.mechanism == "mix" else None
-        padded: dict[str, Tensor] = {k: data[k].to_padded_tensor(0.0) if k != "response_mask" else data[k].to_padded_tensor(0)
-                  for k in ("response_mask", "rm_scores", "advantages", "old_log_probs", "rollout_is_weights") if k in select}
+        padded: dict[str, Tensor] = {k: data[k].to_padded_tensor(0.0) if k != "response_mask"
+                                     else data[k].to_padded_tensor(0)
+                  for k in ("response_mask", "rm_scores", "advantages", "old_log_probs", "rollout_is_weights")
+                                     if k in select}
         sb = build_step_batch(padded, uids, batch.tags, domains=domains, domain_names=policy.domains or None)
         out = {f"{METRIC_PREFIX}{k}": float(v) for k, v in self.wt_pending_metrics.items()}
         self.wt_pending_metrics = {}
@@ -197,14 +199,16 @@ class WindtunnelTrainer(PPOTrainerSync):
         key = self.wt_domain_key
         frame = self.train_dataset.dataframe
         if key not in frame.column_names:
-            raise PolicyConfigError(f"windtunnel: the training data has no {key!r} column (columns: {frame.column_names}); "
+            raise PolicyConfigError(f"windtunnel: the training data has no {key!r} column (columns: "
+                                    f"{frame.column_names}); "
                                     "add it or set +windtunnel.domain_key")
         names = policy.domains
         index = {n: i for i, n in enumerate(names)}
         values = [str(v) for v in frame[key]]
         bad = sorted(set(values) - set(index))
         if bad:
-            raise PolicyConfigError(f"windtunnel: domain values {bad[:5]} in column {key!r} are not in the policy's domains {names}")
+            raise PolicyConfigError(f"windtunnel: domain values {bad[:5]} in column {key!r} are not in the policy's "
+                                    f"domains {names}")
         gen_bs = self.config.data.get("gen_batch_size", None) or self.config.data.train_batch_size
         return DomainSampler(np.array([index[v] for v in values]), batch_size=int(gen_bs), seed=policy.seed,
                              n_domains=len(names), names=names)
@@ -229,7 +233,8 @@ class WindtunnelTrainer(PPOTrainerSync):
     # ---- mixing state in checkpoints (verl's data.pt holds only the dataloader) --------------------
     def _wt_step_folder(self) -> Path:
         base = Path(self.config.trainer.default_local_dir)
-        if self.config.trainer.get("resume_mode", "auto") == "resume_path" and self.config.trainer.get("resume_from_path"):
+        if self.config.trainer.get("resume_mode",
+                                   "auto") == "resume_path" and self.config.trainer.get("resume_from_path"):
             return Path(self.config.trainer.resume_from_path).absolute()
         return base.absolute() / f"global_step_{self.global_steps}"
 
@@ -270,6 +275,7 @@ def save_mix_state(path: Path, policy: DataPolicy, sampler: DomainSampler | None
 def load_mix_state(path: Path, policy: DataPolicy) -> dict:
     state = json.loads(path.read_text())
     if state.get("policy") != policy.name:
-        raise PolicyConfigError(f"{path}: mixing state of policy {state.get('policy')!r}, but this run uses {policy.name!r}")
+        raise PolicyConfigError(f"{path}: mixing state of policy {state.get('policy')!r}, but this run uses "
+                                f"{policy.name!r}")
     policy.load_state_dict(state["state"])
     return state

@@ -265,6 +265,7 @@ def test_out_never_clobbers_and_never_equals_an_input(tmp_path: Path) -> None:
     assert _invoke("tables", str(f), "--table", "paired", "--out", str(tabs), "--resamples", "100").exit_code == 0
     res = _invoke("tables", str(f), "--table", "paired", "--out", str(tabs), "--resamples", "100")
     assert res.exit_code == 2 and "paired.md" in res.output and "--force" in res.output
-    assert _invoke("tables", str(f), "--table", "paired", "--out", str(tabs), "--force", "--resamples", "100").exit_code == 0
+    assert _invoke("tables", str(f), "--table", "paired", "--out", str(tabs), "--force", "--resamples",
+                   "100").exit_code == 0
     res = _invoke("tables", str(f), "--out", str(f))
     assert res.exit_code == 2 and "takes a folder" in res.output

@@ -66,7 +66,8 @@ def demo_runs(tmp_path: Path) -> list[dict]:
         runs.append(_run("maxvar", "select", s, _write(tmp_path / f"maxvar{s}.jsonl", sel), upd=1600.0))
         keep_all = [{**r, "kept_frac": 1.0, "update_tokens": 1000.0} for r in sel]
         runs.append(_run("gfpo_k8", "select", s, _write(tmp_path / f"gfpo{s}.jsonl", keep_all)))
-        flat = [{"step": i, "active": 1.0, "kept_frac": 1.0, "weight_std": 0.0, "update_tokens": 1000.0} for i in range(1, 5)]
+        flat = [{"step": i, "active": 1.0, "kept_frac": 1.0, "weight_std": 0.0, "update_tokens": 1000.0}
+                for i in range(1, 5)]
         runs.append(_run("flatw", "reweight", s, _write(tmp_path / f"flat{s}.jsonl", flat)))
         runs.append(_run("baseline", "none", s, None))
         runs.append(_run("nodiag", "reweight", s, None))

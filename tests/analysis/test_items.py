@@ -150,7 +150,8 @@ def test_compare_with_item_logs_prints_the_seed_plus_item_ci(tmp_path: Path) -> 
     row = pd.read_csv(io.StringIO(tab.output)).query("policy == 'topk'").iloc[0]
     assert row["item_lo"] == pytest.approx(want["two_way_lo"]) and row["item_hi"] == pytest.approx(want["two_way_hi"])
     plain = CliRunner().invoke(app, ["compare", str(all_rec), "--json", "--resamples", "100"])
-    assert all(r["item_lo"] is None and r["item_note"] == NO_ITEMS_REASON for r in json.loads(plain.output)["comparisons"])
+    assert all(r["item_lo"] is None and r["item_note"] == NO_ITEMS_REASON
+               for r in json.loads(plain.output)["comparisons"])
 
 
 def test_comparison_breakdown_separates_format_failures_from_wrong_answers() -> None:

@@ -73,8 +73,10 @@ def test_latex_escape_never_emits_raw_unicode(text: str) -> None:
 
 def test_latex_escape_maps_the_symbols_the_tables_use() -> None:
     assert latex_escape("Δ mean ± sd") == r"$\Delta$ mean $\pm$ sd"
-    assert latex_escape("p ≥ 0.25 — σ χ² τ²") == r"p $\geq$ 0.25 --- $\sigma$ $\chi$\textsuperscript{2} $\tau$\textsuperscript{2}"
-    assert latex_escape("100% of a_b & #1 {x} ~ ^") == r"100\% of a\_b \& \#1 \{x\} \textasciitilde{} \textasciicircum{}"
+    assert latex_escape("p ≥ 0.25 — σ χ² τ²") == (r"p $\geq$ 0.25 --- $\sigma$ $\chi$\textsuperscript{2} "
+                                                  r"$\tau$\textsuperscript{2}")
+    assert latex_escape("100% of a_b & #1 {x} ~ ^") == (r"100\% of a\_b \& \#1 \{x\} \textasciitilde{} "
+                                                        r"\textasciicircum{}")
 
 
 def test_latex_table_names_booktabs_and_puts_numbers_in_r_columns() -> None:
@@ -114,7 +116,8 @@ def test_compare_csv_holds_the_same_numbers_as_json() -> None:
 @needs_records
 @pytest.mark.parametrize("cmd", ["compare", "verdicts", "sensitivity"])
 def test_json_flag_is_an_alias_of_format_json(cmd: str) -> None:
-    assert _out(cmd, "--json", "--campaign", "crossfamily") == _out(cmd, "--format", "json", "--campaign", "crossfamily")
+    assert _out(cmd, "--json", "--campaign", "crossfamily") == _out(cmd, "--format", "json", "--campaign",
+                                                                    "crossfamily")
     json.loads(_out(cmd, "--json", "--campaign", "crossfamily"))
     res = _invoke(cmd, str(RELEASED), "--json", "--format", "csv")
     assert res.exit_code == 2 and "--json means --format json" in res.output

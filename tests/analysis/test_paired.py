@@ -74,7 +74,8 @@ def test_paired_ci_by_hand_main_7b_difffilter_vs_baseline() -> None:
     assert row["sd"] == pytest.approx(sd, abs=1e-10)
     assert (row["t_lo"], row["t_hi"]) == (pytest.approx(lo, abs=1e-9), pytest.approx(hi, abs=1e-9))
     # exact sign-flip p over the 8 sign patterns, by hand
-    null = [abs(sum(s * x for s, x in zip(signs, d, strict=True))) / n for signs in itertools.product((1, -1), repeat=n)]
+    null = [abs(sum(s * x for s, x in zip(signs, d, strict=True))) / n
+            for signs in itertools.product((1, -1), repeat=n)]
     assert row["p_perm"] == pytest.approx(sum(v >= abs(mean) - 1e-12 for v in null) / 8)
     assert row["p_improve_seeds"] == pytest.approx(sum(x > 0 for x in d) / n)
 

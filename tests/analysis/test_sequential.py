@@ -41,7 +41,8 @@ def test_ld_pocock_bounds_match_published_k5():
 
     Published (ld98 / ldbounds iuse=2): 2.4380, 2.4268, 2.4101, 2.3966, 2.3859 (Reboussin et al. 2000).
     """
-    np.testing.assert_allclose(efficacy_bounds(EQ5, 0.05, "pocock"), [2.4380, 2.4268, 2.4101, 2.3966, 2.3859], atol=3e-4)
+    np.testing.assert_allclose(efficacy_bounds(EQ5, 0.05, "pocock"), [2.4380, 2.4268, 2.4101, 2.3966, 2.3859],
+                               atol=3e-4)
 
 
 def test_classical_constants_match_jennison_turnbull_tables():
@@ -180,7 +181,8 @@ def test_futility_is_non_binding_and_conditional_power_matches_formula():
     c = d.stat_bounds()[-1]
     for z, n in [(0.5, 6), (2.0, 9)]:
         t = n / 12
-        assert float(d.conditional_power(z, n)) == pytest.approx(stats.norm.sf((c - z / math.sqrt(t)) / math.sqrt(1 - t)))
+        assert float(d.conditional_power(z,
+                                         n)) == pytest.approx(stats.norm.sf((c - z / math.sqrt(t)) / math.sqrt(1 - t)))
     out = interim_decision({"flat": [0.3, -0.2, 0.1, -0.3, 0.2, -0.1]}, 1, SequentialDesign(futility_cp=0.2))
     assert out["flat"].decision == "futile"
 
@@ -269,7 +271,8 @@ def test_looks_are_immutable_unless_a_new_named_design(tmp_path):
 def test_report_section_shows_the_bias_adjusted_estimate_of_an_early_stop(tmp_path):
     import pandas as pd
 
-    from analysis.sequential import LOOK_COLUMNS, look_at_runs, looks_section_html, read_looks, record_look, stagewise_estimate
+    from analysis.sequential import (LOOK_COLUMNS, look_at_runs, looks_section_html, read_looks, record_look,
+                                     stagewise_estimate)
 
     rng = np.random.default_rng(1)
     rows = []

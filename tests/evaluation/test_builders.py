@@ -45,7 +45,8 @@ def test_bbh_letter_from_target_and_option_count():
 
 
 def test_zebra_sample_gold_letter_and_hidden_answers():
-    rows = [{"id": f"z{i}", "puzzle": "p", "question": "q", "choices": ["x", "y", "z"], "answer": ["x", "y", "z"][i % 3]}
+    rows = [{"id": f"z{i}", "puzzle": "p", "question": "q", "choices": ["x", "y", "z"],
+             "answer": ["x", "y", "z"][i % 3]}
             for i in range(20)]
     df = build_zebra(rows, k=5)
     idx = sorted(random.Random(42).sample(range(20), 5))

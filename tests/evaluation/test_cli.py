@@ -60,7 +60,9 @@ def test_audit_contamination_reports_and_fails_on_match(tmp_path):
     r = runner.invoke(app, ["audit", "contamination", "--train", str(path), "--data-dir", str(FIXTURE_DIR)])
     assert r.exit_code == 0
     pd.DataFrame({"text": ["x"]}).to_parquet(tmp_path / "bad.parquet")
-    r = runner.invoke(app, ["audit", "contamination", "--train", str(tmp_path / "bad.parquet"), "--data-dir", str(FIXTURE_DIR)])
+    r = runner.invoke(app,
+                      ["audit", "contamination", "--train", str(tmp_path / "bad.parquet"), "--data-dir",
+                       str(FIXTURE_DIR)])
     assert r.exit_code == 2 and "no 'prompt' column" in r.stderr
 
 

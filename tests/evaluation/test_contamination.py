@@ -25,7 +25,8 @@ def test_kinds_exact_normalised_ngram():
     bench = [" ".join(rng.choice(words, 40)) for _ in range(30)]
     near = bench[2].split()
     near[38] = "CHANGED"  # touches 2 of 28 windows: Jaccard 26/30
-    train = [bench[0], bench[1].upper() + " ?!\n\nPlease reason step by step, and put your final answer within \\boxed{}.",
+    train = [bench[0],
+             bench[1].upper() + " ?!\n\nPlease reason step by step, and put your final answer within \\boxed{}.",
              " ".join(near), "completely unrelated text " * 5]
     m = audit(train, _items(bench))
     got = {(r.train_index, r.item_id): r.kind for r in m.itertuples()}

@@ -23,7 +23,8 @@ def _fixture_sizes() -> dict[str, int]:
 
 
 @pytest.mark.slow
-def test_random_model_fails_gates_then_relaxed_run_scores_all_twelve_from_cache(random_model, tmp_path, small_suite, run_meta):
+def test_random_model_fails_gates_then_relaxed_run_scores_all_twelve_from_cache(random_model, tmp_path, small_suite,
+                                                                                run_meta):
     suite = small_suite(12)
     out = tmp_path / "records.parquet"
     with pytest.raises(EvaluationError) as exc:
@@ -37,12 +38,14 @@ def test_random_model_fails_gates_then_relaxed_run_scores_all_twelve_from_cache(
     items = [json.loads(x) for x in gzip.open(tmp_path / "records.items.jsonl.gz", "rt")]
     sizes = _fixture_sizes()
     assert len(items) == sum(sizes.values())
-    assert {"prompt", "response", "parsed", "score", "finish_reason", "response_tokens", "prompt_tokens"} <= set(items[0])
+    assert {"prompt", "response", "parsed", "score", "finish_reason", "response_tokens",
+            "prompt_tokens"} <= set(items[0])
     assert all(it["response_tokens"] <= 12 for it in items)
 
     # the same evaluation with relaxed gates regenerates nothing (cache keyed by checkpoint hash)
     # gates as a mapping (campaign YAML), `out` as a directory (orchestrator stage layout)
-    rec = evaluate_checkpoint(random_model, suite=suite, data_dir=FIXTURE_DIR, run_meta=run_meta, out=tmp_path / "step_0",
+    rec = evaluate_checkpoint(random_model, suite=suite, data_dir=FIXTURE_DIR, run_meta=run_meta,
+                              out=tmp_path / "step_0",
                               cache_dir=tmp_path / "cache", gates={"min_parse_rate": 0.0, "max_truncation_rate": 1.0},
                               progress=False)
     out = tmp_path / "step_0" / "records.parquet"
@@ -104,7 +107,8 @@ def test_missing_dataset_file_names_it(fake_ckpt, run_meta, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(FIXTURE_DIR, data)
     (data / "kk_hard.parquet").unlink()
-    with pytest.raises(EvaluationError, match=r"kk_hard\.parquet: benchmark file not found; run `campaign data benchmarks"):
+    with pytest.raises(EvaluationError,
+                       match=r"kk_hard\.parquet: benchmark file not found; run `campaign data benchmarks"):
         evaluate_checkpoint(fake_ckpt, data_dir=data, run_meta=run_meta)
 
 

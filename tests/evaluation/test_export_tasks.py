@@ -41,7 +41,8 @@ def test_lm_eval_cli_on_exported_tasks_matches_campaign_eval(tmp_path):
     data = tmp_path / "data"
     write_manifest(data, sorted(write_eval_fixtures(data, n_items=8)), kind="fixture")
     rec = evaluate_checkpoint(ckpt, data_dir=data, benchmarks=BENCH, max_gen_toks=32, progress=False,
-                              run_meta={"run_id": "x", "campaign": "c", "model": "tiny", "policy": "baseline", "seed": 0,
+                              run_meta={"run_id": "x", "campaign": "c", "model": "tiny", "policy": "baseline",
+                                        "seed": 0,
                                         "step": 0})
     ours = dict(zip(rec["benchmark"], rec["accuracy"], strict=True))
 

@@ -61,8 +61,10 @@ def test_process_results_grade_with_the_shared_graders():
 def test_generation_cache_key_covers_checkpoint_task_item_and_config(tmp_path):
     base = generation_key("h1", "t", 0, "ctx", {"max_gen_toks": 8})
     assert base == generation_key("h1", "t", 0, "ctx", {"max_gen_toks": 8})
-    others = [generation_key("h2", "t", 0, "ctx", {"max_gen_toks": 8}), generation_key("h1", "u", 0, "ctx", {"max_gen_toks": 8}),
-              generation_key("h1", "t", 1, "ctx", {"max_gen_toks": 8}), generation_key("h1", "t", 0, "ctx", {"max_gen_toks": 9})]
+    others = [generation_key("h2", "t", 0, "ctx", {"max_gen_toks": 8}),
+              generation_key("h1", "u", 0, "ctx", {"max_gen_toks": 8}),
+              generation_key("h1", "t", 1, "ctx", {"max_gen_toks": 8}),
+              generation_key("h1", "t", 0, "ctx", {"max_gen_toks": 9})]
     assert len({base, *others}) == 5
     store = GenerationStore(tmp_path / "g.sqlite")
     store.put_many([(base, "h1", "t", "0", "resp", 3, "stop")])

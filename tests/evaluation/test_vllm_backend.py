@@ -21,7 +21,9 @@ def test_args_cover_longest_prompt_plus_limit_and_per_job_cache(tmp_path):
     assert b.cache_root != a.cache_root
 
 
-@pytest.mark.parametrize("kw", [{"longest_prompt_tokens": 0, "max_gen_toks": 5}, {"longest_prompt_tokens": 5, "max_gen_toks": 5,
+@pytest.mark.parametrize("kw",
+                         [{"longest_prompt_tokens": 0, "max_gen_toks": 5},
+                          {"longest_prompt_tokens": 5, "max_gen_toks": 5,
                                                                                   "gpu_memory_utilization": 1.5}])
 def test_bad_args_are_rejected(tmp_path, kw):
     with pytest.raises(ValueError):

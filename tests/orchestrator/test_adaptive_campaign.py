@@ -61,7 +61,8 @@ def test_sequential_campaign_spends_seeds_only_on_open_comparisons(tree: Path, t
     env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(tok), "RAY_AUTH_MODE": "token"}
     wd = tmp_path / "wd"
     camp = _campaign(tree, "seq")
-    p = subprocess.run([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd), "--max-parallel", "4"],
+    p = subprocess.run([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd), "--max-parallel",
+                        "4"],
                        env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "interim look 0" in p.stdout and "sequential seeds" in p.stdout
@@ -126,7 +127,8 @@ def test_sequential_campaign_spends_seeds_only_on_open_comparisons(tree: Path, t
     m = looks[-1]
     assert f"[{m[5]:+.3f}, {m[6]:+.3f}]" in doc
     # a hand look on a campaign the orchestrator is running sequentially is refused (it would corrupt its log)
-    hand = subprocess.run([CAMPAIGN, "seeds-look", "seq", "--look", "0", "--workdir", str(wd)], capture_output=True, text=True)
+    hand = subprocess.run([CAMPAIGN, "seeds-look", "seq", "--look", "0", "--workdir", str(wd)], capture_output=True,
+                          text=True)
     assert hand.returncode == 2 and "campaign looks seq" in hand.stderr
 
 

@@ -43,7 +43,8 @@ BAD_OVERRIDES = [
     "name=../../escape", "name=a/b", "name=''", "name=.hidden", "suite=no_such_suite", "suite=../db12",
     "backend=gpu", "backend=1", "models=[]", "models=[no_such_model]", "models=[tiny_qwen2,tiny_qwen2]",
     "models=[../model/tiny_qwen2]", "policies=[]", "policies=[no_such_policy]", "policies=[baseline,baseline]",
-    "policies=[../policy/gfpo]", "policies=[baseline,gfpo/../gfpo]", "recipe=no_such_recipe", "recipe=../recipe/cpu_tiny",
+    "policies=[../policy/gfpo]", "policies=[baseline,gfpo/../gfpo]", "recipe=no_such_recipe",
+    "recipe=../recipe/cpu_tiny",
     "recipe=''", "compute.cpus_per_run=0", "compute.cpus_per_run=-1", "compute.cpus_per_run=1000",
     "compute.nodes=0", "compute.gpus_per_node=-1", "compute.hours_per_run=0", "compute.gpus_per_run=-2",
     "+compute.colour=red", "retries.max_attempts=0", "retries.backoff_s=-1", "+evaluation.limit=-5",
@@ -76,10 +77,13 @@ BAD_FILES = {
     "no_recipe": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nbackend: local\n",
     "unknown_key": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nmodles: [a]\n",
     "bad_group": "name: x\nsub_campaigns: {a: {groups: [{campaign: main}]}}\n",
-    "bad_group_label": "name: x\nrecipe: cpu_tiny\nsub_campaigns: {a: {groups: [{campaign: ../x, models: [tiny_qwen2], policies: [baseline]}]}}\n",
-    "expected_mismatch": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nexpected_runs: 99\nbackend: local\n",
+    "bad_group_label": "name: x\nrecipe: cpu_tiny\nsub_campaigns: {a: {groups: [{campaign: ../x, models: [tiny_qwen2], "
+                       "policies: [baseline]}]}}\n",
+    "expected_mismatch": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nexpected_runs: "
+                         "99\nbackend: local\n",
     "binary": "\x00\x01\x02name: x\n",
-    "seeds_design_bad": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nseeds: {design: magic}\n",
+    "seeds_design_bad": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nseeds: {design: "
+                        "magic}\n",
 }
 
 
@@ -104,7 +108,8 @@ GOOD_SELECT = {"name": "p", "mechanism": "select", "scorer": {"name": "advantage
                "actuator": {"name": "topk_fraction", "params": {"fraction": 0.5}}}
 BAD_POLICIES = [
     {**GOOD_SELECT, "mechanism": "magic"}, {**GOOD_SELECT, "colour": 1}, {**GOOD_SELECT, "scorer": {"name": "nope"}},
-    {**GOOD_SELECT, "actuator": {"name": "nope"}}, {**GOOD_SELECT, "actuator": {"name": "topk_fraction", "params": {"fraction": 7}}},
+    {**GOOD_SELECT, "actuator": {"name": "nope"}},
+    {**GOOD_SELECT, "actuator": {"name": "topk_fraction", "params": {"fraction": 7}}},
     {**GOOD_SELECT, "actuator": {"name": "topk_fraction", "params": {"fraction": -0.1}}},
     {**GOOD_SELECT, "actuator": {"name": "topk_fraction", "params": {"fraction": "half"}}},
     {**GOOD_SELECT, "actuator": {"name": "topk_fraction", "params": {"fraction": 0.5, "bogus": 1}}},
@@ -119,10 +124,12 @@ BAD_POLICIES = [
     {"name": "p", "mechanism": "select", "scorer": {"name": "advantage_magnitude"}},
     {"name": "p", "mechanism": "mix", "actuator": {"name": "static"}},
     {"name": "p", "mechanism": "mix", "actuator": {"name": "static"}, "domains": ["math", "math"]},
-    {"name": "p", "mechanism": "mix", "domains": ["a", "b", "c"], "actuator": {"name": "reward_gap", "params": {"floor": 0.5}}},
+    {"name": "p", "mechanism": "mix", "domains": ["a", "b", "c"],
+     "actuator": {"name": "reward_gap", "params": {"floor": 0.5}}},
     {"name": "p", "mechanism": "mix", "domains": ["a", "b"], "scorer": {"name": "advantage_magnitude"},
      "actuator": {"name": "static"}},
-    {"name": "p", "mechanism": "reweight", "scorer": {"name": "advantage_magnitude"}, "actuator": {"name": "topk_fraction"}},
+    {"name": "p", "mechanism": "reweight", "scorer": {"name": "advantage_magnitude"},
+     "actuator": {"name": "topk_fraction"}},
     {"name": "p", "mechanism": "none", "scorer": {"name": "advantage_magnitude"}},
     {"name": "p", "mechanism": "select", "scorer": "advantage_magnitude", "actuator": {"name": "topk_fraction"}},
     {"mechanism": None}, [1, 2, 3], "just a string",
@@ -199,7 +206,8 @@ def test_bad_cli_options_are_refused(tmp_path, tree):
     noop = str(tree / "small.yaml")  # passes preflight (no evaluation data needed): the option itself is refused
     (tmp_path / "a_file.txt").write_text("keep me")
     cases = [
-        ["plan", DEMO, "--gpus", "0"], ["plan", DEMO, "--format", "yaml"], ["plan", DEMO, "--data-dir", str(tmp_path / "x")],
+        ["plan", DEMO, "--gpus", "0"], ["plan", DEMO, "--format", "yaml"],
+        ["plan", DEMO, "--data-dir", str(tmp_path / "x")],
         ["submit", noop, "--workdir", str(wd), "--max-parallel", "0"],
         ["submit", noop, "--workdir", str(wd), "--ledger-url", "mongodb://x/y"],
         ["submit", noop, "--workdir", str(wd), "--ledger-url", f"sqlite:///{tmp_path}/no/such/dir/ledger.db"],
@@ -208,8 +216,10 @@ def test_bad_cli_options_are_refused(tmp_path, tree):
         ["tables", str(RELEASED), "--out", str(tmp_path / "a_file.txt")],
         ["report", str(RELEASED), "--out", str(tmp_path)],
         ["report", str(RELEASED), "--out", str(RELEASED)],
-        ["status", "--workdir", str(wd)], ["resume", "demo", "--workdir", str(wd)], ["logs", "demo", "x", "--workdir", str(wd)],
-        ["cancel", "demo", "--workdir", str(wd)], ["retry", "demo", "--workdir", str(wd)], ["watch", "demo", "--workdir", str(wd)],
+        ["status", "--workdir", str(wd)], ["resume", "demo", "--workdir", str(wd)],
+        ["logs", "demo", "x", "--workdir", str(wd)],
+        ["cancel", "demo", "--workdir", str(wd)], ["retry", "demo", "--workdir", str(wd)],
+        ["watch", "demo", "--workdir", str(wd)],
         ["compare", str(RELEASED), "--resamples", "5"], ["compare", str(RELEASED), "--aggregate", "DB-99"],
         ["tables", str(RELEASED), "--table", "no_such_table"], ["tables", str(RELEASED), "--format", "docx"],
         ["policies", "validate", str(REPO / "campaigns" / "policy" / "gfpo.yaml"), "--rollout-n", "0"],
@@ -241,7 +251,8 @@ def test_generated_bad_seed_is_refused(bad):
 
 @settings(max_examples=40, deadline=None)
 @given(name=st.text(min_size=0, max_size=12).filter(
-    lambda s: not (s and s[0].isalnum() and s.isascii() and all(c.isalnum() or c in "_.+-" for c in s) and ".." not in s)))
+    lambda s: not (s and s[0].isalnum() and s.isascii() and all(c.isalnum() or c in "_.+-" for c in s)
+                   and ".." not in s)))
 def test_generated_unsafe_name_is_refused(name):
     from orchestrator.spec import check_name
 

@@ -43,7 +43,8 @@ def test_demo_end_to_end_on_a_reduced_grid(tmp_path: Path) -> None:
                         "save_freq=2"], capture_output=True, text=True, cwd=REPO, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     recs = pd.read_parquet(wd / "results" / "demo" / "records.parquet")
-    assert sorted(recs["run_id"].unique()) == [f"demo/tiny_qwen2/{pol}/s{s}" for pol in ("baseline", "gfpo") for s in (1, 2)]
+    assert sorted(recs["run_id"].unique()) == [f"demo/tiny_qwen2/{pol}/s{s}" for pol in ("baseline", "gfpo")
+                                               for s in (1, 2)]
     assert len(recs) == 4 * 12 and (recs["step"] == 2).all()
     assert recs["accuracy"].between(0, 100).all() and recs["parse_rate"].notna().all()
     assert "gfpo" in p.stdout and "vs" in p.stdout  # the paired table was printed

@@ -35,7 +35,8 @@ def test_a_configuration_error_is_not_repeated_for_every_seed(tree: Path, tmp_pa
     camp.write_text(yaml.safe_dump(spec))
     wd = tmp_path / "wd"
     env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(tok), "RAY_AUTH_MODE": "token"}
-    p = subprocess.run([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd), "--max-parallel", "1"],
+    p = subprocess.run([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd), "--max-parallel",
+                        "1"],
                        env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 1, p.stderr[-2000:]
     with sqlite3.connect(wd / "ledger.db") as c:

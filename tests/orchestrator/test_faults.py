@@ -80,7 +80,8 @@ def test_sigkill_at_random_points_then_resume_loses_and_duplicates_nothing(tree:
         assert lines[0::3].count("train") == 1 and lines[0::3].count("evaluate") == 1, key
     att = _db(wd, "select stage, status, count(*) from attempts where campaign='kill' group by 1, 2")
     assert sorted(att) == [("evaluate", "succeeded", 8), ("train", "succeeded", 8)]
-    recs = subprocess.run([sys.executable, "-c", f"import pandas as pd; print(len(pd.read_parquet('{wd}/results/kill/records.parquet')))"],
+    recs = subprocess.run([sys.executable, "-c",
+                           f"import pandas as pd; print(len(pd.read_parquet('{wd}/results/kill/records.parquet')))"],
                           capture_output=True, text=True)
     assert int(recs.stdout) == 8 * 12  # one record per run × benchmark
     # MLflow, written live by whichever orchestrator drove: one run per cell despite the kills, all ended

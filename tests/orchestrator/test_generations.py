@@ -51,7 +51,8 @@ def _executions(wd: Path, campaign: str, run_key: str) -> list[str]:
     return (wd / "runs" / campaign / run_key / "executions.log").read_text().split()[0::3]
 
 
-def test_resubmit_with_changed_recipe_collects_only_the_new_generation(tree: Path, tmp_path: Path, on_head: str) -> None:
+def test_resubmit_with_changed_recipe_collects_only_the_new_generation(tree: Path, tmp_path: Path,
+                                                                       on_head: str) -> None:
     from orchestrator.session import plan, records_spec_hash, spec_hash
 
     (tree / "recipe" / "noop_b.yaml").write_text(yaml.safe_dump({"name": "noop_b", "sleep_s": 0.6}))
@@ -168,7 +169,8 @@ def test_two_executions_of_a_stage_in_one_run_dir_cannot_overlap(tree: Path, tmp
     second = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
     out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err[-2000:]
-    assert second.returncode == 1 and "windtunnel-stage-error: busy" in second.stderr and "Traceback" not in second.stderr
+    assert second.returncode == 1
+    assert "windtunnel-stage-error: busy" in second.stderr and "Traceback" not in second.stderr
     assert _executions(wd, "lock", runs[0].run_key) == ["train"]
     # once the first is done, a rerun finds its verified outputs and skips (no second execution)
     again = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)

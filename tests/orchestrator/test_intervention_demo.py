@@ -48,7 +48,10 @@ def test_inert_mixer_is_flagged_and_reward_gap_is_not(tmp_path: Path) -> None:
     assert "flagged inert_mixer: inert_mixer" in p.stdout and "flagged reward_gap" not in p.stdout
 
     # the evidence, computed here from each run's own metrics: inert_mixer's data never moved, reward_gap's did
-    moves = {pol: _realised_move(Path(json.loads((wd / "runs" / "demo" / d.name / "train_done.json").read_text())["metrics_path"]))
+    def metrics_path(d: Path) -> Path:
+        return Path(json.loads((wd / "runs" / "demo" / d.name / "train_done.json").read_text())["metrics_path"])
+
+    moves = {pol: _realised_move(metrics_path(d))
              for d in (wd / "runs" / "demo").iterdir()
              for pol in [json.loads((d / "run_spec.json").read_text())["policy"]]}
     assert moves["inert_mixer"] == 0.0 and moves["reward_gap"] > 0.02

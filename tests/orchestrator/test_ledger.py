@@ -142,7 +142,8 @@ def test_upsert_is_idempotent_and_reports_new_changed_unchanged_removed(ledger) 
     assert d.new == ["c/c/s1"] and d.changed == ["c/a/s2"] and d.unchanged == ["c/a/s1"] and d.removed == ["c/b/s1"]
     old = ledger.get("c", "k2")
     assert old.state == "cancelled" and "superseded" in old.reason
-    assert {r.run_key for r in ledger.runs("c", [S.planned])} == {"k1", "k2-new", "k3", "k4"}  # removed runs stay until cancelled
+    assert {r.run_key for r in ledger.runs("c", [S.planned])} == {"k1", "k2-new", "k3",
+                                                                  "k4"}  # removed runs stay until cancelled
 
 
 def test_leases_block_other_owners_until_expiry(ledger) -> None:

@@ -57,7 +57,8 @@ def test_a_failed_start_leaves_no_daemon_and_is_tried_again(tmp_path: Path, monk
     # like `ray start`: leave a daemon that carries --temp-dir in its argv, then fail
     fake.write_text("#!/bin/sh\necho x >> " + str(calls) + "\n"
                     "for a in \"$@\"; do case $a in --temp-dir=*) T=${a#--temp-dir=};; esac; done\n"
-                    f"nohup {sys.executable} -c 'import time; time.sleep(300)' \"--fake-gcs-temp-dir=$T\" >/dev/null 2>&1 &\n"
+                    f"nohup {sys.executable} -c 'import time; time.sleep(300)' \"--fake-gcs-temp-dir=$T\" >/dev/null "
+                    "2>&1 &\n"
                     "echo 'The current node timed out during startup.' >&2\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setattr(lh, "_ray_bin", lambda: str(fake))

@@ -40,7 +40,8 @@ def test_wheel_carries_the_config_tree_and_plans_the_demo_from_elsewhere(tmp_pat
             "sys.argv = ['campaign', 'plan', 'demo', '--format', 'json']; "
             "from orchestrator.cli import main; main()")
     env = {**os.environ, "PYTHONPATH": str(site)}
-    p = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=env, capture_output=True, text=True,
+                       timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     first, second, rest = p.stdout.split("\n", 2)
     assert first.startswith(str(site)) and second.startswith(str(site))  # code and config tree from the wheel

@@ -165,7 +165,8 @@ def test_equal_budget_studies_through_the_real_orchestrator(tree, tmp_path, head
     con = sqlite3.connect(work / "ledger.db")
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"runs", "studies", "trials"} <= tables
-    rows = con.execute("SELECT campaign, run_id, state FROM runs WHERE campaign LIKE 'small.tune.%@val_tiny'").fetchall()
+    rows = con.execute("SELECT campaign, run_id, state FROM runs WHERE campaign LIKE "
+                       "'small.tune.%@val_tiny'").fetchall()
     con.close()
     assert {r[2] for r in rows} == {"recorded"}
     ids = {r[1] for r in rows}

@@ -34,7 +34,8 @@ def _tree(tmp_path: Path) -> Path:
     recipe["trainer"].update({"val_before_train": False, "eval_freq": 1000, "val_samples": 0})
     (root / "recipe" / "cpu_tiny.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
     campaign = yaml.safe_load((REPO / "campaigns" / "tune_demo.yaml").read_text())
-    campaign.update({"name": "prune", "policies": ["baseline", "gfpo"], "seeds": [1], "steps": STEPS, "save_freq": SAVE})
+    campaign.update({"name": "prune", "policies": ["baseline", "gfpo"], "seeds": [1], "steps": STEPS,
+                     "save_freq": SAVE})
     campaign["evaluation"]["limit"] = 8  # 8 items per dev benchmark: intermediate evaluations stay quick
     (root / "prune.yaml").write_text(yaml.safe_dump(campaign, sort_keys=False))
     return root

@@ -109,7 +109,8 @@ def test_tune_demo_validates_on_synth_dev_with_the_shipped_data_and_refuses_db12
     with pytest.raises(TuneError, match="is the final test suite"):
         _check_validation(spec, req)
     leaky = tmp_path / "leaky.yaml"
-    leaky.write_text((REPO / "campaigns" / "suite" / "synth_dev.yaml").read_text().replace("name: synth_dev", "name: leaky")
+    leaky.write_text((REPO / "campaigns" / "suite" / "synth_dev.yaml").read_text().replace("name: synth_dev",
+                                                                                           "name: leaky")
                      .replace("- {id: dev_math,", "- {id: gsm8k,"))
     req.validation_suite = str(leaky)
     with pytest.raises(TuneError, match=r"shares benchmark\(s\) \['gsm8k'\]"):

@@ -30,7 +30,8 @@ def make_batch(rewards, lengths, n, *, L=None, domains=None, padding=None, seed=
                      domain=None if domains is None else torch.as_tensor(domains), is_padding=padding)
 
 
-def random_batch(seed: int, groups: int = 16, n: int = 5, L: int = 24, binary: bool = True, pad_rows: int = 0) -> StepBatch:
+def random_batch(seed: int, groups: int = 16, n: int = 5, L: int = 24, binary: bool = True,
+                 pad_rows: int = 0) -> StepBatch:
     gen = torch.Generator().manual_seed(seed)
     b = groups * n
     rewards = (torch.rand(b, generator=gen) < 0.5).float() if binary else torch.rand(b, generator=gen)

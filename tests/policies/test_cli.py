@@ -48,7 +48,8 @@ def test_show_and_unknown_name():
 
 def test_validate_exit_2_naming_file_and_field(tmp_path):
     f = tmp_path / "bad.yaml"
-    f.write_text("name: bad\nmechanism: select\nscorer: {name: reward_difficulty}\nactuator: {name: gfpo, params: {k: 9}}\n")
+    f.write_text("name: bad\nmechanism: select\nscorer: {name: reward_difficulty}\nactuator: {name: gfpo, params: {k: "
+                 "9}}\n")
     r = CliRunner().invoke(_app(), ["policies", "validate", str(f), "--rollout-n", "5"], env={"COLUMNS": "300"})
     assert r.exit_code == 2
     assert "actuator.params.k" in r.output and "'bad'" in r.output

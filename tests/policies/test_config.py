@@ -115,9 +115,11 @@ def test_strength_variant_moves_only_strength_knobs():
 
 def test_step_batch_validation_and_dense_ids():
     with pytest.raises(PolicyConfigError, match="response_mask"):
-        StepBatch(advantages=torch.zeros(4, 3), rewards=torch.zeros(4), response_mask=torch.ones(4, 2), group=torch.zeros(4))
+        StepBatch(advantages=torch.zeros(4, 3), rewards=torch.zeros(4), response_mask=torch.ones(4, 2),
+                  group=torch.zeros(4))
     with pytest.raises(PolicyConfigError, match="dense"):
-        StepBatch(advantages=torch.zeros(4, 3), rewards=torch.zeros(4), response_mask=torch.ones(4, 3), group=torch.tensor([0, 0, 2, 2]))
+        StepBatch(advantages=torch.zeros(4, 3), rewards=torch.zeros(4), response_mask=torch.ones(4, 3),
+                  group=torch.tensor([0, 0, 2, 2]))
     assert dense_ids(["b", "b", "a", "c", "a"]).tolist() == [0, 0, 1, 2, 1]
 
 
@@ -169,8 +171,10 @@ def test_step_batch_from_padded_framework_tensors():
     mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 0, 0]])
     tlr = torch.tensor([[0.0, 1.0, 5.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])  # 5.0 sits on a masked token
     b = StepBatch.from_padded(advantages=torch.zeros(3, 3), response_mask=mask, uids=["x", "y", "x"],
-                              token_level_rewards=tlr, domains=["logic", "math", "logic"], domain_names=["math", "logic"])
+                              token_level_rewards=tlr, domains=["logic", "math", "logic"],
+                              domain_names=["math", "logic"])
     assert b.rewards.tolist() == [1.0, 1.0, 0.0] and b.group.tolist() == [0, 1, 0] and b.domain.tolist() == [1, 0, 1]
     with pytest.raises(PolicyConfigError, match="unknown domain"):
-        StepBatch.from_padded(advantages=torch.zeros(3, 3), response_mask=mask, uids=["x", "y", "x"], rewards=torch.zeros(3),
+        StepBatch.from_padded(advantages=torch.zeros(3, 3), response_mask=mask, uids=["x", "y", "x"],
+                              rewards=torch.zeros(3),
                               domains=["code", "math", "logic"], domain_names=["math", "logic"])

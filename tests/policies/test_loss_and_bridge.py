@@ -19,7 +19,8 @@ def _vanilla_loss(weights, batch, log_prob):
     from verl.trainer.ppo.core_algos import get_policy_loss_fn
     from verl.workers.config import FSDPActorConfig
 
-    cfg = FSDPActorConfig(strategy="fsdp", rollout_n=5, ppo_micro_batch_size_per_gpu=1, use_dynamic_bsz=False, ppo_mini_batch_size=1)
+    cfg = FSDPActorConfig(strategy="fsdp", rollout_n=5, ppo_micro_batch_size_per_gpu=1, use_dynamic_bsz=False,
+                          ppo_mini_batch_size=1)
     fn = get_policy_loss_fn("vanilla")
     out = fn(old_log_prob=batch.old_log_probs, log_prob=log_prob, advantages=batch.advantages,
              response_mask=batch.response_mask, loss_agg_mode="token-mean", config=cfg, rollout_is_weights=weights)
@@ -50,8 +51,10 @@ def test_kept_token_normalisation_restores_the_kept_subset_loss():
     keep = res.weights.sum(-1) > 0
     from policies import StepBatch
 
-    sub = StepBatch(advantages=batch.advantages[keep], rewards=batch.rewards[keep], response_mask=batch.response_mask[keep],
-                    group=torch.unique(batch.group[keep], return_inverse=True)[1], old_log_probs=batch.old_log_probs[keep])
+    sub = StepBatch(advantages=batch.advantages[keep], rewards=batch.rewards[keep],
+                    response_mask=batch.response_mask[keep],
+                    group=torch.unique(batch.group[keep], return_inverse=True)[1],
+                    old_log_probs=batch.old_log_probs[keep])
     expect = _vanilla_loss(None, sub, log_prob[keep])
     assert float(full) == pytest.approx(float(expect), rel=1e-5)
 
@@ -99,6 +102,7 @@ def test_overrides_compose_with_verls_real_config_and_build_the_policy():
     p = policy_from_config(cfg)
     assert p.name == "gfpo_recompute" and p.seed == 9 and p.recompute_advantages
     with initialize_config_dir(config_dir=cfg_dir, version_base=None):
-        bad = compose("ppo_trainer", overrides=["actor_rollout_ref.rollout.n=3"] + launcher_overrides(POLICY_DIR / "gfpo.yaml"))
+        bad = compose("ppo_trainer",
+                      overrides=["actor_rollout_ref.rollout.n=3"] + launcher_overrides(POLICY_DIR / "gfpo.yaml"))
     with pytest.raises(PolicyConfigError, match="rollout.n = 3"):
         policy_from_config(bad)

@@ -24,7 +24,8 @@ def test_yaml_plugins_key_imports_the_class_and_runs_it(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(HERE / "plugin_example"))
     f = tmp_path / "shortest.yaml"
     f.write_text("name: shortest\nmechanism: select\nplugins: [shortest_plugin]\n"
-                 "scorer: {name: response_length}\nactuator: {name: topk_fraction, params: {fraction: 0.4, largest: false, scope: per_group}}\n")
+                 "scorer: {name: response_length}\nactuator: {name: topk_fraction, params: {fraction: 0.4, largest: "
+                 "false, scope: per_group}}\n")
     res = load_policy(f).apply(_batch(), step=0)
     kept = (res.weights.sum(-1) > 0).reshape(4, 5)
     # two shortest per group, ties to the earlier row: computed by hand from the lengths above

@@ -60,7 +60,8 @@ def _permute_groups(batch: StepBatch, gperm: torch.Tensor, n: int) -> tuple[Step
     rows = (gperm[:, None] * n + torch.arange(n)[None]).reshape(-1)
     inv = torch.empty_like(gperm)
     inv[gperm] = torch.arange(gperm.numel())
-    pb = StepBatch(advantages=batch.advantages[rows], rewards=batch.rewards[rows], response_mask=batch.response_mask[rows],
+    pb = StepBatch(advantages=batch.advantages[rows], rewards=batch.rewards[rows],
+                   response_mask=batch.response_mask[rows],
                    group=inv[batch.group[rows]], old_log_probs=batch.old_log_probs[rows], domain=batch.domain[rows])
     return pb, rows
 
@@ -123,7 +124,8 @@ def test_matched_update_tokens_matches_token_mass(seed):
     ws, wc = sel.apply(batch, step=1).weights, ctl.apply(batch, step=1).weights
     assert float(wc.sum()) == pytest.approx(float(ws.sum()), rel=1e-5)
     assert ((wc > 0) == (batch.mask > 0)).all()  # every valid token still carries gradient
-    rs = load_policy({**ctl.config, "control": {"name": "matched_update_tokens", "mode": "random_sequences"}}, seed=seed)
+    rs = load_policy({**ctl.config, "control": {"name": "matched_update_tokens", "mode": "random_sequences"}},
+                     seed=seed)
     wr = rs.apply(batch, step=1).weights
     kept_tokens = float(ws.sum())
     longest = float(batch.mask.sum(-1).max())
@@ -192,7 +194,8 @@ def test_unequal_groups_use_the_general_layout(seed, sizes):
     rewards = torch.rand(b, generator=gen)
     lengths = torch.randint(1, L + 1, (b,), generator=gen)
     mask = (torch.arange(L)[None] < lengths[:, None]).float()
-    batch = StepBatch(advantages=torch.randn(b, L, generator=gen) * mask, rewards=rewards, response_mask=mask, group=group)
+    batch = StepBatch(advantages=torch.randn(b, L, generator=gen) * mask, rewards=rewards, response_mask=mask,
+                      group=group)
     pol = load_policy({"name": "tp", "mechanism": "select", "scorer": {"name": "reward_difficulty"},
                        "actuator": {"name": "gfpo", "params": {"k": 2, "metric": "reward"}}})
     keep = pol.apply(batch, step=0).weights.sum(-1) > 0

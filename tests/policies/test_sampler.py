@@ -83,7 +83,8 @@ def test_mixer_and_sampler_state_survive_a_json_checkpoint(tmp_path):
     s = DomainSampler(np.arange(30) % 3, 6, seed=2)
     doms = torch.arange(3).repeat_interleave(5)
     for step in range(1, 4):
-        pol.observe(make_batch(torch.rand(15, generator=torch.Generator().manual_seed(step)), [3] * 15, 5, domains=doms), step=step)
+        pol.observe(make_batch(torch.rand(15, generator=torch.Generator().manual_seed(step)), [3] * 15, 5,
+                               domains=doms), step=step)
         s.sample(pol.proportions())
     save_mix_state(tmp_path / "mix.json", pol, s)
     fresh = load_policy(pol.config)

@@ -72,7 +72,8 @@ def test_topk_global_keeps_half_of_batch_and_per_group_keeps_per_group(policy_di
 def test_loss_norm_kept_tokens_rescales_to_the_full_token_mass(policy_dir):
     batch = random_batch(4)
     plain = load_policy(policy_dir / "gfpo.yaml").apply(batch, step=0)
-    renorm = load_policy({**load_policy(policy_dir / "gfpo.yaml").config, "loss_norm": "kept_tokens"}).apply(batch, step=0)
+    renorm = load_policy({**load_policy(policy_dir / "gfpo.yaml").config, "loss_norm": "kept_tokens"}).apply(batch,
+                                                                                                             step=0)
     n_valid = batch.mask.sum()
     kept_tokens = (plain.weights * batch.mask).sum()
     assert torch.allclose(renorm.weights, plain.weights * n_valid / kept_tokens)
@@ -90,7 +91,8 @@ def test_recompute_advantages_matches_grpo_on_the_kept_subset(policy_dir):
     lengths = batch.mask.sum(-1).long()[idx]
     tlr = torch.zeros(idx.numel(), L)
     tlr[torch.arange(idx.numel()), lengths - 1] = batch.rewards[idx]
-    expect, _ = compute_grpo_outcome_advantage(tlr, batch.mask[idx], np.array([str(g) for g in batch.group[idx].tolist()], dtype=object))
+    expect, _ = compute_grpo_outcome_advantage(tlr, batch.mask[idx],
+                                               np.array([str(g) for g in batch.group[idx].tolist()], dtype=object))
     assert torch.allclose(res.advantages[idx], expect, atol=1e-5)
     assert (res.advantages[~keep] == 0).all()
     assert not torch.allclose(res.advantages[idx], batch.advantages[idx])  # it really changed them
@@ -142,10 +144,14 @@ def test_floor_p13_numbers_max_renormalise_vs_projection(policy_dir):
 
     t = 1.0 / math.log(48.0)  # softmax([1, 0, 0] / t) == [0.96, 0.02, 0.02]
     base = load_policy(policy_dir / "dump_ucb.yaml").config
-    as_run = load_policy({**base, "actuator": {"name": "dump_ucb", "params": {**base["actuator"]["params"], "temperature": t}}})
+    as_run = load_policy({**base,
+                          "actuator": {"name": "dump_ucb", "params": {**base["actuator"]["params"], "temperature": t}}})
     p = _one_step_mixer(as_run, [1.0, 0.0, 0.0])
     assert p.tolist() == pytest.approx([0.906, 0.047, 0.047], abs=5e-4)
-    proj = load_policy({**base, "actuator": {"name": "dump_ucb", "params": {**base["actuator"]["params"], "temperature": t, "floor_mode": "projection"}}})
+    proj = load_policy({**base,
+                        "actuator": {"name": "dump_ucb",
+                                     "params": {**base["actuator"]["params"], "temperature": t,
+                                                "floor_mode": "projection"}}})
     assert _one_step_mixer(proj, [1.0, 0.0, 0.0]).tolist() == pytest.approx([0.866, 0.067, 0.067], abs=5e-4)
 
 
@@ -179,7 +185,8 @@ def test_tscl_paper_follows_the_reward_slope():
 
 def test_ucb_visit_counts_favour_unseen_domain():
     cfg = {"name": "u", "mechanism": "mix", "domains": DOMAINS,
-           "actuator": {"name": "dump_ucb", "params": {"signal": "mean_abs_advantage", "visit_counts": True, "floor": 0.0}}}
+           "actuator": {"name": "dump_ucb",
+                        "params": {"signal": "mean_abs_advantage", "visit_counts": True, "floor": 0.0}}}
     pol = load_policy(cfg)
     doms = torch.tensor([0] * 10 + [1] * 10)  # science never seen
     r = torch.tensor([1.0, 0.0] * 10)

@@ -108,7 +108,8 @@ def test_trainer_writes_policy_weights_into_returned_meta(tq_env):
     is_w = torch.exp(olp_p - rlp_p).clamp(max=2.0) * mask
     assert torch.allclose(w, keep[:, None] * is_w, atol=1e-5)
     assert metrics["windtunnel/kept_frac"] == pytest.approx(0.6)
-    assert metrics["windtunnel/update_tokens"] == float(sum(n for n, k in zip(lengths, keep.tolist(), strict=True) if k))
+    assert metrics["windtunnel/update_tokens"] == float(sum(n for n, k in zip(lengths, keep.tolist(), strict=True)
+                                                            if k))
     tq.kv_clear(keys=keys, partition_id="train")
 
 

@@ -25,7 +25,8 @@ def _no_timing(rows: list[dict]) -> list[dict]:
 def test_grpo_raises_heldout_reward_on_the_easiest_domain(make_request):
     """30 GRPO steps on the math domain: the held-out expected reward (temperature 1, what GRPO
     optimises) rises clearly and greedy accuracy does not fall."""
-    req = make_request("baseline", seed=1, steps=30, data__domains=["math"], trainer__eval_freq=30, trainer__save_freq=30)
+    req = make_request("baseline", seed=1, steps=30, data__domains=["math"], trainer__eval_freq=30,
+                       trainer__save_freq=30)
     res = get_backend("local").train(req)
     rows = _rows(res.metrics_path)
     first, last = rows[0], rows[-1]
@@ -90,7 +91,8 @@ def test_checkpoints_are_hf_verifiable_and_reruns_are_idempotent(make_request):
 
     tok = AutoTokenizer.from_pretrained(res.checkpoints[-1].path)
     model = AutoModelForCausalLM.from_pretrained(res.checkpoints[-1].path)
-    ids = tok.apply_chat_template([{"role": "user", "content": "What is 1 + 2?"}], add_generation_prompt=True, return_tensors="pt")
+    ids = tok.apply_chat_template([{"role": "user", "content": "What is 1 + 2?"}], add_generation_prompt=True,
+                                  return_tensors="pt")
     assert model.generate(**ids, max_new_tokens=3).shape[1] > 0 if isinstance(ids, dict) else True
 
     mtime = res.metrics_path.stat().st_mtime_ns

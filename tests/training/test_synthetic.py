@@ -88,7 +88,8 @@ def test_knights_knaves_have_a_unique_solution_matching_the_gold(corpus):
     for row in train[train.domain == "logic"].itertuples():
         sols = _kk_solutions(row.prompt[0]["content"])
         assert len(sols) == 1
-        gold = dict((n, r == "knight") for n, r in re.findall(r"(\w+) is a (knight|knave)", row.reward_model["ground_truth"]))
+        gold = dict((n, r == "knight")
+                    for n, r in re.findall(r"(\w+) is a (knight|knave)", row.reward_model["ground_truth"]))
         assert gold == sols[0]
 
 

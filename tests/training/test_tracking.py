@@ -93,7 +93,8 @@ def test_campaign_cells_are_tracked_live_once_each_with_final_status(uri, tmp_pa
     assert tracker.sync() == 3
     started = {r.run_key: led.attempts("trk", r.run_key)[0]["started_at"] for r in (a, b, c)}
     mr = {r.data.tags[tracking.RUN_KEY_TAG]: r for r in _cell_runs(uri, "trk")}
-    assert {k: m.info.status for k, m in mr.items()} == {a.run_key: "RUNNING", b.run_key: "RUNNING", c.run_key: "RUNNING"}
+    assert {k: m.info.status for k, m in mr.items()} == {a.run_key: "RUNNING", b.run_key: "RUNNING",
+                                                         c.run_key: "RUNNING"}
     assert all(abs(mr[k].info.start_time - started[k] * 1000) < 2 for k in mr)
     assert mr[a.run_key].data.params["recipe.sleep_s"] == "1.2" and led.get("trk", a.run_key).mlflow_run_id
 
@@ -126,7 +127,8 @@ def test_campaign_cells_are_tracked_live_once_each_with_final_status(uri, tmp_pa
     led.transition("trk", c.run_key, "cancelled", reason="cancelled by user")
     assert tracker.sync() == 3
     mr = {r.data.tags[tracking.RUN_KEY_TAG]: r for r in _cell_runs(uri, "trk")}
-    assert {k: m.info.status for k, m in mr.items()} == {a.run_key: "FINISHED", b.run_key: "FAILED", c.run_key: "KILLED"}
+    assert {k: m.info.status for k, m in mr.items()} == {a.run_key: "FINISHED", b.run_key: "FAILED",
+                                                         c.run_key: "KILLED"}
     assert mr[b.run_key].data.tags["windtunnel.reason"] == "retry cap 2 reached: boom"
     ra = mr[a.run_key]
     assert ra.info.end_time - ra.info.start_time >= 1200  # real duration: the 1.2 s noop training and more

@@ -23,14 +23,16 @@ SEED_KNOBS = [
 ]
 
 
-def _req(tmp_path: Path, policy: str = "topk", recipe: str = "grpo_7b", model: str = "qwen25_7b_instruct", seed: int = 5):
+def _req(tmp_path: Path, policy: str = "topk", recipe: str = "grpo_7b", model: str = "qwen25_7b_instruct",
+         seed: int = 5):
     train = tmp_path / "train.parquet"
     train.write_bytes(b"")  # the launcher only passes the path on
     return TrainRequest(
         run_id=f"demo/{model}/{policy}/s{seed}", run_key="abc123", seed=seed, out_dir=tmp_path / "run",
         policy=yaml.safe_load((REPO / "campaigns/policy" / f"{policy}.yaml").read_text()),
         recipe=load_recipe(recipe), model_path="Qwen/Qwen2.5-7B-Instruct", train_files=[str(train)],
-        total_steps=300, extra={"model": load_model_config(model), "mlflow_uri": "sqlite:////tmp/x.db", "mlflow_run_id": "r1"},
+        total_steps=300,
+        extra={"model": load_model_config(model), "mlflow_uri": "sqlite:////tmp/x.db", "mlflow_run_id": "r1"},
     )
 
 
@@ -238,7 +240,8 @@ def test_metrics_of_a_resumed_run_keep_every_step(tmp_path):
 
     a, b = tmp_path / "launch_000.jsonl", tmp_path / "launch_001.jsonl"
     a.write_text("".join(json.dumps({"step": s, "data": {"x": s, "launch": 0}}) + "\n" for s in (1, 2)) + "{broken\n")
-    b.write_text(json.dumps({"step": 2, "data": {"x": 2, "launch": 1}}) + "\n" + json.dumps({"step": 3, "data": {"x": 3, "launch": 1}}) + "\n")
+    b.write_text(json.dumps({"step": 2, "data": {"x": 2, "launch": 1}}) + "\n"
+                 + json.dumps({"step": 3, "data": {"x": 3, "launch": 1}}) + "\n")
     out = tmp_path / "metrics.jsonl"
     merge_metric_files([a, b], out)
     rows = [json.loads(x) for x in out.read_text().splitlines()]

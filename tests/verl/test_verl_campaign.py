@@ -43,7 +43,8 @@ def _tree(tmp: Path) -> Path:
     demo = yaml.safe_load((REPO / "campaigns" / "demo.yaml").read_text())
     demo.update(name="vcpu", backend="verl", recipe="verl_cpu_tiny", policies=["baseline", "gfpo_k1"], seeds=[1, 2],
                 steps=2, save_freq=1, baselines={"select": "baseline", "reweight": "baseline", "mix": "baseline"})
-    # a 2-layer model after 2 verl steps: the demo's relaxed health gates (the suite's 0.5 parse rate is for real models)
+    # a 2-layer model after 2 verl steps: the demo's relaxed health gates (the suite's 0.5 parse rate is for real
+    # models)
     demo["evaluation"] = {**demo["evaluation"], "gates": {"min_parse_rate": 0.2, "max_truncation_rate": 0.5}}
     (root / "vcpu.yaml").write_text(yaml.safe_dump(demo, sort_keys=False))
     return root / "vcpu.yaml"
@@ -67,7 +68,8 @@ def test_verl_campaign_trains_isolated_runs_and_records_them(tmp_path, head):
     paths = write_eval_fixtures(wd / "data" / "eval", seed=42, n_items=16, suite="db12")
     write_manifest(wd / "data" / "eval", sorted(paths), kind="fixture")  # as `campaign demo` does
     camp = _tree(tmp_path)
-    p = subprocess.run([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd), "--max-parallel", "2"],
+    p = subprocess.run([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd), "--max-parallel",
+                        "2"],
                        env=env, cwd=REPO, capture_output=True, text=True, timeout=1500)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
 

@@ -121,7 +121,8 @@ def _check(full: Path, killed: Path, a: subprocess.Popen, b: subprocess.Popen, l
     logged = killed / "verl_metrics" / "launch_000.jsonl"
 
     def step1_done() -> bool:  # checkpoint 1 written and step 1 logged (verl logs after saving)
-        return tracker.exists() and tracker.read_text().strip() == "1" and logged.exists() and bool(logged.read_text().strip())
+        return (tracker.exists() and tracker.read_text().strip() == "1"
+                and logged.exists() and bool(logged.read_text().strip()))
 
     relaunched = False
     while not step1_done():
@@ -144,7 +145,8 @@ def _check(full: Path, killed: Path, a: subprocess.Popen, b: subprocess.Popen, l
     _finish(launch(killed), killed, lambda: launch(killed))
     resumed, ref = _metrics(killed), _metrics(full)
     assert resumed[2]["windtunnel/mix_state_restored_step"] == 1.0  # the mixer's state came back
-    assert "Resuming from" in (killed / "train.log").read_text()  # verl's own resume (`trainer_base.py:_load_checkpoint`)
+    # verl's own resume (`trainer_base.py:_load_checkpoint`)
+    assert "Resuming from" in (killed / "train.log").read_text()
     # determinism: same seed -> identical step-1 rollouts (scores, lengths) and actor update; and the resumed
     # step 2 (restored weights, optimizer, dataloader, mixer, rollout seeds) equals the uninterrupted one.
     # The gradient norm matches to 1e-3: a group's samples finish in a different order from run to run (they
