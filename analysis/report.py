@@ -132,7 +132,7 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
 
 
 def build_report_with_evidence(records: pd.DataFrame, out_path: str | Path, *, suite: Any,
-                               runs: list[Mapping[str, Any]], n_resamples: int = 10_000,
+                               runs: Sequence[Mapping[str, Any]], n_resamples: int = 10_000,
                                tol: Tolerances = Tolerances(), lead_sections: Sequence[str] = (),
                                extra_sections: Sequence[tuple[str, str]] = (),
                                **report_kw: Any) -> tuple[Path, pd.DataFrame]:

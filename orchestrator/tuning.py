@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -126,7 +126,7 @@ def suggest(trial: Any, space: Mapping[str, Mapping[str, Any]]) -> dict[str, Any
             out[key] = trial.suggest_int(key, spec["low"], spec["high"], step=int(spec.get("step", 1)),
                                          log=bool(spec.get("log", False)))
         else:
-            kw = {"log": bool(spec.get("log", False))}
+            kw: dict[str, Any] = {"log": bool(spec.get("log", False))}
             if spec.get("step") is not None and not kw["log"]:
                 kw["step"] = float(spec["step"])
             out[key] = trial.suggest_float(key, float(spec["low"]), float(spec["high"]), **kw)
@@ -654,7 +654,8 @@ def report(url: str, campaign: str) -> dict[str, dict[str, Any]]:
         complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE and t.value is not None
                     and math.isfinite(t.value)]
         default = [t for t in complete if t.user_attrs.get(DEFAULT_ATTR)]
-        best = max(complete, key=lambda t: t.value) if complete else None
+        # `complete` holds finite values only (filtered above), so the casts below are exact
+        best = max(complete, key=lambda t: cast(float, t.value)) if complete else None
         out[policy] = {
             "study": s.study_name, "budget": study.user_attrs.get("budget"), "trials": len(study.trials),
             "states": states,
@@ -663,7 +664,7 @@ def report(url: str, campaign: str) -> dict[str, dict[str, Any]]:
             "default_value": default[0].value if default else math.nan,
             "best_value": best.value if best else math.nan, "best_params": dict(best.params) if best else {},
             "best_trial": best.number if best else None,
-            "moved_by": (best.value - default[0].value) if (best and default) else math.nan,
+            "moved_by": (cast(float, best.value) - cast(float, default[0].value)) if (best and default) else math.nan,
             "policy_cfg": study.user_attrs.get("policy_cfg", {}),
         }
     return out

@@ -117,7 +117,8 @@ def imports_of(source: str, module: str, is_package: bool, known: set[str]) -> s
     Imports under `if TYPE_CHECKING:` are left out: they never run, so they make neither an arrow nor a
     cycle. `from pkg import name` counts as `pkg.name` when that is a module, else as `pkg`."""
     tree = ast.parse(source)
-    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and "TYPE_CHECKING" in ast.unparse(node.test)
                    for stmt in node.body for n in ast.walk(stmt)}
 
     def resolve(name: str) -> str | None:

@@ -31,5 +31,6 @@ def verify_checkpoint(path: Path) -> bool:
         return False
     info = json.loads(done.read_text())
     return bool(info.get("sha256")) and all(
-        (Path(path) / name).exists() and sha256_file(Path(path) / name) == digest for name, digest in info["sha256"].items()
+        (Path(path) / name).exists() and sha256_file(Path(path) / name) == digest
+        for name, digest in info["sha256"].items()
     )

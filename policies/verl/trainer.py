@@ -144,14 +144,15 @@ class WindtunnelTrainer(PPOTrainerSync):
         jagged_mask = data["response_mask"]
         uids = to_list(data["uid"])
         domains = to_list(data[self.wt_domain_key]) if policy.mechanism == "mix" else None
-        padded: dict[str, Tensor] = {k: data[k].to_padded_tensor(0.0) if k != "response_mask"
-                                     else data[k].to_padded_tensor(0)
-                  for k in ("response_mask", "rm_scores", "advantages", "old_log_probs", "rollout_is_weights")
-                                     if k in select}
+        keys = ("response_mask", "rm_scores", "advantages", "old_log_probs", "rollout_is_weights")
+        padded: dict[str, Tensor] = {
+            k: data[k].to_padded_tensor(0.0) if k != "response_mask" else data[k].to_padded_tensor(0)
+            for k in keys if k in select}
         sb = build_step_batch(padded, uids, batch.tags, domains=domains, domain_names=policy.domains or None)
         out = {f"{METRIC_PREFIX}{k}": float(v) for k, v in self.wt_pending_metrics.items()}
         self.wt_pending_metrics = {}
         if policy.mechanism == "mix":
+            assert domains is not None  # read above for a mix policy
             out.update(rolled_out_prompts(uids, domains, [bool(t.get("is_padding", False)) for t in batch.tags],
                                           policy.domains, prefix=METRIC_PREFIX))
             out.update({f"{METRIC_PREFIX}{k}": v for k, v in policy.observe(sb, step=step).items()})
@@ -225,7 +226,8 @@ class WindtunnelTrainer(PPOTrainerSync):
         diag = dict(self.wt_sampler.last_diagnostics)
         # the target THIS batch was drawn for (`target_prop_*` is overwritten in the same step's metrics by the
         # mixer's next proportions, computed from this batch's rewards)
-        diag.update({f"batch_{k}": v for k, v in self.wt_sampler.last_diagnostics.items() if k.startswith("target_prop_")})
+        diag.update({f"batch_{k}": v for k, v in self.wt_sampler.last_diagnostics.items()
+                     if k.startswith("target_prop_")})
         diag["mix_inert"] = float(is_inert(self.wt_sampler.history[-50:]) and len(self.wt_sampler.history) >= 10)
         self.wt_pending_metrics.update(diag)
         return tu.get_tensordict(batch_dict)

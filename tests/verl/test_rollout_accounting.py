@@ -14,7 +14,8 @@ def test_rolled_out_prompts_counts_groups_not_rows_and_skips_padding():
     doms = ["math", "math", "logic", "logic", "math", "math", "math"]
     pad = [False] * 6 + [True]
     out = rolled_out_prompts(uids, doms, pad, ["math", "logic", "science"], prefix="w/")
-    assert out == {"w/rolled_out_prompts_math": 2.0, "w/rolled_out_prompts_logic": 1.0, "w/rolled_out_prompts_science": 0.0}
+    assert out == {"w/rolled_out_prompts_math": 2.0, "w/rolled_out_prompts_logic": 1.0,
+                   "w/rolled_out_prompts_science": 0.0}
     # a padding row of a group that has no real row adds nothing
     assert rolled_out_prompts(["x"], ["logic"], [True], ["logic"]) == {"rolled_out_prompts_logic": 0.0}
 
