@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from policies import actuators as _actuators  # noqa: F401  (registers actuators)
-from policies import controls, scorers as _scorers  # noqa: F401  (registers scorers)
+from policies import controls, scorers as _scorers  # importing registers the scorers
 from policies import signals
 from policies.actuators.base import Selector
 from policies.actuators.mix import DomainStats, Mixer

@@ -60,7 +60,8 @@ class TrainRequest:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise TrainingConfigError(f"TrainRequest.seed must be an int, got {self.seed!r}")
         if self.total_steps < 0 or self.save_freq < 0:
-            raise TrainingConfigError("TrainRequest.total_steps and save_freq must be >= 0 (0 = take the recipe's value)")
+            raise TrainingConfigError("TrainRequest.total_steps and save_freq must be >= 0 "
+                                      "(0 = take the recipe's value)")
 
     def config_hash(self) -> str:
         """Short hash of what changes the trained weights (not out_dir, run_id or extras)."""

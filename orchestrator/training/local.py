@@ -31,8 +31,8 @@ import torch
 
 from orchestrator.training import rollout as ro
 from orchestrator.training import warmup
-from orchestrator.training.backend import (Checkpoint, TrainingBackend, TrainingConfigError, TrainingError, TrainRequest,
-                                           TrainResult)
+from orchestrator.training.backend import (Checkpoint, TrainingBackend, TrainingConfigError, TrainingError,
+                                           TrainRequest, TrainResult)
 from orchestrator.training.checkpoints import save_checkpoint_meta, verify_checkpoint
 from orchestrator.training.config import load_model_config, load_recipe  # noqa: F401 - load_recipe: API
 from wtcommon.atomic import atomic_write_text
