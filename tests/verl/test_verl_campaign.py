@@ -112,6 +112,7 @@ def test_verl_campaign_trains_isolated_runs_and_records_them(tmp_path, head):
     calls = read_calls(camp.parent.parent / "reward_calls")
     steps = [m for run in by_run.values() for m in run.values()]
     assert len(calls) == sum(m["windtunnel/rollouts"] for m in steps) == 4 * 2 * 16
-    assert sum(c["score"] for c in calls) == pytest.approx(sum(m["critic/score/mean"] * m["windtunnel/rollouts"] for m in steps))
+    verl_sum = sum(m["critic/score/mean"] * m["windtunnel/rollouts"] for m in steps)
+    assert sum(c["score"] for c in calls) == pytest.approx(verl_sum)
     records = pd.read_parquet(wd / "results" / "vcpu" / "records.parquet")
     assert set(records["policy"]) == {"baseline", "gfpo_k1"} and records["accuracy"].notna().all()

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 import yaml
@@ -189,7 +189,8 @@ def _check_mixing_and_reward_calls(full: Path) -> None:
     calls = read_calls(full / "reward_calls")
     rollouts = sum(ref[t]["windtunnel/rollouts"] for t in steps)
     score_sum = sum(ref[t]["critic/score/mean"] * ref[t]["windtunnel/rollouts"] for t in steps)
-    print(f"reward: {len(calls)} compute_score calls for {rollouts:.0f} rollouts; score sum {sum(c['score'] for c in calls)} "
+    print(f"reward: {len(calls)} compute_score calls for {rollouts:.0f} rollouts; score sum "
+          f"{sum(c['score'] for c in calls)} "
           f"vs verl's {score_sum}")
     assert len(calls) == rollouts
     assert sum(c["score"] for c in calls) == pytest.approx(score_sum, abs=1e-6)
@@ -213,5 +214,6 @@ def _check_zero_weight_step(zero: Path) -> None:
     w1, w2 = weights(1), weights(2)
     assert w1.keys() == w2.keys()
     diff = max(float((w1[k].float() - w2[k].float()).abs().max()) for k in w1)
-    print(f"zero-weight step: parameter max-abs-diff {diff} over {len(w1)} tensors (step-1 grad norm {m[1]['actor/grad_norm']})")
+    print(f"zero-weight step: parameter max-abs-diff {diff} over {len(w1)} tensors (step-1 grad norm "
+          f"{m[1]['actor/grad_norm']})")
     assert diff == 0.0
