@@ -197,7 +197,7 @@ def test_store_killed_while_being_created_leaves_nothing_half_built(tmp_path: Pa
     assert store.stat().st_mode & 0o777 == 0o600
 
 
-def test_recipe_keys_mlflow_rejects_are_logged_under_a_legal_name(uri) -> None:  # noqa: ANN001
+def test_recipe_keys_mlflow_rejects_are_logged_under_a_legal_name(uri) -> None:
     """verl recipes carry Hydra overrides such as `+actor_rollout_ref.model.override_config.x`; MLflow rejects
     `+` in a param name, which left every verl run's MLflow run without params (a tracking_error per run)."""
     params = {"recipe": {"overrides": {"+actor_rollout_ref.model.override_config.attn_implementation": "eager",
