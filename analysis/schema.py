@@ -1,4 +1,4 @@
-"""The Record schema: one row per run x checkpoint step x benchmark (DESIGN.md, COMMON contract 1).
+"""The Record schema: one row per run x checkpoint step x benchmark (DESIGN.md, Key types).
 
 Kept as plain data so readers, writers and docs (`results/README.md`) share one definition.
 Missing values are NaN, never 0: a 0.0 accuracy is a real score.

@@ -1,4 +1,4 @@
-"""Benchmark data on disk (contract 4): one Parquet per benchmark plus a checksummed manifest.
+"""Benchmark data on disk: one Parquet per benchmark plus a checksummed manifest.
 
 `<data_dir>/<benchmark_id>.parquet` with columns `item_id:str, prompt:str (the user message),
 answer:str (gold), n_options:int (0 if not multiple choice)`; `<data_dir>/manifest.json` records
@@ -28,7 +28,7 @@ class BenchmarkDataError(ValueError):
 
 
 def validate_items(df: pd.DataFrame, where: str, grader: str | None = None) -> pd.DataFrame:
-    """Check the contract-4 columns and (for multiple choice) that every gold is a valid letter."""
+    """Check the benchmark-data columns and (for multiple choice) that every gold is a valid letter."""
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise BenchmarkDataError(f"{where}: missing column(s) {missing}; expected {list(COLUMNS)}")

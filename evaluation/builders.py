@@ -1,4 +1,4 @@
-"""Per-benchmark builders: pure functions from source rows to contract-4 items (STUDY.md §5.1).
+"""Per-benchmark builders: pure functions from source rows to benchmark-data items (STUDY.md §5.1).
 
 Each builder takes the rows of its hub source(s) as plain dicts and returns a DataFrame with
 `item_id, prompt, answer, n_options`. Subsets and seeded samples follow the study: ZebraLogic and

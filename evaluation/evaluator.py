@@ -1,4 +1,4 @@
-"""`evaluate_checkpoint`: one model load, all suite benchmarks, health gates, Records out (contract 4).
+"""`evaluate_checkpoint`: one model load, all suite benchmarks, health gates, Records out.
 
 Flow: validate the data files (schema, gold letters, checksums, item counts) before loading a
 model; generate the lm-eval task YAMLs for this data dir; build the backend model once and wrap

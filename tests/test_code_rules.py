@@ -10,6 +10,7 @@ finds nothing cannot pass by accident), then run over every product module.
 from __future__ import annotations
 
 import ast
+import re
 import functools
 from pathlib import Path
 
@@ -258,3 +259,47 @@ def test_the_ledger_abc_declares_every_method_the_sql_ledger_offers() -> None:
 
     public = {m for m in vars(SQLLedger) if not m.startswith("_") and callable(getattr(SQLLedger, m))}
     assert public - set(dir(Ledger)) == set()
+
+
+# ---------------------------------------------------------------- citations resolve inside the repo
+
+CITATION = re.compile(r"\b(STUDY|DESIGN|VERL)\.md(?:,? (?:§\s?|section )(\d+(?:\.\d+)?)|,? ([LP]\d+)| rule (\d+))?")
+
+
+def unresolved_citations(text: str, docs: dict[str, str]) -> list[str]:
+    """Each `STUDY.md §3.5` / `STUDY.md L11` / `DESIGN.md rule 2` in `text` that names a document not in
+    `docs` (name -> its text), a section heading it lacks, a pitfall code not in its tables, or a rule
+    number it does not list."""
+    bad = []
+    for m in CITATION.finditer(text):
+        doc, section, code, rule = m.group(1) + ".md", m.group(2), m.group(3), m.group(4)
+        body = docs.get(doc)
+        if body is None:
+            bad.append(m.group(0))
+        elif section and not re.search(rf"(?m)^#+ {re.escape(section)}\.?\s", body):
+            bad.append(m.group(0))
+        elif code and not re.search(rf"(?m)^\| {code} \|", body):
+            bad.append(m.group(0))
+        elif rule and not re.search(rf"(?m)^{rule}\. ", body):
+            bad.append(m.group(0))
+    return bad
+
+
+def test_citation_checker_finds_what_does_not_resolve() -> None:
+    docs = {"STUDY.md": "## 3. Configs\n### 3.5 Controls\n| L11 | x |\n", "DESIGN.md": "1. one\n2. two\n"}
+    ok = "see STUDY.md §3.5, STUDY.md section 3, STUDY.md L11 and DESIGN.md rule 2"
+    assert unresolved_citations(ok, docs) == []
+    assert unresolved_citations("STUDY.md §9.9, STUDY.md P4, DESIGN.md rule 7, VERL.md §2", docs) == [
+        "STUDY.md §9.9", "STUDY.md P4", "DESIGN.md rule 7", "VERL.md §2"]
+
+
+def test_every_document_the_code_cites_is_in_docs_and_has_the_cited_part() -> None:
+    docs = {p.name: p.read_text() for p in (ROOT / "docs").glob("*.md")}
+    files = [p for d in (*PACKAGES, "tests", "benchmarks", "docs") for p in (ROOT / d).rglob("*")
+             if p.suffix in (".py", ".yaml", ".md") and p.is_file()] + [ROOT / "README.md"]
+    files = [p for p in files if p != Path(__file__).resolve()]  # this file's snippets cite on purpose
+    bad = {str(p.relative_to(ROOT)): b for p in files if p.parent != ROOT / "docs" or p.name == "verl_on_cpu.md"
+           if (b := unresolved_citations(p.read_text(), docs))}
+    assert not bad, f"citations that do not resolve in docs/: {bad}"
+    assert not [str(p.relative_to(ROOT)) for p in files if re.search(r"\bcontract[ -]\d", p.read_text())], \
+        "'contract N' names a document that does not exist"

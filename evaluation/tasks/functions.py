@@ -15,7 +15,7 @@ from evaluation.graders import GradeResult, grade
 
 
 def load_benchmark(benchmark_file: str, benchmark_grader: str | None = None, **_: Any):
-    """`custom_dataset` hook: the contract-4 Parquet as a `DatasetDict` with one `test` split."""
+    """`custom_dataset` hook: the benchmark-data Parquet as a `DatasetDict` with one `test` split."""
     from pathlib import Path
 
     import datasets

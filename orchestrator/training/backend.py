@@ -1,4 +1,4 @@
-"""One interface for both training backends (contract 5).
+"""One interface for both training backends.
 
 The orchestrator builds a `TrainRequest`, asks `registry.get_backend(name)` for a backend and gets back a
 `TrainResult` whose checkpoints are verifiable (each has a `completed.json` written last). The

@@ -11,7 +11,7 @@ that the real graders score, without any download. Rows follow the study's `mult
 * logic (`synthetic_logic`): two-person Knights & Knaves with a unique solution.
 * science (`synthetic_science`): 4-option multiple choice ("which number is largest/smallest").
 
-Evaluation fixtures (contract 4) reuse the generators: one Parquet per suite benchmark with
+Evaluation fixtures (schema: evaluation/benchmark_data.py) reuse the generators: one Parquet per suite benchmark with
 `item_id, prompt, answer, n_options`.
 """
 
@@ -230,7 +230,7 @@ def tokenizer_corpus(seed: int = 42, n: int = 300) -> list[str]:
     return texts
 
 
-# --- evaluation fixtures (contract 4) ----------------------------------------------------------
+# --- evaluation fixtures (benchmark-data schema) -----------------------------------------------
 
 # benchmark id -> (generator domain, level); math benchmarks get arithmetic of rising difficulty,
 # logic gets Knights & Knaves (kk_hard) or multiple choice, science gets multiple choice.
@@ -252,7 +252,7 @@ FIXTURE_KIND: dict[str, tuple[str, int]] = {
 
 def write_eval_fixtures(data_dir: str | Path, *, seed: int = 42, n_items: int = 16,
                         suite: str = "db12") -> dict[str, Path]:
-    """One Parquet per suite benchmark with `item_id, prompt, answer, n_options` (contract 4)."""
+    """One Parquet per suite benchmark with `item_id, prompt, answer, n_options` (evaluation/benchmark_data.py)."""
     from evaluation.suite import load_suite
 
     out = Path(data_dir)

@@ -113,7 +113,7 @@ def test_same_seed_same_bytes_other_seed_differs(tmp_path):
     assert a["train"].read_bytes() != c["train"].read_bytes()
 
 
-def test_eval_fixtures_cover_the_suite_in_contract_4_schema(tmp_path):
+def test_eval_fixtures_cover_the_suite_in_the_benchmark_data_schema(tmp_path):
     paths = synthetic.write_eval_fixtures(tmp_path, n_items=5)
     suite = load_suite("db12")
     assert sorted(paths) == sorted(b.id for b in suite.benchmarks)
