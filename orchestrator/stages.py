@@ -36,6 +36,7 @@ from collections.abc import Iterator
 
 from orchestrator.grid import RunSpec
 from orchestrator.paths import StageConfigError, inside, run_dir  # noqa: F401 - inside/run_dir: this module's API too
+from orchestrator.training.noop import log_execution
 from wtcommon.atomic import atomic_write_text
 from wtcommon.files import sha256_file
 
@@ -129,32 +130,6 @@ def _train_files(spec: RunSpec, workdir: Path) -> list[str]:
     return [str(train)]
 
 
-def _log_execution(rd: Path, stage: str) -> None:
-    """Noop runs append one line per real execution, so tests can prove nothing ran twice."""
-    rd.mkdir(parents=True, exist_ok=True)
-    with open(rd / "executions.log", "a") as f:
-        f.write(f"{stage} {os.getpid()} {time.time()}\n")
-
-
-def _noop_train(spec: RunSpec, out: Path) -> dict[str, Any]:
-    """The `noop` recipe: no model, same stage/ledger/executor path (used by fault tests)."""
-    r = spec.recipe_cfg
-    _log_execution(out.parent, "train")
-    time.sleep(float(r.get("sleep_s", 0)))
-    if r.get("fail") == "config":
-        raise StageConfigError(f"noop recipe configured to fail deterministically (run {spec.run_id})")
-    if r.get("fail"):
-        raise RuntimeError(f"noop recipe configured to fail (run {spec.run_id})")
-    ckpt = out / "checkpoints" / f"global_step_{spec.steps}"
-    ckpt.mkdir(parents=True, exist_ok=True)
-    (ckpt / "config.json").write_text(json.dumps({"noop": True, "run_key": spec.run_key}))
-    (ckpt / "model.safetensors").write_bytes(spec.run_key.encode())
-    metrics = out / "metrics.jsonl"
-    metrics.write_text("".join(json.dumps({"step": s, "noop": 1.0}) + "\n" for s in range(1, spec.steps + 1)))
-    return {"checkpoints": [{"step": spec.steps, "path": str(ckpt)}], "metrics_path": str(metrics),
-            "compute": {"wall_s": float(r.get("sleep_s", 0)), "gpu_s": 0.0, "rollout_tokens": 0, "update_tokens": 0}}
-
-
 def stage_train(spec: RunSpec, workdir: Path) -> dict[str, Any]:
     rd = run_dir(workdir, spec)
     done = verify_train(spec, workdir)
@@ -162,25 +137,24 @@ def stage_train(spec: RunSpec, workdir: Path) -> dict[str, Any]:
         return done
     out = rd / "train"
     t0 = time.time()
-    if spec.backend == "noop":
-        result = _noop_train(spec, out)
-    else:
-        from orchestrator.training.backend import TrainingConfigError, TrainRequest
-        from orchestrator.training.registry import get_backend
+    from orchestrator.training.backend import TrainingConfigError, TrainRequest
+    from orchestrator.training.registry import get_backend
 
-        try:
-            req = TrainRequest(
-                run_id=spec.run_id, run_key=spec.run_key, policy=dict(spec.policy_cfg), seed=spec.seed, out_dir=out,
-                recipe=dict(spec.recipe_cfg), model_path=str(spec.model_cfg.get("path", f"builtin:{spec.model}")),
-                train_files=_train_files(spec, workdir), total_steps=spec.steps, save_freq=spec.save_freq,
-                # base models and synthetic corpora are content-addressed: share them across work
-                # directories (WINDTUNNEL_CACHE, else the training backend's ~/.cache/windtunnel)
-                extra={"model": dict(spec.model_cfg), "policy_name": spec.policy, "regime": spec.regime,
-                       **({"cache_dir": os.environ["WINDTUNNEL_CACHE"]} if os.environ.get("WINDTUNNEL_CACHE") else {})},
-            )
-            result = get_backend(spec.backend).train(req).to_json()
-        except TrainingConfigError as exc:  # deterministic: no retry
-            raise StageConfigError(str(exc)) from None
+    try:
+        backend = get_backend(spec.backend)
+        req = TrainRequest(
+            run_id=spec.run_id, run_key=spec.run_key, policy=dict(spec.policy_cfg), seed=spec.seed, out_dir=out,
+            recipe=dict(spec.recipe_cfg), model_path=str(spec.model_cfg.get("path", f"builtin:{spec.model}")),
+            train_files=_train_files(spec, workdir) if backend.needs_train_files else [], total_steps=spec.steps,
+            save_freq=spec.save_freq,
+            # base models and synthetic corpora are content-addressed: share them across work
+            # directories (WINDTUNNEL_CACHE, else the training backend's ~/.cache/windtunnel)
+            extra={"model": dict(spec.model_cfg), "policy_name": spec.policy, "regime": spec.regime,
+                   **({"cache_dir": os.environ["WINDTUNNEL_CACHE"]} if os.environ.get("WINDTUNNEL_CACHE") else {})},
+        )
+        result = backend.train(req).to_json()
+    except TrainingConfigError as exc:  # deterministic: no retry
+        raise StageConfigError(str(exc)) from None
     ckpts = []
     for c in sorted(result["checkpoints"], key=lambda c: c["step"]):
         hf = merge(Path(c["path"]))
@@ -285,7 +259,7 @@ def stage_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any]:
     frames = []
     for c in ckpts:
         if spec.backend == "noop":
-            _log_execution(rd, "evaluate")
+            log_execution(rd, "evaluate")
             time.sleep(float(spec.recipe_cfg.get("eval_sleep_s", 0)))
             frames.append(_noop_records(spec, c["step"]))
             continue

@@ -96,6 +96,7 @@ class TrainingBackend(abc.ABC):
     """A way to turn a `TrainRequest` into checkpoints."""
 
     name: str
+    needs_train_files: bool = True  # False: the stage does not resolve the corpus for this backend
 
     @abc.abstractmethod
     def train(self, req: TrainRequest) -> TrainResult:

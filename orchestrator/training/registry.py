@@ -7,7 +7,12 @@ from orchestrator.training.backend import TrainingBackend, TrainingConfigError
 
 
 def get_backend(name: str) -> TrainingBackend:
-    """`local` (CPU GRPO on tiny models) or `verl` (GPU, `verl.trainer.main_ppo`)."""
+    """`local` (CPU GRPO on tiny models), `verl` (GPU, `verl.trainer.main_ppo`) or `noop` (no model: the
+    campaign path alone, for tests)."""
+    if name == "noop":
+        from orchestrator.training.noop import NoopBackend
+
+        return NoopBackend()
     if name == "local":
         from orchestrator.training.local import LocalBackend
 
