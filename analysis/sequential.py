@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import pairwise
@@ -730,77 +730,50 @@ def _same_design(stored: dict, new: dict) -> bool:
     return not _design_diff(stored, new)
 
 
-def record_look(url: str, campaign: str, decisions: pd.DataFrame, design: SequentialDesign, *,
-                aggregate: str | None = None, design_name: str = "default") -> int:
-    """Append the look's decisions to table `sequential_looks` in the ledger database (any
-    SQLAlchemy URL), with the design (every field, the aggregate tested and the design's name) on
-    every row. Looks are immutable: recording under a name whose earlier looks used a different
-    design (another margin, spending, alpha, aggregate, ...) raises SequentialError; a new design
-    needs a new `design_name`, and its rows are kept apart (comparison key suffixed " [name]").
-    Re-recording the same look with the same design is idempotent. Returns rows written."""
-    import json
-    import time
+def look_rows(decisions: pd.DataFrame, design: SequentialDesign, *, aggregate: str | None = None,
+              design_name: str = "default") -> list[dict]:
+    """The rows a look stores (ledger table `sequential_looks`): one per comparison, with the design
+    (every field, the aggregate tested and the design's name) on every row. A design other than
+    "default" keeps its rows apart (comparison key suffixed " [name]")."""
 
-    import sqlalchemy as sa
-
-    meta = sa.MetaData()
-    t = sa.Table(
-        "sequential_looks", meta,
-        sa.Column("campaign", sa.String, primary_key=True), sa.Column("look", sa.Integer, primary_key=True),
-        sa.Column("comparison", sa.String, primary_key=True), sa.Column("n", sa.Integer),
-        sa.Column("decision", sa.String), sa.Column("mean", sa.Float), sa.Column("rci_low", sa.Float),
-        sa.Column("rci_high", sa.Float), sa.Column("design_json", sa.Text), sa.Column("row_json", sa.Text),
-        sa.Column("ts", sa.Float),
-    )
-    eng = sa.create_engine(url, future=True)
-    meta.create_all(eng)
-    doc = _design_doc(design, aggregate, design_name)
-    dj = json.dumps(doc, sort_keys=True)
+    dj = json.dumps(_design_doc(design, aggregate, design_name), sort_keys=True)
     suffix = "" if design_name == "default" else f" [{design_name}]"
-    n = 0
-    try:
-        with eng.begin() as c:
-            stored = c.execute(sa.select(t.c.look, t.c.design_json).where(t.c.campaign == campaign))
-            for (look_k, stored_json) in stored:
-                stored = json.loads(stored_json or "{}")
-                if stored.get("name", "default") == design_name and not _same_design(stored, doc):
-                    diff = _design_diff(stored, doc)
-                    raise SequentialError(
-                        f"campaign {campaign!r}: look {look_k} was taken under design {design_name!r} with "
-                        f"{ {k: stored.get(k) for k in diff} }; this look asks for { {k: doc.get(k) for k in diff} }. "
-                        "Looks are immutable: keep the design, or declare a new named design "
-                        "(seeds-look --design-name NEW) whose looks are recorded apart")
-            for r in decisions.to_dict("records"):
-                comp = f"{r['campaign']}/{r['model']}/{r['regime']}:{r['policy']}-{r['reference']}{suffix}"
-                key = (t.c.campaign == campaign) & (t.c.look == int(r["look"])) & (t.c.comparison == comp)
-                c.execute(t.delete().where(key))
-                c.execute(t.insert().values(
-                    campaign=campaign, look=int(r["look"]), comparison=comp, n=int(r["n"]), decision=str(r["decision"]),
-                    mean=_finite_or_none(r.get("mean")), rci_low=_finite_or_none(r.get("rci_low")),
-                    rci_high=_finite_or_none(r.get("rci_high")), design_json=dj,
-                    row_json=json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                                         for k, v in r.items()}, default=str),
-                    ts=time.time()))
-                n += 1
-    finally:
-        eng.dispose()
-    return n
+    return [{"look": int(r["look"]), "n": int(r["n"]), "decision": str(r["decision"]),
+             "comparison": f"{r['campaign']}/{r['model']}/{r['regime']}:{r['policy']}-{r['reference']}{suffix}",
+             "mean": _finite_or_none(r.get("mean")), "rci_low": _finite_or_none(r.get("rci_low")),
+             "rci_high": _finite_or_none(r.get("rci_high")), "design_json": dj,
+             "row_json": json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                                     for k, v in r.items()}, default=str)}
+            for r in decisions.to_dict("records")]
 
 
-def read_looks(url: str, campaign: str) -> pd.DataFrame:
-    """Every recorded interim look of a campaign (empty frame when none)."""
+def check_design(campaign: str, design: SequentialDesign, *, aggregate: str | None = None,
+                 design_name: str = "default") -> Callable[[list[dict]], None]:
+    """A check over a campaign's stored look rows: looks are immutable, so a look under a name whose
+    earlier looks used a different design (another margin, spending, alpha, aggregate, ...) raises
+    SequentialError; a new design needs a new `design_name`. The same design again is fine (idempotent)."""
+
+    doc = _design_doc(design, aggregate, design_name)
+
+    def check(stored_rows: list[dict]) -> None:
+        for row in stored_rows:
+            stored = json.loads(row.get("design_json") or "{}")
+            if stored.get("name", "default") == design_name and not _same_design(stored, doc):
+                diff = _design_diff(stored, doc)
+                raise SequentialError(
+                    f"campaign {campaign!r}: look {row['look']} was taken under design {design_name!r} with "
+                    f"{ {k: stored.get(k) for k in diff} }; this look asks for { {k: doc.get(k) for k in diff} }. "
+                    "Looks are immutable: keep the design, or declare a new named design "
+                    "(seeds-look --design-name NEW) whose looks are recorded apart")
+
+    return check
+
+
+def looks_frame(rows: list[dict]) -> pd.DataFrame:
+    """Stored look rows as a frame (empty when none)."""
     import pandas as pd
-    import sqlalchemy as sa
 
-    eng = sa.create_engine(url, future=True)
-    try:
-        if not sa.inspect(eng).has_table("sequential_looks"):
-            return pd.DataFrame()
-        with eng.connect() as c:
-            return pd.read_sql(sa.text("SELECT * FROM sequential_looks WHERE campaign = :c ORDER BY look, comparison"),
-                               c, params={"c": campaign})
-    finally:
-        eng.dispose()
+    return pd.DataFrame(rows)
 
 
 def _finite_or_none(v: object) -> float | None:

@@ -107,7 +107,8 @@ def advance(sess: Session, campaign: str) -> Advance:
     """
     from analysis.aggregates import run_table
     from analysis.records import read_records
-    from analysis.sequential import look_at_runs, read_looks, record_look
+    from analysis.sequential import look_at_runs
+    from orchestrator.looks import read_looks, record_look
     from evaluation.suite import load_suite
 
     spec_json = sess.ledger.campaign_spec(campaign)
@@ -125,8 +126,7 @@ def advance(sess: Session, campaign: str) -> Advance:
     if failed:
         raise AdaptiveError(f"{len(failed)} run(s) failed (e.g. {failed[0]}); `campaign retry` or `campaign cancel` "
                             "them before the next look")
-    url = sess.ledger.url
-    looks = read_looks(url, campaign)
+    looks = read_looks(sess.ledger, campaign)
     k = int(looks["look"].max()) + 1 if not looks.empty else 0
     pool = spec.seed_pool()
     data_root = sess.workdir / "data"
@@ -153,14 +153,20 @@ def advance(sess: Session, campaign: str) -> Advance:
         cell = list(zip(runs["campaign"], runs["model"], runs["regime"], runs["policy"], strict=True))
         keep = _with_references(prev_open, dict(zip(cell, runs["mechanism"], strict=True)), spec.baselines)
         runs = runs[[c in keep for c in cell]]
-    decisions = look_at_runs(runs, design, k, aggregate_of(spec), references=spec.baselines)
+    tested = design
+    if k > 0 and design.familywise != "none" and design.family_size is None:
+        # later looks see only the open comparisons; the family (and each one's alpha) stays look 0's
+        from dataclasses import replace
+
+        tested = replace(design, family_size=max(1, int((looks["look"] == 0).sum())))
+    decisions = look_at_runs(runs, tested, k, aggregate_of(spec), references=spec.baselines)
     if prev_open is not None and not decisions.empty:  # a reference shared with a decided policy is not re-tested
         ident = list(zip(decisions["campaign"], decisions["model"], decisions["regime"], decisions["policy"],
                          strict=True))
         decisions = decisions[[i in prev_open for i in ident]].reset_index(drop=True)
     if decisions.empty:
         raise AdaptiveError(f"campaign {campaign!r}: no comparison has both a policy and its reference recorded")
-    record_look(url, campaign, decisions, design)
+    record_look(sess.ledger, campaign, decisions, design)
     export_looks(sess, campaign)
     now_open = {(r.campaign, r.model, r.regime, r.policy) for r in decisions.itertuples() if r.needs_seeds}
     if not now_open or k + 1 >= len(design.looks):
@@ -175,9 +181,10 @@ def export_looks(sess: Session, campaign: str) -> Path | None:
     """Write every recorded look to `results/<campaign>/sequential_looks.csv` (atomic), next to the
     records, where `campaign report` finds it and shows the adjusted intervals first."""
     from wtcommon.atomic import atomic_write_text
-    from analysis.sequential import LOOK_COLUMNS, read_looks
+    from analysis.sequential import LOOK_COLUMNS
+    from orchestrator.looks import read_looks
 
-    looks = read_looks(sess.ledger.url, campaign)
+    looks = read_looks(sess.ledger, campaign)
     if looks.empty:
         return None
     from orchestrator.paths import inside

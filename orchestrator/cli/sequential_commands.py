@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
         """Every interim look of a sequential campaign: seeds, mean, repeated (adjusted) CI, decision."""
-        from analysis.sequential import read_looks
+        from orchestrator.looks import read_looks
         from orchestrator.tuning import ledger_url as _url
 
         if not ledger_url and not (workdir / "ledger.db").exists():
@@ -69,7 +69,8 @@ def register(app: typer.Typer) -> None:
         """Test every comparison at this look; record it in the ledger DB; list who needs the next batch."""
         from analysis.aggregates import run_table
         from analysis.records import RecordsError, read_records
-        from analysis.sequential import SequentialDesign, SequentialError, look_at_runs, next_batch_seeds, record_look
+        from analysis.sequential import SequentialDesign, SequentialError, look_at_runs, next_batch_seeds
+        from orchestrator.looks import record_look
         from evaluation.suite import SuiteError, load_suite
         from orchestrator.tuning import ledger_url as _url
 

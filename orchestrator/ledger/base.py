@@ -6,7 +6,7 @@ import abc
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from orchestrator.ledger.states import AttemptStatus, RunState
 
@@ -150,6 +150,19 @@ class Ledger(abc.ABC):
 
     @abc.abstractmethod
     def event(self, campaign: str, kind: str, detail: str = "", run_key: str = "") -> None: ...
+
+    @abc.abstractmethod
+    def record_looks(self, campaign: str, rows: list[dict[str, Any]],
+                     check: Callable[[list[dict[str, Any]]], None] | None = None) -> int:
+        """Store interim-look rows (one per look x comparison, replacing the same key); `check` is given
+        the campaign's stored rows inside the write transaction and raises to refuse the write."""
+
+    @abc.abstractmethod
+    def looks(self, campaign: str) -> list[dict[str, Any]]:
+        """The campaign's stored look rows, ordered by look and comparison."""
+
+    @abc.abstractmethod
+    def schema_version(self) -> int: ...
 
     @abc.abstractmethod
     def close(self) -> None: ...

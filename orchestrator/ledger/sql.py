@@ -91,6 +91,23 @@ events_t = sa.Table(
     sa.Column("dst", sa.String, nullable=False, default=""),
     sa.Column("detail", sa.Text, nullable=False, default=""),
 )
+# Interim looks of sequential seed designs (analysis/sequential.py decides; the ledger keeps them
+# immutable per named design). Same table and columns as the one older versions created inline.
+looks_t = sa.Table(
+    "sequential_looks", meta,
+    sa.Column("campaign", sa.String, primary_key=True), sa.Column("look", sa.Integer, primary_key=True),
+    sa.Column("comparison", sa.String, primary_key=True), sa.Column("n", sa.Integer),
+    sa.Column("decision", sa.String), sa.Column("mean", sa.Float), sa.Column("rci_low", sa.Float),
+    sa.Column("rci_high", sa.Float), sa.Column("design_json", sa.Text), sa.Column("row_json", sa.Text),
+    sa.Column("ts", sa.Float),
+)
+schema_t = sa.Table("schema_info", meta, sa.Column("key", sa.String, primary_key=True),
+                    sa.Column("value", sa.Integer, nullable=False))
+
+# 1: tables and columns before the version was stored (later columns are added in place on open);
+# 2: + sequential_looks owned by the ledger, + schema_info. Opening an older ledger migrates it;
+# a newer one (written by a later Windtunnel) is refused rather than misread.
+SCHEMA_VERSION = 2
 
 _JSON_FIELDS = {"compute": "compute_json", "outputs": "outputs_json"}
 
@@ -166,6 +183,19 @@ class SQLLedger(Ledger):
                        f"NOT NULL DEFAULT {default}")
                 with self.engine.begin() as c:
                     c.exec_driver_sql(ddl)
+        with self.engine.begin() as c:
+            row = c.execute(sa.select(schema_t.c.value).where(schema_t.c.key == "version")).first()
+            if row is not None and row[0] > SCHEMA_VERSION:
+                raise LedgerError(f"ledger {self.url}: schema version {row[0]} was written by a newer Windtunnel "
+                                  f"(this one reads up to {SCHEMA_VERSION}); upgrade Windtunnel to open it")
+            if row is None:
+                c.execute(schema_t.insert().values(key="version", value=SCHEMA_VERSION))
+            elif row[0] < SCHEMA_VERSION:
+                c.execute(schema_t.update().where(schema_t.c.key == "version").values(value=SCHEMA_VERSION))
+
+    def schema_version(self) -> int:
+        with self.engine.connect() as c:
+            return int(c.execute(sa.select(schema_t.c.value).where(schema_t.c.key == "version")).scalar_one())
 
     @contextmanager
     def _tx(self) -> Iterator[sa.Connection]:
@@ -482,6 +512,29 @@ class SQLLedger(Ledger):
             q = q.where(events_t.c.run_key == run_key)
         with self.engine.connect() as c:
             return [dict(r._mapping) for r in c.execute(q.order_by(events_t.c.id))]
+
+    # -- sequential looks ------------------------------------------------------------------
+    def record_looks(self, campaign: str, rows: list[dict[str, Any]],
+                     check: Callable[[list[dict[str, Any]]], None] | None = None) -> int:
+        """Replace the rows of (campaign, look, comparison) given, in one transaction; `check` sees the
+        campaign's stored looks first and raises to refuse the whole write."""
+        def write() -> int:
+            with self._tx() as c:
+                if check is not None:
+                    check([dict(r._mapping) for r in c.execute(looks_t.select().where(looks_t.c.campaign == campaign))])
+                for r in rows:
+                    key = ((looks_t.c.campaign == campaign) & (looks_t.c.look == r["look"])
+                           & (looks_t.c.comparison == r["comparison"]))
+                    c.execute(looks_t.delete().where(key))
+                    c.execute(looks_t.insert().values(**{**r, "campaign": campaign, "ts": time.time()}))
+            return len(rows)
+
+        return _retry(write)
+
+    def looks(self, campaign: str) -> list[dict[str, Any]]:
+        with self.engine.connect() as c:
+            q = looks_t.select().where(looks_t.c.campaign == campaign).order_by(looks_t.c.look, looks_t.c.comparison)
+            return [dict(r._mapping) for r in c.execute(q)]
 
     def close(self) -> None:
         self.engine.dispose()

@@ -237,7 +237,8 @@ def test_bonferroni_family_controls_any_false_decision_across_comparisons():
 def test_looks_are_immutable_unless_a_new_named_design(tmp_path):
     import pandas as pd
 
-    from analysis.sequential import look_at_runs, read_looks, record_look
+    from analysis.sequential import look_at_runs
+    from orchestrator.looks import read_looks, record_look
 
     rng = np.random.default_rng(0)
     rows = []
@@ -271,8 +272,8 @@ def test_looks_are_immutable_unless_a_new_named_design(tmp_path):
 def test_report_section_shows_the_bias_adjusted_estimate_of_an_early_stop(tmp_path):
     import pandas as pd
 
-    from analysis.sequential import (LOOK_COLUMNS, look_at_runs, looks_section_html, read_looks, record_look,
-                                     stagewise_estimate)
+    from analysis.sequential import LOOK_COLUMNS, look_at_runs, looks_section_html, stagewise_estimate
+    from orchestrator.looks import read_looks, record_look
 
     rng = np.random.default_rng(1)
     rows = []

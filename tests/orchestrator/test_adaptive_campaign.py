@@ -37,7 +37,7 @@ def _campaign(tree: Path, name: str) -> Path:
 
 def _runs_and_looks(wd: Path, campaign: str) -> tuple[list[tuple[str, str]], list[tuple]]:
     """(run_id, state) of every ledger run and the recorded looks, read through the ledger's own API."""
-    from analysis.sequential import read_looks
+    from orchestrator.looks import read_looks
     from orchestrator.ledger import open_ledger
 
     led = open_ledger(wd)
@@ -155,7 +155,7 @@ def _record(sess, campaign: str, runs_dir: Path) -> int:
 def test_a_crash_between_look_and_batch_is_recovered_without_a_second_look(tree: Path, tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import orchestrator.adaptive as adaptive
-    from analysis.sequential import read_looks
+    from orchestrator.looks import read_looks
     from orchestrator.session import Session, plan
 
     spec, runs = plan(_campaign(tree, "seqf"))

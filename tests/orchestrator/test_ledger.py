@@ -230,6 +230,45 @@ def test_a_changed_spec_supersedes_the_old_generation_whatever_its_state(ledger)
     assert ledger.get("c", "k1b").superseded_by == "k1"
 
 
+def test_an_older_ledger_is_migrated_and_a_newer_one_refused(ledger_url: str) -> None:
+    """A ledger from before the schema version (its looks table created inline by analysis) opens, keeps
+    its looks and gets version 2; a ledger stamped by a later Windtunnel is refused, not misread."""
+    import sqlalchemy as sa
+
+    from orchestrator.ledger import LedgerError
+    from orchestrator.ledger.sql import SCHEMA_VERSION
+
+    led = open_ledger(ledger_url)
+    assert led.schema_version() == SCHEMA_VERSION == 2
+    led.record_looks("c", [{"look": 0, "comparison": "c/m/r:p-b", "n": 3, "decision": "continue",
+                            "mean": 1.0, "rci_low": None, "rci_high": None, "design_json": "{}", "row_json": "{}"}])
+    with led.engine.begin() as c:  # what a version-1 ledger looks like: no schema_info table
+        c.exec_driver_sql("DROP TABLE schema_info")
+    led.close()
+    led = open_ledger(ledger_url)
+    assert led.schema_version() == 2 and [r["comparison"] for r in led.looks("c")] == ["c/m/r:p-b"]
+    with led.engine.begin() as c:
+        c.execute(sa.text("UPDATE schema_info SET value = 3 WHERE key = 'version'"))
+    led.close()
+    with pytest.raises(LedgerError, match="schema version 3 was written by a newer Windtunnel"):
+        open_ledger(ledger_url)
+
+
+def test_looks_are_written_whole_or_refused_by_their_check(ledger) -> None:
+    row = {"look": 0, "comparison": "x", "n": 3, "decision": "continue", "mean": 0.5, "rci_low": -1.0,
+           "rci_high": 2.0, "design_json": "{}", "row_json": "{}"}
+
+    def refuse(stored: list[dict]) -> None:
+        if stored:
+            raise ValueError("design changed")
+
+    assert ledger.record_looks("c", [row], check=refuse) == 1
+    assert ledger.record_looks("c", [row]) == 1  # the same key again replaces, never duplicates
+    with pytest.raises(ValueError):
+        ledger.record_looks("c", [row, {**row, "comparison": "y"}], check=refuse)
+    assert [r["comparison"] for r in ledger.looks("c")] == ["x"] and ledger.looks("other") == []
+
+
 def test_campaign_instance_id_is_created_once_per_ledger(ledger, tmp_path: Path) -> None:
     ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
     iid = ledger.campaign_instance("c")
