@@ -20,6 +20,7 @@ from collections.abc import Callable
 import pytest
 import yaml
 
+from orchestrator.training.verl_launcher import cancel
 from policies.verl.reward_audit import AUDIT_ENV, read_calls
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,12 +84,7 @@ def _metrics(out: Path, name: str = "metrics.jsonl") -> dict[int, dict]:
 def _stop(proc: subprocess.Popen, out: Path) -> None:
     """Kill a launch left running by a failed assertion: verl's process group (its own session), then the driver."""
     if proc.poll() is None:
-        pid = out / "train.pid"
-        if pid.exists():
-            try:
-                os.killpg(int(pid.read_text()), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        cancel(out, signal.SIGKILL)  # the launcher's own reader of train.pid (pid and start time)
         proc.kill()
         proc.wait()
 
@@ -132,7 +128,7 @@ def _check(full: Path, killed: Path, a: subprocess.Popen, b: subprocess.Popen, l
             b, relaunched = launch(killed), True
         assert time.time() - t0 < 900, "no first checkpoint"
         time.sleep(0.5)
-    os.killpg(int((killed / "train.pid").read_text()), signal.SIGKILL)  # verl's whole process group
+    assert cancel(killed, signal.SIGKILL)  # verl's whole process group, as the launcher records it
     b.kill()
     b.wait()
     zero = start_zero()  # the third run takes the killed run's share of the CPUs
