@@ -32,7 +32,14 @@ def tq_env():
     ]
     with initialize_config_dir(config_dir=cfg_dir, version_base=None):
         cfg = compose("ppo_trainer", overrides=overrides)
-    ray.init(address="local", num_cpus=4, include_dashboard=False)
+    for attempt in range(3):  # Ray waits a hard-coded time for its GCS port file; a loaded CI machine can miss it
+        try:
+            ray.init(address="local", num_cpus=4, include_dashboard=False)
+            break
+        except RuntimeError as exc:
+            ray.shutdown()
+            if "Timed out waiting for file" not in str(exc) or attempt == 2:
+                raise
     try:
         tq.init(cfg.transfer_queue)
         yield cfg
