@@ -133,7 +133,9 @@ def _check(full: Path, killed: Path, a: subprocess.Popen, b: subprocess.Popen, l
     b.wait()
     zero = start_zero()  # the third run takes the killed run's share of the CPUs
     _finish(a, full, lambda: launch(full, audit=True))
-    first = _metrics(killed, "verl_metrics/launch_000.jsonl")  # what the killed launch logged
+    # what the killed launch logged: the newest launch file (a launch lost to Ray's start-up timeout comes before it)
+    launches = sorted((killed / "verl_metrics").glob("launch_*.jsonl"))
+    first = _metrics(killed, str(launches[-1].relative_to(killed)))
     assert 1 in first, "the killed launch logged no step 1"
     assert "windtunnel/mix_state_restored_step" not in first[1]  # a fresh start restores nothing
 
