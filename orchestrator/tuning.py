@@ -56,6 +56,7 @@ import pandas as pd
 import yaml
 
 from orchestrator.grid import RunSpec, expand, short_hash
+from orchestrator.ledger import default_url
 from orchestrator.ledger.states import TERMINAL, RunState
 from orchestrator.spec import CampaignSpec, load_campaign
 from wtcommon.metrics import read_metrics_jsonl
@@ -237,10 +238,6 @@ class TuneRequest:
     on_event: Callable[[str], None] | None = field(default=None, repr=False)
 
 
-def ledger_url(workdir: Path, url: str | None) -> str:
-    return url or f"sqlite:///{(Path(workdir).resolve() / 'ledger.db').as_posix()}"
-
-
 def study_name(campaign: str, policy: str) -> str:
     return f"{campaign}:{policy}"
 
@@ -323,7 +320,7 @@ class _Runner:
         from orchestrator.session import Session
 
         self.req, self.spec, self.campaign = req, spec, campaign
-        self.session = Session(Path(req.workdir) / "tune", ledger_url=ledger_url(req.workdir, req.ledger_url),
+        self.session = Session(Path(req.workdir) / "tune", ledger_url=req.ledger_url or default_url(req.workdir),
                                ray_address=req.ray_address)
         self.rows: dict[str, dict[str, Any]] = {}
         self.retried: set[str] = set()
@@ -541,7 +538,7 @@ def tune(req: TuneRequest) -> dict[str, dict[str, Any]]:
         raise TuneError(f"--prune-warmup-steps: must be >= 0 training steps, got {req.prune_warmup_steps}")
     spec = load_campaign(req.campaign, list(req.overrides))
     vsuite, veval, agg = _check_validation(spec, req)
-    url = ledger_url(req.workdir, req.ledger_url)
+    url = req.ledger_url or default_url(req.workdir)
     Path(req.workdir).mkdir(parents=True, exist_ok=True)
     data_root = Path(req.workdir) / "data"
     say = req.on_event or (lambda _m: None)

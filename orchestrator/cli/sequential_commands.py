@@ -24,12 +24,12 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json"),
     ) -> None:
         """Every interim look of a sequential campaign: seeds, mean, repeated (adjusted) CI, decision."""
+        from orchestrator.ledger import default_url
         from orchestrator.looks import read_looks
-        from orchestrator.tuning import ledger_url as _url
 
         if not ledger_url and not (workdir / "ledger.db").exists():
             _fail(f"{workdir / 'ledger.db'}: no ledger in this work directory; pass --workdir of a submitted campaign")
-        looks = read_looks(_url(workdir, ledger_url), campaign)
+        looks = read_looks(ledger_url or default_url(workdir), campaign)
         if looks.empty:
             _fail(f"campaign {campaign!r} has no recorded interim look (fixed seeds, or its first batch is not done)")
         if as_json:
@@ -72,9 +72,9 @@ def register(app: typer.Typer) -> None:
         from analysis.sequential import SequentialDesign, SequentialError, look_at_runs, next_batch_seeds
         from orchestrator.looks import record_look
         from evaluation.suite import SuiteError, load_suite
-        from orchestrator.tuning import ledger_url as _url
+        from orchestrator.ledger import default_url
 
-        url = _url(workdir, ledger_url)
+        url = ledger_url or default_url(workdir)
         if ledger_url or (workdir / "ledger.db").exists():
             from orchestrator.ledger import open_ledger
             from orchestrator.spec import CampaignSpec

@@ -59,13 +59,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Tune each policy with an equal trial budget on a validation suite; write tuned policy YAMLs."""
         from orchestrator.spec import SpecError, load_campaign
-        from orchestrator.tuning import (TuneError, TuneRequest, equal_budgets, ledger_url as _url, report, tune,
-                                         write_tuned_policy)
+        from orchestrator.ledger import default_url
+        from orchestrator.tuning import TuneError, TuneRequest, equal_budgets, report, tune, write_tuned_policy
         from policies.errors import PolicyConfigError
 
         try:
             spec = load_campaign(campaign, list(override))
-            url = _url(workdir, ledger_url)
+            url = ledger_url or default_url(workdir)
             if report_only:
                 rep = report(url, spec.name)
                 if not rep:
