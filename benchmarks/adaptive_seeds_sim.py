@@ -34,7 +34,8 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from analysis.sequential import SequentialDesign, fixed_t_test, simulate  # noqa: E402
+from analysis.sequential import SequentialDesign  # noqa: E402
+from analysis.sequential_sim import fixed_t_test, simulate  # noqa: E402
 from evaluation.suite import load_suite  # noqa: E402
 
 RECORDS = REPO.parent / "shared" / "data" / "released_runs_171.csv"

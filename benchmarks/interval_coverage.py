@@ -117,7 +117,9 @@ def run(reps: int, resamples: int, seed: int = 20261130) -> list[dict]:
                          "noise": noise, "n": n, "coverage": hits / reps_i})
     # sequential report section (looks after 3, 6, 9, 12 seeds, OBF): the repeated CI at the stopping look and
     # the bias-adjusted (median-unbiased, stage-wise) CI, true difference 0.5 sigma so some comparisons stop early
-    from analysis.sequential import SequentialDesign, simulate, stagewise_estimate
+    from analysis.sequential import SequentialDesign
+    from analysis.sequential_estimates import stagewise_estimate
+    from analysis.sequential_sim import simulate
 
     design = SequentialDesign(looks=(3, 6, 9, 12))
     crit = design.stat_bounds()

@@ -526,7 +526,9 @@ def report(
         _require_pairs(_pc(df, s, n_resamples=100), records)
     item_df = _read_items(items)
     from analysis.report import build_report
-    from analysis.sequential import SequentialError, looks_section_html, read_looks_file
+    from analysis.sequential import SequentialError
+    from analysis.sequential_looks import read_looks_file
+    from analysis.sequential_report import looks_section_html
 
     looks_path = looks or (Path(records).parent / "sequential_looks.csv")
     lead = []

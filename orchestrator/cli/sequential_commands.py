@@ -69,7 +69,8 @@ def register(app: typer.Typer) -> None:
         """Test every comparison at this look; record it in the ledger DB; list who needs the next batch."""
         from analysis.aggregates import run_table
         from analysis.records import RecordsError, read_records
-        from analysis.sequential import SequentialDesign, SequentialError, look_at_runs, next_batch_seeds
+        from analysis.sequential import SequentialDesign, SequentialError
+        from analysis.sequential_looks import look_at_runs, next_batch_seeds
         from orchestrator.looks import record_look
         from evaluation.suite import SuiteError, load_suite
         from orchestrator.ledger import default_url

@@ -1,4 +1,6 @@
-"""Group-sequential boundaries, spending, decisions and error rates (analysis/sequential.py)."""
+"""Group-sequential boundaries, spending, decisions and error rates (analysis/sequential.py), with the
+simulation, the estimate after an early stop, looks over run records and the report section built on it
+(analysis/sequential_sim.py, sequential_estimates.py, sequential_looks.py, sequential_report.py)."""
 
 from __future__ import annotations
 
@@ -17,9 +19,9 @@ from analysis.sequential import (
     crossing_probs,
     efficacy_bounds,
     interim_decision,
-    simulate,
     spend,
 )
+from analysis.sequential_sim import simulate
 
 EQ5 = np.arange(1, 6) / 5
 
@@ -191,7 +193,7 @@ def test_median_unbiased_estimate_after_early_stop_by_simulation():
     """Stage-wise ordering MUE (issue 12 build 5), checked by an independent fixed-seed simulation:
     theta_hat is median-unbiased for delta/sigma with ~95% CI coverage, and on the score scale it
     removes most of the early-stop bias of the naive mean."""
-    from analysis.sequential import stagewise_estimate
+    from analysis.sequential_estimates import stagewise_estimate
 
     d = SequentialDesign(looks=(3, 6, 9, 12))
     rng = np.random.default_rng(5)
@@ -237,7 +239,7 @@ def test_bonferroni_family_controls_any_false_decision_across_comparisons():
 def test_looks_are_immutable_unless_a_new_named_design(tmp_path):
     import pandas as pd
 
-    from analysis.sequential import look_at_runs
+    from analysis.sequential_looks import look_at_runs
     from orchestrator.looks import read_looks, record_look
 
     rng = np.random.default_rng(0)
@@ -272,7 +274,9 @@ def test_looks_are_immutable_unless_a_new_named_design(tmp_path):
 def test_report_section_shows_the_bias_adjusted_estimate_of_an_early_stop(tmp_path):
     import pandas as pd
 
-    from analysis.sequential import LOOK_COLUMNS, look_at_runs, looks_section_html, stagewise_estimate
+    from analysis.sequential_estimates import stagewise_estimate
+    from analysis.sequential_looks import LOOK_COLUMNS, look_at_runs
+    from analysis.sequential_report import looks_section_html
     from orchestrator.looks import read_looks, record_look
 
     rng = np.random.default_rng(1)
