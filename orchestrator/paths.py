@@ -2,7 +2,8 @@
 writes stays inside the work directory.
 
 A module of its own so that tracking, the scheduler and the stages find run dirs without importing each
-other (tracking ↔ stages was an import cycle).
+other (tracking ↔ stages was an import cycle); the stage errors live here too, so that a training backend's
+`evaluate` raises them without importing the stages.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ if TYPE_CHECKING:
 
 class StageConfigError(RuntimeError):
     """A deterministic error in the run's configuration: retrying cannot help."""
+
+
+class StageHealthGateError(RuntimeError):
+    """The checkpoint failed an evaluation health gate: deterministic (not retried), but a model-quality
+    finding rather than a configuration error, so it is its own failure class (`health_gate`)."""
 
 
 def inside(workdir: Path, *parts: str) -> Path:

@@ -35,18 +35,13 @@ from typing import Any
 from collections.abc import Iterator
 
 from orchestrator.grid import RunSpec
-from orchestrator.paths import StageConfigError, inside, run_dir  # noqa: F401 - inside/run_dir: this module's API too
-from orchestrator.training.noop import log_execution
+from orchestrator.paths import StageConfigError, StageHealthGateError, inside, run_dir  # noqa: F401 - inside: this module's API too
+from orchestrator.training.backend import Checkpoint, EvalRequest, TrainingConfigError
 from wtcommon.atomic import atomic_write_text
 from wtcommon.files import sha256_file
 
 EXIT_CONFIG = 2
 EXIT_HEALTH_GATE = 3
-
-
-class StageHealthGateError(RuntimeError):
-    """The checkpoint failed an evaluation health gate: deterministic (not retried), but a model-quality
-    finding rather than a configuration error, so it is its own failure class (`health_gate`)."""
 
 
 class StageBusy(RuntimeError):
@@ -137,7 +132,7 @@ def stage_train(spec: RunSpec, workdir: Path) -> dict[str, Any]:
         return done
     out = rd / "train"
     t0 = time.time()
-    from orchestrator.training.backend import TrainingConfigError, TrainRequest
+    from orchestrator.training.backend import TrainRequest
     from orchestrator.training.registry import get_backend
 
     try:
@@ -201,44 +196,15 @@ def run_meta(spec: RunSpec, step: int) -> dict[str, Any]:
             "regime": spec.regime, "config_hash": spec.config_hash}
 
 
-_SIMULATE_KEYS = {"base", "effects", "seed_sd", "noise_sd", "noise_sd_by_policy"}
-
-
-def _simulated_accuracy(sim: dict[str, Any], spec: RunSpec, benchmark: str) -> float:
-    """A noop recipe's `simulate:` block: base + effects[policy] + a seed term shared by every policy
-    of that seed (so runs pair up as real ones do) + per-run noise; deterministic in (seed, policy,
-    benchmark). For testing adaptive designs through the real orchestrator without training."""
-    import zlib
-
-    import numpy as np
-
-    unknown = set(sim) - _SIMULATE_KEYS
-    if unknown:
-        raise StageConfigError(f"recipe {spec.recipe_name!r}: key 'simulate': unknown {sorted(unknown)}; "
-                               f"known: {sorted(_SIMULATE_KEYS)}")
-    b = zlib.crc32(benchmark.encode())
-    shared = np.random.default_rng([spec.seed, b]).normal(0.0, float(sim.get("seed_sd", 2.0)))
-    sd = float((sim.get("noise_sd_by_policy") or {}).get(spec.policy, sim.get("noise_sd", 0.5)))
-    noise = np.random.default_rng([spec.seed, zlib.crc32(spec.policy.encode()), b]).normal(0.0, sd)
-    acc = float(sim.get("base", 50.0)) + float((sim.get("effects") or {}).get(spec.policy, 0.0)) + shared + noise
-    return float(np.clip(acc, 0.0, 100.0))
-
-
-def _noop_records(spec: RunSpec, step: int) -> Any:
-    """Noop runs have no model: every score is missing (NaN), never zero, unless the recipe
-    declares `simulate:` (scores drawn from a stated distribution, marked harness 'noop-simulated')."""
-    import numpy as np
-    import pandas as pd
-
-    from evaluation.suite import load_suite
-
-    suite = load_suite(spec.suite)
-    sim = spec.recipe_cfg.get("simulate")
-    rows = [{**run_meta(spec, step), "benchmark": b.id, "domain": b.domain, "n_items": b.n_items,
-             "n_correct": np.nan, "accuracy": _simulated_accuracy(sim, spec, b.id) if sim else np.nan,
-             "parse_rate": np.nan, "truncation_rate": np.nan, "suite_version": suite.version,
-             "harness_version": "noop-simulated" if sim else "noop"} for b in suite.benchmarks]
-    return pd.DataFrame(rows)
+def eval_request(spec: RunSpec, workdir: Path, checkpoint: Checkpoint) -> EvalRequest:
+    """What the run's training backend needs to evaluate one of its checkpoints."""
+    opts, rd = spec.evaluation, run_dir(workdir, spec)
+    return EvalRequest(
+        checkpoint=checkpoint, suite=spec.suite, run_meta=run_meta(spec, checkpoint.step),
+        recipe_name=spec.recipe_name, recipe=dict(spec.recipe_cfg), options=dict(opts),
+        data_dir=_resolve(opts.get("data_dir"), workdir) or Path(workdir) / "data" / "eval",
+        cache_dir=Path(workdir) / "cache" / "eval", out_dir=rd / "eval" / f"step_{checkpoint.step}", run_dir=rd,
+    )
 
 
 def stage_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any]:
@@ -253,32 +219,16 @@ def stage_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any]:
     trained = verify_train(spec, workdir)
     if trained is None:
         raise StageConfigError(f"run {spec.run_id}: no verified training output; train it first")
-    opts = spec.evaluation
-    ckpts = trained["checkpoints"] if opts.get("all_checkpoints") else trained["checkpoints"][-1:]
-    t0 = time.time()
-    frames = []
-    for c in ckpts:
-        if spec.backend == "noop":
-            log_execution(rd, "evaluate")
-            time.sleep(float(spec.recipe_cfg.get("eval_sleep_s", 0)))
-            frames.append(_noop_records(spec, c["step"]))
-            continue
-        from evaluation.evaluator import EvaluationError, HealthGateError, evaluate_checkpoint
+    ckpts = trained["checkpoints"] if spec.evaluation.get("all_checkpoints") else trained["checkpoints"][-1:]
+    from orchestrator.training.registry import get_backend
 
-        data_dir = _resolve(opts.get("data_dir"), workdir) or Path(workdir) / "data" / "eval"
-        try:
-            rec = evaluate_checkpoint(
-                Path(c["path"]), suite=spec.suite, data_dir=data_dir, backend=opts.get("backend", "hf"),
-                run_meta=run_meta(spec, c["step"]), out=rd / "eval" / f"step_{c['step']}", limit=opts.get("limit"),
-                cache_dir=Path(workdir) / "cache" / "eval", max_gen_toks=opts.get("max_gen_toks"),
-                gates=opts.get("gates"), progress=False,
-            )
-        except HealthGateError as exc:  # deterministic for this checkpoint: no retry, reported in full
-            raise StageHealthGateError(f"evaluation of {spec.run_id} step {c['step']}: {exc}") from None
-        except EvaluationError as exc:  # missing or malformed data is deterministic: no retry
-            raise StageConfigError(f"evaluation of {spec.run_id} step {c['step']}: {exc}") from None
-        write_records(rec, rec.attrs["records_path"])  # the step's records beside its item log
-        frames.append(rec)
+    try:
+        backend = get_backend(spec.backend)
+    except TrainingConfigError as exc:  # deterministic: no retry
+        raise StageConfigError(str(exc)) from None
+    t0 = time.time()
+    frames = [backend.evaluate(eval_request(spec, workdir, Checkpoint(int(c["step"]), Path(c["path"]))))
+              for c in ckpts]
     records = rd / "records.parquet"
     write_records(pd.concat(frames, ignore_index=True), records)
     n = len(read_records(records, suite=spec.suite))  # re-read through the validating reader

@@ -1,8 +1,10 @@
-"""One interface for both training backends.
+"""One interface for every training backend: training a run and evaluating its checkpoints.
 
 The orchestrator builds a `TrainRequest`, asks `registry.get_backend(name)` for a backend and gets back a
 `TrainResult` whose checkpoints are verifiable (each has a `completed.json` written last). The
-local backend trains tiny models on CPU; the verl backend launches `verl.trainer.main_ppo`.
+local backend trains tiny models on CPU; the verl backend launches `verl.trainer.main_ppo`; the noop
+backend has no model. The evaluate stage builds an `EvalRequest` per checkpoint and asks the same backend
+for its records: the real evaluator unless the backend has no model to evaluate.
 """
 
 from __future__ import annotations
@@ -11,9 +13,12 @@ import abc
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wtcommon.files import short_hash
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class TrainingError(RuntimeError):
@@ -92,12 +97,62 @@ class TrainResult:
         return d
 
 
+@dataclass
+class EvalRequest:
+    """Everything that determines one checkpoint's evaluation, built by the evaluate stage from the run spec
+    (as `TrainRequest` is by the train stage), so that a backend never sees the orchestrator's run types.
+
+    `run_meta` is the run's labels every record row carries (run_id, seed, policy, step, ...); `options` the
+    campaign's `evaluation:` block (evaluator backend, limit, max_gen_toks, gates); `out_dir` where the step's
+    item log and records go; `run_dir` the run's directory.
+    """
+
+    checkpoint: Checkpoint
+    suite: str
+    run_meta: dict[str, Any]
+    recipe_name: str
+    recipe: dict[str, Any]
+    options: dict[str, Any]
+    data_dir: Path
+    cache_dir: Path
+    out_dir: Path
+    run_dir: Path
+
+
 class TrainingBackend(abc.ABC):
-    """A way to turn a `TrainRequest` into checkpoints."""
+    """A way to turn a `TrainRequest` into checkpoints, and a checkpoint into records."""
 
     name: str
     needs_train_files: bool = True  # False: the stage does not resolve the corpus for this backend
+    needs_eval_data: bool = True  # False: evaluation reads no benchmark data, so preflight does not check it
+    any_recipe: bool = False  # True: runs with a recipe written for any backend (preflight skips `backend:`)
 
     @abc.abstractmethod
     def train(self, req: TrainRequest) -> TrainResult:
         """Train (or return the already finished result of) `req`; raise `TrainingError` on failure."""
+
+    def evaluate(self, req: EvalRequest) -> pd.DataFrame:
+        """The checkpoint's records from the real evaluator, also written beside the step's item log
+        (`evaluate_checkpoint` leaves writing records to its caller, so `evaluation` never imports `analysis`).
+
+        A failed health gate raises `StageHealthGateError`, missing or malformed data `StageConfigError`: both
+        are deterministic for this checkpoint, so neither is retried.
+        """
+        from analysis.records import write_records
+        from evaluation.evaluator import EvaluationError, HealthGateError, evaluate_checkpoint
+        from orchestrator.paths import StageConfigError, StageHealthGateError
+
+        opts = req.options
+        where = f"evaluation of {req.run_meta['run_id']} step {req.checkpoint.step}"
+        try:
+            rec = evaluate_checkpoint(
+                req.checkpoint.path, suite=req.suite, data_dir=req.data_dir, backend=opts.get("backend", "hf"),
+                run_meta=req.run_meta, out=req.out_dir, limit=opts.get("limit"), cache_dir=req.cache_dir,
+                max_gen_toks=opts.get("max_gen_toks"), gates=opts.get("gates"), progress=False,
+            )
+        except HealthGateError as exc:  # deterministic for this checkpoint: no retry, reported in full
+            raise StageHealthGateError(f"{where}: {exc}") from None
+        except EvaluationError as exc:  # missing or malformed data is deterministic: no retry
+            raise StageConfigError(f"{where}: {exc}") from None
+        write_records(rec, rec.attrs["records_path"])  # the step's records beside its item log
+        return rec

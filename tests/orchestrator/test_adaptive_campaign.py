@@ -138,13 +138,15 @@ def _record(sess, campaign: str, runs_dir: Path) -> int:
     """Walk every planned run through the ledger's state machine with its simulated records."""
     from analysis.records import write_records
     from orchestrator.grid import RunSpec
-    from orchestrator.stages import _noop_records
+    from orchestrator.stages import eval_request
+    from orchestrator.training.backend import Checkpoint
+    from orchestrator.training.noop import simulated_records
 
     n = 0
     for row in sess.ledger.runs(campaign, ["planned"]):
         spec = RunSpec.from_dict(json.loads(row.spec_json))
         path = runs_dir / f"{row.run_key}.parquet"
-        write_records(_noop_records(spec, spec.steps), path)
+        write_records(simulated_records(eval_request(spec, runs_dir, Checkpoint(spec.steps, runs_dir))), path)
         for st in ("queued", "training", "trained", "evaluating", "recorded"):
             sess.ledger.transition(campaign, row.run_key, st)
         sess.ledger.update(campaign, row.run_key, outputs={"records": str(path)})
@@ -190,7 +192,9 @@ def test_a_crash_between_look_and_batch_is_recovered_without_a_second_look(tree:
 def test_bad_sequential_inputs_are_named(tree: Path, tmp_path: Path) -> None:
     from orchestrator.adaptive import AdaptiveError, aggregate_of
     from orchestrator.spec import load_campaign
-    from orchestrator.stages import StageConfigError, _noop_records
+    from orchestrator.stages import StageConfigError, eval_request
+    from orchestrator.training.backend import Checkpoint
+    from orchestrator.training.noop import simulated_records
     from orchestrator.session import plan
 
     camp = _campaign(tree, "seqb")
@@ -205,4 +209,4 @@ def test_bad_sequential_inputs_are_named(tree: Path, tmp_path: Path) -> None:
     (tree / "recipe" / "noop_sim.yaml").write_text(yaml.safe_dump({"name": "noop_sim", "simulate": {"efects": {}}}))
     _, runs = plan(camp)
     with pytest.raises(StageConfigError, match="simulate.*efects"):
-        _noop_records(runs[0], 1)
+        simulated_records(eval_request(runs[0], tmp_path, Checkpoint(1, tmp_path)))
