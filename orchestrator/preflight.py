@@ -83,7 +83,10 @@ def check_references(spec: CampaignSpec, runs: list[RunSpec], root: Path) -> lis
 
 
 def check_recipes(runs: list[RunSpec], root: Path) -> list[str]:
-    """Each recipe's backend matches the campaign's and its numeric knobs are usable."""
+    """Each recipe's backend matches the campaign's (unless that backend runs any recipe) and its numeric knobs
+    are usable."""
+    from orchestrator.training.registry import get_backend
+
     problems: list[str] = []
     seen: set[str] = set()
     for r in runs:
@@ -92,7 +95,7 @@ def check_recipes(runs: list[RunSpec], root: Path) -> list[str]:
         seen.add(r.recipe_name)
         path = root / "recipe" / f"{r.recipe_name}.yaml"
         rb = r.recipe_cfg.get("backend")
-        if r.backend != "noop" and rb and rb != r.backend:
+        if rb and rb != r.backend and not get_backend(r.backend).any_recipe:
             problems.append(f"{path}: key 'backend': recipe is for {rb!r} but the campaign's backend is "
                             f"{r.backend!r}; pick a {r.backend} recipe or change the campaign's backend")
         n = _recipe_rollout_n(r.recipe_cfg)
@@ -140,15 +143,17 @@ def check_eval_data(spec: CampaignSpec, data_dir: Path) -> list[str]:
 def preflight(spec: CampaignSpec, runs: list[RunSpec], ctx: Context | None = None) -> None:
     """Raise `PreflightError` listing every problem; return None when the campaign can start."""
     from orchestrator.plugins import add_project_path
+    from orchestrator.training.registry import get_backend
 
     ctx = ctx or Context()
     root = Path(spec.config_root)
     add_project_path(root)  # the researcher's plugin modules live in the campaign's project directory
     problems = (check_policies(runs, root) + check_references(spec, runs, root) + check_recipes(runs, root)
                 + check_resources(spec, runs, ctx))
-    if spec.backend != "noop" and ctx.data_dir is not None:
+    needs_eval_data = get_backend(spec.backend).needs_eval_data
+    if needs_eval_data and ctx.data_dir is not None:
         problems += check_eval_data(spec, ctx.data_dir)
-    elif spec.backend != "noop":
+    elif needs_eval_data:
         from evaluation.suite import SuiteError, load_suite
 
         try:
