@@ -274,8 +274,9 @@ def paired_table(paired: pd.DataFrame, metric: str) -> Table:
     disp = pd.DataFrame({k: data[k].astype(str) for k in shown})
     disp["policy"] = data["policy"]
     disp["vs"] = np.where(data["kind"] == "aa_noise_floor",
-                          data["reference"] + " (" + data["reference_campaign"] + ", A/A noise floor)",
-                          data["reference"])
+                          data["reference"].astype(str) + " (" + data["reference_campaign"].astype(str)
+                          + ", A/A noise floor)",
+                          data["reference"].astype(str))  # astype: an empty table's columns are float
     disp["n"] = data["n"].map(lambda v: _fmt(v, 0))
     disp["Δ mean"] = data["mean_diff"].map(lambda v: f"{v:+.2f}")
     disp["sd"] = data["sd"].map(_fmt)

@@ -55,3 +55,14 @@ def test_demo_end_to_end_on_a_reduced_grid(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr[-2000:]
     assert "evaluate" in p.stdout and '"ok": true' in p.stdout  # the ledger's attempts, then the job's driver log
     assert not (wd / "ray_head.json").exists()
+
+
+def test_demo_records_of_references_only_prints_the_tables_without_a_pair(tmp_path: Path, campaign_cli) -> None:
+    """A campaign of reference policies only (e.g. `campaign demo policies=[baseline]`) has no paired comparison:
+    the analysis prints the per-configuration tables and empty paired tables, not a traceback."""
+    df = pd.read_csv(RELEASED)
+    only = tmp_path / "baseline_only.csv"
+    df[df["method"] == "baseline"].to_csv(only, index=False)
+    p = campaign_cli(["demo", "--records", str(only)], cwd=REPO)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "Paired comparisons" in p.stdout and "| gfpo" not in p.stdout and "Traceback" not in p.stderr
