@@ -25,6 +25,7 @@ import yaml
 
 from orchestrator.training.backend import (Checkpoint, TrainingBackend, TrainingConfigError, TrainingError,
                                            TrainRequest, TrainResult)
+from policies.verl.reward_audit import AUDIT_ENV
 from wtcommon.atomic import atomic_write_text
 from wtcommon.metrics import read_metrics_jsonl
 
@@ -147,6 +148,10 @@ def build_command(req: TrainRequest, *, python: str | None = None,
     argv += pol_args
     env = {str(k): str(v) for k, v in (recipe.get("env") or {}).items()}
     env.update(pol_env)
+    if env.get(AUDIT_ENV) and not Path(env[AUDIT_ENV]).is_absolute():
+        # a relative reward-audit dir is the run's own (`<out>/<dir>`): one recipe audits every run of a
+        # campaign separately
+        env[AUDIT_ENV] = str(dirs["out"].resolve() / env[AUDIT_ENV])
     env["VERL_FILE_LOGGER_PATH"] = str(dirs["metrics"])
     if req.extra.get("mlflow_uri"):
         env["MLFLOW_TRACKING_URI"] = str(req.extra["mlflow_uri"])

@@ -1,6 +1,7 @@
 """An audit of the reward function verl calls: with `WINDTUNNEL_REWARD_AUDIT_DIR=<dir>` in a verl run's
 environment, every call of `evaluation.reward.compute_score` appends one JSON line to
-`<dir>/calls-<pid>.jsonl` (data source, ground truth, score, status).
+`<dir>/calls-<pid>.jsonl` (data source, ground truth, score, status). A relative `<dir>` in a recipe's `env:` is
+made the run's own by the verl launcher (`<run>/train/<dir>`), so each run of a campaign is audited apart.
 
 Why: verl calls the reward inside its reward-loop workers (`experimental/reward_loop/reward_manager/naive.py:
 run_single`, in a thread pool), where nothing is logged per call. Comparing the lines with the trainer's

@@ -48,7 +48,22 @@ def test_argv_is_a_list_of_plain_tokens(tmp_path):
     assert env["MLFLOW_TRACKING_URI"] == "sqlite:////tmp/x.db" and env["MLFLOW_RUN_ID"] == "r1"
 
 
-@pytest.mark.parametrize("seed", [1, 12])
+def test_a_relative_reward_audit_dir_is_the_runs_own(tmp_path):
+    """One recipe `env:` audits every run of a campaign apart: a relative dir lands in the run's train dir, an
+    absolute one is kept as written."""
+    import dataclasses
+
+    from policies.verl.reward_audit import AUDIT_ENV
+
+    req = _req(tmp_path)
+    for value, want in (("reward_calls", str((tmp_path / "run" / "reward_calls").resolve())),
+                        ("/abs/calls", "/abs/calls")):
+        recipe = {**req.recipe, "env": {**(req.recipe.get("env") or {}), AUDIT_ENV: value}}
+        assert build_command(dataclasses.replace(req, recipe=recipe))[1][AUDIT_ENV] == want
+    assert AUDIT_ENV not in build_command(req)[1]  # off unless the recipe asks
+
+
+@pytest.mark.parametrize("seed", [1, 2, 17])
 def test_every_seed_knob_follows_the_run_seed(tmp_path, seed):
     d = _as_dict(build_command(_req(tmp_path, seed=seed))[0])
     assert {k: d[k] for k in SEED_KNOBS} == dict.fromkeys(SEED_KNOBS, str(seed))
