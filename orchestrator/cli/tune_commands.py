@@ -1,5 +1,5 @@
 """`campaign tune`: equal-budget Optuna studies per policy, pruned on intermediate checkpoints
-(orchestrator/tuning.py)."""
+(orchestrator/tuning/)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,9 @@ def register(app: typer.Typer) -> None:
         """Tune each policy with an equal trial budget on a validation suite; write tuned policy YAMLs."""
         from orchestrator.spec import SpecError, load_campaign
         from orchestrator.ledger import default_url
-        from orchestrator.tuning import TuneError, TuneRequest, equal_budgets, report, tune, write_tuned_policy
+        from orchestrator.tuning.report import equal_budgets, report, write_tuned_policy
+        from orchestrator.tuning.request import TuneError, TuneRequest
+        from orchestrator.tuning.runner import tune
         from policies.errors import PolicyConfigError
 
         try:

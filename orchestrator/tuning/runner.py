@@ -1,0 +1,281 @@
+"""The driver: `tune()` runs (or resumes) one Optuna study per policy with exactly the requested trials.
+
+Every trial is a real orchestrated run: ledger rows in campaign `<campaign>.tune.<policy>@<validation suite>`,
+driven by the scheduler (Ray jobs, the evaluation stage). Pruning on intermediate checkpoints: the reference
+runs are trained and evaluated first (once, shared by every trial); then all seeds of a trial run together, and
+on every scheduler poll (`Scheduler.run(on_tick=...)`) the paired intermediate value (intermediate.py) is
+reported once every seed has it (`trial.report(value, s)`, s = the training step). When the pruner says so
+(`MedianPruner`, `n_warmup_steps` in training steps), the trial's unfinished runs are stopped through the
+scheduler's cancel path (Ray job stopped, ledger row `cancelled`, reason "pruned by tuning trial N at step s")
+and `optuna.TrialPruned` is raised; a pruned trial counts against the budget like any other. The final
+objective is unchanged (final step, all seeds).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from orchestrator.grid import RunSpec, expand
+from orchestrator.ledger import default_url
+from orchestrator.ledger.states import TERMINAL, RunState
+from orchestrator.spec import CampaignSpec, load_campaign
+from orchestrator.tuning.intermediate import _heldout_values, _Intermediate, paired_intermediate, paired_score
+from orchestrator.tuning.report import DEFAULT_ATTR, _storage, report, study_name
+from orchestrator.tuning.request import TuneError, TuneRequest
+from orchestrator.tuning.space import apply_params, default_params, grid_size, search_space, suggest
+from orchestrator.tuning.validation import HELDOUT, HELDOUT_AGG, _check_validation, _suite_tag, validation_run
+
+
+def _base_runs(spec: CampaignSpec, policy: str, seeds: Sequence[int] | None,
+               data_root: Path) -> tuple[list[RunSpec], list[RunSpec]]:
+    runs = expand(spec, data_root=data_root)
+    mine = [r for r in runs if r.policy == policy]
+    if not mine:
+        raise TuneError(f"{spec.source}: policy {policy!r} is not in the campaign's grid; add it to `policies:`")
+    ref_name = mine[0].reference
+    if ref_name == policy:
+        raise TuneError(f"policy {policy!r} is a reference (mechanism none); tune the policies compared against it")
+    refs = [r for r in runs if r.policy == ref_name]
+    if not refs:
+        raise TuneError(f"{spec.source}: reference {ref_name!r} of {policy!r} is not in the campaign; add it to "
+                        "`policies:`")
+    keep = set(seeds) if seeds else None
+    group = (mine[0].group, mine[0].model, mine[0].regime)  # one configuration: the first model/regime cell
+    mine = [r for r in mine if (r.group, r.model, r.regime) == group and (keep is None or r.seed in keep)]
+    refs = [r for r in refs if (r.group, r.model, r.regime) == group and (keep is None or r.seed in keep)]
+    return sorted(mine, key=lambda r: r.seed), sorted(refs, key=lambda r: r.seed)
+
+
+class _Runner:
+    """Submits runs to one tuning campaign in the ledger and drives them to recorded/failed."""
+
+    def __init__(self, req: TuneRequest, spec: CampaignSpec, campaign: str):
+        from orchestrator.session import Session
+
+        self.req, self.spec, self.campaign = req, spec, campaign
+        self.session = Session(Path(req.workdir) / "tune", ledger_url=req.ledger_url or default_url(req.workdir),
+                               ray_address=req.ray_address)
+        self.rows: dict[str, dict[str, Any]] = {}
+        self.retried: set[str] = set()
+
+    def _config(self):
+        cfg = self.session.default_config(self.campaign)
+        if self.req.max_parallel:
+            cfg.max_parallel = self.req.max_parallel
+        cfg.poll_s = min(cfg.poll_s, 0.5)
+        return cfg
+
+    def run(self, runs: list[RunSpec], on_tick: Callable[[dict[str, int]], None] | None = None) -> pd.DataFrame:
+        """Drive `runs` to recorded; `on_tick` is called on every scheduler poll (intermediate pruning)."""
+        from analysis.aggregates import run_table
+        from analysis.records import read_records
+        from evaluation.suite import load_suite
+
+        for r in runs:
+            self.rows.setdefault(r.run_key, {"run_key": r.run_key, "run_id": r.run_id, "gpus": r.gpus,
+                                            "spec_json": r.to_json()})
+        self.session.ledger.upsert_campaign(self.campaign, self.spec.model_dump_json(), list(self.rows.values()))
+        cfg = self._config()
+        wanted = {r.run_key for r in runs}
+        stale = [row for row in self.session.ledger.runs(self.campaign, [RunState.failed])
+                 if row.run_key in wanted and row.run_key not in self.retried]
+        # cancelled = stopped by an earlier trial's pruning (same params, same runs): this trial needs them whole
+        stale += [row for row in self.session.ledger.runs(self.campaign, [RunState.cancelled]) if row.run_key in wanted]
+        if stale:  # failed in an earlier session (e.g. data fixed since): one more chance each
+            self.retried |= {row.run_key for row in stale if row.state == RunState.failed}
+            self.session.scheduler(self.campaign, cfg).retry(stale)
+        for attempt in range(6):  # a just-started head may not have its job agent yet
+            try:
+                self.session.scheduler(self.campaign, cfg).run(timeout_s=self.req.run_timeout_s, on_tick=on_tick)
+                break
+            except RuntimeError as exc:
+                if "No available agent" not in str(exc) or attempt == 5:
+                    raise
+                time.sleep(5.0)
+        suite = load_suite(runs[0].suite)
+        frames, failed = [], []
+        for row in self.session.ledger.runs(self.campaign):
+            if row.run_key not in wanted:
+                continue
+            if row.state == RunState.recorded and row.outputs.get("records"):
+                frames.append(read_records(row.outputs["records"], suite=suite))
+            else:
+                failed.append(f"{row.run_id} ({row.state}: {row.reason or 'not finished'})")
+        if failed:
+            raise TuneError(f"tuning runs did not finish: {', '.join(failed)}")
+        return run_table(pd.concat(frames, ignore_index=True), suite)
+
+    def cancel(self, runs: list[RunSpec], reason: str) -> list[str]:
+        """Stop `runs` that are not finished through the scheduler's cancel path; their run_ids."""
+        keys = {r.run_key for r in runs}
+        rows = [row for row in self.session.ledger.runs(self.campaign) if row.run_key in keys
+                and row.state not in TERMINAL]
+        self.session.scheduler(self.campaign, self._config()).cancel(rows, reason=reason)
+        return [row.run_id for row in rows]
+
+    def heldout(self, runs: list[RunSpec]) -> pd.DataFrame:
+        """Held-out reward per run x logged step from each run's verified metrics (run_key, seed, step, value)."""
+        import json
+
+        rows = []
+        for r in runs:
+            # run directories are <workdir>/runs/<campaign>/<run_key> (older layout: runs/<run_key>)
+            cands = [self.session.workdir / "runs" / r.campaign / r.run_key / "train_done.json",
+                     self.session.workdir / "runs" / r.run_key / "train_done.json"]
+            man = next((c for c in cands if c.is_file()), cands[0])
+            if not man.is_file():
+                raise TuneError(f"run {r.run_id}: no verified training manifest at {man}")
+            for step, value in _heldout_values(Path(json.loads(man.read_text())["metrics_path"])):
+                rows.append({"run_key": r.run_key, "seed": r.seed, "step": step, HELDOUT_AGG: value})
+        if not rows:
+            return pd.DataFrame({"run_key": [r.run_key for r in runs], "seed": [r.seed for r in runs],
+                                 "step": 0, HELDOUT_AGG: math.nan})
+        return pd.DataFrame(rows)
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def _sampler(space: Mapping[str, Mapping[str, Any]], trials: int, seed: int):
+    """TPE, except for a small discrete space the budget can cover: there TPE's random start repeats
+    parameter sets (gfpo's k in 1..4 drew k=3 three times in 3 trials), wasting the equal budget, so
+    Optuna's BruteForceSampler tries distinct sets in random order instead."""
+    import optuna
+
+    n = grid_size(space)
+    if n is not None and n >= trials:
+        import warnings
+
+        with warnings.catch_warnings():  # experimental since Optuna 3.1; its behaviour here is what we rely on
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.BruteForceSampler(seed=seed)
+    return optuna.samplers.TPESampler(seed=seed)
+
+
+def _pruner(req: TuneRequest, steps: int):
+    import optuna
+
+    if not req.prune:
+        return optuna.pruners.NopPruner()
+    if req.pruner is not None:
+        return req.pruner
+    warm = req.prune_warmup_steps if req.prune_warmup_steps is not None else steps // 2
+    # by training step: no pruning before `warm` steps of training; median of the completed trials at that step
+    return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=warm)
+
+
+def _ref_values(runner: _Runner, ref_runs: list[RunSpec], vsuite: str, agg: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Train and evaluate the reference runs (once, shared by all trials): (final table, per-step values)."""
+    tab = runner.run(ref_runs)
+    if vsuite == HELDOUT:
+        tab = runner.heldout(ref_runs)
+    return tab, tab[["seed", "step", agg]]
+
+
+def tune(req: TuneRequest) -> dict[str, dict[str, Any]]:
+    """Run (or resume) one study per policy with exactly `req.trials` trials each; returns the report."""
+    import optuna
+
+    if req.trials < 1:
+        raise TuneError(f"--trials: must be >= 1, got {req.trials}")
+    if not req.policies:
+        raise TuneError("--policy: name at least one policy to tune")
+    if req.prune_warmup_steps is not None and req.prune_warmup_steps < 0:
+        raise TuneError(f"--prune-warmup-steps: must be >= 0 training steps, got {req.prune_warmup_steps}")
+    spec = load_campaign(req.campaign, list(req.overrides))
+    vsuite, veval, agg = _check_validation(spec, req)
+    url = req.ledger_url or default_url(req.workdir)
+    Path(req.workdir).mkdir(parents=True, exist_ok=True)
+    data_root = Path(req.workdir) / "data"
+    say = req.on_event or (lambda _m: None)
+    plans = {}
+    for policy in req.policies:  # validate everything before the first run starts
+        mine, refs = _base_runs(spec, policy, req.seeds, data_root)
+        plans[policy] = (mine, refs, search_space(mine[0].policy_cfg, policy))
+    if req.prune and any(m[0][0].backend != "local" for m in plans.values()):
+        # verl merges its FSDP shards to HF checkpoints only after training and logs validation per data
+        # source: no intermediate value appears while it trains, so its trials run full length
+        say(f"note: intermediate-checkpoint pruning reads the local backend's checkpoints and metrics; "
+            f"{spec.backend} trials run full length")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    for policy, (mine, refs, space) in plans.items():
+        # the validation suite is part of the tuning campaign's name: run_keys identify training only,
+        # so a study on another validation suite must not reuse these rows' evaluation settings
+        camp = f"{spec.name}.tune.{policy}@{_suite_tag(vsuite)}"
+        runner = _Runner(req, spec, camp)
+        ref_runs = [validation_run(r, camp, vsuite, veval) for r in refs]
+        study = optuna.create_study(
+            study_name=study_name(spec.name, policy), storage=_storage(url), direction="maximize", load_if_exists=True,
+            sampler=_sampler(space, req.trials, req.sampler_seed), pruner=_pruner(req, mine[0].steps),
+        )
+        study.set_user_attr("policy", policy)
+        study.set_user_attr("campaign", spec.name)
+        study.set_user_attr("aggregate", agg)
+        study.set_user_attr("validation_suite", vsuite)
+        study.set_user_attr("budget", req.trials)
+        study.set_user_attr("policy_cfg", mine[0].policy_cfg)
+        if not study.trials:
+            dflt = default_params(mine[0].policy_cfg, space)
+            if dflt:
+                study.enqueue_trial(dflt, user_attrs={DEFAULT_ATTR: True})
+        done = [t for t in study.trials if t.state.is_finished()]
+        left = req.trials - len(done)
+        if left <= 0:
+            runner.close()
+            continue
+        seeds = [r.seed for r in mine]
+
+        def objective(trial: optuna.Trial, mine=mine, space=space, ref_runs=ref_runs, runner=runner,
+                      policy=policy, seeds=seeds) -> float:
+            params = suggest(trial, space)
+            cfg = apply_params(mine[0].policy_cfg, params)
+            t0 = time.time()
+            ref_tab, ref_vals = _ref_values(runner, ref_runs, vsuite, agg)  # recorded after the first trial: no work
+            trial_runs = [validation_run(b, runner.campaign, vsuite, veval, cfg, trial.number) for b in mine]
+            inter = _Intermediate(runner, trial_runs, vsuite, agg, say)
+            reported: dict[int, float] = {}
+            final_step = max(r.steps for r in trial_runs)
+
+            def on_tick(_counts: dict[str, int], may_prune: bool = True) -> None:
+                for step, value in sorted(paired_intermediate(inter.poll(), ref_vals, agg, seeds).items()):
+                    if step in reported:
+                        continue
+                    reported[step] = value
+                    trial.report(value, step)
+                    trial.set_user_attr("intermediate", {str(k): v for k, v in reported.items()})
+                    if may_prune and step < final_step and trial.should_prune():
+                        reason = f"pruned by tuning trial {trial.number} at step {step}"
+                        stopped = runner.cancel(trial_runs, reason)
+                        trial.set_user_attr("pruned_at_step", step)
+                        trial.set_user_attr("stopped_runs", stopped)
+                        trial.set_user_attr("wall_s", round(time.time() - t0, 2))
+                        say(f"{policy} trial {trial.number}: {reason} ({value:+.3f} vs reference); stopped {stopped}")
+                        raise optuna.TrialPruned(reason)
+
+            tab = runner.run(trial_runs, on_tick=on_tick)
+            on_tick({}, may_prune=False)  # steps reached between the last poll and the end: recorded, not pruned
+            if vsuite == HELDOUT:
+                tab = runner.heldout(trial_runs)
+            score, n = paired_score(tab, ref_tab, agg)
+            curve = tab.groupby("step")[agg].mean()
+            trial.set_user_attr("checkpoint_curve", {int(s): float(v) for s, v in curve.items()})
+            trial.set_user_attr("seeds_used", n)
+            trial.set_user_attr("wall_s", round(time.time() - t0, 2))
+            if not math.isfinite(score):
+                trial.set_user_attr("reason", f"validation aggregate {agg} is NaN (missing scores) after {n} seed(s)")
+                say(f"{policy} trial {trial.number}: {params} -> NaN (missing scores)")
+                return score
+            say(f"{policy} trial {trial.number}: {params} -> {score:+.3f}")
+            return score
+
+        try:
+            study.optimize(objective, n_trials=left, catch=(TuneError,))
+        finally:
+            runner.close()
+    return report(url, spec.name)
