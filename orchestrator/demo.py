@@ -1,5 +1,7 @@
 """`campaign demo`: the whole data flow on CPU — local Ray, ledger, training, evaluation, records,
-MLflow, analysis — on `campaigns/demo.yaml`, and the paired-comparison tables at the end."""
+MLflow, analysis — on `campaigns/demo.yaml`, and the paired-comparison tables at the end.
+
+Where the demo must stop it raises `CampaignError` (message and exit code), as the campaign loop does."""
 
 from __future__ import annotations
 
@@ -7,15 +9,18 @@ import time
 import warnings
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 from rich.console import Console
 
+from orchestrator.campaign import CampaignError, drive
+from orchestrator.progress import status_matrix
 
-def print_analysis(records: Path, *, out: Console, fail: Callable[..., Any], suite: str = "db12",
-                   n_resamples: int = 2000, items_dir: Path | None = None) -> None:
+
+def print_analysis(records: Path, *, out: Console, suite: str = "db12", n_resamples: int = 2000,
+                   items_dir: Path | None = None) -> None:
     """Per-configuration table and paired comparisons (every aggregate) of a records file; with the runs'
-    item logs (`items_dir`), the paired tables show the seed + item CI beside the seed-only one."""
+    item logs (`items_dir`), the paired tables show the seed + item CI beside the seed-only one. A records
+    file that cannot be read is a CampaignError (exit 2)."""
     from analysis.paired import paired_comparisons
     from analysis.records import read_records
     from analysis.schema import RecordsError
@@ -26,11 +31,9 @@ def print_analysis(records: Path, *, out: Console, fail: Callable[..., Any], sui
     try:
         df = read_records(records, suite=s)
     except RecordsError as exc:
-        fail(str(exc))
-        return
+        raise CampaignError(str(exc)) from None
     except (FileNotFoundError, IsADirectoryError) as exc:
-        fail(f"{records}: cannot read records ({exc}); pass a records CSV/Parquet")
-        return
+        raise CampaignError(f"{records}: cannot read records ({exc}); pass a records CSV/Parquet") from None
     items = None
     if items_dir is not None and any(Path(items_dir).rglob("*.items.jsonl.gz")):
         from analysis.items import read_items_dir
@@ -106,11 +109,12 @@ def prepare_data(workdir: Path, spec: Any) -> Path:
 
 
 def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: Console, err: Console,
-             fail: Callable[..., Any], drive: Callable[..., dict], status_matrix: Callable[..., Any],
-             keep_ray: bool = False) -> Path | None:
+             keep_ray: bool = False) -> Path:
+    """Plan, check, submit and drive the demo campaign in `workdir`, then print its analysis and write its
+    report: the records file. Stops the work directory's local Ray head at the end unless `keep_ray`."""
     from orchestrator.executor.local_head import stop_head
     from orchestrator.ledger.states import RunState
-    from orchestrator.session import Session, plan
+    from orchestrator.session import RecordsMissing, Session, plan
     from orchestrator.spec import SpecError
 
     t0 = time.time()
@@ -118,8 +122,7 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
     try:
         spec, runs = plan(campaign_file, overrides, data_root=workdir / "data")
     except SpecError as exc:
-        fail(str(exc))
-        return None
+        raise CampaignError(str(exc)) from None
     out.print(f"[bold]demo[/]: {len(runs)} runs ({', '.join(dict.fromkeys(r.policy for r in runs))} × seeds "
               f"{sorted({r.seed for r in runs})}) in {workdir}", highlight=False)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -129,34 +132,29 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
     try:  # the same checks as `campaign submit`, before any compute
         preflight(spec, runs, Context(data_dir=data_dir))
     except SpecError as exc:
-        fail(str(exc))
-        return None
+        raise CampaignError(str(exc)) from None
     sess = Session(workdir=workdir)
     try:
         diff = sess.submit(spec, runs)
         out.print(f"ledger: {len(diff.new)} new, {len(diff.unchanged)} unchanged; starting local Ray…")
-        counts = drive(sess, spec.name)
+        counts = drive(sess, spec.name, console=err)
         out.print(status_matrix(sess, spec.name))
-        from orchestrator.session import RecordsMissing
-
         try:
             records = sess.collect_records(spec.name)
         except RecordsMissing as exc:
-            fail(str(exc))
-            return None
+            raise CampaignError(str(exc)) from None
         if counts.get(RunState.failed):
             for r in sess.ledger.runs(spec.name, [RunState.failed]):
                 err.print(f"failed {r.run_id} ({r.stage}): {r.reason}", highlight=False)
         if records is None:
-            fail("no run was recorded; see `campaign status demo --workdir " + str(workdir) + "`", 1)
-            return None
+            raise CampaignError("no run was recorded; see `campaign status demo --workdir " + str(workdir) + "`", 1)
         out.print(f"records: {records}\nMLflow: mlflow ui --backend-store-uri sqlite:///{workdir / 'mlflow.db'}",
                   highlight=False)
-        print_analysis(records, out=out, fail=fail, suite=spec.suite, items_dir=workdir / "runs" / spec.name)
+        print_analysis(records, out=out, suite=spec.suite, items_dir=workdir / "runs" / spec.name)
         write_report(records, workdir, out=out, err=err, suite=spec.suite)
         out.print(f"[bold]demo finished in {time.time() - t0:.0f} s[/]")
         if counts.get(RunState.failed):
-            fail(f"{counts[RunState.failed]} run(s) failed", 1)
+            raise CampaignError(f"{counts[RunState.failed]} run(s) failed", 1)
         return records
     finally:
         sess.close()

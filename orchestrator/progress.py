@@ -1,4 +1,5 @@
-"""What `campaign status` says beyond the states: is anything driving the campaign, and when will it end.
+"""What `campaign status` shows of a campaign's progress: the states of its runs (counts and a policies × seeds
+matrix), whether anything is driving it, and when it will end.
 
 Why: a ledger that shows `planned=8` cannot tell a user whether an orchestrator is still working or died
 minutes ago. The per-run leases an orchestrator renews while it drives say so; the durations of finished
@@ -7,13 +8,21 @@ attempts give an estimate of the time left.
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable
+
+from rich.table import Table
 
 from orchestrator.ledger.base import RunRow
 from orchestrator.ledger.states import PENDING, AttemptStatus, RunState
+
+if TYPE_CHECKING:
+    from orchestrator.session import Session
+
+LEGEND = "legend: · planned  q queued  T training  t trained  E evaluating  ✓ recorded  ✗ failed  c cancelled"
 
 
 def driver_status(rows: Iterable[RunRow], now: float | None = None,
@@ -61,3 +70,52 @@ def format_duration(seconds: float | None) -> str:
     m, s = divmod(int(round(seconds)), 60)
     h, m = divmod(m, 60)
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+def counts_line(counts: dict[str, int]) -> str:
+    """`queued=2  training=1 …`: the non-zero counts by state, in the state machine's order."""
+    return "  ".join(f"{k}={counts[k]}" for k in RunState if counts.get(k))
+
+
+def status_matrix(sess: Session, campaign: str) -> Table:
+    """Policies × seeds per (group, model, regime): one glyph per run's state."""
+    S = RunState
+    glyph: dict[str, str] = {S.planned: "·", S.queued: "q", S.training: "[yellow]T[/]", S.trained: "t",
+                             S.evaluating: "[yellow]E[/]", S.recorded: "[green]✓[/]", S.failed: "[red]✗[/]",
+                             S.cancelled: "[dim]c[/]"}
+    rows = [r for r in sess.ledger.runs(campaign) if not (r.state == S.cancelled and "superseded" in r.reason)]
+    specs = [json.loads(r.spec_json) for r in rows]
+    seeds = sorted({s["seed"] for s in specs})
+    t = Table(title=f"{campaign}: states by policy × seed", show_lines=False)
+    t.add_column("group / model / regime")
+    t.add_column("policy")
+    for s in seeds:
+        t.add_column(f"s{s}", justify="center")
+    cells: dict[tuple, dict[int, str]] = {}
+    for r, s in zip(rows, specs, strict=True):
+        key = (f"{s['group']}/{s['model']}{'/' + s['regime'] if s['regime'] else ''}", s["policy"])
+        cells.setdefault(key, {})[s["seed"]] = glyph.get(r.state, r.state)
+    for (grp, pol), by_seed in cells.items():
+        t.add_row(grp, pol, *[by_seed.get(s, "") for s in seeds])
+    return t
+
+
+def campaign_progress(sess: Session, campaign: str) -> dict[str, Any]:
+    """{'driver': driver_status(...), 'eta_s': eta_seconds(...)} of a campaign, from its ledger."""
+    rows = sess.ledger.runs(campaign)
+    parallel = sess.default_config(campaign).max_parallel
+    return {"driver": driver_status(rows, driver=sess.ledger.driver(campaign)),
+            "eta_s": eta_seconds(rows, sess.ledger.attempts(campaign), parallel)}
+
+
+def driver_line(sess: Session, campaign: str) -> str:
+    """One line under the matrix: who drives the campaign and its ETA, or what to run when nobody does."""
+    p = campaign_progress(sess, campaign)
+    d = p["driver"]
+    if d["state"] == "done":
+        return "nothing pending"
+    if d["state"] == "idle":
+        return (f"no orchestrator is driving this campaign (no live lease): run `campaign resume {campaign} "
+                "--workdir ...` to continue")
+    return (f"driven by {d['owner']} (lease {d['lease_left_s']:.0f} s left, renewed while it runs); "
+            f"ETA {format_duration(p['eta_s'])}")

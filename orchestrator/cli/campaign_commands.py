@@ -1,6 +1,8 @@
 """`campaign plan|submit|status|watch|resume|cancel|retry|logs|demo` and `campaign data train`.
 
-Heavy imports (Ray, MLflow, pandas, Hydra) happen inside the commands so `campaign --help` is fast.
+The commands parse arguments and print; driving a campaign is `orchestrator.campaign`, what `status` shows of
+its progress is `orchestrator.progress`. Heavy imports (Ray, MLflow, pandas, Hydra) happen inside the commands
+so `campaign --help` is fast.
 Exit codes: 2 bad input (spec, records, unknown campaign/run), 3 cluster unreachable (no run is
 marked failed), 1 runs ended failed.
 """
@@ -50,47 +52,16 @@ def _preflight(spec, runs, eval_data: Path | None, *, local_head: bool) -> None:
         _fail(str(exc))
 
 
-def _with_data_dir(spec, runs, data_dir: Path):
-    """The spec and runs with `evaluation.data_dir` set to an absolute `data_dir` (`--data-dir`)."""
-    import dataclasses
-
-    ev = {**spec.evaluation, "data_dir": str(Path(data_dir).expanduser().resolve())}
-    return spec.model_copy(update={"evaluation": ev}), [dataclasses.replace(r, evaluation=dict(ev)) for r in runs]
-
-
 def _session(workdir: Path, ledger_url: str | None = None, ray_address: str | None = None, *,
              remember: bool = False):
-    """A session on the work directory. The cluster is `--ray-address`, else the one `submit` recorded in
-    `<workdir>/cluster.json` (with its token file), else the work directory's own local head."""
-    from orchestrator.executor.cluster_record import load_cluster, save_cluster
+    """`orchestrator.campaign.open_session`; a ledger that cannot be opened is bad input (exit 2)."""
+    from orchestrator.campaign import open_session
     from orchestrator.ledger.base import LedgerError
-    from orchestrator.session import Session
 
-    if not ray_address:
-        rec = load_cluster(workdir)
-        if rec is not None:
-            ray_address = rec["address"]
-            if rec.get("token_path") and not os.environ.get("RAY_AUTH_TOKEN_PATH"):
-                os.environ["RAY_AUTH_TOKEN_PATH"] = rec["token_path"]
-    sess = Session(workdir=workdir, ledger_url=ledger_url, ray_address=ray_address)
     try:
-        sess.ledger  # noqa: B018 - open it now: a bad URL is an input error (exit 2), not a traceback later
+        return open_session(workdir, ledger_url, ray_address, remember=remember)
     except LedgerError as exc:
         _fail(str(exc))
-    if ray_address and remember:
-        save_cluster(workdir, ray_address, os.environ.get("RAY_AUTH_TOKEN_PATH"))
-    return sess
-
-
-PRIVATE_FILES = ("ledger.db", "ledger.db-wal", "ledger.db-shm", "mlflow.db", "mlflow.db-wal", "mlflow.db-shm")
-
-
-def _private(workdir: Path) -> None:
-    """The work directory's databases are readable by this user only (they hold every run's paths and reasons)."""
-    for name in PRIVATE_FILES:
-        p = Path(workdir) / name
-        if p.exists() and p.stat().st_uid == os.getuid():
-            os.chmod(p, 0o600)
 
 
 def _existing_workdir(workdir: Path, ledger_url: str | None) -> None:
@@ -121,161 +92,19 @@ def _require_campaign(sess, campaign: str) -> None:
               "submit` first")
 
 
-def status_matrix(sess, campaign: str) -> Table:
-    """Policies × seeds per (group, model, regime): one glyph per run's state."""
-    from orchestrator.ledger.states import RunState as S
-
-    glyph = {S.planned: "·", S.queued: "q", S.training: "[yellow]T[/]", S.trained: "t", S.evaluating: "[yellow]E[/]",
-             S.recorded: "[green]✓[/]", S.failed: "[red]✗[/]", S.cancelled: "[dim]c[/]"}
-    rows = [r for r in sess.ledger.runs(campaign) if not (r.state == S.cancelled and "superseded" in r.reason)]
-    specs = [json.loads(r.spec_json) for r in rows]
-    seeds = sorted({s["seed"] for s in specs})
-    t = Table(title=f"{campaign}: states by policy × seed", show_lines=False)
-    t.add_column("group / model / regime")
-    t.add_column("policy")
-    for s in seeds:
-        t.add_column(f"s{s}", justify="center")
-    cells: dict[tuple, dict[int, str]] = {}
-    for r, s in zip(rows, specs, strict=True):
-        key = (f"{s['group']}/{s['model']}{'/' + s['regime'] if s['regime'] else ''}", s["policy"])
-        cells.setdefault(key, {})[s["seed"]] = glyph.get(r.state, r.state)
-    for (grp, pol), by_seed in cells.items():
-        t.add_row(grp, pol, *[by_seed.get(s, "") for s in seeds])
-    return t
-
-
-def _progress(sess, campaign: str) -> dict:
-    """Driver (is an orchestrator holding the campaign's runs?) and ETA from finished attempts."""
-    from orchestrator.progress import driver_status, eta_seconds
-
-    rows = sess.ledger.runs(campaign)
-    parallel = sess.default_config(campaign).max_parallel
-    read_driver = getattr(sess.ledger, "driver", None)  # the campaign's driver lease, where the ledger keeps one
-    driver = read_driver(campaign) if callable(read_driver) else None
-    return {"driver": driver_status(rows, driver=driver),
-            "eta_s": eta_seconds(rows, sess.ledger.attempts(campaign), parallel)}
-
-
-def _driver_line(sess, campaign: str) -> str:
-    from orchestrator.progress import format_duration
-
-    p = _progress(sess, campaign)
-    d = p["driver"]
-    if d["state"] == "done":
-        return "nothing pending"
-    if d["state"] == "idle":
-        return (f"no orchestrator is driving this campaign (no live lease): run `campaign resume {campaign} "
-                "--workdir ...` to continue")
-    return (f"driven by {d['owner']} (lease {d['lease_left_s']:.0f} s left, renewed while it runs); "
-            f"ETA {format_duration(p['eta_s'])}")
-
-
-LEGEND = "legend: · planned  q queued  T training  t trained  E evaluating  ✓ recorded  ✗ failed  c cancelled"
-
-
-def _counts_line(counts: dict[str, int]) -> str:
+def _drive(sess, campaign: str, *, timeout_s: float | None = None, max_parallel: int | None = None) -> None:
+    """Drive the campaign to the end (progress on stderr), print its matrix; exit 1 when runs ended failed."""
+    from orchestrator.campaign import CampaignError, drive_campaign
     from orchestrator.ledger.states import RunState
+    from orchestrator.progress import status_matrix
 
-    return "  ".join(f"{k}={counts[k]}" for k in RunState if counts.get(k))  # in the state machine's order
-
-
-def _ship_plugins(sess, campaign: str) -> None:
-    """Make the campaign's plugin modules importable here and ship them to its jobs (runtime_env py_modules)."""
-    from orchestrator.plugins import add_project_path, plugin_names, plugin_paths
-
-    spec_json = sess.ledger.campaign_spec(campaign)
-    add_project_path(json.loads(spec_json).get("config_root") if spec_json else None)
-    names = plugin_names(json.loads(r.spec_json).get("policy_cfg", {}) for r in sess.ledger.runs(campaign))
-    if not names:
-        return
     try:
-        paths = plugin_paths(names, sess.workdir / "plugins")
-    except ValueError as exc:
-        _fail(str(exc))
-    sess.executor.py_modules = paths
-
-
-def drive(sess, campaign: str, *, timeout_s: float | None = None, quiet: bool = False,
-          max_parallel: int | None = None, poll_s: float | None = None) -> dict[str, int]:
-    """Run the scheduler loop with a Rich progress bar until the campaign has nothing pending."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from orchestrator.executor import ClusterUnreachable
-    from orchestrator.ledger.states import RunState
-    from orchestrator.executor.ray_jobs import ClusterAuthError
-
-    cfg = sess.default_config(campaign)
-    if max_parallel:
-        cfg.max_parallel = max_parallel
-    if poll_s is not None:
-        cfg.poll_s = poll_s
-    total = len([r for r in sess.ledger.runs(campaign) if r.state != RunState.cancelled])
-    try:
-        _ship_plugins(sess, campaign)
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("{task.fields[states]}"), TimeElapsedColumn(), console=err, disable=quiet) as prog:
-            task = prog.add_task(campaign, total=total, states="")
-
-            def tick(counts: dict[str, int]) -> None:
-                done = counts.get(RunState.recorded, 0) + counts.get(RunState.failed, 0)
-                prog.update(task, completed=done, states=_counts_line(counts))
-
-            def change(row, what: str) -> None:
-                if not quiet:
-                    prog.console.print(f"  {row.run_id}: {what}", highlight=False)
-
-            sched = sess.scheduler(campaign, cfg, on_change=change)
-            counts = sched.run(timeout_s=timeout_s, on_tick=tick)
-    except ClusterAuthError as exc:  # the cluster answered: a token to fix, not an outage
-        _fail(str(exc), 2)
-    except ClusterUnreachable as exc:
-        _fail(f"{exc}; no run was marked failed — fix the address or start the cluster, then `campaign resume`", 3)
-    from orchestrator.session import RecordsMissing
-
-    sess.ingest(campaign)
-    try:
-        sess.collect_records(campaign)
-    except RecordsMissing as exc:
-        _fail(f"{exc}; `campaign resume {campaign} --workdir {sess.workdir}` re-runs their record stage")
-    _private(sess.workdir)
-    return counts
-
-
-def drive_campaign(sess, campaign: str, **kw) -> dict[str, int]:
-    """`drive` until nothing is pending; for a sequential seed design, then take the interim look,
-    record it and drive the next batch, until every comparison is decided or the last look is taken."""
-    from orchestrator.adaptive import AdaptiveError, advance
-    from orchestrator.ledger.states import RunState
-
-    counts = drive(sess, campaign, **kw)
-    while not counts.get(RunState.failed):
-        try:
-            step = advance(sess, campaign)
-        except AdaptiveError as exc:
-            err.print(f"[yellow]sequential seeds:[/yellow] {exc}", highlight=False)
-            break
-        if step.look is not None:
-            out.print(look_table(step.decisions, step.look))
-        if step.note and (step.finished or step.added):
-            out.print(f"sequential seeds: {step.note}" + (f" ({len(step.added)} runs added)" if step.added else ""),
-                      highlight=False)
-        if not step.added:
-            break
-        counts = drive(sess, campaign, **kw)
-    return counts
-
-
-def look_table(decisions, look: int) -> Table:
-    """One interim look: comparison, seeds, mean paired difference, repeated CI, decision."""
-    from orchestrator.adaptive import looks_summary
-
-    t = Table(title=f"interim look {look} (repeated CIs: simultaneous coverage over all looks)")
-    for c in ("comparison", "seeds", "mean", "repeated CI", "decision"):
-        t.add_column(c)
-    for r in looks_summary(decisions):
-        t.add_row(r["comparison"], str(r["n"]), f"{r['mean']:+.3f}", f"[{r['rci_low']:+.3f}, {r['rci_high']:+.3f}]",
-                  r["decision"])
-    return t
+        counts = drive_campaign(sess, campaign, out=out, err=err, timeout_s=timeout_s, max_parallel=max_parallel)
+    except CampaignError as exc:
+        _fail(str(exc), exc.exit_code)
+    out.print(status_matrix(sess, campaign))
+    if counts.get(RunState.failed):
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
@@ -412,44 +241,25 @@ def register(app: typer.Typer) -> None:
                                                 "campaign's evaluation.data_dir, relative to the work directory)"),
     ) -> None:
         """Check a campaign before any compute, register it in the ledger (idempotent by run_key) and run it."""
-        from orchestrator.ledger.states import RunState
+        from orchestrator.campaign import submit, submit_preview, with_data_dir
         from orchestrator.preflight import eval_data_dir
 
         spec, rs = _plan(campaign, overrides, data_root=workdir / "data")
         if data_dir is not None:
-            spec, rs = _with_data_dir(spec, rs, data_dir)
+            spec, rs = with_data_dir(spec, rs, data_dir)
         _preflight(spec, rs, eval_data_dir(spec, workdir.resolve()), local_head=not ray_address)
         if dry_run:
-            from orchestrator.ledger import open_ledger
-
-            url = ledger_url or f"sqlite:///{workdir.resolve() / 'ledger.db'}"
-            have = set()
-            if ledger_url or (workdir / "ledger.db").exists():
-                have = {(r.run_id, r.run_key) for r in open_ledger(url).runs(spec.name)}
-            ids = {rid for rid, _ in have}
-            new = [r.run_id for r in rs if r.run_id not in ids]
-            unchanged = [r.run_id for r in rs if (r.run_id, r.run_key) in have]
-            typer.echo(json.dumps({"new": len(new), "changed": len(rs) - len(new) - len(unchanged),
-                                   "unchanged": len(unchanged)}))
+            typer.echo(json.dumps(submit_preview(spec, rs, workdir, ledger_url)))
             return
         sess = _session(workdir, ledger_url, ray_address, remember=True)
-        diff = sess.submit(spec, rs)
-        _private(workdir)
-        removed = diff.removed
-        if spec.seed_design is not None:  # later batches of a sequential design are not "removed"
-            later = {r.run_id for r in sess.ledger.runs(spec.name)
-                     if json.loads(r.spec_json)["seed"] in spec.seed_pool()}
-            removed = [rid for rid in removed if rid not in later]
+        diff, removed = submit(sess, spec, rs)
         out.print(f"[bold]{spec.name}[/]: {len(diff.new)} new, {len(diff.changed)} changed, "
                   f"{len(diff.unchanged)} unchanged, {len(removed)} no longer in the spec")
         for rid in diff.changed[:10]:
             out.print(f"  changed: {rid} (old run superseded)")
         if not wait:
             return
-        counts = drive_campaign(sess, spec.name, max_parallel=max_parallel)
-        out.print(status_matrix(sess, spec.name))
-        if counts.get(RunState.failed):
-            raise typer.Exit(1)
+        _drive(sess, spec.name, max_parallel=max_parallel)
 
     @app.command("resume")
     def resume_cmd(
@@ -461,16 +271,11 @@ def register(app: typer.Typer) -> None:
         timeout: float | None = typer.Option(None, "--timeout", min=0.1, help="stop driving after this many seconds"),
     ) -> None:
         """Pick up a campaign after a crash: reattach to running jobs, resubmit lost ones, continue."""
-        from orchestrator.ledger.states import RunState
-
         campaign = _campaign_name(campaign)
         _existing_workdir(workdir, ledger_url)
         sess = _session(workdir, ledger_url, ray_address)
         _require_campaign(sess, campaign)
-        counts = drive_campaign(sess, campaign, timeout_s=timeout, max_parallel=max_parallel)
-        out.print(status_matrix(sess, campaign))
-        if counts.get(RunState.failed):
-            raise typer.Exit(1)
+        _drive(sess, campaign, timeout_s=timeout, max_parallel=max_parallel)
 
     @app.command("status")
     def status_cmd(
@@ -483,6 +288,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Counts by state and a policies × seeds matrix per campaign (reads the ledger only)."""
         from orchestrator.ledger.states import RunState
+        from orchestrator.progress import LEGEND, campaign_progress, counts_line, driver_line, status_matrix
 
         if fmt not in ("table", "json"):
             _fail(f"--format {fmt!r}: use table or json")
@@ -502,16 +308,16 @@ def register(app: typer.Typer) -> None:
                 st["runs"] = [{"run_id": r.run_id, "run_key": r.run_key, "state": r.state, "stage": r.stage,
                                "reason": r.reason, "attempts": r.attempts, "compute": r.compute}
                               for r in sess.ledger.runs(n)]
-                st.update(_progress(sess, n))
+                st.update(campaign_progress(sess, n))
                 res.append(st)
             typer.echo(json.dumps(res if not campaign else res[0], indent=2, default=str))
             return
         for n in names:
             st = sess.status(n)
-            out.print(f"[bold]{n}[/]: {st['total']} runs  {_counts_line(st['states'])}")
+            out.print(f"[bold]{n}[/]: {st['total']} runs  {counts_line(st['states'])}")
             out.print(status_matrix(sess, n))
             out.print(LEGEND, highlight=False, markup=False)
-            out.print(_driver_line(sess, n), highlight=False)
+            out.print(driver_line(sess, n), highlight=False)
             for r in sess.ledger.runs(n, [RunState.failed]):
                 out.print(f"  [red]failed[/] {r.run_id} ({r.stage}, {r.failure_class or 'error'}): {r.reason}",
                           highlight=False, markup=False)
@@ -525,10 +331,12 @@ def register(app: typer.Typer) -> None:
         once: bool = typer.Option(False, "--once", help="render once and exit"),
     ) -> None:
         """Live status matrix (read-only; the orchestrator driving the campaign is `submit`/`resume`)."""
+        from rich.live import Live
+
         from orchestrator.ledger.states import PENDING
+        from orchestrator.progress import counts_line, status_matrix
 
         campaign = _campaign_name(campaign)
-        from rich.live import Live
 
         _existing_workdir(workdir, ledger_url)
         sess = _session(workdir, ledger_url)
@@ -537,7 +345,7 @@ def register(app: typer.Typer) -> None:
             last = None
             while True:
                 st = sess.status(campaign)["states"]
-                line = f"{time.strftime('%H:%M:%S')} {campaign}: {_counts_line(st)}"
+                line = f"{time.strftime('%H:%M:%S')} {campaign}: {counts_line(st)}"
                 if line.split(" ", 1)[1] != last:
                     typer.echo(line)
                     last = line.split(" ", 1)[1]
@@ -598,8 +406,6 @@ def register(app: typer.Typer) -> None:
         wait: bool = typer.Option(True, "--wait/--no-wait"),
     ) -> None:
         """Requeue failed or cancelled runs with a fresh retry budget (verified stages are skipped)."""
-        from orchestrator.ledger.states import RunState
-
         campaign = _campaign_name(campaign)
         _existing_workdir(workdir, ledger_url)
         sess = _session(workdir, ledger_url, ray_address)
@@ -607,10 +413,7 @@ def register(app: typer.Typer) -> None:
         n = sess.scheduler(campaign).retry(rows) if rows else 0
         out.print(f"requeued {n} run(s)")
         if wait and n:
-            counts = drive_campaign(sess, campaign)
-            out.print(status_matrix(sess, campaign))
-            if counts.get(RunState.failed):
-                raise typer.Exit(1)
+            _drive(sess, campaign)
 
     @app.command("logs")
     def logs_cmd(
@@ -665,14 +468,17 @@ def register(app: typer.Typer) -> None:
         keep_ray: bool = typer.Option(False, "--keep-ray", help="leave the local Ray head running"),
     ) -> None:
         """Run campaigns/demo.yaml end to end on CPU and print the paired-comparison tables."""
+        from orchestrator.campaign import CampaignError
         from orchestrator.demo import print_analysis, run_demo
 
-        if records is not None:
-            print_analysis(records, out=out, fail=_fail)
-            return
-        wd = workdir or Path(tempfile.mkdtemp(prefix="windtunnel-demo-"))
-        run_demo(wd, campaign_file, overrides or [], out=out, err=err, fail=_fail, drive=drive,
-                 status_matrix=status_matrix, keep_ray=keep_ray)
+        try:
+            if records is not None:
+                print_analysis(records, out=out)
+                return
+            wd = workdir or Path(tempfile.mkdtemp(prefix="windtunnel-demo-"))
+            run_demo(wd, campaign_file, overrides or [], out=out, err=err, keep_ray=keep_ray)
+        except CampaignError as exc:
+            _fail(str(exc), exc.exit_code)
 
     _register_data(app)
 

@@ -1,0 +1,197 @@
+"""Driving a campaign: open a session on a work directory, register the campaign in the ledger, run the scheduler
+loop until nothing is pending (taking a sequential design's interim looks between batches) and collect its records.
+
+Why a module of its own: `campaign submit|resume|retry` and `campaign demo` drive a campaign the same way. The
+commands parse arguments and print; this module does the work and raises `CampaignError` (the message and the
+command's exit code) where a command must stop, so the demo needs no callbacks into the command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from orchestrator.executor import ClusterUnreachable
+from orchestrator.executor.cluster_record import load_cluster, save_cluster
+from orchestrator.executor.ray_jobs import ClusterAuthError
+from orchestrator.ledger import UpsertDiff, open_ledger
+from orchestrator.ledger.base import RunRow
+from orchestrator.ledger.states import RunState
+from orchestrator.plugins import add_project_path, plugin_names, plugin_paths
+from orchestrator.progress import counts_line
+from orchestrator.session import RecordsMissing, Session
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from orchestrator.grid import RunSpec
+    from orchestrator.spec import CampaignSpec
+
+
+class CampaignError(RuntimeError):
+    """A campaign command cannot go on; the message says why and what to do. `exit_code` is the command's:
+    2 bad input, 3 cluster unreachable (no run was marked failed), 1 runs ended failed."""
+
+    def __init__(self, message: str, exit_code: int = 2):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def open_session(workdir: Path, ledger_url: str | None = None, ray_address: str | None = None, *,
+                 remember: bool = False) -> Session:
+    """A session on the work directory. The cluster is `ray_address`, else the one `submit` recorded in
+    `<workdir>/cluster.json` (with its token file), else the work directory's own local head; `remember`
+    records the given address for later commands. Raises LedgerError on a ledger that cannot be opened."""
+    if not ray_address:
+        rec = load_cluster(workdir)
+        if rec is not None:
+            ray_address = rec["address"]
+            if rec.get("token_path") and not os.environ.get("RAY_AUTH_TOKEN_PATH"):
+                os.environ["RAY_AUTH_TOKEN_PATH"] = rec["token_path"]
+    sess = Session(workdir=workdir, ledger_url=ledger_url, ray_address=ray_address)
+    sess.ledger  # noqa: B018 - open it now: a bad URL is an input error (exit 2), not a traceback later
+    if ray_address and remember:
+        save_cluster(workdir, ray_address, os.environ.get("RAY_AUTH_TOKEN_PATH"))
+    return sess
+
+
+PRIVATE_FILES = ("ledger.db", "ledger.db-wal", "ledger.db-shm", "mlflow.db", "mlflow.db-wal", "mlflow.db-shm")
+
+
+def make_private(workdir: Path) -> None:
+    """The work directory's databases are readable by this user only (they hold every run's paths and reasons)."""
+    for name in PRIVATE_FILES:
+        p = Path(workdir) / name
+        if p.exists() and p.stat().st_uid == os.getuid():
+            os.chmod(p, 0o600)
+
+
+def with_data_dir(spec: CampaignSpec, runs: list[RunSpec], data_dir: Path) -> tuple[CampaignSpec, list[RunSpec]]:
+    """The spec and runs with `evaluation.data_dir` set to an absolute `data_dir` (`--data-dir`)."""
+    ev = {**spec.evaluation, "data_dir": str(Path(data_dir).expanduser().resolve())}
+    return spec.model_copy(update={"evaluation": ev}), [dataclasses.replace(r, evaluation=dict(ev)) for r in runs]
+
+
+def submit_preview(spec: CampaignSpec, runs: list[RunSpec], workdir: Path, ledger_url: str | None) -> dict[str, int]:
+    """{'new', 'changed', 'unchanged'}: what submitting would do to the ledger, without writing (nor creating) it."""
+    url = ledger_url or f"sqlite:///{workdir.resolve() / 'ledger.db'}"
+    have: set[tuple[str, str]] = set()
+    if ledger_url or (workdir / "ledger.db").exists():
+        have = {(r.run_id, r.run_key) for r in open_ledger(url).runs(spec.name)}
+    ids = {rid for rid, _ in have}
+    new = [r.run_id for r in runs if r.run_id not in ids]
+    unchanged = [r.run_id for r in runs if (r.run_id, r.run_key) in have]
+    return {"new": len(new), "changed": len(runs) - len(new) - len(unchanged), "unchanged": len(unchanged)}
+
+
+def submit(sess: Session, spec: CampaignSpec, runs: list[RunSpec]) -> tuple[UpsertDiff, list[str]]:
+    """Register the campaign (idempotent by run_key): the ledger's diff, and the run ids no longer in the spec
+    (a sequential design's later batches are not "removed": they are the seed pool's, added by its looks)."""
+    diff = sess.submit(spec, runs)
+    make_private(sess.workdir)
+    removed = diff.removed
+    if spec.seed_design is not None:
+        later = {r.run_id for r in sess.ledger.runs(spec.name) if json.loads(r.spec_json)["seed"] in spec.seed_pool()}
+        removed = [rid for rid in removed if rid not in later]
+    return diff, removed
+
+
+def ship_plugins(sess: Session, campaign: str) -> None:
+    """Make the campaign's plugin modules importable here and ship them to its jobs (runtime_env py_modules)."""
+    spec_json = sess.ledger.campaign_spec(campaign)
+    add_project_path(json.loads(spec_json).get("config_root") if spec_json else None)
+    names = plugin_names(json.loads(r.spec_json).get("policy_cfg", {}) for r in sess.ledger.runs(campaign))
+    if not names:
+        return
+    try:
+        paths = plugin_paths(names, sess.workdir / "plugins")
+    except ValueError as exc:  # a plugin module that cannot be found: the message says where to put it
+        raise CampaignError(str(exc)) from None
+    sess.executor.py_modules = paths
+
+
+def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | None = None, quiet: bool = False,
+          max_parallel: int | None = None, poll_s: float | None = None) -> dict[str, int]:
+    """Run the scheduler loop with a Rich progress bar on `console` until the campaign has nothing pending, then
+    ingest it into MLflow and collect its records: the counts by state."""
+    cfg = sess.default_config(campaign)
+    if max_parallel:
+        cfg.max_parallel = max_parallel
+    if poll_s is not None:
+        cfg.poll_s = poll_s
+    total = len([r for r in sess.ledger.runs(campaign) if r.state != RunState.cancelled])
+    try:
+        ship_plugins(sess, campaign)
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.fields[states]}"), TimeElapsedColumn(), console=console,
+                      disable=quiet) as prog:
+            task = prog.add_task(campaign, total=total, states="")
+
+            def tick(counts: dict[str, int]) -> None:
+                done = counts.get(RunState.recorded, 0) + counts.get(RunState.failed, 0)
+                prog.update(task, completed=done, states=counts_line(counts))
+
+            def change(row: RunRow, what: str) -> None:
+                if not quiet:
+                    prog.console.print(f"  {row.run_id}: {what}", highlight=False)
+
+            sched = sess.scheduler(campaign, cfg, on_change=change)
+            counts = sched.run(timeout_s=timeout_s, on_tick=tick)
+    except ClusterAuthError as exc:  # the cluster answered: a token to fix, not an outage
+        raise CampaignError(str(exc)) from None
+    except ClusterUnreachable as exc:
+        raise CampaignError(f"{exc}; no run was marked failed — fix the address or start the cluster, then "
+                            "`campaign resume`", 3) from None
+    sess.ingest(campaign)
+    try:
+        sess.collect_records(campaign)
+    except RecordsMissing as exc:
+        raise CampaignError(f"{exc}; `campaign resume {campaign} --workdir {sess.workdir}` re-runs their record "
+                            "stage") from None
+    make_private(sess.workdir)
+    return counts
+
+
+def drive_campaign(sess: Session, campaign: str, *, out: Console, err: Console, timeout_s: float | None = None,
+                   max_parallel: int | None = None) -> dict[str, int]:
+    """`drive` until nothing is pending (its progress on `err`); for a sequential seed design, then take the
+    interim look, record it (its table on `out`) and drive the next batch, until every comparison is decided
+    or the last look is taken."""
+    from orchestrator.adaptive import AdaptiveError, advance  # pandas: not for commands that only open a session
+
+    counts = drive(sess, campaign, console=err, timeout_s=timeout_s, max_parallel=max_parallel)
+    while not counts.get(RunState.failed):
+        try:
+            step = advance(sess, campaign)
+        except AdaptiveError as exc:
+            err.print(f"[yellow]sequential seeds:[/yellow] {exc}", highlight=False)
+            break
+        if step.look is not None:
+            out.print(look_table(step.decisions, step.look))
+        if step.note and (step.finished or step.added):
+            out.print(f"sequential seeds: {step.note}" + (f" ({len(step.added)} runs added)" if step.added else ""),
+                      highlight=False)
+        if not step.added:
+            break
+        counts = drive(sess, campaign, console=err, timeout_s=timeout_s, max_parallel=max_parallel)
+    return counts
+
+
+def look_table(decisions: pd.DataFrame, look: int) -> Table:
+    """One interim look: comparison, seeds, mean paired difference, repeated CI, decision."""
+    from orchestrator.adaptive import looks_summary
+
+    t = Table(title=f"interim look {look} (repeated CIs: simultaneous coverage over all looks)")
+    for c in ("comparison", "seeds", "mean", "repeated CI", "decision"):
+        t.add_column(c)
+    for r in looks_summary(decisions):
+        t.add_row(r["comparison"], str(r["n"]), f"{r['mean']:+.3f}", f"[{r['rci_low']:+.3f}, {r['rci_high']:+.3f}]",
+                  r["decision"])
+    return t
