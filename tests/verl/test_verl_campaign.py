@@ -1,50 +1,76 @@
-"""verl for real (issue 11): a 2 policies x 2 seeds campaign with the `verl_cpu_tiny` recipe, submitted with
-`campaign submit` to a local Ray head, trains through verl's own `main_ppo` + `windtunnel_sync` + the plugin's
-`hf` rollout, merges verl's checkpoints to HF, evaluates them and records every run. Slow (CPU verl).
+"""verl for real (issue 11), in ONE campaign whose five runs also carry the determinism, resume, mixing,
+reward-call and zero-weight checks (they were a second module of three direct launches; merged to spend the
+suite's CPU once: every verl launch costs about a minute of both cores).
 
-The head is the suite's shared one (tests/conftest.py `head`): a `ray start --head` with token auth
-(`orchestrator/executor/local_head.py`), reached only through `--ray-address` and the token, as a user submits
-to a cluster they started by hand; so this run is also the "cluster started by hand: no ray.init error" check."""
+`campaign submit` sends the `verl_cpu_tiny` recipe (verl's own `main_ppo` + `windtunnel_sync` + the plugin's
+`hf` rollout) to the suite's shared head, a `ray start --head` with token auth reached only through
+`--ray-address` and the token, as a user submits to a cluster they started by hand. All five runs share seed 1:
+- `baseline`, `gfpo_k1` (keeps one rollout of each group of 4) and `drop_all` (plain GRPO at step 1, every
+  weight zero from step 2): same seed -> the same step-1 rollouts; drop_all's step 1 is baseline's, update
+  included; gfpo_k1's weights change verl's actor update; drop_all's zero-weight step changes no parameter;
+- `reward_gap` (an adaptive mixer) is SIGKILLed after its first checkpoint; the scheduler's retry resumes it
+  (`trainer.resume_mode=auto`) with the mixer's state restored, and it ends equal to `reward_gap_ref`, the same
+  mixer under another name, which runs uninterrupted; the mixer's realised proportions follow its targets;
+- every run has its own Ray runtime and TransferQueue, two train at once, `compute_score` runs exactly once
+  per rollout (the reward audit, one per run), and every run is merged to HF, evaluated and recorded."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
+from orchestrator.training.verl_launcher import cancel
 from policies.verl.reward_audit import AUDIT_ENV, read_calls
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
+POLICIES = ["baseline", "gfpo_k1", "drop_all", "reward_gap", "reward_gap_ref"]
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # several CPU verl runs on 2 cores
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # five CPU verl runs on 2 cores
+
+# a selector whose band is empty (solve rate strictly inside (1, 1)): from step 2 on every weight is zero;
+# step 1 (before warmup_step) is a plain GRPO update, so the zero step comes after real optimizer state
+DROP_ALL = {"name": "drop_all", "description": "keeps nothing from step 2", "mechanism": "select",
+            "scorer": {"name": "group_solve_rate", "params": {"success_threshold": 0.5}},
+            "actuator": {"name": "threshold_band", "params": {"low": 1.0, "high": 1.0, "inclusive": False}},
+            "loss_norm": "all_tokens", "warmup_step": 2}
+# verl's per-step metrics of what was rolled out and how the actor moved (determinism and resume checks)
+ROLLOUT_KEYS = ["critic/score/mean", "response_length/mean"]
+UPDATE_KEYS = ["actor/entropy", "actor/pg_loss"]
 
 
 def _tree(tmp: Path) -> Path:
     root = tmp / "campaigns"
     for group in ("policy", "recipe", "model", "suite"):
         shutil.copytree(REPO / "campaigns" / group, root / group)
-    # every run's reward-loop workers record each compute_score call (policies/verl/reward_audit.py)
+    # every run's reward-loop workers record each compute_score call, in the run's own dir (relative path)
     recipe = yaml.safe_load((root / "recipe" / "verl_cpu_tiny.yaml").read_text())
-    recipe["env"][AUDIT_ENV] = str(tmp / "reward_calls")
+    recipe["env"][AUDIT_ENV] = "reward_calls"
     (root / "recipe" / "verl_cpu_tiny.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
     # GFPO keeping ONE rollout per group of 4: its weights must change verl's actor update
     gfpo = yaml.safe_load((root / "policy" / "gfpo.yaml").read_text())
     gfpo.update(name="gfpo_k1", actuator={"name": "gfpo", "params": {"k": 1, "metric": "efficiency"}})
     gfpo.pop("search_space", None)
     (root / "policy" / "gfpo_k1.yaml").write_text(yaml.safe_dump(gfpo))
+    (root / "policy" / "drop_all.yaml").write_text(yaml.safe_dump(DROP_ALL))
+    mixer = yaml.safe_load((root / "policy" / "reward_gap.yaml").read_text())
+    (root / "policy" / "reward_gap_ref.yaml").write_text(yaml.safe_dump({**mixer, "name": "reward_gap_ref"}))
     demo = yaml.safe_load((REPO / "campaigns" / "demo.yaml").read_text())
-    demo.update(name="vcpu", backend="verl", recipe="verl_cpu_tiny", policies=["baseline", "gfpo_k1"], seeds=[1, 2],
-                steps=2, save_freq=1, baselines={"select": "baseline", "reweight": "baseline", "mix": "baseline"})
+    demo.update(name="vcpu", backend="verl", recipe="verl_cpu_tiny", policies=POLICIES, seeds=[1], steps=2,
+                save_freq=1, baselines={"select": "baseline", "reweight": "baseline", "mix": "baseline"},
+                retries={"max_attempts": 2, "backoff_s": 1, "backoff_max_s": 2})
     # a 2-layer model after 2 verl steps: the demo's relaxed health gates (the suite's 0.5 parse rate is for real
-    # models)
+    # models); 8 items per benchmark keep the five evaluations short
     demo["evaluation"] = {**demo["evaluation"], "gates": {"min_parse_rate": 0.2, "max_truncation_rate": 0.5}}
     (root / "vcpu.yaml").write_text(yaml.safe_dump(demo, sort_keys=False))
     return root / "vcpu.yaml"
@@ -58,61 +84,191 @@ def _metrics(path: Path) -> dict[int, dict]:
     return out
 
 
-def test_verl_campaign_trains_isolated_runs_and_records_them(tmp_path, head):
+def _train_dir_of(runs: Path, policy: str) -> Path | None:
+    for d in runs.glob("*/train"):
+        pol = d / "policy.yaml"
+        if pol.exists() and (yaml.safe_load(pol.read_text()) or {}).get("name") == policy:
+            return d
+    return None
+
+
+def _kill_after_first_checkpoint(proc: subprocess.Popen, runs: Path, policy: str, timeout: float = 1200) -> Path:
+    """SIGKILL verl's whole process group (as the launcher records it in train.pid) once the run's checkpoint 1
+    is written and its step 1 logged (verl logs after saving), before step 2's checkpoint."""
+    t0 = time.time()
+    while True:
+        assert proc.poll() is None, "the campaign ended before the run to kill was killed"
+        assert time.time() - t0 < timeout, f"{policy}: no first checkpoint"
+        train = _train_dir_of(runs, policy)
+        if train is not None:
+            tracker = train / "verl_checkpoints" / "latest_checkpointed_iteration.txt"
+            logged = sorted((train / "verl_metrics").glob("launch_*.jsonl"))
+            if (tracker.exists() and tracker.read_text().strip() == "1" and logged
+                    and logged[-1].read_text().strip()):
+                assert cancel(train, signal.SIGKILL)
+                return train
+        time.sleep(0.2)
+
+
+def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
     from evaluation.benchmark_data import write_manifest
+    from orchestrator.ledger import open_ledger
     from orchestrator.training.synthetic import write_eval_fixtures
 
     addr, tok = head
     env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(tok), "RAY_AUTH_MODE": "token"}
     wd = tmp_path / "wd"
-    paths = write_eval_fixtures(wd / "data" / "eval", seed=42, n_items=16, suite="db12")
+    paths = write_eval_fixtures(wd / "data" / "eval", seed=42, n_items=8, suite="db12")
     write_manifest(wd / "data" / "eval", sorted(paths), kind="fixture")  # as `campaign demo` does
     camp = _tree(tmp_path)
-    p = subprocess.run([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd), "--max-parallel",
-                        "2"],
-                       env=env, cwd=REPO, capture_output=True, text=True, timeout=1500)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-
-    from orchestrator.ledger import open_ledger
+    log = tmp_path / "submit.log"
+    with open(log, "w") as fh:
+        proc = subprocess.Popen([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd),
+                                 "--max-parallel", "2"], env=env, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        killed = _kill_after_first_checkpoint(proc, wd / "runs" / "vcpu", "reward_gap")
+        rc = proc.wait(timeout=1800)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 0, log.read_text()[-4000:]
 
     led = open_ledger(wd)
     runs = led.runs("vcpu")
+    attempts = led.attempts("vcpu")
     led.close()
-    assert len(runs) == 4 and {r.state for r in runs} == {"recorded"}, [(r.run_id, r.state) for r in runs]
+    assert len(runs) == 5 and {r.state for r in runs} == {"recorded"}, [(r.run_id, r.state) for r in runs]
+    key = {r.run_id.split("/")[2]: r.run_key for r in runs}
+    train_tries = {p: [a for a in attempts if a["run_key"] == k and a["stage"] == "train"] for p, k in key.items()}
+    # the killed run was retried once by the scheduler; every other run trained once
+    assert {p: len(t) for p, t in train_tries.items()} == {p: 2 if p == "reward_gap" else 1 for p in POLICIES}
 
-    run_dirs = sorted((wd / "runs" / "vcpu").iterdir())
-    rt = {d.name: json.loads((d / "train" / "verl_runtime.json").read_text()) for d in run_dirs}
+    run_dirs = {p: wd / "runs" / "vcpu" / k for p, k in key.items()}
+    assert killed == run_dirs["reward_gap"] / "train"
+    rt = {p: json.loads((d / "train" / "verl_runtime.json").read_text()) for p, d in run_dirs.items()}
     # isolation: every run had its own Ray runtime and its own TransferQueue controller ...
-    assert len({r["gcs_address"] for r in rt.values()}) == 4
-    assert len({r["tq_controller_actor_id"] for r in rt.values()}) == 4
+    assert len({r["gcs_address"] for r in rt.values()}) == 5
+    assert len({r["tq_controller_actor_id"] for r in rt.values()}) == 5
     # ... and at least two of them trained at the same time
     spans = sorted((r["started_at"], r["ended_at"]) for r in rt.values())
     assert any(spans[i + 1][0] < spans[i][1] for i in range(len(spans) - 1)), spans
 
-    by_run = {}
-    for r in runs:
-        d = wd / "runs" / "vcpu" / r.run_key
-        manifest = json.loads((d / "train_done.json").read_text())
-        assert [c["step"] for c in manifest["checkpoints"]] == [1, 2]  # a checkpoint each step, merged to HF
-        for c in manifest["checkpoints"]:
+    m, manifests = {}, {}
+    for p, d in run_dirs.items():
+        manifests[p] = json.loads((d / "train_done.json").read_text())
+        assert [c["step"] for c in manifests[p]["checkpoints"]] == [1, 2]  # a checkpoint each step, merged to HF
+        for c in manifests[p]["checkpoints"]:
             assert (Path(c["path"]) / "config.json").exists()
-        by_run[(r.run_id.split("/")[2], r.run_id.rsplit("/s", 1)[1])] = _metrics(Path(manifest["metrics_path"]))
+        m[p] = _metrics(Path(manifests[p]["metrics_path"]))
+        assert sorted(m[p]) == [1, 2], p
         assert (d / "records.parquet").exists()
         # submitted to a `ray start --head` cluster with token auth: verl's ray.init never tried to join it
         assert "must not be provided" not in (d / "train" / "train.log").read_text()
-    for seed in ("1", "2"):
-        base, sel = by_run[("baseline", seed)], by_run[("gfpo_k1", seed)]
-        assert sorted(base) == sorted(sel) == [1, 2]
-        # the selector's kept fraction is in verl's own logged metrics: 1 of every 4 rollouts
-        assert sel[1]["windtunnel/kept_frac"] == pytest.approx(0.25)
-        # the weights reached the loss: a different actor update than baseline at the same seed and step
-        assert sel[1]["actor/grad_norm"] != pytest.approx(base[1]["actor/grad_norm"], rel=1e-6)
-    # compute_score ran exactly once for every rollout of every run (4 runs x 2 steps x 4 prompts x 4 samples),
-    # and the audited scores are the ones verl's reward metrics report
-    calls = read_calls(camp.parent.parent / "reward_calls")
-    steps = [m for run in by_run.values() for m in run.values()]
-    assert len(calls) == sum(m["windtunnel/rollouts"] for m in steps) == 4 * 2 * 16
-    verl_sum = sum(m["critic/score/mean"] * m["windtunnel/rollouts"] for m in steps)
-    assert sum(c["score"] for c in calls) == pytest.approx(verl_sum)
+
+    _check_same_seed_and_policy_weights(m)
+    _check_zero_weight_step(m["drop_all"], manifests["drop_all"])
+    _check_resume(killed, m["reward_gap"], m["reward_gap_ref"])
+    _check_mixing(m["reward_gap_ref"])
+    _check_reward_calls(run_dirs, m)
     records = pd.read_parquet(wd / "results" / "vcpu" / "records.parquet")
-    assert set(records["policy"]) == {"baseline", "gfpo_k1"} and records["accuracy"].notna().all()
+    assert set(records["policy"]) == set(POLICIES) and records["accuracy"].notna().all()
+
+
+def _check_same_seed_and_policy_weights(m: dict[str, dict[int, dict]]) -> None:
+    """Seed 1 everywhere: the selectors roll out what baseline rolls out at step 1 (a selector acts after the
+    rollout; the mixers sample other prompts). drop_all keeps every rollout before its warmup step, so its step-1
+    update is baseline's; gfpo_k1's weights change it."""
+    base = m["baseline"][1]
+    for p in ("gfpo_k1", "drop_all"):
+        for k in ROLLOUT_KEYS:
+            assert m[p][1][k] == pytest.approx(base[k], rel=1e-4, abs=1e-6), (p, k)
+    for k in UPDATE_KEYS:
+        assert m["drop_all"][1][k] == pytest.approx(base[k], rel=1e-4, abs=1e-6), k
+    # 1e-3: a group's samples finish in a different order from run to run (exchangeable for GRPO), and the float
+    # sums over the batch then differ in the last bits (measured 5e-5 relative at step 1)
+    assert m["drop_all"][1]["actor/grad_norm"] == pytest.approx(base["actor/grad_norm"], rel=1e-3)
+    # the selector's kept fraction is in verl's own logged metrics: 1 of every 4 rollouts ...
+    assert m["gfpo_k1"][1]["windtunnel/kept_frac"] == pytest.approx(0.25)
+    # ... and the weights reached the loss: a different actor update than baseline at the same seed and step
+    assert m["gfpo_k1"][1]["actor/grad_norm"] != pytest.approx(base["actor/grad_norm"], rel=1e-2)
+
+
+def _check_zero_weight_step(m: dict[int, dict], manifest: dict) -> None:
+    """Step 1 trains (plain GRPO); at step 2 the policy zeroes every weight and no parameter moves."""
+    from safetensors.torch import load_file
+
+    assert m[1]["actor/grad_norm"] > 0 and "windtunnel/update_skipped" not in m[1]  # a real update first
+    assert m[2]["windtunnel/kept_frac"] == 0.0 and m[2]["windtunnel/update_skipped"] == 1.0
+    assert "actor/grad_norm" not in m[2]  # verl's actor update did not run
+
+    def weights(step: int) -> dict:
+        path = next(Path(c["path"]) for c in manifest["checkpoints"] if c["step"] == step)
+        files = sorted(path.glob("*.safetensors"))
+        assert files, f"no merged weights for step {step}"
+        return {k: v for f in files for k, v in load_file(f).items()}
+
+    w1, w2 = weights(1), weights(2)
+    assert w1.keys() == w2.keys()
+    diff = max(float((w1[k].float() - w2[k].float()).abs().max()) for k in w1)
+    print(f"zero-weight step: parameter max-abs-diff {diff} over {len(w1)} tensors (step-1 grad norm "
+          f"{m[1]['actor/grad_norm']})")
+    assert diff == 0.0
+
+
+def _check_resume(train: Path, resumed: dict[int, dict], ref: dict[int, dict]) -> None:
+    """The SIGKILLed run, retried by the scheduler in the same run dir, resumed from its step-1 checkpoint with the
+    mixer's state and ended equal to the uninterrupted run of the same mixer and seed."""
+    launches = sorted((train / "verl_metrics").glob("launch_*.jsonl"))
+    assert len(launches) >= 2, launches  # the killed launch and the retry's
+    first = _metrics(launches[-2])
+    assert 1 in first, "the killed launch logged no step 1"
+    assert "windtunnel/mix_state_restored_step" not in first[1]  # a fresh start restores nothing
+    assert resumed[2]["windtunnel/mix_state_restored_step"] == 1.0  # the mixer's state came back
+    assert "Resuming from" in (train / "train.log").read_text()  # verl's own resume (trainer_base.py)
+    # restored weights, optimizer, dataloader, mixer and rollout seeds: the resumed step 2 is the uninterrupted one
+    for step in (1, 2):
+        for k in ROLLOUT_KEYS + UPDATE_KEYS + [k for k in ref[2] if k.startswith("windtunnel/target_prop_")]:
+            assert resumed[step][k] == pytest.approx(ref[step][k], rel=1e-4, abs=1e-6), (step, k)
+        # 1e-3: see _check_same_seed_and_policy_weights (measured 2.6e-4 relative after the resume)
+        assert resumed[step]["actor/grad_norm"] == pytest.approx(ref[step]["actor/grad_norm"], rel=1e-3), step
+
+
+def _check_mixing(ref: dict[int, dict]) -> None:
+    """The mixer's batches, counted in what verl rolled out (the trainer reads each step's domain column back
+    from the TransferQueue, `windtunnel/rolled_out_prompts_*`), follow its targets."""
+    ov = yaml.safe_load((REPO / "campaigns/recipe/verl_cpu_tiny.yaml").read_text())["overrides"]
+    prompts, n = int(ov["data.train_batch_size"]), int(ov["actor_rollout_ref.rollout.n"])
+    domains = yaml.safe_load((REPO / "campaigns/policy/reward_gap.yaml").read_text())["domains"]
+    steps = sorted(ref)
+    rolled = {d: [ref[t][f"windtunnel/rolled_out_prompts_{d}"] for t in steps] for d in domains}
+    wanted = {d: [prompts * ref[t][f"windtunnel/batch_target_prop_{d}"] for t in steps] for d in domains}
+    for i, t in enumerate(steps):
+        assert sum(rolled[d][i] for d in domains) == prompts, (t, rolled)
+        assert ref[t]["windtunnel/rollouts"] == prompts * n
+        for d in domains:  # the sampler's counts are what verl rolled out
+            assert rolled[d][i] == pytest.approx(prompts * ref[t][f"windtunnel/realised_prop_{d}"]), (t, d)
+    # realised proportions follow the targets: the sampler carries each step's rounding remainder, so over the
+    # run every domain's rolled-out prompt count is within one prompt of the sum of its per-batch targets
+    gaps = {d: sum(rolled[d]) - sum(wanted[d]) for d in domains}
+    print(f"mixer: rolled-out prompts {rolled}, wanted {wanted}, cumulative gap {gaps}")
+    assert all(abs(g) < 1.0 for g in gaps.values()), gaps
+    assert any(abs(w - prompts / len(domains)) > 1e-6 for d in domains for w in wanted[d][1:])  # targets moved
+    assert any(k.startswith("windtunnel/target_prop_") for k in ref[2])
+
+
+def _check_reward_calls(run_dirs: dict[str, Path], m: dict[str, dict[int, dict]]) -> None:
+    """compute_score ran exactly once for every rollout of every uninterrupted run (its own audit against verl's
+    rollout counts), and the audited scores are the ones verl's reward metrics report. The killed run's first
+    launch scored rollouts it never logged, so it is held to at least once."""
+    for p, d in run_dirs.items():
+        calls = read_calls(d / "train" / "reward_calls")
+        rollouts = sum(s["windtunnel/rollouts"] for s in m[p].values())
+        if p == "reward_gap":
+            assert len(calls) >= rollouts, (p, len(calls), rollouts)
+            continue
+        score_sum = sum(s["critic/score/mean"] * s["windtunnel/rollouts"] for s in m[p].values())
+        assert len(calls) == rollouts == 2 * 16, (p, len(calls), rollouts)
+        assert sum(c["score"] for c in calls) == pytest.approx(score_sum, abs=1e-6), p
+        assert {c["data_source"] for c in calls} <= {"synthetic_math", "synthetic_logic", "synthetic_science",
+                                                      "math", "logic", "science"}
