@@ -54,6 +54,24 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(shared, ignore_errors=True)
 
 
+def _cost(item: pytest.Item) -> int:
+    """2: a module that needs more than the suite's default timeout (the verl campaign); 1: a slow end-to-end
+    test; 0: the rest."""
+    timeout = item.get_closest_marker("timeout")
+    if timeout is not None and timeout.args and float(timeout.args[0]) > float(item.config.getini("timeout") or 0):
+        return 2
+    return 1 if item.get_closest_marker("slow") else 0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Costly modules first, each kept whole and in order. xdist's loadscope hands modules out in collection
+    order, so the longest ones start at once and the fast tests fill the gaps beside them, instead of the
+    verl campaign (collected last, tests/verl) starting after everything else and running alone."""
+    module_cost: dict[str, int] = {}
+    for it in items:
+        module_cost[it.nodeid.split("::")[0]] = max(module_cost.get(it.nodeid.split("::")[0], 0), _cost(it))
+    items.sort(key=lambda it: -module_cost[it.nodeid.split("::")[0]])  # stable: order within a cost kept
+
 
 def shared_dir(config: pytest.Config) -> Path:
     """The session's folder seen by the controller and every worker."""
