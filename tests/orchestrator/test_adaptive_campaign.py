@@ -21,9 +21,12 @@ from analysis.sequential import SequentialDesign, interim_decision
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
 
-SEEDS = {"design": "sequential", "max": 6, "batch": 3, "equivalence_margin": 1.5}
-SIM = {"base": 50.0, "effects": {"gfpo": 8.0, "topk": 0.0, "maxvar": 1.0}, "seed_sd": 2.0, "noise_sd": 0.2,
-       "noise_sd_by_policy": {"maxvar": 2.5}}
+# two batches of 2 seeds (4 policies: 8 runs, then 4): the smallest design with a look that decides some comparisons
+# and leaves one open. At n=2 a paired interval is wide (1 degree of freedom), so gfpo's effect is large and its and
+# baseline's noise small enough to be declared superior at look 0; maxvar (effect 1.0, noisy) stays open.
+SEEDS = {"design": "sequential", "max": 4, "batch": 2, "equivalence_margin": 1.5}
+SIM = {"base": 50.0, "effects": {"gfpo": 20.0, "topk": 0.0, "maxvar": 1.0}, "seed_sd": 2.0, "noise_sd": 0.2,
+       "noise_sd_by_policy": {"maxvar": 2.5, "gfpo": 0.01, "baseline": 0.01}}
 
 
 def _campaign(tree: Path, name: str) -> Path:
@@ -75,15 +78,15 @@ def test_sequential_campaign_spends_seeds_only_on_open_comparisons(tree: Path, t
         seeds_of.setdefault(pol, set()).add(seed)
 
     look0 = {c.split(":")[1].split("-")[0]: (n, d) for lk, c, n, d, *_ in looks if lk == 0}
-    assert set(look0) == {"gfpo", "topk", "maxvar"} and all(n == 3 for n, _ in look0.values())
+    assert set(look0) == {"gfpo", "topk", "maxvar"} and all(n == 2 for n, _ in look0.values())
     assert look0["gfpo"][1] == "superior" and look0["topk"][1] == "equivalent"
     # decided comparisons got no more seeds; the open one and its reference got the next batch
-    assert seeds_of["gfpo"] == seeds_of["topk"] == {1, 2, 3}
-    # maxvar (effect 1.0, noisy) is open at 3 seeds: it and baseline, only, get seeds 4-6
+    assert seeds_of["gfpo"] == seeds_of["topk"] == {1, 2}
+    # maxvar (effect 1.0, noisy) is open at 2 seeds: it and baseline, only, get seeds 3-4
     assert look0["maxvar"][1] == "continue"
-    assert seeds_of["maxvar"] == seeds_of["baseline"] == {1, 2, 3, 4, 5, 6}
+    assert seeds_of["maxvar"] == seeds_of["baseline"] == {1, 2, 3, 4}
     look1 = [row for row in looks if row[0] == 1]
-    assert [r[1].split(":")[1] for r in look1] == ["maxvar-baseline"] and look1[0][2] == 6
+    assert [r[1].split(":")[1] for r in look1] == ["maxvar-baseline"] and look1[0][2] == 4
     assert look1[0][3] in {"superior", "inferior", "equivalent", "inconclusive"}  # the last look decides or ends
     assert len(runs) == sum(len(v) for v in seeds_of.values())
 
@@ -111,7 +114,7 @@ def test_sequential_campaign_spends_seeds_only_on_open_comparisons(tree: Path, t
     # resubmitting the spec (first batch only) neither re-adds nor counts the later batches as removed
     re = subprocess.run([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd), "--no-wait"],
                         env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert re.returncode == 0 and "0 new, 0 changed, 12 unchanged, 0 no longer in the spec" in re.stdout, re.stdout
+    assert re.returncode == 0 and "0 new, 0 changed, 8 unchanged, 0 no longer in the spec" in re.stdout, re.stdout
 
     # the looks are visible from the CLI and, with their adjusted intervals, first in the report
     lk = subprocess.run([CAMPAIGN, "looks", "seq", "--workdir", str(wd), "--json"], capture_output=True, text=True)
@@ -161,31 +164,30 @@ def test_a_crash_between_look_and_batch_is_recovered_without_a_second_look(tree:
     from orchestrator.session import Session, plan
 
     spec, runs = plan(_campaign(tree, "seqf"))
-    assert sorted({r.seed for r in runs}) == [1, 2, 3]  # only the first batch is planned
+    assert sorted({r.seed for r in runs}) == [1, 2]  # only the first batch is planned
     sess = Session(tmp_path / "wd")
     sess.submit(spec, runs)
     with pytest.raises(adaptive.AdaptiveError, match="still pending"):
         adaptive.advance(sess, "seqf")  # never look while runs are outstanding
-    assert _record(sess, "seqf", tmp_path) == 12
+    assert _record(sess, "seqf", tmp_path) == 8
 
     real_add = adaptive._add_runs
     monkeypatch.setattr(adaptive, "_add_runs", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
         adaptive.advance(sess, "seqf")  # look 0 recorded, then the orchestrator dies
     monkeypatch.setattr(adaptive, "_add_runs", real_add)
-    assert len(read_looks(sess.ledger.url, "seqf")) == 3 and len(sess.ledger.runs("seqf")) == 12
+    assert len(read_looks(sess.ledger.url, "seqf")) == 3 and len(sess.ledger.runs("seqf")) == 8
 
     step = adaptive.advance(sess, "seqf")  # recovery: the batch look 0 asked for, no second look
-    assert step.look is None and sorted(step.added) == ["seqf/m0/baseline/s4", "seqf/m0/baseline/s5",
-                                                        "seqf/m0/baseline/s6", "seqf/m0/maxvar/s4",
-                                                        "seqf/m0/maxvar/s5", "seqf/m0/maxvar/s6"]
+    assert step.look is None and sorted(step.added) == ["seqf/m0/baseline/s3", "seqf/m0/baseline/s4",
+                                                        "seqf/m0/maxvar/s3", "seqf/m0/maxvar/s4"]
     assert len(read_looks(sess.ledger.url, "seqf")) == 3
-    with pytest.raises(adaptive.AdaptiveError, match="6 run\\(s\\) still pending"):
+    with pytest.raises(adaptive.AdaptiveError, match="4 run\\(s\\) still pending"):
         adaptive.advance(sess, "seqf")
     _record(sess, "seqf", tmp_path)
     last = adaptive.advance(sess, "seqf")
     assert last.look == 1 and last.finished and list(last.decisions["policy"]) == ["maxvar"]
-    assert adaptive.advance(sess, "seqf").finished and len(sess.ledger.runs("seqf")) == 18
+    assert adaptive.advance(sess, "seqf").finished and len(sess.ledger.runs("seqf")) == 12
     sess.close()
 
 
