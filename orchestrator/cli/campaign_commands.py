@@ -132,6 +132,7 @@ def register(app: typer.Typer) -> None:
         cluster, and every assumption the campaign declares (submits nothing)."""
         from orchestrator.grid import accounting, makespan_hours
         from orchestrator.preflight import eval_data_dir
+        from orchestrator.training.registry import get_backend
 
         fmt = "json" if as_json else fmt
         if fmt not in ("table", "json", "csv"):
@@ -139,7 +140,7 @@ def register(app: typer.Typer) -> None:
         spec, rs = _plan(campaign, overrides, data_root=workdir / "data" if workdir else None)
         eval_dir = data_dir or (eval_data_dir(spec, workdir.resolve()) if workdir else None)
         _preflight(spec, rs, eval_dir, local_head=True)
-        if eval_dir is None and spec.backend != "noop" and fmt == "table":
+        if eval_dir is None and get_backend(spec.backend).needs_eval_data and fmt == "table":
             err.print("note: evaluation data not checked (pass --workdir or --data-dir to check it too)")
         acc = accounting(spec, rs)
         n_gpus = gpus or spec.compute.nodes * spec.compute.gpus_per_node
