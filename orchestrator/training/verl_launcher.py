@@ -210,7 +210,8 @@ def _proc_start(pid: int) -> str | None:
 
 
 def _recorded_group(out_dir: Path) -> int | None:
-    """The process group of the run's recorded verl launch while its leader is still that process."""
+    """The process group (= session: `start_new_session`) of the run's recorded verl launch while its leader is
+    still that process."""
     pid_file = run_dirs(out_dir)["pid"]
     try:
         parts = pid_file.read_text().split()
@@ -223,16 +224,42 @@ def _recorded_group(out_dir: Path) -> int | None:
     return pgid
 
 
+def _session(sid: int) -> list[int]:
+    """Every live process of session `sid` (/proc/<pid>/stat field 6), the leader last."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":  # a zombie is dead already (its parent reaps it)
+            pids.append(int(stat.parent.name))
+    return sorted(pids, key=lambda pid: pid == sid)
+
+
+def _signal_launch(sid: int, sig: int) -> bool:
+    """Signal every process of a launch's session; True if any was there.
+
+    Why the session and not the process group: verl's private Ray runtime puts each worker (the reward loop,
+    the rollout server, the actor workers) in a process group of its own, inside the launch's session. A
+    SIGKILL to the leader's group alone left those workers running, re-parented to init, holding their memory
+    (seen: a `ray::RewardLoopWorker` of 630 MB alive 40 minutes after its run was killed)."""
+    found = False
+    for pid in _session(sid):
+        try:
+            os.kill(pid, sig)
+            found = True
+        except ProcessLookupError:
+            pass
+    return found
+
+
 def cancel(out_dir: Path, sig: int = signal.SIGTERM) -> bool:
-    """Kill the recorded process group of a run (never by name); True if a group was signalled."""
-    pgid = _recorded_group(out_dir)
-    if pgid is None:
+    """Signal the recorded verl launch of a run, all of it (its session; never by name); True if signalled."""
+    sid = _recorded_group(out_dir)
+    if sid is None:
         return False
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    return True
+    return _signal_launch(sid, sig)
 
 
 def stop_orphan(out_dir: Path, grace_s: float = 10.0) -> bool:
@@ -246,15 +273,11 @@ def stop_orphan(out_dir: Path, grace_s: float = 10.0) -> bool:
     if pgid is None:
         return False
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
+        if not _signal_launch(pgid, sig):
             return True
         deadline = time.time() + wait
         while time.time() < deadline:
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
+            if not _session(pgid):
                 return True
             time.sleep(0.1)
     return True
@@ -275,16 +298,19 @@ def _next_launch_file(folder: Path) -> Path:
 def _run(argv: list[str], env: dict[str, str], log: Path, pid_file: Path | None = None) -> int:
     # cwd = the run directory: Hydra writes its `outputs/<date>/<time>/` there, not into the caller's cwd
     with open(log, "ab") as fh:
-        # own process group (start_new_session): cancel kills exactly this run
+        # own session (start_new_session): cancel kills exactly this launch, Ray workers included
         proc = subprocess.Popen(argv, env=private_runtime_env(dict(os.environ), env), stdout=fh,
                                 stderr=subprocess.STDOUT, start_new_session=True, cwd=log.parent)
         if pid_file is not None:  # the pid and its start time: `cancel` never signals a reused pid
             pid_file.write_text(f"{proc.pid} {_proc_start(proc.pid) or ''}".strip())
         try:
-            return proc.wait()
+            rc = proc.wait()
         except BaseException:
-            os.killpg(proc.pid, signal.SIGTERM)
+            _signal_launch(proc.pid, signal.SIGTERM)
             raise
+        # whatever of the launch outlived its leader (a crashed or killed verl leaves its Ray workers) goes now
+        _signal_launch(proc.pid, signal.SIGKILL)
+        return rc
 
 
 def merge_metric_files(files: Sequence[Path], out: Path) -> None:

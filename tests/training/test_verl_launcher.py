@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -152,6 +153,69 @@ def test_cancel_kills_only_the_recorded_process_group(tmp_path):
     assert cancel(tmp_path)
     assert proc.wait(timeout=10) != 0
     assert not cancel(tmp_path / "nowhere")
+
+
+# a verl launch in miniature: the leader starts a worker that moves to a process group of its own (as Ray's
+# workers do) and writes its pid; the leader then sleeps (LEADER_SLEEPS) or exits at once
+_LAUNCH = """
+import os, subprocess, sys, time
+w = subprocess.Popen([sys.executable, "-c", "import os, time; os.setpgid(0, 0); time.sleep(120)"])
+open(sys.argv[1], "w").write(str(w.pid))
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait_gone(pid: int, timeout: float = 10.0) -> bool:
+    import time
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_cancel_kills_the_whole_launch_including_workers_in_their_own_process_group(tmp_path):
+    """A SIGKILL of the leader's group alone left verl's Ray workers (own groups, same session) running."""
+    import subprocess
+    import sys
+    import time
+
+    from orchestrator.training.verl_launcher import _proc_start, run_dirs
+
+    dirs, worker_pid = run_dirs(tmp_path), tmp_path / "worker.pid"
+    leader = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(worker_pid), "120"], start_new_session=True)
+    dirs["pid"].write_text(f"{leader.pid} {_proc_start(leader.pid)}")
+    deadline = time.time() + 30
+    while not (worker_pid.exists() and worker_pid.read_text()):
+        assert time.time() < deadline
+        time.sleep(0.05)
+    worker = int(worker_pid.read_text())
+    assert os.getpgid(worker) != leader.pid  # the worker really left the leader's group
+    assert cancel(tmp_path, signal.SIGKILL)
+    assert leader.wait(timeout=10) == -signal.SIGKILL
+    assert _wait_gone(worker), "the worker in its own process group survived the cancel"
+
+
+def test_a_launch_that_exits_leaves_no_worker_behind(tmp_path):
+    """The launcher sweeps the launch's session once its leader exits (a crashed verl leaves Ray workers)."""
+    import sys
+
+    from orchestrator.training.verl_launcher import _run
+
+    worker_pid = tmp_path / "worker.pid"
+    rc = _run([sys.executable, "-c", _LAUNCH, str(worker_pid), "0"], {}, tmp_path / "train.log")
+    assert rc == 0
+    assert _wait_gone(int(worker_pid.read_text())), "a worker of the finished launch is still running"
 
 
 def test_a_launch_left_running_by_a_killed_stage_job_is_stopped_before_the_retry(tmp_path):
