@@ -15,6 +15,10 @@ class ClusterUnreachable(RuntimeError):
     """The cluster could not be contacted. Never a run failure (rule 5): runs stay as they are."""
 
 
+class NoJobAgent(ClusterUnreachable):
+    """The head answers but its job agent is not up yet (a just-started head): worth waiting a little longer."""
+
+
 class DuplicateSubmission(RuntimeError):
     """The submission_id already exists on the cluster: the caller reattaches instead of resubmitting."""
 

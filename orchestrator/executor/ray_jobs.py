@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from collections.abc import Mapping, Sequence
 
-from orchestrator.executor.base import ClusterUnreachable, DuplicateSubmission, Executor, JobStatus
+from orchestrator.executor.base import ClusterUnreachable, DuplicateSubmission, Executor, JobStatus, NoJobAgent
 
 _UNREACHABLE_HINTS = ("connection refused", "failed to connect", "max retries exceeded", "timed out",
                       "name or service not known", "connectionerror", "newconnectionerror", "cannot connect")
@@ -148,7 +148,7 @@ class RayJobsExecutor(Executor):
                     if time.time() < deadline:
                         time.sleep(1.0)
                         continue
-                    raise ClusterUnreachable(f"Ray at {self.address} has no job agent after "
+                    raise NoJobAgent(f"Ray at {self.address} has no job agent after "
                                              f"{self.agent_wait_s:.0f} s: {exc}") from None
                 raise
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from orchestrator.executor.base import NoJobAgent
 from orchestrator.grid import RunSpec, expand
 from orchestrator.ledger import default_url
 from orchestrator.ledger.states import TERMINAL, RunState
@@ -94,8 +95,8 @@ class _Runner:
             try:
                 self.session.scheduler(self.campaign, cfg).run(timeout_s=self.req.run_timeout_s, on_tick=on_tick)
                 break
-            except RuntimeError as exc:
-                if "No available agent" not in str(exc) or attempt == 5:
+            except NoJobAgent:
+                if attempt == 5:
                     raise
                 time.sleep(5.0)
         suite = load_suite(runs[0].suite)
