@@ -21,7 +21,7 @@ from rich.table import Table
 from orchestrator.executor import ClusterUnreachable
 from orchestrator.executor.cluster_record import load_cluster, save_cluster
 from orchestrator.executor.ray_jobs import ClusterAuthError
-from orchestrator.ledger import UpsertDiff, open_ledger
+from orchestrator.ledger import UpsertDiff, default_url, open_ledger
 from orchestrator.ledger.base import RunRow
 from orchestrator.ledger.states import RunState
 from orchestrator.plugins import add_project_path, plugin_names, plugin_paths
@@ -81,7 +81,7 @@ def with_data_dir(spec: CampaignSpec, runs: list[RunSpec], data_dir: Path) -> tu
 
 def submit_preview(spec: CampaignSpec, runs: list[RunSpec], workdir: Path, ledger_url: str | None) -> dict[str, int]:
     """{'new', 'changed', 'unchanged'}: what submitting would do to the ledger, without writing (nor creating) it."""
-    url = ledger_url or f"sqlite:///{workdir.resolve() / 'ledger.db'}"
+    url = ledger_url or default_url(workdir)
     have: set[tuple[str, str]] = set()
     if ledger_url or (workdir / "ledger.db").exists():
         have = {(r.run_id, r.run_key) for r in open_ledger(url).runs(spec.name)}

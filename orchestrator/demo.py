@@ -14,6 +14,7 @@ from rich.console import Console
 
 from orchestrator.campaign import CampaignError, drive
 from orchestrator.progress import status_matrix
+from orchestrator.tracking import default_uri
 
 
 def print_analysis(records: Path, *, out: Console, suite: str = "db12", n_resamples: int = 2000,
@@ -148,7 +149,7 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
                 err.print(f"failed {r.run_id} ({r.stage}): {r.reason}", highlight=False)
         if records is None:
             raise CampaignError("no run was recorded; see `campaign status demo --workdir " + str(workdir) + "`", 1)
-        out.print(f"records: {records}\nMLflow: mlflow ui --backend-store-uri sqlite:///{workdir / 'mlflow.db'}",
+        out.print(f"records: {records}\nMLflow: mlflow ui --backend-store-uri {default_uri(workdir)}",
                   highlight=False)
         print_analysis(records, out=out, suite=spec.suite, items_dir=workdir / "runs" / spec.name)
         write_report(records, workdir, out=out, err=err, suite=spec.suite)

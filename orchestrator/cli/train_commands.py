@@ -77,13 +77,14 @@ def register(app: typer.Typer) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from orchestrator.training.backend import TrainingError
+        from orchestrator.tracking import default_uri
         from orchestrator.training.registry import get_backend
         from policies.errors import PolicyConfigError
 
         if backend not in ("local", "verl"):
             _fail(f"--backend: got {backend!r}; choose local or verl")
         try:
-            uri = None if no_mlflow else (mlflow_uri or f"sqlite:///{out_dir.resolve() / 'mlflow.db'}")
+            uri = None if no_mlflow else (mlflow_uri or default_uri(out_dir))
             req = build_request(backend=backend, policy=policy, seed=seed, out_dir=out_dir, recipe=recipe,
                                 steps=steps, save_freq=save_freq, model=model, mlflow_uri=uri, cache_dir=cache_dir,
                                 train_files=train_file)
