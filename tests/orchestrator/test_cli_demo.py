@@ -39,8 +39,11 @@ def test_status_without_ledger_exits_2(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_demo_end_to_end_on_a_reduced_grid(tmp_path: Path) -> None:
     wd = tmp_path / "wd"
+    # 4 evaluation items per benchmark, as the intervention demo test: the demo's 16 quadruple each run's
+    # evaluation, and nothing asserted here depends on the item count
     p = subprocess.run([CAMPAIGN, "demo", "--workdir", str(wd), "policies=[baseline,gfpo]", "seeds=[1,2]", "steps=2",
-                        "save_freq=2"], capture_output=True, text=True, cwd=REPO, timeout=900)
+                        "save_freq=2", "evaluation.fixture_items=4"], capture_output=True, text=True, cwd=REPO,
+                       timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     recs = pd.read_parquet(wd / "results" / "demo" / "records.parquet")
     assert sorted(recs["run_id"].unique()) == [f"demo/tiny_qwen2/{pol}/s{s}" for pol in ("baseline", "gfpo")
