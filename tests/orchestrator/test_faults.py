@@ -96,15 +96,16 @@ def test_sigkill_at_random_points_then_resume_loses_and_duplicates_nothing(tree:
 
 def test_always_failing_job_stops_at_retry_cap(tree: Path, tmp_path: Path, head) -> None:
     addr, tok = head
+    # a cap of 2: one retry after the first failure, then the dead letter (each attempt is a Ray job)
     camp = _campaign(tree, "failing", recipe="noop_fail", policies=["baseline"], seeds=[1],
-                     retries={"max_attempts": 3, "backoff_s": 0.1, "backoff_max_s": 0.2})
+                     retries={"max_attempts": 2, "backoff_s": 0.1, "backoff_max_s": 0.2})
     wd = tmp_path / "wd"
     p = subprocess.run([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd)],
                        env=_env(tok), cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 1, p.stderr[-2000:]
     (state, stage, reason), = _db(wd, "select state, stage, reason from runs")
-    assert (state, stage) == ("failed", "train") and "retry cap 3" in reason and "configured to fail" in reason
-    assert _db(wd, "select status, count(*) from attempts group by 1") == [("failed", 3)]
+    assert (state, stage) == ("failed", "train") and "retry cap 2" in reason and "configured to fail" in reason
+    assert _db(wd, "select status, count(*) from attempts group by 1") == [("failed", 2)]
     st = subprocess.run([CAMPAIGN, "status", "failing", "--workdir", str(wd), "--json"], capture_output=True, text=True)
     assert json.loads(st.stdout)["states"] == {"failed": 1}
 
