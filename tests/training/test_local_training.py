@@ -38,9 +38,10 @@ def test_grpo_raises_heldout_reward_on_the_easiest_domain(make_request):
 
 
 def test_selection_reweighting_and_mixing_change_what_they_claim(make_request):
-    common = dict(steps=4, trainer__val_before_train=False, trainer__eval_freq=100, trainer__save_freq=100)
+    # selection and reweighting act at every step: two steps each show it (the mixer below needs steps to move)
+    common = dict(steps=2, trainer__val_before_train=False, trainer__eval_freq=100, trainer__save_freq=100)
     topk = _rows(run_training(make_request("topk", **common)).metrics_path)
-    assert all(r["policy/kept_frac"] < 1.0 for r in topk)
+    assert len(topk) == 2 and all(r["policy/kept_frac"] < 1.0 for r in topk)
     assert all(r["tokens/update"] < r["tokens/rollout"] for r in topk)
 
     per = _rows(run_training(make_request("per", **common)).metrics_path)
