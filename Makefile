@@ -8,8 +8,11 @@ WORKDIR ?= work/demo
 PYTEST_ARGS ?=
 # pytest-xdist workers: the suite mostly waits on Ray jobs and subprocesses, so more workers than the 2 cores
 # pay off. --dist loadscope keeps each test module on one worker, so a module-scoped fixture (figures, the
-# MLflow store, the PostgreSQL server) is built once, not once per worker.
+# MLflow store, the PostgreSQL server) is built once, not once per worker; --no-loadscope-reorder hands the
+# modules out in collection order, which tests/conftest.py sets to the costliest first (xdist's default
+# reorders by test count, which started the one-test verl campaign module last).
 TEST_WORKERS ?= 4
+XDIST := -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 .PHONY: venv demo demo-records lint test test-fast bench clean
 
@@ -37,10 +40,10 @@ lint: $(STAMP)
 	$(BIN)/python -m mypy
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

@@ -64,12 +64,14 @@ def _cost(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Costly modules first, each kept whole and in order. xdist's loadscope hands modules out in collection
-    order, so the longest ones start at once and the fast tests fill the gaps beside them, instead of the
-    verl campaign (collected last, tests/verl) starting after everything else and running alone."""
+    """Costly modules first, each kept whole and in order. With `--no-loadscope-reorder` (the Makefile) xdist's
+    loadscope hands modules out in collection order, so the longest ones start at once and the fast tests fill
+    in beside them, instead of the verl campaign (a one-test module, collected last) starting late and running
+    alone at the end."""
     module_cost: dict[str, int] = {}
     for it in items:
-        module_cost[it.nodeid.split("::")[0]] = max(module_cost.get(it.nodeid.split("::")[0], 0), _cost(it))
+        module = it.nodeid.split("::")[0]
+        module_cost[module] = max(module_cost.get(module, 0), _cost(it))
     items.sort(key=lambda it: -module_cost[it.nodeid.split("::")[0]])  # stable: order within a cost kept
 
 
