@@ -75,6 +75,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda it: -module_cost[it.nodeid.split("::")[0]])  # stable: order within a cost kept
 
 
+_RAY_AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")
+
+
+@pytest.fixture(autouse=True)
+def _ray_auth_env_restored():
+    """The Ray client sets token auth in its own process's environment (`configure_token_auth`): right for the
+    `campaign` CLI, a leak when a test runs it in-process. Left set, a later test's in-process `ray.init` on the
+    same worker started a GCS that demanded a token file another test had already deleted (the GCS aborts, and
+    Ray reports only "Timed out waiting for file .../gcs_server_port_...")."""
+    before = {k: os.environ.get(k) for k in _RAY_AUTH_VARS}
+    yield
+    for k, v in before.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 def shared_dir(config: pytest.Config) -> Path:
     """The session's folder seen by the controller and every worker."""
     if _is_worker(config):

@@ -32,14 +32,19 @@ def tq_env():
     ]
     with initialize_config_dir(config_dir=cfg_dir, version_base=None):
         cfg = compose("ppo_trainer", overrides=overrides)
-    for attempt in range(3):  # Ray waits a hard-coded time for its GCS port file; a loaded CI machine can miss it
-        try:
-            ray.init(address="local", num_cpus=4, include_dashboard=False)
-            break
-        except RuntimeError as exc:
-            ray.shutdown()
-            if "Timed out waiting for file" not in str(exc) or attempt == 2:
-                raise
+    # a private runtime without token auth, whatever an earlier test of this worker left configured: the
+    # environment the GCS inherits and the token config Ray caches in this process (refreshed as
+    # orchestrator/executor/ray_jobs.py::configure_token_auth does)
+    from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
+
+    saved = {k: os.environ.pop(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")
+             if k in os.environ}
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+    try:
+        ray.init(address="local", num_cpus=4, include_dashboard=False)
+    finally:
+        os.environ.update(saved)
     try:
         tq.init(cfg.transfer_queue)
         yield cfg
