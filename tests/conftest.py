@@ -20,11 +20,6 @@ from pathlib import Path
 
 import pytest
 
-# Ray waits 30 s for a new GCS to write its port file (ray/_private/node.py; the knob is this variable). With
-# 4 xdist workers on 2 cores an in-process `ray.init(address="local")` has missed that in CI; every Ray the
-# suite starts (in-process, `ray start`, verl's private runtimes) inherits the longer wait.
-os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "180")
-
 _SHARED_KEY = "wt_shared_dir"
 _shared = pytest.StashKey[Path]()
 
