@@ -29,6 +29,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from orchestrator.ledger.states import AttemptStatus
 from orchestrator.training.verl_launcher import cancel
 from policies.verl.reward_audit import AUDIT_ENV, read_calls
 
@@ -68,7 +69,9 @@ def _tree(tmp: Path) -> Path:
     demo = yaml.safe_load((REPO / "campaigns" / "demo.yaml").read_text())
     demo.update(name="vcpu", backend="verl", recipe="verl_cpu_tiny", policies=POLICIES, seeds=[1], steps=2,
                 save_freq=1, baselines={"select": "baseline", "reweight": "baseline", "mix": "baseline"},
-                retries={"max_attempts": 2, "backoff_s": 1, "backoff_max_s": 2})
+                # 3 attempts: the kill below is one; a private Ray runtime that misses Ray's 30 s start-up wait on
+                # a loaded 2-core machine may be another
+                retries={"max_attempts": 3, "backoff_s": 1, "backoff_max_s": 2})
     # a 2-layer model after 2 verl steps: the demo's relaxed health gates (the suite's 0.5 parse rate is for real
     # models); 8 items per benchmark keep the five evaluations short
     demo["evaluation"] = {**demo["evaluation"], "gates": {"min_parse_rate": 0.2, "max_truncation_rate": 0.5}}
@@ -141,8 +144,8 @@ def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
     assert len(runs) == 5 and {r.state for r in runs} == {"recorded"}, [(r.run_id, r.state) for r in runs]
     key = {r.run_id.split("/")[2]: r.run_key for r in runs}
     train_tries = {p: [a for a in attempts if a["run_key"] == k and a["stage"] == "train"] for p, k in key.items()}
-    # the killed run was retried once by the scheduler; every other run trained once
-    assert {p: len(t) for p, t in train_tries.items()} == {p: 2 if p == "reward_gap" else 1 for p in POLICIES}
+    # the killed run was retried by the scheduler (its first attempt is the killed one)
+    assert len(train_tries["reward_gap"]) >= 2 and train_tries["reward_gap"][0]["status"] == AttemptStatus.failed
 
     run_dirs = {p: wd / "runs" / "vcpu" / k for p, k in key.items()}
     assert killed == run_dirs["reward_gap"] / "train"
@@ -219,10 +222,10 @@ def _check_zero_weight_step(m: dict[int, dict], manifest: dict) -> None:
 def _check_resume(train: Path, resumed: dict[int, dict], ref: dict[int, dict]) -> None:
     """The SIGKILLed run, retried by the scheduler in the same run dir, resumed from its step-1 checkpoint with the
     mixer's state and ended equal to the uninterrupted run of the same mixer and seed."""
-    launches = sorted((train / "verl_metrics").glob("launch_*.jsonl"))
-    assert len(launches) >= 2, launches  # the killed launch and the retry's
-    first = _metrics(launches[-2])
-    assert 1 in first, "the killed launch logged no step 1"
+    launches = [_metrics(f) for f in sorted((train / "verl_metrics").glob("launch_*.jsonl"))]
+    trained = [i for i, steps in enumerate(launches) if 1 in steps]
+    assert trained and trained[0] < len(launches) - 1, "no killed launch that logged step 1 before the resumed one"
+    first = launches[trained[0]]  # the first launch that trained is the one killed after its checkpoint 1
     assert "windtunnel/mix_state_restored_step" not in first[1]  # a fresh start restores nothing
     assert resumed[2]["windtunnel/mix_state_restored_step"] == 1.0  # the mixer's state came back
     assert "Resuming from" in (train / "train.log").read_text()  # verl's own resume (trainer_base.py)
