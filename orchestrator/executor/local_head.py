@@ -14,12 +14,12 @@ import secrets
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from orchestrator.executor.base import ClusterUnreachable
 from wtcommon.atomic import atomic_write_text
 from wtcommon.files import short_hash
+from wtcommon.polling import wait_until
 
 
 def _free_port() -> int:
@@ -158,11 +158,8 @@ def _start_head(workdir: Path, *, num_cpus: int, num_gpus: int, timeout_s: float
                               capture_output=True, text=True, timeout=timeout_s)
         if proc.returncode != 0:
             raise ClusterUnreachable(f"could not start a local Ray head: {proc.stderr.strip()[-800:]}")
-        deadline = time.time() + timeout_s
-        while not _alive(address):
-            if time.time() > deadline:
-                raise ClusterUnreachable(f"local Ray head started but its dashboard {address} does not answer")
-            time.sleep(0.2)
+        if not wait_until(lambda: _alive(address), timeout_s, interval_s=0.2):
+            raise ClusterUnreachable(f"local Ray head started but its dashboard {address} does not answer")
     except (ClusterUnreachable, subprocess.TimeoutExpired) as exc:
         _kill_head_processes(tmp, str(gcs_port))
         if isinstance(exc, subprocess.TimeoutExpired):

@@ -28,6 +28,7 @@ from orchestrator.training.backend import (Checkpoint, TrainingBackend, Training
 from policies.verl.reward_audit import AUDIT_ENV
 from wtcommon.atomic import atomic_write_text
 from wtcommon.metrics import read_metrics_jsonl
+from wtcommon.polling import wait_until
 
 REWARD_PATH = "pkg://evaluation.reward"
 REWARD_NAME = "compute_score"
@@ -273,13 +274,8 @@ def stop_orphan(out_dir: Path, grace_s: float = 10.0) -> bool:
     if pgid is None:
         return False
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        if not _signal_launch(pgid, sig):
+        if not _signal_launch(pgid, sig) or wait_until(lambda: not _session(pgid), wait):
             return True
-        deadline = time.time() + wait
-        while time.time() < deadline:
-            if not _session(pgid):
-                return True
-            time.sleep(0.1)
     return True
 
 

@@ -174,31 +174,23 @@ def _alive(pid: int) -> bool:
 
 
 def _wait_gone(pid: int, timeout: float = 10.0) -> bool:
-    import time
+    from wtcommon.polling import wait_until
 
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
+    return wait_until(lambda: not _alive(pid), timeout, interval_s=0.05)
 
 
 def test_cancel_kills_the_whole_launch_including_workers_in_their_own_process_group(tmp_path):
     """A SIGKILL of the leader's group alone left verl's Ray workers (own groups, same session) running."""
     import subprocess
     import sys
-    import time
 
     from orchestrator.training.verl_launcher import _proc_start, run_dirs
+    from wtcommon.polling import wait_until
 
     dirs, worker_pid = run_dirs(tmp_path), tmp_path / "worker.pid"
     leader = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(worker_pid), "120"], start_new_session=True)
     dirs["pid"].write_text(f"{leader.pid} {_proc_start(leader.pid)}")
-    deadline = time.time() + 30
-    while not (worker_pid.exists() and worker_pid.read_text()):
-        assert time.time() < deadline
-        time.sleep(0.05)
+    assert wait_until(lambda: worker_pid.exists() and bool(worker_pid.read_text()), 30, interval_s=0.05)
     worker = int(worker_pid.read_text())
     assert os.getpgid(worker) != leader.pid  # the worker really left the leader's group
     assert cancel(tmp_path, signal.SIGKILL)
