@@ -156,11 +156,16 @@ def test_cancel_kills_only_the_recorded_process_group(tmp_path):
 
 
 # a verl launch in miniature: the leader starts a worker that moves to a process group of its own (as Ray's
-# workers do) and writes its pid; the leader then sleeps (LEADER_SLEEPS) or exits at once
-_LAUNCH = """
+# workers do) and then publishes its pid (argv[1], written whole by a rename); once it is published the leader
+# sleeps argv[2] seconds and exits
+_WORKER = "import os, sys, time; os.setpgid(0, 0); open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid())); " \
+          "os.replace(sys.argv[1] + '.tmp', sys.argv[1]); time.sleep(120)"
+_LAUNCH = f"""
 import os, subprocess, sys, time
-w = subprocess.Popen([sys.executable, "-c", "import os, time; os.setpgid(0, 0); time.sleep(120)"])
-open(sys.argv[1], "w").write(str(w.pid))
+subprocess.Popen([sys.executable, "-c", {_WORKER!r}, sys.argv[1]])
+deadline = time.time() + 60
+while not os.path.exists(sys.argv[1]) and time.time() < deadline:
+    time.sleep(0.02)
 time.sleep(float(sys.argv[2]))
 """
 
@@ -190,7 +195,7 @@ def test_cancel_kills_the_whole_launch_including_workers_in_their_own_process_gr
     dirs, worker_pid = run_dirs(tmp_path), tmp_path / "worker.pid"
     leader = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(worker_pid), "120"], start_new_session=True)
     dirs["pid"].write_text(f"{leader.pid} {_proc_start(leader.pid)}")
-    assert wait_until(lambda: worker_pid.exists() and bool(worker_pid.read_text()), 30, interval_s=0.05)
+    assert wait_until(worker_pid.exists, 60, interval_s=0.05)
     worker = int(worker_pid.read_text())
     assert os.getpgid(worker) != leader.pid  # the worker really left the leader's group
     assert cancel(tmp_path, signal.SIGKILL)
