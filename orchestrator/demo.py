@@ -150,7 +150,7 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
         if records is None:
             raise CampaignError("no run was recorded; see `campaign status demo --workdir " + str(workdir) + "`", 1)
         out.print(f"records: {records}\nMLflow: mlflow ui --backend-store-uri {default_uri(workdir)}",
-                  highlight=False)
+                  highlight=False, soft_wrap=True)  # one line: the command is copied as printed
         print_analysis(records, out=out, suite=spec.suite, items_dir=workdir / "runs" / spec.name)
         write_report(records, workdir, out=out, err=err, suite=spec.suite)
         out.print(f"[bold]demo finished in {time.time() - t0:.0f} s[/]")
