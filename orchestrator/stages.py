@@ -97,20 +97,29 @@ def _weights(ckpt: Path) -> list[Path]:
     return sorted(ckpt.glob("*.safetensors")) or sorted(ckpt.glob("pytorch_model*.bin"))
 
 
-def merge(ckpt: Path) -> Path:
-    """An HF directory for a checkpoint: itself when it already is one, else verl's model merger."""
-    if (ckpt / "config.json").exists() and _weights(ckpt):
-        return ckpt
-    actor = ckpt / "actor" if (ckpt / "actor").is_dir() else ckpt
-    target = actor / "huggingface"
-    if (target / "config.json").exists() and _weights(target):
-        return target
-    argv = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
-            "--local_dir", str(actor), "--target_dir", str(target)]
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    if proc.returncode != 0 or not _weights(target):
-        raise RuntimeError(f"merge of {actor} failed (rc={proc.returncode}): {proc.stderr[-800:]}")
-    return target
+def merge(ckpts: list[Path]) -> list[Path]:
+    """An HF directory for each checkpoint: itself when it already is one, else verl's FSDP merger's output,
+    every checkpoint that needs it merged in one process (`orchestrator.training.verl_merge`)."""
+    out: list[Path] = []
+    pending: list[tuple[Path, Path]] = []
+    for ckpt in ckpts:
+        if (ckpt / "config.json").exists() and _weights(ckpt):
+            out.append(ckpt)
+            continue
+        actor = ckpt / "actor" if (ckpt / "actor").is_dir() else ckpt
+        target = actor / "huggingface"
+        out.append(target)
+        if not ((target / "config.json").exists() and _weights(target)):
+            pending.append((actor, target))
+    if pending:
+        from orchestrator.training.verl_merge import merge_command
+
+        proc = subprocess.run(merge_command(pending), capture_output=True, text=True)
+        failed = [str(a) for a, t in pending if not _weights(t)]
+        if proc.returncode != 0 or failed:
+            raise RuntimeError(f"merge of {', '.join(failed) or 'the checkpoints'} failed (rc={proc.returncode}): "
+                               f"{proc.stderr[-800:]}")
+    return out
 
 
 def _train_files(spec: RunSpec, workdir: Path) -> list[str]:
@@ -150,11 +159,9 @@ def stage_train(spec: RunSpec, workdir: Path) -> dict[str, Any]:
         result = backend.train(req).to_json()
     except TrainingConfigError as exc:  # deterministic: no retry
         raise StageConfigError(str(exc)) from None
-    ckpts = []
-    for c in sorted(result["checkpoints"], key=lambda c: c["step"]):
-        hf = merge(Path(c["path"]))
-        ckpts.append({"step": int(c["step"]), "path": str(hf),
-                      "weights_sha256": {p.name: sha256_file(p) for p in _weights(hf)}})
+    listed = sorted(result["checkpoints"], key=lambda c: c["step"])
+    ckpts = [{"step": int(c["step"]), "path": str(hf), "weights_sha256": {p.name: sha256_file(p) for p in _weights(hf)}}
+             for c, hf in zip(listed, merge([Path(c["path"]) for c in listed]), strict=True)]
     if not ckpts:
         raise RuntimeError(f"training of {spec.run_id} produced no checkpoint")
     compute = {"wall_s": round(time.time() - t0, 3), "gpu_s": 0.0, "rollout_tokens": 0, "update_tokens": 0,

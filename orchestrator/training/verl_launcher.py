@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import yaml
 
 from orchestrator.training.backend import (Checkpoint, TrainingBackend, TrainingConfigError, TrainingError,
                                            TrainRequest, TrainResult)
+from orchestrator.training.verl_merge import merge_command
 from policies.verl.reward_audit import AUDIT_ENV
 from wtcommon.atomic import atomic_write_text
 from wtcommon.metrics import read_metrics_jsonl
@@ -193,11 +195,6 @@ def private_runtime_env(parent: dict[str, str], extra: dict[str, str]) -> dict[s
     env = {k: v for k, v in parent.items() if k not in CLUSTER_ENV_VARS}
     env.update(extra)
     return env
-
-
-def merge_command(actor_dir: Path, target_dir: Path, python: str | None = None) -> list[str]:
-    return [python or sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
-            "--local_dir", str(actor_dir), "--target_dir", str(target_dir)]
 
 
 def _proc_start(pid: int) -> str | None:
@@ -376,18 +373,22 @@ class VerlBackend(TrainingBackend):
         if rc != 0:
             raise TrainingError(f"verl exited with {rc}; see {dirs['log']}")
         merge_metric_files(sorted(attempts.glob("launch_*.jsonl")), dirs["metrics"])
-        checkpoints = []
-        for step_dir in sorted(dirs["verl"].glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1])):
-            step = int(step_dir.name.rsplit("_", 1)[1])
-            target = dirs["hf"] / step_dir.name
-            if not (target / "completed.json").exists():
-                tmp = target.with_name(f".{target.name}.tmp")
-                mrc = _run(merge_command(step_dir / "actor", tmp), {}, dirs["log"])
-                if mrc != 0:
-                    raise TrainingError(f"model merge of {step_dir} exited with {mrc}; see {dirs['log']}")
+        steps = sorted(dirs["verl"].glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
+        # every checkpoint not merged yet (a rerun after a crash merges only those), in one merge process
+        pending = [(d, dirs["hf"] / f".{d.name}.tmp") for d in steps
+                   if not (dirs["hf"] / d.name / "completed.json").exists()]
+        if pending:
+            for _, tmp in pending:  # a merge killed half way left its tmp dir: start it clean
+                shutil.rmtree(tmp, ignore_errors=True)
+            mrc = _run(merge_command([(d / "actor", tmp) for d, tmp in pending]), {}, dirs["log"])
+            if mrc != 0:
+                raise TrainingError(f"model merge of {', '.join(d.name for d, _ in pending)} exited with {mrc}; "
+                                    f"see {dirs['log']}")
+            for d, tmp in pending:
+                step = int(d.name.rsplit("_", 1)[1])
                 save_checkpoint_meta(tmp, step, {"run_id": req.run_id, "run_key": req.run_key, "seed": req.seed})
-                os.replace(tmp, target)
-            checkpoints.append(Checkpoint(step, target))
+                os.replace(tmp, dirs["hf"] / d.name)
+        checkpoints = [Checkpoint(int(d.name.rsplit("_", 1)[1]), dirs["hf"] / d.name) for d in steps]
         rows = _verl_metrics(dirs["metrics"])
         model = req.extra.get("model") or {}
         n_gpus = int(model.get("gpus", 8)) * int(model.get("nnodes", 1))

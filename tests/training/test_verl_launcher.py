@@ -12,7 +12,9 @@ import yaml
 from orchestrator.training.backend import TrainingError, TrainRequest
 from orchestrator.training.registry import get_backend
 from orchestrator.training.local import load_model_config, load_recipe
-from orchestrator.training.verl_launcher import build_command, cancel, hydra_value, merge_command
+from orchestrator.training.verl_launcher import build_command, cancel, hydra_value
+from orchestrator.training.verl_merge import main as merge_main
+from orchestrator.training.verl_merge import merge_command, parse_pairs
 
 REPO = Path(__file__).resolve().parents[2]
 SEED_KNOBS = [
@@ -136,9 +138,21 @@ def test_bad_inputs_fail_loudly(tmp_path):
         get_backend("slurm")
 
 
-def test_merge_command_uses_verls_merger(tmp_path):
-    cmd = merge_command(tmp_path / "actor", tmp_path / "hf")
-    assert cmd[1:6] == ["-m", "verl.model_merger", "merge", "--backend", "fsdp"]
+def test_every_checkpoint_of_a_run_is_merged_by_one_process(tmp_path, capsys):
+    """One merge process for all of a run's checkpoints (verl's CLI takes one per process, and its imports cost
+    more than merging a small model); the pairs arrive in order, and a malformed argv is refused before any
+    import. The merge itself (verl's FSDPModelMerger) runs in tests/verl/test_verl_campaign.py."""
+    pairs = [(tmp_path / "global_step_1" / "actor", tmp_path / "hf1"), (tmp_path / "global_step_2" / "actor",
+                                                                          tmp_path / "hf2")]
+    cmd = merge_command(pairs)
+    assert cmd[1:3] == ["-m", "orchestrator.training.verl_merge"] and cmd.count("-m") == 1
+    assert parse_pairs(cmd[3:]) == pairs
+    with pytest.raises(ValueError, match="no checkpoint"):
+        merge_command([])
+    for bad in ([], [str(tmp_path / "actor")]):
+        assert merge_main(bad) == 2
+        assert "ACTOR_DIR TARGET_DIR pairs" in capsys.readouterr().err
+    assert not (tmp_path / "hf1").exists()
 
 
 def test_cancel_kills_only_the_recorded_process_group(tmp_path):
