@@ -6,12 +6,14 @@ STAMP := $(VENV)/.installed
 RECORDS ?= ../shared/data/released_runs_171.csv
 WORKDIR ?= work/demo
 PYTEST_ARGS ?=
-# pytest-xdist workers: the suite mostly waits on Ray jobs and subprocesses, so more workers than the 2 cores
-# pay off. --dist loadscope keeps each test module on one worker, so a module-scoped fixture (figures, the
-# MLflow store, the PostgreSQL server) is built once, not once per worker; --no-loadscope-reorder hands the
-# modules out in collection order, which tests/conftest.py sets to the costliest first (xdist's default
-# reorders by test count, which started the one-test verl campaign module last).
-TEST_WORKERS ?= 4
+# pytest-xdist workers: 2, one per core. The suite is CPU-bound (measured from /proc/stat: 1.95 of the 2 cores
+# busy for the whole run), so more workers only add contention: 4 workers took 16 min 30 s and 1946 s of CPU,
+# 2 workers 14 min 19 s and 1686 s (`make test-fast`: 87 s with 2). --dist loadscope keeps each test module on
+# one worker, so a module-scoped fixture (figures, the MLflow store, the PostgreSQL server) is built once, not
+# once per worker; --no-loadscope-reorder hands the modules out in collection order, which tests/conftest.py
+# sets to the costliest first (xdist's default reorders by test count, which started the one-test verl
+# campaign module last).
+TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 .PHONY: venv demo demo-records lint test test-fast bench clean
