@@ -38,19 +38,20 @@ import pandas as pd
 
 HZ = os.sysconf("SC_CLK_TCK")
 
-# (pattern over the command line, kind): first match wins
+# (pattern over the command line, kind): first match wins (job entrypoints and verl's driver before Ray's
+# daemons: verl's argv carries `ray_init.include_dashboard=False`)
 KINDS: list[tuple[str, str]] = [
     (r"^ray::JobSupervisor", "Ray job supervisor (one per Ray job)"),
     (r"^ray::IDLE", "Ray worker, idle or starting"),
     (r"^ray::", "Ray actor / task (verl's workers, ...)"),
     (r"default_worker\.py|setup_worker\.py", "Ray worker, idle or starting"),
-    (r"gcs_server|/raylet/raylet|dashboard|log_monitor|monitor\.py|runtime_env/agent|ray\.util\.client\.server",
-     "Ray daemons (GCS, raylet, dashboard, agents, monitors)"),
     (r"bin/ray start", "`ray start`"),
     (r"orchestrator\.stages train", "stage: train (job entrypoint)"),
     (r"orchestrator\.stages evaluate", "stage: evaluate (job entrypoint)"),
     (r"verl\.trainer\.main_ppo", "verl main_ppo (driver of a verl launch)"),
     (r"verl_merge|verl\.model_merger", "verl checkpoint merge"),
+    (r"gcs_server|/raylet/raylet|dashboard|log_monitor|monitor\.py|runtime_env/agent|ray\.util\.client\.server",
+     "Ray daemons (GCS, raylet, dashboard, agents, monitors)"),
     (r"exec\(eval\(sys\.stdin", "pytest-xdist worker (the tests themselves)"),
     (r"-m pytest|/pytest ", "pytest controller"),
     (r"bin/campaign ", "`campaign` CLI subprocess (orchestrators of end-to-end tests)"),
