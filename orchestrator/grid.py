@@ -57,6 +57,16 @@ class RunSpec:
     evaluation: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def nnodes(self) -> int:
+        """Nodes one training run spans (the model's `nnodes`, default 1)."""
+        return max(1, int(self.model_cfg.get("nnodes") or 1))
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs the run holds on each of its nodes: `gpus` (the run's total) over `nnodes`."""
+        return self.gpus // self.nnodes
+
+    @property
     def config_hash(self) -> str:
         """Hash of the full resolved config (incl. evaluation options), recorded per Record."""
         return short_hash(self.to_dict())
@@ -108,6 +118,13 @@ class _Resolver:
     def model(self, name: str, key: str) -> dict[str, Any]:
         return self._load("model", name, key)
 
+    def model_file(self, name: str) -> str:
+        """Where a model's definition came from (for messages)."""
+        for path in (self.root / "model" / f"{name}.yaml", shipped_config_root() / "model" / f"{name}.yaml"):
+            if path.exists():
+                return str(path)
+        return f"{self.spec.source}: model_defs.{name}"
+
     def recipe(self, name: str, key: str) -> dict[str, Any]:
         return self._load("recipe", name, key)
 
@@ -124,6 +141,37 @@ class _Resolver:
 
 def _mechanism(cfg: dict[str, Any], name: str) -> str:
     return str(cfg.get("mechanism", "none" if name == "baseline" else ""))
+
+
+def run_gpus(spec: CampaignSpec, model: str, mcfg: dict[str, Any], where: str) -> int:
+    """The GPUs one run of `model` holds in total: `gpus_per_node × nnodes` (the model's one meaning of its
+    resources).
+
+    The model file declares `gpus_per_node` and `nnodes`; `compute.models.<m>.gpus` (the plan's total per run)
+    must agree with it when both are given; a model given neither takes `compute.gpus_per_run`. A model file
+    with a bare `gpus` key is refused: the paper's two 14B files used it once per node and once in total."""
+    if "gpus" in mcfg:
+        raise SpecError(f"{where}: key 'gpus': ambiguous (GPUs per node or in total?); write `gpus_per_node: N` "
+                        "(GPUs on each node) and `nnodes: M` (nodes per run) instead")
+    nnodes, per_node = mcfg.get("nnodes", 1), mcfg.get("gpus_per_node")
+    for key, val in (("nnodes", nnodes), ("gpus_per_node", per_node)):
+        low = 1 if key == "nnodes" else 0
+        if val is not None and (isinstance(val, bool) or not isinstance(val, int) or val < low):
+            raise SpecError(f"{where}: key '{key}': got {val!r}; give an integer "
+                            f"{'>= 1' if key == 'nnodes' else '>= 0'}")
+    declared = spec.compute.models.get(model)
+    if per_node is None:
+        total = declared.gpus if declared else spec.compute.gpus_per_run
+        if total % nnodes:
+            raise SpecError(f"{spec.source}: key 'compute.models.{model}.gpus': {total} GPUs do not split over "
+                            f"nnodes: {nnodes} ({where}); give a multiple of {nnodes}")
+        return int(total)
+    total = per_node * nnodes
+    if declared is not None and declared.gpus != total:
+        raise SpecError(f"{spec.source}: key 'compute.models.{model}.gpus': {declared.gpus}, but {where} declares "
+                        f"gpus_per_node: {per_node} × nnodes: {nnodes} = {total}; make them agree (the run's total "
+                        "is gpus_per_node × nnodes)")
+    return int(total)
 
 
 def policy_mechanism(policy: str, config_root: Path | None = None) -> str:
@@ -170,6 +218,7 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
             for model in g.models:
                 mcfg = res.model(model, f"{gkey}.models" if gkey else "models")
                 mcomp = spec.compute.for_model(model)
+                gpus = run_gpus(spec, model, mcfg, res.model_file(model))
                 for pol, (pcfg, mech) in pols.items():
                     recipe = g.recipe_by_mechanism.get(mech) or g.recipe_by_model.get(model) or g.recipe or spec.recipe
                     if not recipe:
@@ -199,7 +248,7 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
                             run_key=run_key, run_id=run_id, campaign=spec.name, sub_campaign=sub_name,
                             group=g.campaign, model=model, policy=pol, mechanism=mech, reference=ref,
                             seed=seed, steps=steps, save_freq=save_freq, regime=g.regime, recipe_name=recipe,
-                            backend=spec.backend, suite=spec.suite, gpus=mcomp.gpus,
+                            backend=spec.backend, suite=spec.suite, gpus=gpus,
                             est_hours=mcomp.hours * steps / spec.compute.hours_at_steps,
                             model_cfg=mcfg, recipe_cfg=rcfg, policy_cfg=pcfg, data=data,
                             evaluation=dict(spec.evaluation),

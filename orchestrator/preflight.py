@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.grid import RunSpec
+from orchestrator.placement import Node
 from orchestrator.spec import CampaignSpec, SpecError
 
 STUDY_DOMAINS = ("math", "logic", "science")
@@ -37,6 +38,8 @@ class Context:
 
     data_dir: Path | None = None  # evaluation data; None: not checked (plan without --workdir/--data-dir)
     local_cpus: int | None = field(default_factory=os.cpu_count)  # None for a remote cluster
+    nodes: list[Node] | None = None  # the live cluster's nodes (with --ray-address); None: the declared cluster
+    cluster_address: str = ""
 
 
 def _recipe_rollout_n(recipe: dict[str, Any]) -> int | None:
@@ -106,16 +109,30 @@ def check_recipes(runs: list[RunSpec], root: Path) -> list[str]:
 
 
 def check_resources(spec: CampaignSpec, runs: list[RunSpec], ctx: Context) -> list[str]:
-    """Every run must fit the cluster the campaign declares (and, for a local head, this machine)."""
+    """Every run must fit the cluster: `gpus_per_node` GPUs on each of `nnodes` distinct nodes of the declared
+    cluster (`compute.nodes × compute.gpus_per_node`) or, when `ctx.nodes` holds the live cluster, of its alive
+    nodes; a backend that cannot train across nodes refuses `nnodes > 1`; and CPUs per run fit a node."""
+    from orchestrator.placement import describe, fits, shape
+    from orchestrator.training.registry import get_backend
+
     problems: list[str] = []
     c = spec.compute
-    total_gpus = c.nodes * c.gpus_per_node
-    for model in sorted({r.model for r in runs}):
-        g = c.for_model(model).gpus
-        if g > total_gpus:
-            problems.append(f"{spec.source}: key 'compute': a {model} run needs {g} GPUs but the cluster declares "
-                            f"{c.nodes} node(s) × {c.gpus_per_node} = {total_gpus}; raise compute.nodes/"
-                            "gpus_per_node or lower the model's gpus")
+    backend = get_backend(spec.backend)
+    live = ctx.nodes is not None
+    node_gpus = [n.gpus for n in ctx.nodes if n.alive] if ctx.nodes is not None else [c.gpus_per_node] * c.nodes
+    where = (f"the live cluster at {ctx.cluster_address} ({describe(ctx.nodes)})" if ctx.nodes is not None
+             else f"the declared cluster ({c.nodes} node(s) × {c.gpus_per_node} GPUs, compute.nodes/gpus_per_node)")
+    for (model, per_node, nnodes) in sorted({(r.model, r.gpus_per_node, r.nnodes) for r in runs}):
+        if nnodes > 1 and not backend.multi_node:
+            problems.append(f"{spec.source}: model {model!r}: nnodes: {nnodes}, but the {spec.backend!r} backend "
+                            "trains on one node only; use the verl backend (or noop for a dry run), or a one-node "
+                            "model")
+            continue
+        if per_node and not fits(node_gpus, per_node, nnodes):
+            fix = ("start nodes with enough GPUs, or use a smaller model" if live else
+                   "raise compute.nodes/gpus_per_node to match your cluster, or use a smaller model")
+            problems.append(f"{spec.source}: model {model!r}: a run needs {shape(per_node, nnodes)} but {where} has "
+                            f"no room for it; {fix}")
     cpus = c.cpus_per_node or ctx.local_cpus
     if cpus is not None and c.cpus_per_run > cpus:
         where = "compute.cpus_per_node" if c.cpus_per_node else f"this machine ({cpus} CPUs, local Ray head)"

@@ -40,6 +40,7 @@ from orchestrator.ledger import CampaignBusy, IllegalTransition, Ledger, RunStat
 from orchestrator.ledger.base import RunRow
 from orchestrator.ledger.states import ACTIVE, ACTIVE_STAGE, WAITING_STAGE, AttemptStatus
 from orchestrator.paths import run_dir
+from orchestrator.placement import fits, shape, take
 from orchestrator.stages import verify_evaluate, verify_train, write_run_spec
 
 S = RunState
@@ -47,7 +48,12 @@ S = RunState
 
 @dataclass
 class SchedulerConfig:
-    capacity_gpus: int = 0
+    capacity_gpus: int = 0  # a cap on the GPUs all of this campaign's jobs hold together (0: none)
+    nodes: int = 0  # the declared cluster (compute.nodes × gpus_per_node), used when Ray cannot report its nodes
+    gpus_per_node: int = 0
+    live_nodes: bool = True  # place runs on the live cluster's free GPUs (Executor.nodes()) when it reports them
+    max_backfill: int = 8  # runs that may start ahead of a blocked bigger run before it reserves the cluster
+    report_lag_s: float = 10.0  # a job this recent may not be in Ray's per-node usage yet: counted as ours
     max_parallel: int = 2
     poll_s: float = 1.0
     lease_ttl_s: float = 60.0
@@ -67,9 +73,16 @@ def classify_failure(message: str, logs: str, exit_code: int | None) -> str:
         return "config"
     if "out of memory" in text or "cuda oom" in text or "outofmemoryerror" in text:
         return "oom"
-    if any(k in text for k in ("node died", "raylet", "nccl", "enginedeaderror", "illegal memory access", "killed")):
+    if any(k in text for k in _INFRA_HINTS):
         return "infra"
     return "error"
+
+
+# Ray's words for a lost node or process (e.g. "The actor died because its node has died", "node ... marked
+# dead", "raylet ... died") and the accelerator's: the stage never ran to its end through no fault of its config.
+_INFRA_HINTS = ("node died", "node has died", "marked dead", "node was terminated", "raylet", "nccl",
+                "enginedeaderror", "illegal memory access", "killed", "job supervisor actor died",
+                "job_supervisor_actor_start_timeout", "unexpectedly exited", "worker died")
 
 
 def config_identity(spec_json: str) -> str:
@@ -119,6 +132,10 @@ class Scheduler:
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
         self._instance: str | None = None
+        self._nnodes: dict[str, int] = {}
+        self._submitted_at: dict[str, float] = {}
+        self._job_state: dict[str, str] = {}
+        self._passed: dict[str, int] = {}  # blocked run -> runs started ahead of it (the backfill bound)
 
     @property
     def instance(self) -> str:
@@ -164,30 +181,96 @@ class Scheduler:
         self.ledger.heartbeat(self.owner, self.cfg.lease_ttl_s)
         rows = self.ledger.runs(self.campaign)
         used, n_active = 0, 0
+        holding: list[RunRow] = []
         for row in rows:
             if S(row.state) in ACTIVE:
                 held = self._reconcile(row)
                 if held:
                     used += self._need(row, ACTIVE_STAGE[S(row.state)])
                     n_active += 1
+                    holding.append(row)
         now = self.clock()
+        free, totals = self._free_gpus(holding, now)
         waiting = [r for r in self.ledger.runs(self.campaign, list(WAITING_STAGE)) if r.next_try_at <= now]
+        blocked: RunRow | None = None
         for row in waiting:  # already in seed-major order (ledger order = plan order)
             if n_active >= self.cfg.max_parallel:
                 break
             stage = WAITING_STAGE[S(row.state)]
             need = self._need(row, stage)
+            per_node, nnodes = self._shape(row, stage)
+            if per_node and not fits(totals, per_node, nnodes):
+                self._unplaceable(row, per_node, nnodes)  # stays queued, the reason in `status`
+                continue
+            if blocked is not None and self._passed.get(blocked.run_key, 0) >= self.cfg.max_backfill:
+                break  # reservation: the blocked run has been passed often enough; nothing else starts first
             if self.cfg.capacity_gpus and used + need > self.cfg.capacity_gpus:
                 continue  # first fit: a smaller run may still fit
+            trial = list(free)
+            if per_node and not take(trial, per_node, nnodes):
+                blocked = blocked or row
+                continue
             if not self._claim(row):
                 continue
             if not self._submit(row, stage):
                 continue
+            free = trial
+            self._submitted_at[row.run_key] = now
             used += need
             n_active += 1
+            if blocked is not None:
+                self._passed[blocked.run_key] = self._passed.get(blocked.run_key, 0) + 1
+        if blocked is None:
+            self._passed.clear()
+        else:
+            self._passed = {blocked.run_key: self._passed.get(blocked.run_key, 0)}
         self.stop_orphans()
         self._track()
         return self._counts()
+
+    # -- placement -------------------------------------------------------------------------
+    def _shape(self, row: RunRow, stage: str) -> tuple[int, int]:
+        """(GPUs per node, nodes) a stage of this run holds: training its model's shape, evaluation one GPU."""
+        if stage != "train":
+            return self._need(row, stage), 1
+        if row.run_key not in self._nnodes:
+            self._nnodes[row.run_key] = self._spec(row).nnodes
+        nnodes = self._nnodes[row.run_key]
+        return row.gpus // nnodes, nnodes
+
+    def _free_gpus(self, holding: list[RunRow], now: float) -> tuple[list[float], list[float]]:
+        """(free, total) GPUs per node as Ray will grant them now.
+
+        Live (the executor reports its nodes): Ray's per-node free GPUs of the alive nodes, less the runs we
+        submitted that Ray may not count yet (its job still PENDING, or newer than the report). Declared
+        (no report): the campaign's `nodes × gpus_per_node` less every run we hold."""
+        nodes = self.executor.nodes() if self.cfg.live_nodes else None
+        if nodes is not None:
+            alive = [n for n in nodes if n.alive]
+            free = [n.free_gpus for n in alive]
+            totals = [n.gpus for n in alive]
+            unseen = [r for r in holding if self._job_state.get(r.run_key) == "PENDING"
+                      or now - self._submitted_at.get(r.run_key, 0.0) < self.cfg.report_lag_s]
+        else:
+            n = self.cfg.nodes or (1 if self.cfg.capacity_gpus else 0)
+            per = self.cfg.gpus_per_node or self.cfg.capacity_gpus
+            free = [float(per)] * n
+            totals = list(free)
+            unseen = holding
+            if not n:  # nothing declared: GPUs are not a constraint (CPU campaigns)
+                return [], []
+        for r in sorted(unseen, key=lambda r: -r.gpus):
+            per_node, nnodes = self._shape(r, ACTIVE_STAGE[S(r.state)])
+            if per_node:
+                take(free, per_node, nnodes)  # a run that no longer fits (a node died) holds nothing here
+        return free, totals
+
+    def _unplaceable(self, row: RunRow, per_node: int, nnodes: int) -> None:
+        """Say once, in the run's reason, why it waits: no node set of the cluster can ever hold it."""
+        why = f"waiting: needs {shape(per_node, nnodes)} and no {nnodes} node(s) of the cluster have that many GPUs"
+        if row.reason != why:
+            self.ledger.update(self.campaign, row.run_key, reason=why)
+            self.ledger.event(self.campaign, "unplaceable", why, row.run_key)
 
     def _track(self) -> None:
         """Sync MLflow; a tracking failure is an event and a warning, never a stopped campaign."""
@@ -255,6 +338,7 @@ class Scheduler:
             self.ledger.release(self.campaign, row.run_key, self.owner)
             return False
         st = self.executor.status(row.submission_id)
+        self._job_state[row.run_key] = st.state
         if st.state == "MISSING":  # ledger says submitted, cluster never saw it (crash or new head)
             try:
                 self.executor.submit(row.submission_id, self.argv(stage, self._spec(row)),

@@ -58,6 +58,15 @@ def plan(campaign: str | Path, overrides: list[str] | tuple[str, ...] = (), data
     return spec, expand(spec, data_root=data_root)
 
 
+def cluster_executor(ray_address: str, workdir: Path | None = None) -> RayJobsExecutor:
+    """The Jobs API of a cluster the user started, with its token: the work dir's (if it owns one), else
+    RAY_AUTH_TOKEN_PATH of the environment."""
+    env_tok = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    own = Path(workdir).resolve() / "ray_auth_token" if workdir is not None else None
+    tok = own if own is not None and own.exists() else Path(env_tok) if env_tok else None
+    return RayJobsExecutor(ray_address, token_file=tok)
+
+
 @dataclass
 class Session:
     workdir: Path
@@ -82,11 +91,7 @@ class Session:
         """The cluster's Jobs API; a local head on 127.0.0.1 owned by the workdir when no address."""
         if self._executor is None:
             if self.ray_address:
-                # token: the workdir's (if it owns one) else RAY_AUTH_TOKEN_PATH of the environment
-                env_tok = os.environ.get("RAY_AUTH_TOKEN_PATH")
-                tok = (token_file(self.workdir) if (self.workdir / "ray_auth_token").exists()
-                       else Path(env_tok) if env_tok else None)
-                ex = RayJobsExecutor(self.ray_address, token_file=tok)
+                ex = cluster_executor(self.ray_address, self.workdir)
             else:
                 self.workdir.mkdir(parents=True, exist_ok=True)
                 ex = RayJobsExecutor(ensure_head(self.workdir), token_file=token_file(self.workdir))
@@ -109,7 +114,8 @@ class Session:
             raise KeyError(f"campaign {campaign!r} is not in the ledger at {self.ledger.url}; submit it first")
         spec = CampaignSpec.model_validate_json(spec_json)
         gpus = spec.compute.nodes * spec.compute.gpus_per_node
-        return SchedulerConfig(capacity_gpus=gpus, max_parallel=max(1, gpus) if gpus else 2,
+        return SchedulerConfig(capacity_gpus=gpus, nodes=spec.compute.nodes, gpus_per_node=spec.compute.gpus_per_node,
+                               max_parallel=max(1, gpus) if gpus else 2,
                                max_attempts=spec.retries.max_attempts, backoff_s=spec.retries.backoff_s,
                                backoff_max_s=spec.retries.backoff_max_s, cpus_per_job=spec.compute.cpus_per_run)
 

@@ -168,6 +168,8 @@ def stage_train(spec: RunSpec, workdir: Path) -> dict[str, Any]:
                **{k: v for k, v in result.get("compute", {}).items()}}
     manifest = {"run_key": spec.run_key, "checkpoints": ckpts, "metrics_path": result["metrics_path"],
                 "compute": compute}
+    if (out / "placement.json").exists():  # a multi-node run: the shared cluster's nodes it held
+        manifest["placement"] = json.loads((out / "placement.json").read_text())
     _atomic_json(rd / "train_done.json", manifest)
     return manifest
 

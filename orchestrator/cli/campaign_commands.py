@@ -41,13 +41,25 @@ def _plan(campaign: str, overrides: list[str] | None, data_root: Path | None = N
         _fail(str(exc))
 
 
-def _preflight(spec, runs, eval_data: Path | None, *, local_head: bool) -> None:
+def _preflight(spec, runs, eval_data: Path | None, *, local_head: bool, ray_address: str | None = None,
+               workdir: Path | None = None) -> None:
     """Policies, seeds, recipes, resources and (when `eval_data` is given) the evaluation data, before any
-    compute; every problem is listed at once and nothing is written (exit 2)."""
+    compute; every problem is listed at once and nothing is written (exit 2). With `ray_address`, runs are
+    checked against the live cluster's nodes (an unreachable cluster exits 3)."""
+    from orchestrator.executor import ClusterUnreachable
     from orchestrator.preflight import Context, PreflightError, preflight
 
+    nodes = None
+    if ray_address:
+        from orchestrator.session import cluster_executor
+
+        try:
+            nodes = cluster_executor(ray_address, workdir).nodes()
+        except ClusterUnreachable as exc:
+            _fail(str(exc), 3)
     try:
-        preflight(spec, runs, Context(data_dir=eval_data, local_cpus=os.cpu_count() if local_head else None))
+        preflight(spec, runs, Context(data_dir=eval_data, local_cpus=os.cpu_count() if local_head else None,
+                                      nodes=nodes, cluster_address=ray_address or ""))
     except PreflightError as exc:
         _fail(str(exc))
 
@@ -123,6 +135,8 @@ def register(app: typer.Typer) -> None:
         workdir: Path | None = typer.Option(None, "--workdir", help="also check the evaluation data this work "
                                                "directory's campaign would read"),
         data_dir: Path | None = typer.Option(None, "--data-dir", help="also check this evaluation data directory"),
+        ray_address: str | None = typer.Option(None, "--ray-address", help="also check every run fits the live "
+                                               "cluster's nodes (GPUs per node × nnodes)"),
         prior: Path | None = typer.Option(None, "--prior", help="records of earlier runs: SD for the power table"),
         sd: float | None = typer.Option(None, "--sd", help="stated SD of paired differences (points): power table"),
         margin: float = typer.Option(1.0, "--margin", help="effect of interest (points) for the power table"),
@@ -139,7 +153,7 @@ def register(app: typer.Typer) -> None:
             _fail(f"--format: got {fmt!r}; choose table, json or csv")
         spec, rs = _plan(campaign, overrides, data_root=workdir / "data" if workdir else None)
         eval_dir = data_dir or (eval_data_dir(spec, workdir.resolve()) if workdir else None)
-        _preflight(spec, rs, eval_dir, local_head=True)
+        _preflight(spec, rs, eval_dir, local_head=not ray_address, ray_address=ray_address, workdir=workdir)
         if eval_dir is None and get_backend(spec.backend).needs_eval_data and fmt == "table":
             err.print("note: evaluation data not checked (pass --workdir or --data-dir to check it too)")
         acc = accounting(spec, rs)
@@ -248,7 +262,8 @@ def register(app: typer.Typer) -> None:
         spec, rs = _plan(campaign, overrides, data_root=workdir / "data")
         if data_dir is not None:
             spec, rs = with_data_dir(spec, rs, data_dir)
-        _preflight(spec, rs, eval_data_dir(spec, workdir.resolve()), local_head=not ray_address)
+        _preflight(spec, rs, eval_data_dir(spec, workdir.resolve()), local_head=not ray_address,
+                   ray_address=ray_address, workdir=workdir)
         if dry_run:
             typer.echo(json.dumps(submit_preview(spec, rs, workdir, ledger_url)))
             return

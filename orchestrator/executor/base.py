@@ -7,8 +7,12 @@ cluster. The orchestrator, not the job, accounts GPUs (verl allocates its own in
 from __future__ import annotations
 
 import abc
+from typing import TYPE_CHECKING
 from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+
+if TYPE_CHECKING:
+    from orchestrator.placement import Node
 
 
 class ClusterUnreachable(RuntimeError):
@@ -53,6 +57,11 @@ class Executor(abc.ABC):
 
     @abc.abstractmethod
     def stop(self, submission_id: str) -> bool: ...
+
+    def nodes(self) -> list[Node] | None:
+        """The live cluster's nodes with Ray's own free GPUs, or None when this executor cannot tell (the
+        scheduler then places runs on the campaign's declared cluster)."""
+        return None
 
 
 def submission_id(run_key: str, stage: str, attempt: int, campaign: str = "", instance: str = "") -> str:

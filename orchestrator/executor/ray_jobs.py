@@ -13,6 +13,7 @@ from pathlib import Path
 from collections.abc import Mapping, Sequence
 
 from orchestrator.executor.base import ClusterUnreachable, DuplicateSubmission, Executor, JobStatus, NoJobAgent
+from orchestrator.placement import Node
 
 _UNREACHABLE_HINTS = ("connection refused", "failed to connect", "max retries exceeded", "timed out",
                       "name or service not known", "connectionerror", "newconnectionerror", "cannot connect")
@@ -52,11 +53,12 @@ def configure_token_auth(token_file: Path | None) -> None:
 
 
 def stage_gpus(argv: Sequence[str]) -> int:
-    """GPUs a stage job must hold in Ray's own accounting, read from its run spec (`--run-spec`).
+    """GPUs a stage job's entrypoint must hold in Ray's own accounting, read from its run spec (`--run-spec`).
 
-    A verl run trains in a private Ray runtime on the GPUs its job reserved (docs/verl_on_cpu.md), so
+    A one-node verl run trains in a private Ray runtime on the GPUs its job reserved (docs/verl_on_cpu.md), so
     the reservation is the run's `gpus` for `train` and one of them for `evaluate`; Ray then refuses to
-    oversubscribe, whoever else uses the cluster. 0 when the argv is not a stage command."""
+    oversubscribe, whoever else uses the cluster. A multi-node train stage holds 0 here and reserves its nodes
+    in a placement group. 0 when the argv is not a stage command."""
     import json
 
     args = [str(a) for a in argv]
@@ -70,8 +72,11 @@ def stage_gpus(argv: Sequence[str]) -> int:
         return 0
     gpus = int(spec.get("gpus") or 0)
     nnodes = max(1, int((spec.get("model_cfg") or {}).get("nnodes") or 1))
-    # a multi-node run's driver holds its own node's share (the other nodes' would be a placement group)
-    return gpus // nnodes if stage == "train" else min(1, gpus)
+    if stage != "train":
+        return min(1, gpus)
+    # a multi-node run reserves all its nodes' GPUs in one STRICT_SPREAD placement group that the stage creates
+    # (orchestrator.training.reservation): its entrypoint holds none, or Ray would count one node twice
+    return 0 if nnodes > 1 else gpus
 
 
 class RayJobsExecutor(Executor):
@@ -167,6 +172,30 @@ class RayJobsExecutor(Executor):
             return self._call(self.client.get_job_logs, submission_id)
         except RuntimeError as exc:
             return f"<no logs: {exc}>"
+
+    def nodes(self) -> list[Node] | None:
+        """Alive nodes with Ray's own per-node GPU accounting (`/api/cluster_status`: the autoscaler monitor's
+        `usageByNode`, refreshed every few seconds; a dead node drops out of it). None when the head does not
+        report it (no monitor yet, an older Ray): the scheduler then uses the declared cluster."""
+        from orchestrator.placement import Node
+
+        try:
+            resp = self._call(lambda: self.client._do_request("GET", "/api/cluster_status", timeout=10))
+            data = resp.json()["data"]
+            usage = data["clusterStatus"]["loadMetricsReport"]["usageByNode"]
+        except ClusterUnreachable:
+            raise
+        except Exception:
+            return None
+        if not usage:
+            return None
+        out = []
+        for node_id, res in sorted(usage.items()):
+            used_g, total_g = (res.get("GPU") or [0.0, 0.0])[:2]
+            used_c, total_c = (res.get("CPU") or [0.0, 0.0])[:2]
+            out.append(Node(node_id, float(total_g), float(total_g) - float(used_g), float(total_c),
+                            float(total_c) - float(used_c)))
+        return out
 
     def stop(self, submission_id: str) -> bool:
         try:

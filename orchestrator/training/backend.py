@@ -126,6 +126,7 @@ class TrainingBackend(abc.ABC):
     needs_train_files: bool = True  # False: the stage does not resolve the corpus for this backend
     needs_eval_data: bool = True  # False: evaluation reads no benchmark data, so preflight does not check it
     any_recipe: bool = False  # True: runs with a recipe written for any backend (preflight skips `backend:`)
+    multi_node: bool = False  # True: trains a run across `nnodes > 1` nodes (preflight refuses them otherwise)
 
     @abc.abstractmethod
     def train(self, req: TrainRequest) -> TrainResult:

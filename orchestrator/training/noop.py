@@ -37,11 +37,15 @@ class NoopBackend(TrainingBackend):
     needs_train_files = False  # no data is read
     needs_eval_data = False
     any_recipe = True  # it reads only its own knobs (sleep_s, fail, eval_sleep_s, simulate)
+    multi_node = True  # it reserves a multi-node run's nodes exactly as verl does (orchestrator.placement)
 
     def train(self, req: TrainRequest) -> TrainResult:
+        from orchestrator.training.reservation import reserved_nodes
+
         r = req.recipe
         log_execution(req.out_dir.parent, "train")
-        time.sleep(float(r.get("sleep_s", 0)))
+        with reserved_nodes(req.extra.get("model") or {}, req.out_dir, req.run_key):  # a multi-node run's nodes
+            time.sleep(float(r.get("sleep_s", 0)))
         if r.get("fail") == "config":
             raise TrainingConfigError(f"noop recipe configured to fail deterministically (run {req.run_id})")
         if r.get("fail"):

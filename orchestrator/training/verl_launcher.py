@@ -100,9 +100,10 @@ def run_dirs(out_dir: Path) -> dict[str, Path]:
     }
 
 
-def build_command(req: TrainRequest, *, python: str | None = None,
-                  write_policy: bool = True) -> tuple[list[str], dict[str, str]]:
-    """(argv, extra env) for one run. The policy is written to `<out>/policy.yaml` (the resolved config)."""
+def build_command(req: TrainRequest, *, python: str | None = None, write_policy: bool = True,
+                  private_address: str | None = None) -> tuple[list[str], dict[str, str]]:
+    """(argv, extra env) for one run. The policy is written to `<out>/policy.yaml` (the resolved config).
+    `private_address`: the GCS of the run's multi-node private runtime (orchestrator.training.reservation)."""
     recipe = req.recipe
     if not isinstance(recipe.get("overrides"), dict):
         raise TrainingError(f"recipe {recipe.get('name', '?')!r}: overrides: missing; a verl recipe lists its Hydra "
@@ -136,11 +137,11 @@ def build_command(req: TrainRequest, *, python: str | None = None,
         "trainer.project_name": str(req.extra.get("experiment") or recipe.get("project_name") or "windtunnel"),
         "trainer.experiment_name": req.run_id.replace("/", "__"),
     })
-    if model.get("gpus"):
-        ov["trainer.n_gpus_per_node"] = int(model["gpus"])
+    if model.get("gpus_per_node"):
+        ov["trainer.n_gpus_per_node"] = int(model["gpus_per_node"])
     if model.get("nnodes"):
         ov["trainer.nnodes"] = int(model["nnodes"])
-    ov.update(runtime_overrides(ov))
+    ov = runtime_overrides(ov, private_address)
     if write_policy:
         dirs["out"].mkdir(parents=True, exist_ok=True)
         dirs["policy"].write_text(yaml.safe_dump(req.policy, sort_keys=False))
@@ -163,28 +164,41 @@ def build_command(req: TrainRequest, *, python: str | None = None,
     return argv, env
 
 
+# CPUs of each node of a multi-node run's private runtime: verl's workers, rollout servers and TransferQueue
+# actors ask for CPUs there, not in the shared cluster (whose bundle holds 1 CPU per node), as the one-node
+# runtime's `ray_init.num_cpus` does.
+PRIVATE_NODE_CPUS = 16
+
 # Ray Job env vars that point a process at the shared cluster (ray dashboard/modules/job/job_supervisor.py::
 # _get_driver_env_vars). Removed from verl's env so its `ray.init` starts the run's private runtime.
 CLUSTER_ENV_VARS = ("RAY_ADDRESS", "RAY_JOB_CONFIG_JSON_ENV_VAR")
 
 
-def runtime_overrides(ov: dict[str, Any]) -> dict[str, Any]:
-    """`ray_kwargs.ray_init` for the run's private Ray runtime (docs/verl_on_cpu.md, "Isolation").
+def runtime_overrides(ov: dict[str, Any], private_address: str | None = None) -> dict[str, Any]:
+    """`ov` with `ray_kwargs.ray_init` for the run's private Ray runtime (docs/verl_on_cpu.md, "Isolation").
 
     verl's `main_ppo` calls `ray.init(**ray_kwargs.ray_init)` (`verl/trainer/main_ppo.py:57-74`).
-    `address=local` makes that a fresh single-node runtime owned by this run, never the cluster the job
-    runs on: `num_cpus`/`num_gpus` are then legal (Ray refuses them when connecting to a cluster,
+    One node: `address=local` makes that a fresh single-node runtime owned by this run, never the cluster the
+    job runs on: `num_cpus`/`num_gpus` are then legal (Ray refuses them when connecting to a cluster,
     `ray/_private/worker.py`), and every named actor (TransferQueue's controller in its fixed namespace
     `transfer_queue`, `transfer_queue/interface.py:200`; verl's rollout servers) lives in a GCS no other
     run can see. GPUs: the runtime autodetects the job's `CUDA_VISIBLE_DEVICES`, which Ray sets from the
-    job's `entrypoint_num_gpus` reservation, so it sees exactly the GPUs reserved for this run."""
+    job's `entrypoint_num_gpus` reservation, so it sees exactly the GPUs reserved for this run.
+    `nnodes > 1`: verl connects to `private_address`, the run's own runtime started on the nodes its placement
+    group holds ("Two nodes"); its resources are those nodes', so `num_cpus`/`num_gpus` are dropped."""
     nnodes = int(ov.get("trainer.nnodes") or 1)
+    out = dict(ov)
     if nnodes > 1:
-        raise TrainingError(
-            f"trainer.nnodes: {nnodes}: a multi-node verl run needs its private runtime to span the nodes Ray "
-            "reserved for it (docs/verl_on_cpu.md, 'Two nodes'); not implemented yet. Run it with nnodes: 1")
-    out: dict[str, Any] = {"+ray_kwargs.ray_init.address": "local", "+ray_kwargs.ray_init.include_dashboard": False}
-    if "ray_kwargs.ray_init.num_cpus" not in ov:
+        if not private_address:
+            raise TrainingConfigError(
+                f"trainer.nnodes: {nnodes}: a multi-node verl run trains in a private runtime spanning the nodes its "
+                "placement group holds (docs/verl_on_cpu.md, 'Two nodes'); run it as a Ray Job (campaign submit)")
+        for k in [k for k in out if k.lstrip("+").startswith("ray_kwargs.ray_init.num_")]:
+            del out[k]
+        out.update({"+ray_kwargs.ray_init.address": private_address})
+        return out
+    out.update({"+ray_kwargs.ray_init.address": "local", "+ray_kwargs.ray_init.include_dashboard": False})
+    if "ray_kwargs.ray_init.num_cpus" not in out:
         out["ray_kwargs.ray_init.num_cpus"] = 64
     return out
 
@@ -351,13 +365,15 @@ class VerlBackend(TrainingBackend):
     """GPU training through verl 0.9.1 with the Windtunnel policy plugin."""
 
     name = "verl"
+    multi_node = True  # nnodes > 1: a placement group across nodes and a private runtime on them (reservation)
 
     def train(self, req: TrainRequest) -> TrainResult:
         from orchestrator.training.checkpoints import save_checkpoint_meta
 
+        from orchestrator.training.reservation import private_runtime, reserved_nodes
+
         req = resolve_inputs(req)
         dirs = run_dirs(req.out_dir)
-        argv, env = build_command(req)
         # verl's file logger truncates its file on open (`verl/utils/tracking.py:541`): each launch (a resume
         # after a kill is a new launch) logs to its own file, merged into metrics.jsonl when the run is done
         attempts = dirs["out"] / "verl_metrics"
@@ -365,11 +381,18 @@ class VerlBackend(TrainingBackend):
         if stop_orphan(req.out_dir):
             with open(dirs["log"], "a") as fh:
                 fh.write("windtunnel: stopped the verl launch a killed earlier attempt left running\n")
-        env["VERL_FILE_LOGGER_PATH"] = str(_next_launch_file(attempts))
-        dirs["launch"].write_text(json.dumps({"argv": argv, "env": env}, indent=1))
-        t0 = time.time()
-        rc = _run(argv, env, dirs["log"], dirs["pid"])
-        wall = time.time() - t0
+
+        def note(line: str) -> None:
+            with open(dirs["log"], "a") as fh:
+                fh.write(line + "\n")
+
+        model = req.extra.get("model") or {}
+        with reserved_nodes(model, dirs["out"], req.run_key, log=note) as res:
+            if res is None:
+                rc, wall = self._launch(req, dirs, attempts, None)
+            else:
+                with private_runtime(res, cpus_per_node=PRIVATE_NODE_CPUS, log_dir=dirs["out"], log=note) as gcs:
+                    rc, wall = self._launch(req, dirs, attempts, gcs)
         if rc != 0:
             raise TrainingError(f"verl exited with {rc}; see {dirs['log']}")
         merge_metric_files(sorted(attempts.glob("launch_*.jsonl")), dirs["metrics"])
@@ -391,7 +414,7 @@ class VerlBackend(TrainingBackend):
         checkpoints = [Checkpoint(int(d.name.rsplit("_", 1)[1]), dirs["hf"] / d.name) for d in steps]
         rows = _verl_metrics(dirs["metrics"])
         model = req.extra.get("model") or {}
-        n_gpus = int(model.get("gpus", 8)) * int(model.get("nnodes", 1))
+        n_gpus = int(model.get("gpus_per_node", 8)) * int(model.get("nnodes", 1))
         ov = req.recipe["overrides"]
         seqs = float(ov.get("data.train_batch_size", math.nan)) * float(ov.get("actor_rollout_ref.rollout.n", math.nan))
         compute = {
@@ -404,3 +427,14 @@ class VerlBackend(TrainingBackend):
                               if rows else math.nan),
         }
         return TrainResult(checkpoints, dirs["metrics"], compute)
+
+    @staticmethod
+    def _launch(req: TrainRequest, dirs: dict[str, Path], attempts: Path, private_address: str | None
+                ) -> tuple[int, float]:
+        """One verl launch (in its own session, its own metrics file): (exit code, wall seconds)."""
+        argv, env = build_command(req, private_address=private_address)
+        env["VERL_FILE_LOGGER_PATH"] = str(_next_launch_file(attempts))
+        dirs["launch"].write_text(json.dumps({"argv": argv, "env": env}, indent=1))
+        t0 = time.time()
+        rc = _run(argv, env, dirs["log"], dirs["pid"])
+        return rc, time.time() - t0

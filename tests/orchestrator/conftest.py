@@ -29,7 +29,9 @@ def tree(tmp_path: Path) -> Path:
     shutil.copytree(REPO / "campaigns" / "policy", root / "policy")
     shutil.copytree(REPO / "campaigns" / "paper", root / "paper")
     for m in PAPER_MODELS + ["m0"]:
-        write_yaml(root / "model" / f"{m}.yaml", {"name": m, "path": f"hf/{m}"})
+        # the 14B models span two 8-GPU nodes (compute.models.<14B>.gpus: 16 = gpus_per_node × nnodes)
+        shape = {"gpus_per_node": 8, "nnodes": 2} if "14b" in m else {}
+        write_yaml(root / "model" / f"{m}.yaml", {"name": m, "path": f"hf/{m}", **shape})
     for r in ("grpo_7b", "grpo_05b", "grpo_mix"):
         write_yaml(root / "recipe" / f"{r}.yaml", {"name": r, "lr": 1e-6})
     write_yaml(root / "recipe" / "noop.yaml", {"name": "noop", "sleep_s": 0.5})

@@ -315,7 +315,7 @@ def test_stage_jobs_reserve_the_runs_gpus_in_rays_accounting(tmp_path):
     assert stage_gpus(argv) == 8
     assert stage_gpus([*argv[:3], "evaluate", *argv[4:]]) == 1
     spec.write_text(json.dumps({"gpus": 16, "model_cfg": {"nnodes": 2}}))
-    assert stage_gpus(argv) == 8  # the driver's node share
+    assert stage_gpus(argv) == 0  # a two-node run reserves its nodes in a placement group, not the entrypoint
     spec.write_text(json.dumps({"gpus": 0}))
     assert stage_gpus(argv) == 0 and stage_gpus([*argv[:3], "evaluate", *argv[4:]]) == 0
     assert stage_gpus(["python", "-c", "pass"]) == 0

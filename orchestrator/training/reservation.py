@@ -1,0 +1,238 @@
+"""A multi-node run's nodes: reserved in the shared cluster for the run's whole life, and (for verl) a private
+Ray runtime that spans exactly those nodes.
+
+Why a placement group: a run with `nnodes > 1` needs `gpus_per_node` GPUs on each of `nnodes` distinct nodes at
+once. A Ray Job's entrypoint can hold GPUs on one node only, so the train stage (itself the job's driver,
+attached to the shared cluster) reserves a STRICT_SPREAD placement group of `nnodes` bundles `{GPU: g, CPU: 1}`.
+Bundle 0 is pinned to the stage's own node (Ray's `node:<ip>` resource), so the verl driver the stage starts
+runs beside its first node. Ray's accounting then holds every GPU of the run until the stage ends (or dies: a
+dead driver's placement groups are removed by Ray), and the scheduler sees them as used.
+
+Why a private runtime per run (docs/verl_on_cpu.md, "Isolation" and "Two nodes"): verl's named actors
+(TransferQueue's controller, the rollout servers) must not meet another run's. One actor per bundle, holding
+the bundle's GPUs (so Ray sets its `CUDA_VISIBLE_DEVICES`), runs `ray start --block` of the run's private
+runtime on its node: a head in bundle 0, a worker joining it in every other bundle. `--block` gives each a
+reaper, so the private node dies with the actor; the actor dies with the stage (its owner). Every port is
+chosen free on the node, every temp dir is a short one under the system temp dir (Ray's unix sockets allow 107
+characters) and is removed when the node stops.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.training.backend import TrainingError
+
+RESERVE_TIMEOUT_ENV = "WINDTUNNEL_RESERVE_TIMEOUT"
+DEFAULT_RESERVE_TIMEOUT_S = 600.0
+
+
+class ReservationError(TrainingError):
+    """The cluster could not hold the run's nodes in time (nodes busy or lost): an infrastructure failure,
+    retried by the scheduler, never a configuration error."""
+
+
+def reserve_timeout_s() -> float:
+    raw = os.environ.get(RESERVE_TIMEOUT_ENV, "")
+    try:
+        return float(raw) if raw else DEFAULT_RESERVE_TIMEOUT_S
+    except ValueError:
+        return DEFAULT_RESERVE_TIMEOUT_S
+
+
+@dataclass
+class Reservation:
+    """The placement group and, per bundle, the shared cluster's node id that holds it."""
+
+    pg: Any
+    node_ids: list[str]
+    gpus_per_node: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nnodes": len(self.node_ids), "gpus_per_node": self.gpus_per_node, "node_ids": self.node_ids,
+                "distinct_nodes": len(set(self.node_ids)), **self.extra}
+
+
+@contextmanager
+def reserve(gpus_per_node: int, nnodes: int, *, name: str, log: Callable[[str], None] = print,
+            timeout_s: float | None = None) -> Iterator[Reservation]:
+    """Hold `nnodes` bundles `{GPU: gpus_per_node, CPU: 1}` on distinct nodes of the cluster this process's Ray
+    Job runs in (RAY_ADDRESS) until the block ends; ReservationError when Ray cannot place them in time."""
+    import ray
+    from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+
+    timeout_s = reserve_timeout_s() if timeout_s is None else timeout_s
+    ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False, logging_level="WARNING")
+    pg = None
+    try:
+        ip = ray.util.get_node_ip_address()
+        bundles: list[dict[str, float]] = [{"GPU": float(gpus_per_node), "CPU": 1.0} for _ in range(nnodes)]
+        bundles[0][f"node:{ip}"] = 0.001  # bundle 0 on the stage's own node: the verl driver runs here
+        pg = placement_group(bundles, strategy="STRICT_SPREAD", name=name)
+        log(f"windtunnel: reserving {nnodes} node(s) × {gpus_per_node} GPU(s) (STRICT_SPREAD) as {name}")
+        if not pg.wait(timeout_s):
+            raise ReservationError(f"Ray could not place {nnodes} node(s) × {gpus_per_node} GPU(s) on distinct "
+                                   f"nodes within {timeout_s:.0f} s (nodes busy or lost; {RESERVE_TIMEOUT_ENV} "
+                                   "sets the wait)")
+        table = placement_group_table(pg)
+        node_ids = [table["bundles_to_node_id"][i] for i in range(nnodes)]
+        log(f"windtunnel: reserved bundles on nodes {json.dumps(node_ids)}")
+        yield Reservation(pg, node_ids, gpus_per_node)
+    finally:
+        if pg is not None:
+            try:
+                remove_placement_group(pg)
+            except Exception:  # the cluster is gone: its placement group with it
+                pass
+        ray.shutdown()
+
+
+def nodes_of(model: dict[str, Any]) -> tuple[int, int]:
+    """(gpus_per_node, nnodes) of a run's model config."""
+    return int(model.get("gpus_per_node") or 0), max(1, int(model.get("nnodes") or 1))
+
+
+@contextmanager
+def reserved_nodes(model: dict[str, Any], out_dir: Path, run_key: str,
+                   log: Callable[[str], None] = print) -> Iterator[Reservation | None]:
+    """`reserve` for a model with `nnodes > 1` (None for a one-node run, whose job entrypoint holds its GPUs);
+    the placement is written to `<out_dir>/placement.json` (the run's proof of where it ran)."""
+    per_node, nnodes = nodes_of(model)
+    if nnodes == 1:
+        yield None
+        return
+    if not os.environ.get("RAY_ADDRESS"):
+        from orchestrator.training.backend import TrainingConfigError
+
+        raise TrainingConfigError(f"nnodes: {nnodes}: a multi-node run trains as a Ray Job of a cluster (campaign "
+                                  "submit), which reserves its nodes; it cannot run outside one")
+    with reserve(per_node, nnodes, name=f"wt-{run_key}", log=log) as res:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "placement.json").write_text(json.dumps(res.to_json(), indent=1))
+        yield res
+        (out_dir / "placement.json").write_text(json.dumps(res.to_json(), indent=1))
+
+
+# ---- the private runtime across the reserved nodes ---------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def node_argv(*, head_address: str | None, ip: str, gpus: int, cpus: int, temp_dir: str) -> list[str]:
+    """`ray start --block` of one private node: every port explicit and free, no dashboard, no usage stats."""
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    names = ["node-manager-port", "object-manager-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+             "runtime-env-agent-port", "metrics-export-port"]
+    if head_address is None:
+        names += ["port", "ray-client-server-port"]
+    ports = {n: _free_port() for n in names}
+    lo, hi = sorted(_free_port() for _ in range(2))
+    argv = [ray_bin, "start", "--block", f"--node-ip-address={ip}", *[f"--{k}={v}" for k, v in ports.items()],
+            f"--num-gpus={gpus}", f"--num-cpus={cpus}", f"--temp-dir={temp_dir}", "--disable-usage-stats",
+            f"--min-worker-port={lo}", f"--max-worker-port={max(hi, lo + 200)}"]
+    if head_address is None:
+        argv += ["--head", "--include-dashboard=false", "--dashboard-host=127.0.0.1"]
+    else:
+        argv += [f"--address={head_address}"]
+    return argv
+
+
+def _pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """The private node's `ray start` dies with the actor that started it (Linux PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+    os.setsid()
+
+
+class PrivateNode:
+    """One node of a run's private runtime, started inside a bundle of the run's placement group."""
+
+    def __init__(self) -> None:
+        self.proc: Any = None
+        self.temp_dir = ""
+
+    def start(self, head_address: str | None, gpus: int, cpus: int, log_path: str, ready_s: float) -> dict[str, Any]:
+        import subprocess
+        import tempfile
+
+        import ray
+
+        ip = ray.util.get_node_ip_address()
+        self.temp_dir = tempfile.mkdtemp(prefix="wt-pn-")
+        os.chmod(self.temp_dir, 0o700)
+        argv = node_argv(head_address=head_address, ip=ip, gpus=gpus, cpus=cpus, temp_dir=self.temp_dir)
+        gcs = next((a.split("=", 1)[1] for a in argv if a.startswith("--port=")), "")
+        env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_JOB_CONFIG_JSON_ENV_VAR")}
+        log = open(log_path, "ab")
+        self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_pdeathsig)
+        deadline = time.time() + ready_s
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"private Ray node exited with {self.proc.returncode}; see {log_path}")
+            if b"Ray runtime started" in Path(log_path).read_bytes():
+                node_id = ray.get_runtime_context().get_node_id()
+                return {"ip": ip, "gcs": f"{ip}:{gcs}" if gcs else "", "node_id": node_id, "pid": self.proc.pid,
+                        "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+            time.sleep(0.5)
+        raise RuntimeError(f"private Ray node did not start within {ready_s:.0f} s; see {log_path}")
+
+    def stop(self) -> None:
+        import shutil
+        import signal
+
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except Exception:
+                self.proc.kill()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+@contextmanager
+def private_runtime(res: Reservation, *, cpus_per_node: int, log_dir: Path, ready_s: float = 300.0,
+                    log: Callable[[str], None] = print) -> Iterator[str]:
+    """Start the run's private Ray runtime on its reserved nodes; yield the private head's GCS address."""
+    import ray
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    actor_cls = ray.remote(PrivateNode)
+    actors = []
+    info: list[dict[str, Any]] = []
+    try:
+        for i in range(len(res.node_ids)):
+            opts = {"num_cpus": 1, "num_gpus": res.gpus_per_node,
+                    "scheduling_strategy": PlacementGroupSchedulingStrategy(res.pg, placement_group_bundle_index=i)}
+            actors.append(actor_cls.options(**opts).remote())  # type: ignore[attr-defined]
+        head = ray.get(actors[0].start.remote(None, res.gpus_per_node, cpus_per_node,
+                                              str(log_dir / "private_node_0.log"), ready_s))
+        info.append(head)
+        info += ray.get([a.start.remote(head["gcs"], res.gpus_per_node, cpus_per_node,
+                                        str(log_dir / f"private_node_{i}.log"), ready_s)
+                         for i, a in enumerate(actors[1:], start=1)])
+        res.extra["private_nodes"] = [{k: v for k, v in n.items() if k != "pid"} for n in info]
+        log(f"windtunnel: private runtime at {head['gcs']} on shared nodes "
+            f"{json.dumps([n['node_id'] for n in info])}")
+        yield head["gcs"]
+    finally:
+        for a in reversed(actors):
+            try:
+                ray.get(a.stop.remote(), timeout=60)
+            except Exception:
+                pass
+            ray.kill(a)
