@@ -85,7 +85,8 @@ def main() -> None:
         ex = SimExecutor(durations)
         ok = lambda spec, wd: {"compute": {}, "records": ""}  # noqa: E731 - simulated outputs verify
         sched = Scheduler(led, spec.name, ex, Path(td),
-                          SchedulerConfig(capacity_gpus=cap, max_parallel=10_000, eval_gpus=1),
+                          SchedulerConfig(capacity_gpus=cap, nodes=NODES, gpus_per_node=GPUS_PER_NODE,
+                                          max_parallel=10_000, eval_gpus=1),
                           verifiers={"train": ok, "evaluate": ok}, clock=lambda: ex.now, write_specs=False)
         t0 = time.perf_counter()
         sched.enqueue()

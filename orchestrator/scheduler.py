@@ -171,10 +171,10 @@ class Scheduler:
             n += 1
         return n
 
-    def argv(self, stage: str, spec: RunSpec) -> list[str]:
+    def argv(self, stage: str, spec: RunSpec, attempt: str = "") -> list[str]:
         path = write_run_spec(spec, self.workdir) if self.write_specs else Path("run_spec.json")
         return [self.python, "-m", "orchestrator.stages", stage, "--run-spec", str(path), "--workdir",
-                str(self.workdir)]
+                str(self.workdir), *(["--attempt", attempt] if attempt else [])]
 
     # -- one cycle -------------------------------------------------------------------------
     def step(self) -> dict[str, int]:
@@ -199,7 +199,7 @@ class Scheduler:
             stage = WAITING_STAGE[S(row.state)]
             need = self._need(row, stage)
             per_node, nnodes = self._shape(row, stage)
-            if per_node and not fits(totals, per_node, nnodes):
+            if per_node and totals and not fits(totals, per_node, nnodes):
                 self._unplaceable(row, per_node, nnodes)  # stays queued, the reason in `status`
                 continue
             if blocked is not None and self._passed.get(blocked.run_key, 0) >= self.cfg.max_backfill:
@@ -207,7 +207,7 @@ class Scheduler:
             if self.cfg.capacity_gpus and used + need > self.cfg.capacity_gpus:
                 continue  # first fit: a smaller run may still fit
             trial = list(free)
-            if per_node and not take(trial, per_node, nnodes):
+            if per_node and totals and not take(trial, per_node, nnodes):
                 blocked = blocked or row
                 continue
             if not self._claim(row):
@@ -252,13 +252,11 @@ class Scheduler:
             unseen = [r for r in holding if self._job_state.get(r.run_key) == "PENDING"
                       or now - self._submitted_at.get(r.run_key, 0.0) < self.cfg.report_lag_s]
         else:
-            n = self.cfg.nodes or (1 if self.cfg.capacity_gpus else 0)
-            per = self.cfg.gpus_per_node or self.cfg.capacity_gpus
-            free = [float(per)] * n
+            if not (self.cfg.nodes and self.cfg.gpus_per_node):  # no node shape declared: only capacity_gpus counts
+                return [], []
+            free = [float(self.cfg.gpus_per_node)] * self.cfg.nodes
             totals = list(free)
             unseen = holding
-            if not n:  # nothing declared: GPUs are not a constraint (CPU campaigns)
-                return [], []
         for r in sorted(unseen, key=lambda r: -r.gpus):
             per_node, nnodes = self._shape(r, ACTIVE_STAGE[S(r.state)])
             if per_node:
@@ -299,7 +297,7 @@ class Scheduler:
             self.ledger.release(self.campaign, row.run_key, self.owner)
             return False
         try:
-            self.executor.submit(sid, self.argv(stage, spec), num_cpus=self.cfg.cpus_per_job)
+            self.executor.submit(sid, self.argv(stage, spec, sid), num_cpus=self.cfg.cpus_per_job)
         except DuplicateSubmission:
             pass  # a previous incarnation submitted it: reattach on the next poll
         except (RuntimeError, OSError) as exc:  # transient cluster-side refusal: the next poll sees MISSING
@@ -341,7 +339,7 @@ class Scheduler:
         self._job_state[row.run_key] = st.state
         if st.state == "MISSING":  # ledger says submitted, cluster never saw it (crash or new head)
             try:
-                self.executor.submit(row.submission_id, self.argv(stage, self._spec(row)),
+                self.executor.submit(row.submission_id, self.argv(stage, self._spec(row), row.submission_id),
                                      num_cpus=self.cfg.cpus_per_job)
             except DuplicateSubmission:
                 pass
@@ -490,12 +488,13 @@ class Scheduler:
     def run(self, *, timeout_s: float | None = None, on_tick: Callable[[dict[str, int]], None] | None = None,
             wait: bool = True) -> dict[str, int]:
         """Drive the campaign until nothing is pending (or `timeout_s`): take the driver lease, reopen
-        recorded runs whose records are gone, then step. A second orchestrator waits for the first."""
+        recorded runs whose records are gone and runs that failed for infrastructure reasons, then step. A second orchestrator waits for the first."""
         t0 = time.time()
         if not self.acquire(wait=wait, timeout_s=timeout_s):
             return self._counts()
         try:
             self.repair()
+            self.reopen_infra()
             self.enqueue()
             while True:
                 counts = self.step()
@@ -530,13 +529,23 @@ class Scheduler:
             n += 1
         return n
 
-    def retry(self, rows: list[RunRow]) -> int:
+    def retry(self, rows: list[RunRow], reason: str = "retry requested") -> int:
         n = 0
         for row in rows:
             if S(row.state) not in (S.failed, S.cancelled):
                 continue
             outputs = {k: v for k, v in row.outputs.items() if k != "failures"}
-            self.ledger.transition(self.campaign, row.run_key, S.queued, reason="retry requested",
+            self.ledger.transition(self.campaign, row.run_key, S.queued, reason=reason,
                                    next_try_at=0.0, failure_class="", outputs=outputs)
             n += 1
         return n
+
+    def reopen_infra(self) -> list[str]:
+        """Queue again the runs that failed for infrastructure reasons (a lost node, a dead head): nothing about
+        their configuration was wrong, so `resume` gives them a fresh set of attempts (a verified train stage is
+        skipped, not redone). Run ids reopened."""
+        rows = [r for r in self.ledger.runs(self.campaign, [S.failed]) if r.failure_class == "infra"]
+        for r in rows:
+            self.retry([r], reason=f"reopened after an infrastructure failure: {r.reason[:300]}")
+            self._notify(self.ledger.get(self.campaign, r.run_key), "reopened (infrastructure failure)")
+        return [r.run_id for r in rows]

@@ -10,10 +10,15 @@ whose manifest verifies is skipped on rerun. Jobs never write MLflow (SQLite all
 they leave JSONL/Parquet the orchestrator ingests.
 
 One execution at a time per run dir: `main` holds an exclusive lock on `<run dir>/.stage.lock`
-(flock, released by the kernel when the process dies) for the whole stage, so a retry started while
-an orphan of an earlier attempt still runs (its node lost to the orchestrator, not dead) exits 1
-with `windtunnel-stage-error: busy` instead of writing the same files; the retry after the backoff
-finds the orphan's verified outputs and skips.
+(flock, released by the kernel when the process dies) for the whole stage, so a second execution of the
+same attempt exits 1 with `windtunnel-stage-error: busy` instead of writing the same files.
+
+Fencing (a stage process on a lost node): the scheduler passes each attempt's submission id (`--attempt`,
+ending in `-a<N>`). An attempt writes its id to `<run dir>/.<stage>.fence` when it starts; a NEWER attempt
+that finds the lock held by an older one does not wait for it (its node may be dead while the process runs on,
+re-parented to init): it takes the fence and runs. Every `<stage>_done.json` carries its attempt, and is
+written only by the attempt that holds the fence, so a late finish of the fenced process never overwrites the
+retry's manifest (it exits 1 with `windtunnel-stage-error: fenced`).
 
 Exit codes: 0 done, 2 deterministic configuration error (not retried), 1 anything else.
 """
@@ -24,6 +29,7 @@ import argparse
 import fcntl
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -48,12 +54,42 @@ class StageBusy(RuntimeError):
     """Another process is executing a stage in this run dir right now."""
 
 
+class StageFenced(RuntimeError):
+    """A newer attempt of this stage took the run dir over: this (older) one must not write its manifest."""
+
+
 LOCK_NAME = ".stage.lock"
 
 
+def attempt_number(attempt: str) -> int:
+    """N of a submission id ending in `-a<N>`; 0 for none (a stage run by hand)."""
+    m = re.search(r"-a(\d+)$", attempt or "")
+    return int(m.group(1)) if m else 0
+
+
+def _fence(rd: Path, stage: str) -> Path:
+    return rd / f".{stage}.fence"
+
+
+def fence_holder(rd: Path, stage: str) -> str:
+    try:
+        return _fence(rd, stage).read_text().strip()
+    except OSError:
+        return ""
+
+
+def check_fence(rd: Path, stage: str, attempt: str) -> None:
+    """StageFenced when a newer attempt than `attempt` holds the stage's fence."""
+    holder = fence_holder(rd, stage)
+    if attempt and holder and holder != attempt and attempt_number(holder) > attempt_number(attempt):
+        raise StageFenced(f"run dir {rd}: attempt {holder} took over {stage} from {attempt} (its node was lost "
+                          "or it was retried); this attempt's late outputs are not written")
+
+
 @contextmanager
-def stage_lock(rd: Path, stage: str) -> Iterator[None]:
-    """Hold `<rd>/.stage.lock` exclusively (non-blocking) for one stage execution; StageBusy if held."""
+def stage_lock(rd: Path, stage: str, attempt: str = "") -> Iterator[None]:
+    """Hold `<rd>/.stage.lock` exclusively (non-blocking) for one stage execution; StageBusy if held, unless
+    the holder is an older attempt of the same stage: then take its fence and run without the lock."""
     rd.mkdir(parents=True, exist_ok=True)
     f = open(rd / LOCK_NAME, "a+")
     try:
@@ -62,15 +98,35 @@ def stage_lock(rd: Path, stage: str) -> Iterator[None]:
         except BlockingIOError:
             f.seek(0)
             holder = f.read().strip() or "unknown process"
-            raise StageBusy(f"run dir {rd}: another stage execution holds {LOCK_NAME} ({holder}); "
-                            f"not running {stage} twice in one run dir") from None
+            parts = holder.split()
+            old = parts[-1] if len(parts) > 1 and parts[-2] == "attempt" else ""
+            if not (attempt and old and parts[0] == stage and attempt_number(old) < attempt_number(attempt)):
+                raise StageBusy(f"run dir {rd}: another stage execution holds {LOCK_NAME} ({holder}); "
+                                f"not running {stage} twice in one run dir") from None
+            check_fence(rd, stage, attempt)
+            atomic_write_text(_fence(rd, stage), attempt)
+            print(f"windtunnel: fenced {old} (still holding {LOCK_NAME}: {holder}); {attempt} runs {stage}",
+                  file=sys.stderr, flush=True)
+            yield
+            return
+        if attempt:
+            check_fence(rd, stage, attempt)
+            atomic_write_text(_fence(rd, stage), attempt)
         f.seek(0)
         f.truncate()
-        f.write(f"{stage} {socket.gethostname()}:{os.getpid()} since {time.time():.0f}\n")
+        f.write(f"{stage} {socket.gethostname()}:{os.getpid()} since {time.time():.0f}"
+                + (f" attempt {attempt}" if attempt else "") + "\n")
         f.flush()
         yield
     finally:
         f.close()
+
+
+def write_manifest(rd: Path, stage: str, attempt: str, manifest: dict[str, Any]) -> None:
+    """`<rd>/<stage>_done.json`, carrying its attempt, unless a newer attempt holds the fence (StageFenced)."""
+    check_fence(rd, stage, attempt)
+    _atomic_json(rd / f"{stage if stage == 'train' else 'eval'}_done.json",
+                 {**manifest, **({"attempt": attempt} if attempt else {})})
 
 
 def _atomic_json(path: Path, obj: Any) -> None:
@@ -134,7 +190,7 @@ def _train_files(spec: RunSpec, workdir: Path) -> list[str]:
     return [str(train)]
 
 
-def stage_train(spec: RunSpec, workdir: Path) -> dict[str, Any]:
+def stage_train(spec: RunSpec, workdir: Path, attempt: str = "") -> dict[str, Any]:
     rd = run_dir(workdir, spec)
     done = verify_train(spec, workdir)
     if done is not None:
@@ -170,7 +226,7 @@ def stage_train(spec: RunSpec, workdir: Path) -> dict[str, Any]:
                 "compute": compute}
     if (out / "placement.json").exists():  # a multi-node run: the shared cluster's nodes it held
         manifest["placement"] = json.loads((out / "placement.json").read_text())
-    _atomic_json(rd / "train_done.json", manifest)
+    write_manifest(rd, "train", attempt, manifest)
     return manifest
 
 
@@ -216,7 +272,7 @@ def eval_request(spec: RunSpec, workdir: Path, checkpoint: Checkpoint) -> EvalRe
     )
 
 
-def stage_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any]:
+def stage_evaluate(spec: RunSpec, workdir: Path, attempt: str = "") -> dict[str, Any]:
     import pandas as pd
 
     from analysis.records import read_records, write_records
@@ -243,7 +299,7 @@ def stage_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any]:
     n = len(read_records(records, suite=spec.suite))  # re-read through the validating reader
     manifest = {"run_key": spec.run_key, "records": str(records), "rows": n, "sha256": sha256_file(records),
                 "eval_wall_s": round(time.time() - t0, 3), "steps": [c["step"] for c in ckpts]}
-    _atomic_json(rd / "eval_done.json", manifest)
+    write_manifest(rd, "evaluate", attempt, manifest)
     return manifest
 
 
@@ -275,12 +331,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("stage", choices=sorted(STAGES))
     ap.add_argument("--run-spec", required=True)
     ap.add_argument("--workdir", required=True)
+    ap.add_argument("--attempt", default="", help="this attempt's submission id (fencing; see the module doc)")
     a = ap.parse_args(argv)
     workdir = Path(a.workdir).resolve()
     try:
         spec = load_run_spec(a.run_spec)
-        with stage_lock(run_dir(workdir, spec), a.stage):
-            out = STAGES[a.stage][0](spec, workdir)
+        with stage_lock(run_dir(workdir, spec), a.stage, a.attempt):
+            out = STAGES[a.stage][0](spec, workdir, a.attempt)
     except StageConfigError as exc:
         print(f"windtunnel-stage-error: config: {exc}", file=sys.stderr, flush=True)
         return EXIT_CONFIG
@@ -289,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_HEALTH_GATE
     except StageBusy as exc:
         print(f"windtunnel-stage-error: busy: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except StageFenced as exc:
+        print(f"windtunnel-stage-error: fenced: {exc}", file=sys.stderr, flush=True)
         return 1
     except Exception as exc:
         traceback.print_exc()

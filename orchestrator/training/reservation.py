@@ -131,6 +131,31 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def _port_block(n: int) -> int:
+    """The first port of `n` consecutive free ports below the kernel's ephemeral range (where `_free_port`'s
+    picks and every other process's outgoing connections land), for a node's worker processes."""
+    import random
+
+    starts = list(range(10000, 30000 - n, n))
+    random.shuffle(starts)
+    for lo in starts:
+        if all(_bindable(p) for p in range(lo, lo + n)):
+            return lo
+    raise TrainingError(f"no {n} consecutive free ports in 10000-30000 for a private Ray node's workers")
+
+
+WORKER_PORTS = 100
+
+
 def node_argv(*, head_address: str | None, ip: str, gpus: int, cpus: int, temp_dir: str) -> list[str]:
     """`ray start --block` of one private node: every port explicit and free, no dashboard, no usage stats."""
     ray_bin = str(Path(sys.executable).with_name("ray"))
@@ -139,10 +164,10 @@ def node_argv(*, head_address: str | None, ip: str, gpus: int, cpus: int, temp_d
     if head_address is None:
         names += ["port", "ray-client-server-port"]
     ports = {n: _free_port() for n in names}
-    lo, hi = sorted(_free_port() for _ in range(2))
+    lo = _port_block(WORKER_PORTS)
     argv = [ray_bin, "start", "--block", f"--node-ip-address={ip}", *[f"--{k}={v}" for k, v in ports.items()],
             f"--num-gpus={gpus}", f"--num-cpus={cpus}", f"--temp-dir={temp_dir}", "--disable-usage-stats",
-            f"--min-worker-port={lo}", f"--max-worker-port={max(hi, lo + 200)}"]
+            f"--min-worker-port={lo}", f"--max-worker-port={lo + WORKER_PORTS - 1}"]
     if head_address is None:
         argv += ["--head", "--include-dashboard=false", "--dashboard-host=127.0.0.1"]
     else:

@@ -176,3 +176,33 @@ def test_two_executions_of_a_stage_in_one_run_dir_cannot_overlap(tree: Path, tmp
     again = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and json.loads(again.stdout.splitlines()[-1])["ok"]
     assert _executions(wd, "lock", runs[0].run_key) == ["train"]
+
+
+def test_a_newer_attempt_fences_an_orphan_of_an_older_one(tree: Path, tmp_path: Path) -> None:
+    """A stage process whose node was lost runs on (re-parented to init) holding the run dir's lock: the retry
+    (a newer attempt) does not fail `busy` against it, and the orphan's late finish writes no manifest."""
+    from orchestrator.session import plan
+    from orchestrator.stages import write_run_spec
+
+    (tree / "recipe" / "noop_slow.yaml").write_text(yaml.safe_dump({"name": "noop_slow", "sleep_s": 4}))
+    _, runs = plan(_campaign(tree, "fence", policies=["baseline"], seeds=[1], recipe="noop_slow"))
+    wd = tmp_path / "wd"
+    path = write_run_spec(runs[0], wd)
+    rd = wd / "runs" / "fence" / runs[0].run_key
+    argv = [sys.executable, "-m", "orchestrator.stages", "train", "--run-spec", str(path), "--workdir", str(wd),
+            "--attempt"]
+    orphan = subprocess.Popen([*argv, "wt-x-train-a1"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    deadline = time.time() + 60
+    while not (rd / "executions.log").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    retry = subprocess.run([*argv, "wt-x-train-a2"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert retry.returncode == 0, retry.stderr[-2000:]
+    assert "fenced wt-x-train-a1" in retry.stderr
+    _, err = orphan.communicate(timeout=120)
+    assert orphan.returncode == 1 and "windtunnel-stage-error: fenced" in err and "Traceback" not in err
+    assert json.loads((rd / "train_done.json").read_text())["attempt"] == "wt-x-train-a2"
+    # an older attempt never takes the run dir back, even once the lock is free
+    late = subprocess.run([*argv, "wt-x-train-a1"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert late.returncode == 1 and "windtunnel-stage-error: fenced" in late.stderr
+    assert json.loads((rd / "train_done.json").read_text())["attempt"] == "wt-x-train-a2"
