@@ -44,8 +44,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         return
     from orchestrator.executor.local_head import stop_head
 
+    from orchestrator.executor.local_cluster import LocalCluster
+
     shared = config.stash[_shared]
     stop_head(shared / "head")
+    cluster = LocalCluster.attach(shared / "cluster3")
+    if cluster is not None:
+        cluster.stop()
     shutil.rmtree(shared, ignore_errors=True)
 
 
@@ -115,6 +120,29 @@ def head(request: pytest.FixtureRequest):
     with _locked(shared_dir(request.config) / "head.lock"):
         addr = ensure_head(wd, num_cpus=8)  # a live head (another worker's) is reused, not started twice
     return addr, token_file(wd)
+
+
+CLUSTER3 = {"n_nodes": 3, "num_gpus": 4, "num_cpus": 4}
+
+
+@pytest.fixture(scope="session")
+def ray_cluster3(request: pytest.FixtureRequest):
+    """A 3-node local Ray cluster (head + 2 workers on 127.0.0.1, each 4 logical GPUs and 4 CPUs, own ports and
+    temp dir, token auth: `orchestrator.executor.local_cluster`) shared by every cluster test of the session and
+    every xdist worker; stopped by PID at the end. 4 CPUs per node: a two-node verl-on-CPU run asks the shared
+    cluster for its GPUs + 1 CPU per node, its stage job for 1 more, beside a single-node run's.
+
+    Shared, so a test must not change it: a node-loss test builds its own `LocalCluster` (or adds a node with
+    `add_node` and kills that one), never `kill_raylet` on this one."""
+    from orchestrator.executor.local_cluster import LocalCluster
+
+    root = shared_dir(request.config) / "cluster3"
+    with _locked(shared_dir(request.config) / "cluster3.lock"):
+        cluster = LocalCluster.attach(root)
+        if cluster is None:
+            cluster = LocalCluster(root).start(CLUSTER3["n_nodes"], num_gpus=CLUSTER3["num_gpus"],
+                                               num_cpus=CLUSTER3["num_cpus"])
+    return cluster
 
 
 def shared_artifact_path(config: pytest.Config, name: str, build) -> Path:

@@ -1,0 +1,87 @@
+"""`campaign doctor`: check a Ray cluster before submitting to it (orchestrator.cluster_doctor does the work).
+
+Exit codes: 0 every check passed (warnings allowed), 2 a problem (each listed with its node and fix, or a token
+the cluster refuses), 3 the cluster is unreachable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.cli.console import err, fail, out
+
+_STYLE = {"ok": "green", "warning": "yellow", "FAIL": "bold red"}
+
+
+def _executor(workdir: Path, ray_address: str | None):
+    """The cluster `submit` would use: --ray-address, else the one recorded in the work directory, else the work
+    directory's running local head (never started here: the doctor only looks)."""
+    from orchestrator.executor.cluster_record import load_cluster
+    from orchestrator.executor.local_head import running_head
+    from orchestrator.session import Session
+
+    if not ray_address:
+        rec = load_cluster(workdir)
+        if rec is not None:
+            ray_address = rec["address"]
+            if rec.get("token_path") and not os.environ.get("RAY_AUTH_TOKEN_PATH"):
+                os.environ["RAY_AUTH_TOKEN_PATH"] = rec["token_path"]
+        elif running_head(workdir) is None:
+            fail(f"no cluster to check: pass --ray-address http://HEAD:8265 (with RAY_AUTH_TOKEN_PATH set to the "
+                 f"cluster's token), or submit a campaign with --workdir {workdir} first (its cluster is recorded)")
+    return Session(workdir=workdir, ray_address=ray_address).executor
+
+
+def register(app: typer.Typer) -> None:
+    """Attach `campaign doctor` to the main app."""
+
+    @app.command("doctor")
+    def doctor_cmd(
+        workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR",
+                                     help="the work directory the campaign will use; it must be one shared "
+                                          "filesystem, mounted at the same path on every node"),
+        ray_address: str | None = typer.Option(None, "--ray-address",
+                                               help="Ray dashboard address; default: the work directory's cluster"),
+        timeout: float = typer.Option(300.0, "--timeout", min=1.0, help="seconds the nodes' checks may take"),
+        as_json: bool = typer.Option(False, "--json", help="the findings as JSON (node, check, result, status, "
+                                                            "fix)"),
+    ) -> None:
+        """Check every alive node of the cluster: Python/Windtunnel/torch/verl/vLLM/Ray versions against this
+        machine's, GPUs and CPUs, the shared work directory (a nonce file written on each node and read back
+        here), the token, and every verl internal the plugin relies on. Exit 2 listing each problem and its fix."""
+        from orchestrator.cluster_doctor import DoctorError, as_dicts, check, problems
+        from orchestrator.executor import ClusterUnreachable
+        from orchestrator.executor.ray_jobs import ClusterAuthError
+
+        workdir = workdir.resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            rows = check(_executor(workdir, ray_address), workdir, deep=True, timeout_s=timeout)
+        except ClusterAuthError as exc:
+            fail(f"token: {exc}", 2)
+        except ClusterUnreachable as exc:
+            fail(str(exc), 3)
+        except DoctorError as exc:
+            fail(str(exc), exc.exit_code)
+        bad = problems(rows)
+        if as_json:
+            typer.echo(json.dumps({"ok": not bad, "findings": as_dicts(rows)}, indent=2))
+        else:
+            t = Table(title=f"campaign doctor: {len({r.node for r in rows if r.node != 'cluster'})} nodes")
+            for c in ("node", "check", "result", "fix"):
+                t.add_column(c, overflow="fold")
+            for r in rows:
+                t.add_row(r.node, r.check, Text(f"{r.status}: {r.result}" if r.status != "ok" else r.result,
+                                                 style=_STYLE.get(r.status, "")), r.fix)
+            out.print(t)
+        if bad:
+            for r in bad:
+                err.print(Text.assemble(("problem:", "bold red"), f" {r.node}: {r.check}: {r.result} — fix: {r.fix}"),
+                          highlight=False, soft_wrap=True)
+            raise typer.Exit(2)

@@ -1,0 +1,80 @@
+"""Every verl (and TransferQueue) name the plugin and the verl backend import, patch or override, in one list.
+
+Why: the plugin passes through verl seams that are not a stable API (private registries, a name rebound in
+another module, trainer methods it overrides). A verl upgrade that moves one of them breaks a run late — on a
+cluster node, after the job started — or silently (verl swallows a plugin's import error, VERL.md §2).
+`campaign doctor` resolves each entry on every node (`resolve_all`), and `tests/verl/test_internals.py` fails
+when code here or in `orchestrator/training/` imports a verl name this list does not hold.
+
+Each entry is `(module, attribute path or "", where it is used)`; an empty attribute means the module itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+VERL_INTERNALS: tuple[tuple[str, str, str], ...] = (
+    # policies/verl/plugin.py: the rollout registries
+    ("verl.workers.rollout.base", "_ROLLOUT_REGISTRY", "policies/verl/plugin.py"),
+    ("verl.workers.rollout.base", "BaseRollout", "policies/verl/hf_rollout.py"),
+    ("verl.workers.rollout.replica", "RolloutReplicaRegistry.register", "policies/verl/plugin.py"),
+    ("verl.workers.rollout.replica", "RolloutReplica", "policies/verl/hf_rollout.py"),
+    ("verl.workers.rollout.replica", "TokenOutput", "policies/verl/hf_rollout.py"),
+    # policies/verl/trainer.py: the v1 sync trainer and the methods the plugin's trainer overrides
+    ("verl.trainer.ppo.v1", "register_trainer", "policies/verl/trainer.py"),
+    ("verl.trainer.ppo.v1", "PPOTrainerSync._compute_advantage", "policies/verl/trainer.py"),
+    ("verl.trainer.ppo.v1", "PPOTrainerSync._update_actor", "policies/verl/trainer.py"),
+    ("verl.trainer.ppo.v1", "PPOTrainerSync._fetch_one_gen_batch", "policies/verl/trainer.py"),
+    ("verl.trainer.ppo.v1", "PPOTrainerSync._save_checkpoint", "policies/verl/trainer.py"),
+    ("verl.trainer.ppo.v1", "PPOTrainerSync._load_checkpoint", "policies/verl/trainer.py"),
+    ("verl.trainer.ppo.v1", "PPOTrainerSync.on_step_end", "policies/verl/trainer.py"),
+    ("verl.trainer.ppo.v1.trainer_base", "TRAINER_REGISTRY", "policies/verl/checks.py"),
+    ("verl.trainer.ppo.v1.trainer_base", "get_trainer_cls", "policies/verl/checks.py"),
+    ("verl.utils.tensordict_utils", "get_tensordict", "policies/verl/trainer.py"),
+    ("verl.utils.dataset.rl_dataset", "collate_fn", "policies/verl/trainer.py"),
+    ("verl.workers.utils.padding", "response_to_nested", "policies/verl/trainer.py"),
+    ("transfer_queue", "kv_batch_get", "policies/verl/trainer.py"),
+    ("transfer_queue", "kv_batch_put", "policies/verl/trainer.py"),
+    ("transfer_queue.interface", "", "policies/verl/trainer.py (_TQ_CONTROLLER, read if present)"),
+    # policies/verl/cpu.py: the CPU walls
+    ("verl.plugin.platform.platform_base", "PlatformBase", "policies/verl/cpu.py"),
+    ("verl.plugin.platform.platform_manager", "PlatformRegistry.get", "policies/verl/cpu.py"),
+    ("verl.plugin.platform.platform_manager", "PlatformRegistry.register", "policies/verl/cpu.py"),
+    ("verl.utils.distributed", "initialize_global_process_group_ray", "policies/verl/cpu.py (patched)"),
+    ("verl.workers.engine_workers", "initialize_global_process_group_ray", "policies/verl/cpu.py (rebound)"),
+    ("verl.workers.engine", "EngineRegistry._engines", "policies/verl/cpu.py"),
+    ("verl.workers.engine", "EngineRegistry.register", "policies/verl/cpu.py"),
+    ("verl.workers.engine.fsdp.transformer_impl", "FSDPEngineWithLMHead", "policies/verl/cpu.py"),
+    # orchestrator/training: the launcher's entry module, the merge, the local backend's loss functions
+    ("verl.trainer.main_ppo", "", "orchestrator/training/verl_launcher.py (python -m verl.trainer.main_ppo)"),
+    ("verl.model_merger.base_model_merger", "ModelMergerConfig", "orchestrator/training/verl_merge.py"),
+    ("verl.model_merger.fsdp_model_merger", "FSDPModelMerger", "orchestrator/training/verl_merge.py"),
+    ("verl.trainer.ppo.core_algos", "agg_loss", "orchestrator/training/local.py"),
+    ("verl.trainer.ppo.core_algos", "compute_grpo_outcome_advantage", "orchestrator/training/local.py"),
+    ("verl.trainer.ppo.core_algos", "get_policy_loss_fn", "orchestrator/training/local.py"),
+    ("verl.trainer.ppo.core_algos", "kl_penalty", "orchestrator/training/local.py"),
+    ("verl.workers.config.actor", "FSDPActorConfig", "orchestrator/training/local.py"),
+)
+
+
+def resolve(module: str, attr: str) -> str | None:
+    """None when `module` imports and `attr` (dotted) resolves on it, else what failed."""
+    try:
+        obj = importlib.import_module(module)
+    except Exception as exc:  # ImportError, or whatever a broken verl raises on import
+        return f"import {module}: {type(exc).__name__}: {str(exc)[:200]}"
+    for part in [p for p in attr.split(".") if p]:
+        if not hasattr(obj, part):
+            return f"{module}.{attr}: no attribute {part!r}"
+        obj = getattr(obj, part)
+    return None
+
+
+def resolve_all() -> list[dict[str, str]]:
+    """The entries that do not resolve here: [{"name", "used_in", "error"}] (empty: all resolve)."""
+    out = []
+    for module, attr, used in VERL_INTERNALS:
+        err = resolve(module, attr)
+        if err is not None:
+            out.append({"name": f"{module}:{attr}" if attr else module, "used_in": used, "error": err})
+    return out
