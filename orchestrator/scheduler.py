@@ -488,7 +488,8 @@ class Scheduler:
     def run(self, *, timeout_s: float | None = None, on_tick: Callable[[dict[str, int]], None] | None = None,
             wait: bool = True) -> dict[str, int]:
         """Drive the campaign until nothing is pending (or `timeout_s`): take the driver lease, reopen
-        recorded runs whose records are gone and runs that failed for infrastructure reasons, then step. A second orchestrator waits for the first."""
+        recorded runs whose records are gone and runs that failed for infrastructure reasons, then step. A second
+        orchestrator waits for the first."""
         t0 = time.time()
         if not self.acquire(wait=wait, timeout_s=timeout_s):
             return self._counts()

@@ -191,7 +191,8 @@ class PrivateNode:
         self.proc: Any = None
         self.temp_dir = ""
 
-    def start(self, head_address: str | None, gpus: int, cpus: int, log_path: str, ready_s: float) -> dict[str, Any]:
+    def start(self, head_address: str | None, gpus: int, cpus: int, log_path: str, ready_s: float,
+              run_env: dict[str, str]) -> dict[str, Any]:
         import subprocess
         import tempfile
 
@@ -202,7 +203,10 @@ class PrivateNode:
         os.chmod(self.temp_dir, 0o700)
         argv = node_argv(head_address=head_address, ip=ip, gpus=gpus, cpus=cpus, temp_dir=self.temp_dir)
         gcs = next((a.split("=", 1)[1] for a in argv if a.startswith("--port=")), "")
+        # the run's own variables (verl's CPU platform, the policy plugin's settings) reach every worker the
+        # private node starts, as they reach a one-node runtime's through verl's own process
         env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_JOB_CONFIG_JSON_ENV_VAR")}
+        env.update(run_env)
         log = open(log_path, "ab")
         self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_pdeathsig)
         deadline = time.time() + ready_s
@@ -230,9 +234,10 @@ class PrivateNode:
 
 
 @contextmanager
-def private_runtime(res: Reservation, *, cpus_per_node: int, log_dir: Path, ready_s: float = 300.0,
-                    log: Callable[[str], None] = print) -> Iterator[str]:
-    """Start the run's private Ray runtime on its reserved nodes; yield the private head's GCS address."""
+def private_runtime(res: Reservation, *, cpus_per_node: int, log_dir: Path, env: dict[str, str],
+                    ready_s: float = 300.0, log: Callable[[str], None] = print) -> Iterator[str]:
+    """Start the run's private Ray runtime on its reserved nodes, every node with the run's `env`; yield the
+    private head's GCS address."""
     import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -245,10 +250,10 @@ def private_runtime(res: Reservation, *, cpus_per_node: int, log_dir: Path, read
                     "scheduling_strategy": PlacementGroupSchedulingStrategy(res.pg, placement_group_bundle_index=i)}
             actors.append(actor_cls.options(**opts).remote())  # type: ignore[attr-defined]
         head = ray.get(actors[0].start.remote(None, res.gpus_per_node, cpus_per_node,
-                                              str(log_dir / "private_node_0.log"), ready_s))
+                                              str(log_dir / "private_node_0.log"), ready_s, env))
         info.append(head)
         info += ray.get([a.start.remote(head["gcs"], res.gpus_per_node, cpus_per_node,
-                                        str(log_dir / f"private_node_{i}.log"), ready_s)
+                                        str(log_dir / f"private_node_{i}.log"), ready_s, env)
                          for i, a in enumerate(actors[1:], start=1)])
         res.extra["private_nodes"] = [{k: v for k, v in n.items() if k != "pid"} for n in info]
         log(f"windtunnel: private runtime at {head['gcs']} on shared nodes "

@@ -391,7 +391,9 @@ class VerlBackend(TrainingBackend):
             if res is None:
                 rc, wall = self._launch(req, dirs, attempts, None)
             else:
-                with private_runtime(res, cpus_per_node=PRIVATE_NODE_CPUS, log_dir=dirs["out"], log=note) as gcs:
+                _, env = build_command(req, private_address="(reserved)")  # the env every private node needs
+                with private_runtime(res, cpus_per_node=PRIVATE_NODE_CPUS, log_dir=dirs["out"], env=env,
+                                     log=note) as gcs:
                     rc, wall = self._launch(req, dirs, attempts, gcs)
         if rc != 0:
             raise TrainingError(f"verl exited with {rc}; see {dirs['log']}")

@@ -56,7 +56,7 @@ class ClusterSim(Executor):
 
     def free(self) -> list[float]:
         free = list(self.total)
-        for sid, (end, idx, per) in self.jobs.items():
+        for end, idx, per in self.jobs.values():
             if end > self.now:
                 for i in idx:
                     free[i] -= per
