@@ -516,7 +516,11 @@ class Scheduler:
         return counts
 
     def cancel(self, rows: list[RunRow], reason: str = "cancelled by user") -> int:
-        """Stop each row's active job and mark it `cancelled` with `reason` (e.g. a tuning trial's pruning)."""
+        """Stop each row's active job and mark it `cancelled` with `reason` (e.g. a tuning trial's pruning).
+
+        A job Ray still holds PENDING (waiting for resources) cannot be stopped yet: Ray queues the stop until
+        its supervisor starts. Its attempt is also written to the run dir's cancel list, which the stage reads
+        first, so when Ray does start it the stage exits at once without doing any work."""
         n = 0
         for row in rows:
             if S(row.state) in (S.recorded, S.cancelled):
@@ -524,6 +528,10 @@ class Scheduler:
             if S(row.state) == S.failed:
                 continue
             if S(row.state) in ACTIVE and row.submission_id:
+                if self.write_specs:
+                    from orchestrator.stages import cancel_attempt
+
+                    cancel_attempt(run_dir(self.workdir, self._spec(row)), row.submission_id)
                 self.executor.stop(row.submission_id)
                 self.ledger.end_attempt(self.campaign, row.submission_id, AttemptStatus.cancelled)
             self.ledger.transition(self.campaign, row.run_key, S.cancelled, reason=reason)

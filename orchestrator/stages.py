@@ -122,6 +122,23 @@ def stage_lock(rd: Path, stage: str, attempt: str = "") -> Iterator[None]:
         f.close()
 
 
+CANCELLED = ".cancelled_attempts"
+
+
+def cancel_attempt(rd: Path, attempt: str) -> None:
+    """Add `attempt` to the run dir's cancel list (read by `main` before it does anything)."""
+    rd.mkdir(parents=True, exist_ok=True)
+    with open(rd / CANCELLED, "a") as f:
+        f.write(attempt + "\n")
+
+
+def cancelled(rd: Path, attempt: str) -> bool:
+    try:
+        return bool(attempt) and attempt in (rd / CANCELLED).read_text().split()
+    except OSError:
+        return False
+
+
 def write_manifest(rd: Path, stage: str, attempt: str, manifest: dict[str, Any]) -> None:
     """`<rd>/<stage>_done.json`, carrying its attempt, unless a newer attempt holds the fence (StageFenced)."""
     check_fence(rd, stage, attempt)
@@ -336,6 +353,10 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(a.workdir).resolve()
     try:
         spec = load_run_spec(a.run_spec)
+        if cancelled(run_dir(workdir, spec), a.attempt):  # cancelled while Ray still held the job PENDING
+            print(f"windtunnel-stage-error: cancelled: attempt {a.attempt} was cancelled before it started",
+                  file=sys.stderr, flush=True)
+            return 1
         with stage_lock(run_dir(workdir, spec), a.stage, a.attempt):
             out = STAGES[a.stage][0](spec, workdir, a.attempt)
     except StageConfigError as exc:

@@ -334,9 +334,16 @@ def register(app: typer.Typer) -> None:
             out.print(status_matrix(sess, n))
             out.print(LEGEND, highlight=False, markup=False)
             out.print(driver_line(sess, n), highlight=False)
-            for r in sess.ledger.runs(n, [RunState.failed]):
-                out.print(f"  [red]failed[/] {r.run_id} ({r.stage}, {r.failure_class or 'error'}): {r.reason}",
-                          highlight=False, markup=False)
+            from rich.text import Text
+
+            for r in sess.ledger.runs(n, [RunState.failed]):  # the reason as written (no markup read in it)
+                out.print(Text.assemble("  ", ("failed", "red"),
+                                        f" {r.run_id} ({r.stage}, {r.failure_class or 'error'}): {r.reason}"),
+                          highlight=False)
+            for r in sess.ledger.runs(n, [RunState.queued]):
+                if r.reason.startswith("waiting:"):  # the scheduler cannot place it on the cluster (placement)
+                    out.print(Text.assemble("  ", ("waiting", "yellow"), f" {r.run_id}: {r.reason[9:]}"),
+                              highlight=False)
 
     @app.command("watch")
     def watch_cmd(

@@ -207,6 +207,9 @@ class PrivateNode:
         # private node starts, as they reach a one-node runtime's through verl's own process
         env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_JOB_CONFIG_JSON_ENV_VAR")}
         env.update(run_env)
+        # Ray gives a starting node 30 s to register its raylet; a loaded node (a 2-core machine running a few
+        # runs) was seen missing that: give it what `ready_s` allows
+        env.setdefault("RAY_raylet_start_wait_time_s", str(int(ready_s)))
         log = open(log_path, "ab")
         self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_pdeathsig)
         deadline = time.time() + ready_s

@@ -391,7 +391,7 @@ class VerlBackend(TrainingBackend):
             if res is None:
                 rc, wall = self._launch(req, dirs, attempts, None)
             else:
-                _, env = build_command(req, private_address="(reserved)")  # the env every private node needs
+                _, env = build_command(req, private_address="reserved:0")  # the env every private node needs
                 with private_runtime(res, cpus_per_node=PRIVATE_NODE_CPUS, log_dir=dirs["out"], env=env,
                                      log=note) as gcs:
                     rc, wall = self._launch(req, dirs, attempts, gcs)

@@ -206,3 +206,22 @@ def test_a_newer_attempt_fences_an_orphan_of_an_older_one(tree: Path, tmp_path: 
     late = subprocess.run([*argv, "wt-x-train-a1"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert late.returncode == 1 and "windtunnel-stage-error: fenced" in late.stderr
     assert json.loads((rd / "train_done.json").read_text())["attempt"] == "wt-x-train-a2"
+
+
+def test_an_attempt_cancelled_while_pending_does_nothing_when_ray_starts_it(tree: Path, tmp_path: Path) -> None:
+    """Ray queues the stop of a PENDING job until its supervisor starts; the stage then exits before any work."""
+    from orchestrator.session import plan
+    from orchestrator.stages import cancel_attempt, write_run_spec
+
+    _, runs = plan(_campaign(tree, "cx", policies=["baseline"], seeds=[1], recipe="noop"))
+    wd = tmp_path / "wd"
+    path = write_run_spec(runs[0], wd)
+    rd = wd / "runs" / "cx" / runs[0].run_key
+    cancel_attempt(rd, "wt-x-train-a1")
+    argv = [sys.executable, "-m", "orchestrator.stages", "train", "--run-spec", str(path), "--workdir", str(wd),
+            "--attempt"]
+    p = subprocess.run([*argv, "wt-x-train-a1"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "windtunnel-stage-error: cancelled" in p.stderr
+    assert not (rd / "executions.log").exists() and not (rd / "train_done.json").exists()
+    p = subprocess.run([*argv, "wt-x-train-a2"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and (rd / "train_done.json").exists()  # a later attempt (a retry) runs
