@@ -72,7 +72,7 @@ def reserve(gpus_per_node: int, nnodes: int, *, name: str, log: Callable[[str], 
     from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
 
     timeout_s = reserve_timeout_s() if timeout_s is None else timeout_s
-    ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False, logging_level="WARNING")
+    ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False, logging_level=30)  # WARNING
     pg = None
     try:
         ip = ray.util.get_node_ip_address()
@@ -244,15 +244,15 @@ def private_runtime(res: Reservation, *, cpus_per_node: int, log_dir: Path, env:
     import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    actor_cls = ray.remote(PrivateNode)
-    actors = []
+    actor_cls: Any = ray.remote(PrivateNode)
+    actors: list[Any] = []
     info: list[dict[str, Any]] = []
     try:
         for i in range(len(res.node_ids)):
             opts = {"num_cpus": 1, "num_gpus": res.gpus_per_node,
                     "scheduling_strategy": PlacementGroupSchedulingStrategy(res.pg, placement_group_bundle_index=i)}
-            actors.append(actor_cls.options(**opts).remote())  # type: ignore[attr-defined]
-        head = ray.get(actors[0].start.remote(None, res.gpus_per_node, cpus_per_node,
+            actors.append(actor_cls.options(**opts).remote())
+        head: dict[str, Any] = ray.get(actors[0].start.remote(None, res.gpus_per_node, cpus_per_node,
                                               str(log_dir / "private_node_0.log"), ready_s, env))
         info.append(head)
         info += ray.get([a.start.remote(head["gcs"], res.gpus_per_node, cpus_per_node,

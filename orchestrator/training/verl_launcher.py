@@ -387,14 +387,18 @@ class VerlBackend(TrainingBackend):
                 fh.write(line + "\n")
 
         model = req.extra.get("model") or {}
+        launch_file = _next_launch_file(attempts)
         with reserved_nodes(model, dirs["out"], req.run_key, log=note) as res:
             if res is None:
-                rc, wall = self._launch(req, dirs, attempts, None)
+                rc, wall = self._launch(req, dirs, launch_file, None)
             else:
-                _, env = build_command(req, private_address="reserved:0")  # the env every private node needs
+                # verl's workers live on the private nodes and see those nodes' environment, not the driver's:
+                # every node gets the run's variables, this launch's metrics file included
+                _, env = build_command(req, private_address="reserved:0")
+                env["VERL_FILE_LOGGER_PATH"] = str(launch_file)
                 with private_runtime(res, cpus_per_node=PRIVATE_NODE_CPUS, log_dir=dirs["out"], env=env,
                                      log=note) as gcs:
-                    rc, wall = self._launch(req, dirs, attempts, gcs)
+                    rc, wall = self._launch(req, dirs, launch_file, gcs)
         if rc != 0:
             raise TrainingError(f"verl exited with {rc}; see {dirs['log']}")
         merge_metric_files(sorted(attempts.glob("launch_*.jsonl")), dirs["metrics"])
@@ -431,11 +435,11 @@ class VerlBackend(TrainingBackend):
         return TrainResult(checkpoints, dirs["metrics"], compute)
 
     @staticmethod
-    def _launch(req: TrainRequest, dirs: dict[str, Path], attempts: Path, private_address: str | None
+    def _launch(req: TrainRequest, dirs: dict[str, Path], launch_file: Path, private_address: str | None
                 ) -> tuple[int, float]:
         """One verl launch (in its own session, its own metrics file): (exit code, wall seconds)."""
         argv, env = build_command(req, private_address=private_address)
-        env["VERL_FILE_LOGGER_PATH"] = str(_next_launch_file(attempts))
+        env["VERL_FILE_LOGGER_PATH"] = str(launch_file)
         dirs["launch"].write_text(json.dumps({"argv": argv, "env": env}, indent=1))
         t0 = time.time()
         rc = _run(argv, env, dirs["log"], dirs["pid"])

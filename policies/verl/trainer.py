@@ -112,11 +112,30 @@ class WindtunnelTrainer(PPOTrainerSync):
         tmp.write_text(json.dumps(rec, indent=1))
         os.replace(tmp, path)
 
+    def _wt_rank_nodes(self) -> list[str] | None:
+        """The Ray node id of every actor/rollout worker (FSDP rank order): a multi-node run's proof that its
+        ranks span its nodes. None when verl's worker group does not expose its actors."""
+        import ray
+
+        wg = getattr(self, "actor_rollout_wg", None)
+        workers = getattr(wg, "_workers", None) or getattr(wg, "workers", None)
+        if not workers:
+            return None
+        try:
+            return ray.get([w.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id())
+                            for w in workers], timeout=60)
+        except Exception:  # a diagnostic: never the reason a run fails
+            return None
+
     def on_step_end(self) -> None:
         super().on_step_end()
         # `fit` returns from inside its loop after the last step (`trainer_base.py:527`) and never reaches
         # `on_train_end`, so the end time is the last step's end
-        self._wt_runtime_record(ended_at=time.time(), last_step=int(self.global_steps))
+        extra = {}
+        if not getattr(self, "_wt_ranks_recorded", False):
+            self._wt_ranks_recorded = True
+            extra["rank_nodes"] = self._wt_rank_nodes()
+        self._wt_runtime_record(ended_at=time.time(), last_step=int(self.global_steps), **extra)
 
     # ---- selection / reweighting / mixer feedback ------------------------------------------------
     def _compute_advantage(self, batch, metrics: dict):
