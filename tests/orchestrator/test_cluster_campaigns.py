@@ -132,3 +132,50 @@ def test_a_node_lost_mid_train_is_an_infra_retry_and_every_run_records_once(tmp_
             assert [a["status"] for a in trains].count("succeeded") == 1
     finally:
         cluster.stop()
+
+
+def test_after_the_head_is_lost_resume_finishes_with_nothing_lost_or_recorded_twice(tmp_path) -> None:
+    """The work dir's own head dies mid-campaign with its job table (the orchestrator killed with it); `campaign
+    resume` starts a new head, resubmits what the lost one was running under the same ids, keeps every verified
+    stage, and records each run once. Cost: two local heads and 4 noop runs, ~50 s of CPU."""
+    import signal
+
+    from orchestrator.executor.local_head import stop_head
+
+    camp = _project(tmp_path, "headloss", {"m1": (0, 1)}, sleep_s=4, seeds=[1, 2], policies=["baseline", "gfpo"],
+                    nodes=1, gpus_per_node=0)
+    wd = tmp_path / "wd"
+    log = tmp_path / "submit.log"
+    with open(log, "w") as fh:
+        proc = subprocess.Popen([CAMPAIGN, "submit", str(camp), "--workdir", str(wd), "--max-parallel", "2"],
+                                cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        t0 = time.time()
+        while not list((wd / "runs" / "headloss").glob("*/eval_done.json")):  # one run recorded, others training
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.time() - t0 < 300, log.read_text()[-3000:]
+            time.sleep(0.3)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        stop_head(wd)  # the head and every job on it, gone
+        finished = {d.parent.name for d in (wd / "runs" / "headloss").glob("*/eval_done.json")}
+        p = subprocess.run([CAMPAIGN, "resume", "headloss", "--workdir", str(wd)], cwd=REPO, capture_output=True,
+                           text=True, timeout=600)
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        stop_head(wd)
+    led = open_ledger(wd)
+    runs = led.runs("headloss")
+    led.close()
+    assert len(runs) == 4 and {r.state for r in runs} == {"recorded"}
+    recs = pd.read_parquet(wd / "results" / "headloss" / "records.parquet")
+    assert recs["run_id"].nunique() == 4 and not recs.duplicated(["run_id", "benchmark", "step"]).any()
+    for r in runs:  # a run that had finished before the loss runs nothing again; one cut off re-runs its stage
+        stages = [ln.split()[0] for ln in (wd / "runs" / "headloss" / r.run_key / "executions.log").read_text()
+                  .splitlines() if ln]
+        if r.run_key in finished:
+            assert stages == ["train", "evaluate"], stages
+        else:
+            assert 1 <= stages.count("train") <= 2 and 1 <= stages.count("evaluate") <= 2, stages
