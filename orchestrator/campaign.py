@@ -44,17 +44,24 @@ class CampaignError(RuntimeError):
         self.exit_code = exit_code
 
 
-def open_session(workdir: Path, ledger_url: str | None = None, ray_address: str | None = None, *,
-                 remember: bool = False) -> Session:
-    """A session on the work directory. The cluster is `ray_address`, else the one `submit` recorded in
-    `<workdir>/cluster.json` (with its token file), else the work directory's own local head; `remember`
-    records the given address for later commands. Raises LedgerError on a ledger that cannot be opened."""
+def cluster_address(workdir: Path, ray_address: str | None = None) -> str | None:
+    """`ray_address`, else the cluster `submit` recorded in `<workdir>/cluster.json` (its token file becomes
+    RAY_AUTH_TOKEN_PATH unless the environment has one), else None: the work directory's own local head."""
     if not ray_address:
         rec = load_cluster(workdir)
         if rec is not None:
             ray_address = rec["address"]
             if rec.get("token_path") and not os.environ.get("RAY_AUTH_TOKEN_PATH"):
                 os.environ["RAY_AUTH_TOKEN_PATH"] = rec["token_path"]
+    return ray_address
+
+
+def open_session(workdir: Path, ledger_url: str | None = None, ray_address: str | None = None, *,
+                 remember: bool = False) -> Session:
+    """A session on the work directory. The cluster is `ray_address`, else the one `submit` recorded in
+    `<workdir>/cluster.json` (with its token file), else the work directory's own local head; `remember`
+    records the given address for later commands. Raises LedgerError on a ledger that cannot be opened."""
+    ray_address = cluster_address(workdir, ray_address)
     sess = Session(workdir=workdir, ledger_url=ledger_url, ray_address=ray_address)
     sess.ledger  # noqa: B018 - open it now: a bad URL is an input error (exit 2), not a traceback later
     if ray_address and remember:

@@ -39,7 +39,7 @@ class Context:
     data_dir: Path | None = None  # evaluation data; None: not checked (plan without --workdir/--data-dir)
     local_cpus: int | None = field(default_factory=os.cpu_count)  # None for a remote cluster
     nodes: list[Node] | None = None  # the live cluster's nodes (with --ray-address); None: the declared cluster
-    cluster_address: str = ""
+    cluster_address: str = ""  # how messages name the live cluster ("the live cluster at URL", "the local head")
 
 
 def _recipe_rollout_n(recipe: dict[str, Any]) -> int | None:
@@ -120,7 +120,7 @@ def check_resources(spec: CampaignSpec, runs: list[RunSpec], ctx: Context) -> li
     backend = get_backend(spec.backend)
     live = ctx.nodes is not None
     node_gpus = [n.gpus for n in ctx.nodes if n.alive] if ctx.nodes is not None else [c.gpus_per_node] * c.nodes
-    where = (f"the live cluster at {ctx.cluster_address} ({describe(ctx.nodes)})" if ctx.nodes is not None
+    where = (f"{ctx.cluster_address or 'the live cluster'} ({describe(ctx.nodes)})" if ctx.nodes is not None
              else f"the declared cluster ({c.nodes} node(s) × {c.gpus_per_node} GPUs, compute.nodes/gpus_per_node)")
     for (model, per_node, nnodes) in sorted({(r.model, r.gpus_per_node, r.nnodes) for r in runs}):
         if nnodes > 1 and not backend.multi_node:

@@ -42,14 +42,14 @@ def _plan(campaign: str, overrides: list[str] | None, data_root: Path | None = N
 
 
 def _preflight(spec, runs, eval_data: Path | None, *, local_head: bool, ray_address: str | None = None,
-               workdir: Path | None = None) -> None:
+               workdir: Path | None = None, runs_on_local_head: bool = False) -> None:
     """Policies, seeds, recipes, resources and (when `eval_data` is given) the evaluation data, before any
     compute; every problem is listed at once and nothing is written (exit 2). With `ray_address`, runs are
     checked against the live cluster's nodes (an unreachable cluster exits 3)."""
     from orchestrator.executor import ClusterUnreachable
     from orchestrator.preflight import Context, PreflightError, preflight
 
-    nodes = None
+    nodes, where = None, f"the live cluster at {ray_address}" if ray_address else ""
     if ray_address:
         from orchestrator.session import cluster_executor
 
@@ -57,9 +57,16 @@ def _preflight(spec, runs, eval_data: Path | None, *, local_head: bool, ray_addr
             nodes = cluster_executor(ray_address, workdir).nodes()
         except ClusterUnreachable as exc:
             _fail(str(exc), 3)
+    elif runs_on_local_head:
+        # `submit` without --ray-address runs on the work dir's local head, which has no GPUs (CPU campaigns)
+        from orchestrator.placement import Node
+
+        cpus = float(os.cpu_count() or 1)
+        nodes, where = [Node("local-head", 0.0, 0.0, cpus, cpus)], ("the work dir's local head, which has no GPUs "
+                                                                     "(GPU runs go to your cluster: --ray-address)")
     try:
         preflight(spec, runs, Context(data_dir=eval_data, local_cpus=os.cpu_count() if local_head else None,
-                                      nodes=nodes, cluster_address=ray_address or ""))
+                                      nodes=nodes, cluster_address=where))
     except PreflightError as exc:
         _fail(str(exc))
 
@@ -262,8 +269,11 @@ def register(app: typer.Typer) -> None:
         spec, rs = _plan(campaign, overrides, data_root=workdir / "data")
         if data_dir is not None:
             spec, rs = with_data_dir(spec, rs, data_dir)
-        _preflight(spec, rs, eval_data_dir(spec, workdir.resolve()), local_head=not ray_address,
-                   ray_address=ray_address, workdir=workdir)
+        from orchestrator.campaign import cluster_address
+
+        target = cluster_address(workdir, ray_address)  # where the runs will go: given, remembered or local
+        _preflight(spec, rs, eval_data_dir(spec, workdir.resolve()), local_head=not target,
+                   ray_address=target, workdir=workdir, runs_on_local_head=not target)
         if dry_run:
             typer.echo(json.dumps(submit_preview(spec, rs, workdir, ledger_url)))
             return

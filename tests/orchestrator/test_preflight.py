@@ -249,3 +249,32 @@ def test_a_single_file_plugin_is_staged_as_a_package_for_py_modules(tmp_path, mo
     (staged,) = plugin_paths(names, tmp_path / "w" / "plugins")
     assert Path(staged).name == "wt_stage_probe" and (Path(staged) / "__init__.py").read_text() == "X = 1\n"
     assert plugin_paths(["policies", "yaml"], tmp_path / "w" / "plugins") == []  # own and installed: not shipped
+
+
+def test_gpu_runs_are_refused_on_the_local_head_and_a_model_without_room_at_plan(tmp_path):
+    """`submit` without --ray-address runs on the work dir's local head (no GPUs); `plan` checks each run against
+    the declared nodes (GPUs per node × nnodes), not the cluster's total; a local backend cannot span nodes."""
+    proj = _project(tmp_path, {"backend": "noop", "models": ["one"],
+                               "compute": {"nodes": 2, "gpus_per_node": 4, "hours_per_run": 0.01}})
+    (proj.parent / "model").mkdir()
+    for name, per, nn in (("one", 1, 1), ("wide", 4, 3), ("fat", 8, 1)):
+        (proj.parent / "model" / f"{name}.yaml").write_text(yaml.safe_dump(
+            {"name": name, "path": "builtin:tiny_qwen2", "gpus_per_node": per, "nnodes": nn}))
+    wd = tmp_path / "wd"
+    res = _submit(proj, wd)
+    assert res.exit_code == 2 and "local head, which has no GPUs" in res.output and "--ray-address" in res.output
+    _nothing_written(wd)
+    spec = yaml.safe_load(proj.read_text())
+    spec.update(models=["wide", "fat"], compute={"nodes": 2, "gpus_per_node": 4, "hours_per_run": 0.01})
+    proj.write_text(yaml.safe_dump(spec))
+    res = runner.invoke(app, ["plan", str(proj)])  # 8 GPUs in total would hold either; no 3 or 8-GPU node does
+    assert res.exit_code == 2
+    assert "'wide': a run needs 3 node(s) × 4 GPU(s)" in res.output and "'fat': a run needs 8 GPU(s) on one node" \
+        in res.output
+    spec.update(backend="local", models=["wide"], compute={"nodes": 3, "gpus_per_node": 4, "hours_per_run": 0.01})
+    proj.write_text(yaml.safe_dump(spec))
+    res = runner.invoke(app, ["plan", str(proj)])
+    assert res.exit_code == 2 and "nnodes: 3, but the 'local' backend trains on one node only" in res.output
+    (proj.parent / "model" / "wide.yaml").write_text(yaml.safe_dump({"name": "wide", "path": "x", "gpus": 8}))
+    res = runner.invoke(app, ["plan", str(proj)])
+    assert res.exit_code == 2 and "key 'gpus': ambiguous" in res.output and "gpus_per_node" in res.output
