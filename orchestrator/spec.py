@@ -13,9 +13,11 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from analysis.schema import DEFAULT_REFERENCE  # the one default reference per mechanism (campaigns and analysis)
+from orchestrator.ranges import check_backoff, check_steps
 
 # One safe pattern for every name that becomes part of a path (campaign, group label, policy, model,
 # recipe, suite): no separators, no `..`, no whitespace or control characters.
@@ -84,6 +86,17 @@ PolicyNames = Annotated[list[str], AfterValidator(lambda v: _unique_names(v, "po
 RecipeName = Annotated[str, AfterValidator(lambda v: check_name(v, "recipe"))]
 
 
+def _steps(v: Any) -> Any:
+    problem = check_steps("steps", v)
+    if problem:
+        raise ValueError(problem.removeprefix("steps: "))
+    return v
+
+
+# steps and save_freq: whole numbers in [1, orchestrator.ranges.STEPS_MAX] (1e9 and 10**30 are typos, not plans)
+StepCount = Annotated[int, BeforeValidator(_steps)]
+
+
 class SpecError(ValueError):
     """A campaign spec is malformed; the message names the file, the key and the fix."""
 
@@ -142,8 +155,8 @@ class GroupSpec(_Strict):
     models: ModelNames = Field(min_length=1)
     policies: PolicyNames = Field(min_length=1)
     seeds: Seeds | None = None
-    steps: int | None = Field(default=None, gt=0)
-    save_freq: int | None = Field(default=None, gt=0)
+    steps: StepCount | None = None
+    save_freq: StepCount | None = None
     regime: str = ""
     recipe: RecipeName | None = None
     recipe_by_model: dict[str, RecipeName] = Field(default_factory=dict)
@@ -164,9 +177,18 @@ class SubCampaignSpec(_Strict):
 
 
 class RetrySpec(_Strict):
+    """Retries of a failed stage: waits grow from backoff_s and are capped at backoff_max_s (>= backoff_s)."""
+
     max_attempts: int = Field(default=3, ge=1)
-    backoff_s: float = Field(default=5.0, ge=0)
-    backoff_max_s: float = Field(default=300.0, ge=0)
+    backoff_s: float = Field(default=5.0, ge=0, allow_inf_nan=False)
+    backoff_max_s: float = Field(default=300.0, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetrySpec:
+        problem = check_backoff(self.backoff_s, self.backoff_max_s)
+        if problem:
+            raise ValueError(problem)
+        return self
 
 
 class CampaignSpec(_Strict):
@@ -175,8 +197,8 @@ class CampaignSpec(_Strict):
     name: str
     suite: str = "db12"
     seeds: Seeds = Field(default_factory=lambda: [1, 2, 3], min_length=1)
-    steps: int = Field(default=300, gt=0)
-    save_freq: int | None = Field(default=None, gt=0)
+    steps: StepCount = 300
+    save_freq: StepCount | None = None
     recipe: RecipeName | None = None
     models: ModelNames = Field(default_factory=list)
     policies: PolicyNames = Field(default_factory=list)
