@@ -48,7 +48,12 @@ def open_session(workdir: Path, ledger_url: str | None = None, ray_address: str 
                  remember: bool = False) -> Session:
     """A session on the work directory. The cluster is `ray_address`, else the one `submit` recorded in
     `<workdir>/cluster.json` (with its token file), else the work directory's own local head; `remember`
-    records the given address for later commands. Raises LedgerError on a ledger that cannot be opened."""
+    records the given address for later commands. Raises LedgerError on a ledger that cannot be opened and
+    RayAddressError on a malformed address, before the ledger is touched."""
+    if ray_address is not None:
+        from orchestrator.ray_address import parse_ray_address
+
+        parse_ray_address(ray_address)  # bad input, found before anything is written
     if not ray_address:
         rec = load_cluster(workdir)
         if rec is not None:
