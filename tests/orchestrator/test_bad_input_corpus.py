@@ -64,6 +64,10 @@ BAD_OVERRIDES = [
     "steps=1e9", "steps=1000000000000000000000000000000", "steps=100001", "steps=300.0", "steps=true",
     "save_freq=1e9", "save_freq=1000000000000000000000000000000", "retries.backoff_max_s=0.5",
     "retries.backoff_s=6", "retries.backoff_s=inf", "retries.backoff_max_s=nan", "retries.backoff_max_s=inf",
+    # every numeric spec field: finite, integers not coerced from floats, stated caps (orchestrator/spec.py)
+    "compute.hours_per_run=inf", "compute.hours_per_run=1e6", "+compute.eval_gpu_hours_per_checkpoint=inf",
+    "compute.nodes=1e9", "compute.cpus_per_run=1.0", "data.seed=-1", "data.seed=4294967296",
+    "retries.max_attempts=1e9", "retries.max_attempts=1000",
 ]
 
 
