@@ -282,6 +282,26 @@ def _cli_cases(tmp_path: Path, tree: Path) -> list[tuple[list[str], str]]:
     for opt in ("--sd", "--margin"):
         for v in ("nan", "inf", "0", "-2"):
             cases.append((["plan", DEMO, opt, v], opt))
+    gfpo = str(REPO / "campaigns" / "policy" / "gfpo.yaml")
+    train = ["train", "--policy", gfpo, "--out", str(tmp_path / "d")]
+    cases += [
+        ([*train, "--seed", "-1"], "--seed"), ([*train, "--seed", str(2**32)], "--seed"),
+        ([*train, "--seed", "1", "--steps", "0"], "--steps"),
+        ([*train, "--seed", "1", "--steps", "1000000"], "--steps"),
+        ([*train, "--seed", "1", "--save-freq", "0"], "--save-freq"),
+        (["eval", str(tmp_path / "ckpt"), "--seed", "-1"], "--seed"),
+        (["eval", str(tmp_path / "ckpt"), "--step", "-3"], "--step"),
+        (["eval", str(tmp_path / "ckpt"), "--max-gen-toks", "0"], "--max-gen-toks"),
+        (["tune", DEMO, "--workdir", str(wd), "--trials", "0"], "--trials"),
+        (["tune", DEMO, "--workdir", str(wd), "--sampler-seed", "-1"], "--sampler-seed"),
+        (["tune", DEMO, "--workdir", str(wd), "--max-parallel", "0"], "--max-parallel"),
+        (["tune", DEMO, "--workdir", str(wd), "--ray-address", "not a url"], "--ray-address"),
+        (["tune", DEMO, "--workdir", str(wd), "--seeds", "1,x"], "--seeds"),
+        (["seeds-look", "demo", "--look", "0", "--workdir", str(wd), "--records", rel, "--margin", "nan"], "--margin"),
+        (["seeds-look", "demo", "--look", "0", "--workdir", str(wd), "--records", rel, "--futility-cp", "2"],
+         "--futility-cp"),
+        (["looks", "demo", "--workdir", str(wd)], "'demo'"),
+    ]
     return cases
 
 
