@@ -104,6 +104,8 @@ BAD_FILES = {
     "steps_10_pow_30": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\n"
                        "steps: 1000000000000000000000000000000\n",
     "steps_text": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nsteps: '300'\n",
+    "steps_1e9_bare": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nsteps: 1e9\n",
+    "steps_pow_expr": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nsteps: 10**30\n",
     "backoff_order": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\n"
                      "retries: {backoff_s: 60, backoff_max_s: 5}\n",
     "group_steps": "name: x\nrecipe: cpu_tiny\nsub_campaigns: {a: {groups: [{campaign: main, models: [tiny_qwen2], "
