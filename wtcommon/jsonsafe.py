@@ -14,7 +14,7 @@ from typing import Any
 
 def json_safe(obj: Any) -> Any:
     """`obj` with every non-finite float (numpy scalars included) replaced by None, recursively."""
-    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)) and getattr(obj, "ndim", 0) == 0:
+    if type(obj).__module__ == "numpy" and getattr(obj, "ndim", None) == 0:
         obj = obj.item()  # numpy scalar -> Python
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from orchestrator.cli.console import err, fail as _fail, out
 from orchestrator.cli.groups import subgroup
+from wtcommon.jsonsafe import dumps as json_dumps  # strict JSON: NaN/Infinity are null
 
 
 from campaigns import config_root
@@ -180,9 +181,7 @@ def register(app: typer.Typer) -> None:
             except ValueError as exc:  # RecordsError/SuiteError: located user errors
                 _fail(str(exc))
         if fmt == "json":
-            from wtcommon.jsonsafe import dumps
-
-            typer.echo(dumps(acc, indent=2))
+            typer.echo(json_dumps(acc, indent=2))
             return
         if fmt == "csv":
             import csv
@@ -271,7 +270,7 @@ def register(app: typer.Typer) -> None:
             spec, rs = with_data_dir(spec, rs, data_dir)
         _preflight(spec, rs, eval_data_dir(spec, workdir.resolve()), local_head=not ray_address)
         if dry_run:
-            typer.echo(json.dumps(submit_preview(spec, rs, workdir, ledger_url)))
+            typer.echo(json_dumps(submit_preview(spec, rs, workdir, ledger_url)))
             return
         sess = _session(workdir, ledger_url, ray_address, remember=True)
         diff, removed = submit(sess, spec, rs)
@@ -331,7 +330,7 @@ def register(app: typer.Typer) -> None:
                               for r in sess.ledger.runs(n)]
                 st.update(campaign_progress(sess, n))
                 res.append(st)
-            typer.echo(json.dumps(res if not campaign else res[0], indent=2, default=str))
+            typer.echo(json_dumps(res if not campaign else res[0], indent=2, default=str))
             return
         for n in names:
             st = sess.status(n)
