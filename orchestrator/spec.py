@@ -17,12 +17,12 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       model_validator)
 
 from analysis.schema import DEFAULT_REFERENCE  # the one default reference per mechanism (campaigns and analysis)
-from orchestrator.ranges import check_backoff, check_steps
+from orchestrator.ranges import SEED_LIMIT, check_backoff, check_steps
 
 # One safe pattern for every name that becomes part of a path (campaign, group label, policy, model,
 # recipe, suite): no separators, no `..`, no whitespace or control characters.
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
-SEED_LIMIT = 2**32  # numpy/torch seeds are uint32; a larger seed would be truncated silently
+# SEED_LIMIT (orchestrator.ranges): numpy/torch seeds are uint32; a larger seed would be truncated silently
 
 
 def shipped_config_root() -> Path:

@@ -146,9 +146,8 @@ def register(app: typer.Typer) -> None:
         cluster, and every assumption the campaign declares (submits nothing)."""
         from orchestrator.grid import accounting, makespan_hours
         from orchestrator.preflight import eval_data_dir
-        from orchestrator.training.registry import get_backend
-
         from orchestrator.ranges import check_points
+        from orchestrator.training.registry import get_backend
 
         fmt = "json" if as_json else fmt
         if fmt not in ("table", "json", "csv"):
