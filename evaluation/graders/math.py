@@ -124,7 +124,7 @@ def grade_math_inprocess(response: str, gold: str) -> GradeResult:
         if not gold_parsed:
             return GradeResult(0.0, None, "error")  # unparsable gold: a data bug, never a silent zero
         if offers_alternatives(response):
-            if not _OR.search(gold) and "," not in gold:
+            if not _OR.search(gold) and "," not in normalise_answer(gold):  # "12,345" is one value
                 return GradeResult(0.0, None, "no_answer")  # rule 4: two values offered for one
             response = _OR.sub(",", response)  # the gold is a list: "or" separates its values
         boxed = last_boxed(response)
