@@ -157,6 +157,14 @@ def _check_score(raw: pd.DataFrame, col: str, f: str, problems: list[Problem], h
 CELL = ("campaign", "model", "policy", "regime", "step", "seed", "benchmark")
 
 
+def _is_missing(v: object) -> bool:
+    """None, NaN or pandas NA (scalars only)."""
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):  # a list or array cell: not missing
+        return False
+
+
 def _check_one_run_per_cell(raw: pd.DataFrame, cols: set[str] | list[str], key_col: str, f: str,
                             problems: list[Problem]) -> None:
     """Two runs of one cell (same campaign/model/policy/regime/step/seed/benchmark, different run) would be paired
@@ -164,7 +172,9 @@ def _check_one_run_per_cell(raw: pd.DataFrame, cols: set[str] | list[str], key_c
     cell = [c for c in CELL if c in cols]
     if key_col not in cols or not {"campaign", "model", "policy", "seed", "benchmark"} <= set(cell):
         return
-    keys = raw[cell + [key_col]].astype(str).apply(lambda s: s.str.strip())
+    # a blank key cell (NaN seed in a Parquet file, "" in a CSV) is refused by the cell checks with its row and
+    # column; here it is text like any other value, never a float that `'/'.join` cannot take
+    keys = raw[cell + [key_col]].apply(lambda s: s.map(lambda v: "" if _is_missing(v) else str(v).strip()))
     first = keys.groupby(cell, sort=False)[key_col].transform("first")
     for r in _rows((keys[key_col] != first).to_numpy()):
         problems.append(Problem(f, r, key_col, f"{keys[key_col].iloc[r - 1]!r} is a second run of the cell "

@@ -46,7 +46,12 @@ class CampaignError(RuntimeError):
 
 def cluster_address(workdir: Path, ray_address: str | None = None) -> str | None:
     """`ray_address`, else the cluster `submit` recorded in `<workdir>/cluster.json` (its token file becomes
-    RAY_AUTH_TOKEN_PATH unless the environment has one), else None: the work directory's own local head."""
+    RAY_AUTH_TOKEN_PATH unless the environment has one), else None: the work directory's own local head.
+    Raises RayAddressError on a malformed address (bad input, found before anything is written)."""
+    if ray_address is not None:
+        from orchestrator.ray_address import parse_ray_address
+
+        parse_ray_address(ray_address)
     if not ray_address:
         rec = load_cluster(workdir)
         if rec is not None:
@@ -60,7 +65,8 @@ def open_session(workdir: Path, ledger_url: str | None = None, ray_address: str 
                  remember: bool = False) -> Session:
     """A session on the work directory. The cluster is `ray_address`, else the one `submit` recorded in
     `<workdir>/cluster.json` (with its token file), else the work directory's own local head; `remember`
-    records the given address for later commands. Raises LedgerError on a ledger that cannot be opened."""
+    records the given address for later commands. Raises LedgerError on a ledger that cannot be opened and
+    RayAddressError on a malformed address, before the ledger is touched."""
     ray_address = cluster_address(workdir, ray_address)
     sess = Session(workdir=workdir, ledger_url=ledger_url, ray_address=ray_address)
     sess.ledger  # noqa: B018 - open it now: a bad URL is an input error (exit 2), not a traceback later

@@ -10,7 +10,6 @@ once, one line each, naming the file and the fix.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,7 +169,7 @@ def preflight(spec: CampaignSpec, runs: list[RunSpec], ctx: Context | None = Non
     needs_eval_data = get_backend(spec.backend).needs_eval_data
     if needs_eval_data and ctx.data_dir is not None:
         problems += check_eval_data(spec, ctx.data_dir)
-    elif needs_eval_data:
+    else:  # every backend's evaluate stage loads the suite (noop too), even when it reads no benchmark data
         from evaluation.suite import SuiteError, load_suite
 
         try:
@@ -188,14 +187,3 @@ def eval_data_dir(spec: CampaignSpec, workdir: Path) -> Path:
         return Path(workdir) / "data" / "eval"
     p = Path(str(raw).replace("${workdir}", str(workdir)))
     return p if p.is_absolute() else Path(workdir) / p
-
-
-def check_positive(name: str, value: float | int | None, *, allow_zero: bool = False) -> str | None:
-    """A one-line problem for a numeric CLI option that is NaN, infinite or not positive, else None."""
-    if value is None:
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"{name}: got {value}; give a finite number"
-    if value < 0 or (value == 0 and not allow_zero):
-        return f"{name}: got {value}; must be {'>= 0' if allow_zero else '> 0'}"
-    return None

@@ -13,14 +13,16 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from analysis.schema import DEFAULT_REFERENCE  # the one default reference per mechanism (campaigns and analysis)
+from orchestrator.ranges import SEED_LIMIT, check_backoff, check_steps
 
 # One safe pattern for every name that becomes part of a path (campaign, group label, policy, model,
 # recipe, suite): no separators, no `..`, no whitespace or control characters.
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
-SEED_LIMIT = 2**32  # numpy/torch seeds are uint32; a larger seed would be truncated silently
+# SEED_LIMIT (orchestrator.ranges): numpy/torch seeds are uint32; a larger seed would be truncated silently
 
 
 def shipped_config_root() -> Path:
@@ -84,12 +86,28 @@ PolicyNames = Annotated[list[str], AfterValidator(lambda v: _unique_names(v, "po
 RecipeName = Annotated[str, AfterValidator(lambda v: check_name(v, "recipe"))]
 
 
+def _steps(v: Any) -> Any:
+    problem = check_steps("steps", v)
+    if problem:
+        raise ValueError(problem.removeprefix("steps: "))
+    return v
+
+
+# steps and save_freq: whole numbers in [1, orchestrator.ranges.STEPS_MAX] (1e9 and 10**30 are typos, not plans)
+StepCount = Annotated[int, BeforeValidator(_steps)]
+
+
 class SpecError(ValueError):
     """A campaign spec is malformed; the message names the file, the key and the fix."""
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # a NaN or infinite number is never a valid spec value (hours_per_run: inf planned forever)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+HOURS_MAX = 8760.0  # wall hours of one run: at most a year (a larger value is a unit mistake)
+ATTEMPTS_MAX = 100
 
 
 class Assumption(_Strict):
@@ -105,23 +123,24 @@ class Assumption(_Strict):
 class ModelCompute(_Strict):
     """Resources of one run of a model: GPUs it holds and the wall hours it takes."""
 
-    gpus: int = Field(ge=0)
-    hours: float = Field(gt=0)
+    gpus: int = Field(ge=0, strict=True)
+    hours: float = Field(gt=0, le=HOURS_MAX)
 
 
 class ComputeSpec(_Strict):
     """Cluster shape and per-model costs used for admission and the GPU-hour estimate."""
 
-    gpus_per_run: int = Field(default=8, ge=0)
-    hours_per_run: float = Field(default=7.7, gt=0)
+    # integers are strict (1e9 or "8" is refused, not coerced); hours finite and at most HOURS_MAX
+    gpus_per_run: int = Field(default=8, ge=0, strict=True)
+    hours_per_run: float = Field(default=7.7, gt=0, le=HOURS_MAX)
     models: dict[str, ModelCompute] = Field(default_factory=dict)
-    nodes: int = Field(default=1, ge=1)
-    gpus_per_node: int = Field(default=8, ge=0)
-    cpus_per_run: int = Field(default=1, ge=1)
+    nodes: int = Field(default=1, ge=1, strict=True)
+    gpus_per_node: int = Field(default=8, ge=0, strict=True)
+    cpus_per_run: int = Field(default=1, ge=1, strict=True)
     # declared CPUs per node; default: this machine's for a local head
-    cpus_per_node: int | None = Field(default=None, ge=1)
-    eval_gpu_hours_per_checkpoint: float | None = Field(default=None, ge=0)  # None: not declared (never shown as 0)
-    hours_at_steps: int = Field(default=300, gt=0)  # `hours` are per this many steps; scaled linearly
+    cpus_per_node: int | None = Field(default=None, ge=1, strict=True)
+    eval_gpu_hours_per_checkpoint: float | None = Field(default=None, ge=0, le=HOURS_MAX)  # None: not declared
+    hours_at_steps: StepCount = 300  # `hours` are per this many steps; scaled linearly
 
     def for_model(self, model: str) -> ModelCompute:
         return self.models.get(model, ModelCompute(gpus=self.gpus_per_run, hours=self.hours_per_run))
@@ -131,7 +150,7 @@ class DataSpec(_Strict):
     """Which training corpus the recipes read; regimes derive variants from it (orchestrator.data)."""
 
     corpus: Literal["multidomain_3", "synthetic"] = "multidomain_3"
-    seed: int = 42
+    seed: int = Field(default=42, ge=0, lt=SEED_LIMIT, strict=True)
     root: str | None = None  # where built corpora live; default <workdir>/data
 
 
@@ -142,8 +161,8 @@ class GroupSpec(_Strict):
     models: ModelNames = Field(min_length=1)
     policies: PolicyNames = Field(min_length=1)
     seeds: Seeds | None = None
-    steps: int | None = Field(default=None, gt=0)
-    save_freq: int | None = Field(default=None, gt=0)
+    steps: StepCount | None = None
+    save_freq: StepCount | None = None
     regime: str = ""
     recipe: RecipeName | None = None
     recipe_by_model: dict[str, RecipeName] = Field(default_factory=dict)
@@ -158,15 +177,24 @@ class GroupSpec(_Strict):
 
 class SubCampaignSpec(_Strict):
     description: str = ""
-    expected_runs: int | None = Field(default=None, ge=0)
+    expected_runs: int | None = Field(default=None, ge=0, strict=True)
     groups: list[GroupSpec] = Field(min_length=1)
     assumptions: list[Assumption] = Field(default_factory=list)
 
 
 class RetrySpec(_Strict):
-    max_attempts: int = Field(default=3, ge=1)
+    """Retries of a failed stage: waits grow from backoff_s and are capped at backoff_max_s (>= backoff_s)."""
+
+    max_attempts: int = Field(default=3, ge=1, le=ATTEMPTS_MAX, strict=True)
     backoff_s: float = Field(default=5.0, ge=0)
     backoff_max_s: float = Field(default=300.0, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetrySpec:
+        problem = check_backoff(self.backoff_s, self.backoff_max_s)
+        if problem:
+            raise ValueError(problem)
+        return self
 
 
 class CampaignSpec(_Strict):
@@ -175,8 +203,8 @@ class CampaignSpec(_Strict):
     name: str
     suite: str = "db12"
     seeds: Seeds = Field(default_factory=lambda: [1, 2, 3], min_length=1)
-    steps: int = Field(default=300, gt=0)
-    save_freq: int | None = Field(default=None, gt=0)
+    steps: StepCount = 300
+    save_freq: StepCount | None = None
     recipe: RecipeName | None = None
     models: ModelNames = Field(default_factory=list)
     policies: PolicyNames = Field(default_factory=list)
@@ -189,7 +217,7 @@ class CampaignSpec(_Strict):
     evaluation: dict[str, Any] = Field(default_factory=dict)  # evaluator options (limit, data_dir, backend)
     model_defs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     sub_campaigns: dict[str, SubCampaignSpec] = Field(default_factory=dict)
-    expected_runs: int | None = Field(default=None, ge=0)
+    expected_runs: int | None = Field(default=None, ge=0, strict=True)
     assumptions: list[Assumption] = Field(default_factory=list)
     # Filled in by the loader, not by users:
     seed_design: dict[str, Any] | None = None  # a `seeds: {design: sequential, ...}` block; seeds = its first batch

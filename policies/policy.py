@@ -369,7 +369,10 @@ def _load_policy(
     rollout_n: int | None,
 ) -> DataPolicy:
     cfg, origin = _read(source)
-    policy = str(cfg.get("name") or (Path(origin).stem if origin != "<mapping>" else ""))
+    raw_name = cfg.get("name")
+    if raw_name is not None and not isinstance(raw_name, str):  # `name: [1, 2]` or `name: 7` is no name
+        raise PolicyConfigError(f"{origin}: name: got {raw_name!r}; give the policy's name as text (e.g. name: gfpo)")
+    policy = str(raw_name or (Path(origin).stem if origin != "<mapping>" else ""))
     if not policy:
         raise PolicyConfigError(f"{origin}: name: missing (give the policy a name)")
     cfg["name"] = policy

@@ -1,13 +1,16 @@
 """Knights & Knaves assignment grader.
 
-Final-answer semantics (GRADER_VERSION 2; every rule is a test in tests/evaluation/test_grader_corpus.py):
+Final-answer semantics (GRADER_VERSION 3; every rule is a test in tests/evaluation/test_grader_corpus.py and
+tests/evaluation/adversarial_corpus.yaml):
 
 1. **Statements.** Accepted phrasings, in any order and case, markdown stripped: `X is a knight`,
    `X must be a knave`, `X is indeed a knight`, `X: knight`, `X - knave`, `X → knight`, `X (knave)`;
    lists joined by commas/"and" (`Michael and Ethan are knights`); role-first lists
-   (`Knights: Michael, Ethan. Knaves: Zoey.`, `The knaves are Zoey and Ethan`). Names are matched against
-   the gold names, so "He is a knight" is not a person. A negation ("is not a knave") is no statement, and
-   a clause introduced by a supposition or a quoted claim ("Suppose X is ...", "Y says X is ...") is not one.
+   (`Knights: Michael, Ethan. Knaves: Zoey.`, `The knaves are Zoey and Ethan`); a Markdown table row
+   (`| Michael | Knight |`, v3). Names are matched against the gold names, so "He is a knight" is not a
+   person. A negation assigns the other role (v3; every person is one of the two): `X is not a knave`,
+   `X isn't a knight`, `X must not be a knave`. A clause introduced by a supposition or a quoted claim
+   ("Suppose X is ...", "Y says X is ...") is not a statement.
 2. **Ambiguous or contradictory statements** ("X is a knight or a knave", "X is a knight and a knave") are
    no answer for that person (recorded as `X=?`), never a knight.
 3. **Final answer block.** When the response has one, only it counts: the last `<answer>…</answer>` (to the
@@ -18,6 +21,9 @@ Final-answer semantics (GRADER_VERSION 2; every rule is a test in tests/evaluati
 4. Inside the region read, the answer is the *last complete assignment block* (a run of statements naming
    every person once, < 300 characters apart), so a closing "Therefore Ethan is a knight." does not hide the
    full list before it; without a complete block, the last statement per person.
+5. **Alternatives are no answer** (v3): when that last complete block follows another, different complete
+   block and the two are joined by "or" / "alternatively" ("Michael is a knight, Ethan is a knight, Zoey is a
+   knave; or Michael is a knave, ..."), two assignments are offered: status `no_answer`, no credit for either.
 
 Parsing is one linear tokenisation plus bounded scans around each role word: no regex backtracking.
 """
@@ -28,18 +34,21 @@ import re
 
 from evaluation.graders.result import GradeResult
 
-GRADER_VERSION = "2"
+GRADER_VERSION = "3"
 
 _MARKDOWN = re.compile(r"[*_`#]++")
 # words and punctuation; line breaks are whitespace (a statement may wrap), names in a list need separators
-_TOKEN = re.compile(r"[A-Za-z][A-Za-z'’\-]*+|->|→|[,:;.!?()=–—&\-]")
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z'’\-]*+|->|→|[,:;.!?()=–—&|\-]")
 _PHRASE_MARK = re.compile(
     r"\b(?:final answer|final assignment|the answer is|answer ?:|in conclusion|in summary|to summari[sz]e)",
     re.IGNORECASE,
 )
 _ROLES = {"knight": "knight", "knights": "knight", "knave": "knave", "knaves": "knave"}
 _COPULAS = {"is", "are", "was", "were"}
-_LINK_SYMBOLS = {":", "=", "-", "–", "—", "→", "->", "("}
+_LINK_SYMBOLS = {":", "=", "-", "–", "—", "→", "->", "(", "|"}  # "|": a Markdown table cell
+_NEGATED_COPULAS = {"isn't", "isn’t", "aren't", "aren’t", "wasn't", "wasn’t", "weren't", "weren’t"}
+_NEGATIONS = {"not", "never"}
+_OTHER = {"knight": "knave", "knave": "knight"}
 _FILLERS = {"a", "an", "the", "both", "all", "also", "indeed", "definitely", "actually", "therefore", "thus",
             "then", "clearly", "certainly", "truly", "surely", "necessarily", "each", "either", "so"}
 _SEPARATORS = {",", "and", "&"}
@@ -50,7 +59,7 @@ _NOT_NAMES = (set(_ROLES) | _COPULAS | _FILLERS | _SEPARATORS | _HYPOTHETICAL
               | {"he", "she", "they", "it", "we", "i", "you", "hence", "since", "because", "not", "no", "yes",
                  "but", "or", "every", "neither", "none", "one", "this", "that", "there", "must", "be", "answer",
                  "final", "knights", "knaves", "person", "people", "everyone", "nobody", "solution"})
-_BOUNDARIES = {".", "!", "?", ";"}
+_BOUNDARIES = {".", "!", "?", ";", "|"}
 _MAX_LIST = 16  # names in one list (puzzles have at most 8 people)
 _MAX_FILLERS = 3
 _BLOCK_GAP = 300  # characters allowed between two statements of one block
@@ -169,11 +178,23 @@ class _Parser:
                 fillers += 1
             names: list[int] = []
             before = -1
+            negated = False
+            if k > 0 and low[k] in _NEGATIONS and low[k - 1] in _COPULAS:
+                negated, k = True, k - 1  # "is not a knave": the copula links, the role flips
             if k >= 0:
                 link = low[k]
-                if link in _COPULAS or link in _LINK_SYMBOLS or (link == "be" and k > 0 and low[k - 1] == "must"):
-                    k -= 2 if link == "be" else 1
-                    if k >= 0 and low[k] == ",":
+                step = 0
+                if link in _COPULAS or link in _LINK_SYMBOLS:
+                    step = 1
+                elif link in _NEGATED_COPULAS:  # "isn't a knight"
+                    step, negated = 1, True
+                elif link == "be" and k > 0 and low[k - 1] == "must":
+                    step = 2
+                elif link == "be" and k > 1 and low[k - 1] in _NEGATIONS and low[k - 2] == "must":
+                    step, negated = 3, True  # "must not be a knave"
+                if step:
+                    k -= step
+                    if k >= 0 and low[k] in (",", "|"):
                         k -= 1
                     names, before = self._list_left(k)
             if not names:  # role first: (the) ROLE(s) (:|are|is|=|-) NAMES
@@ -191,7 +212,8 @@ class _Parser:
                     per = given if len(given) == len(names) else [None] * len(names)
                     out.extend((self.pos(n), low[n], rl) for n, rl in zip(names, per, strict=True))
                 else:
-                    out.extend((self.pos(n), low[n], final) for n in names)
+                    role_given = _OTHER[final] if (negated and final is not None) else final
+                    out.extend((self.pos(n), low[n], role_given) for n in names)
         out.sort(key=lambda s: s[0])
         return out
 
@@ -239,8 +261,9 @@ def final_block(text: str) -> str | None:
     return text[marks[-1].end():] if marks else None
 
 
-def _last_complete_block(stmts: list[Statement], names: set[str]) -> dict[str, str | None] | None:
-    """Latest run of statements (gaps < _BLOCK_GAP, no name repeated) that assigns every name."""
+def _complete_block(stmts: list[Statement], names: set[str]) -> tuple[int, dict[str, str | None]] | None:
+    """(index of its first statement, block) of the latest run of statements (gaps < _BLOCK_GAP, no name
+    repeated) that assigns every name."""
     for start in range(len(stmts) - 1, -1, -1):
         block: dict[str, str | None] = {}
         prev = stmts[start][0]
@@ -250,8 +273,40 @@ def _last_complete_block(stmts: list[Statement], names: set[str]) -> dict[str, s
             block[name] = role
             prev = pos
         if names <= block.keys():
-            return block
+            return start, block
     return None
+
+
+def _last_complete_block(stmts: list[Statement], names: set[str]) -> dict[str, str | None] | None:
+    """Latest run of statements (gaps < _BLOCK_GAP, no name repeated) that assigns every name."""
+    found = _complete_block(stmts, names)
+    return None if found is None else found[1]
+
+
+_ALTERNATIVE = re.compile(r"\b(?:or|alternatively)\b", re.IGNORECASE)
+_WORD = re.compile(r"[a-z']+")
+_JOINING = {"or", "alternatively", "either", "it", "could", "also", "be", "that", "possibly", "maybe", "perhaps",
+            "else", "otherwise", "s", "knight", "knights", "knave", "knaves"}
+
+
+def _offers_alternatives(text: str, stmts: list[Statement], names: set[str]) -> bool:
+    """Rule 5: the last complete block follows a different complete block, joined by "or"/"alternatively"."""
+    last = _complete_block(stmts, names)
+    if last is None or last[0] == 0:
+        return False
+    start, block = last
+    prev = _complete_block(stmts[:start], names)
+    if prev is None or prev[1] == block:
+        return False
+    prev_end = stmts[prev[0] + len(prev[1]) - 1][0]
+    gap = text[prev_end: stmts[start][0]]
+    if len(gap) > _BLOCK_GAP:
+        return False
+    # the joining words after the previous block's last role word: "or" / "alternatively" and nothing else that
+    # carries meaning ("knave; or", "knave. Alternatively, it could also be"); "contradiction. Or" is reasoning
+    low = gap.lower()
+    words = _WORD.findall(low[max(low.rfind("knight"), low.rfind("knave"), 0):])[1:]
+    return bool(words) and _ALTERNATIVE.search(" ".join(words)) is not None and set(words) <= _JOINING
 
 
 def grade_knights_knaves(response: str, gold: str) -> GradeResult:
@@ -263,12 +318,17 @@ def grade_knights_knaves(response: str, gold: str) -> GradeResult:
         return GradeResult(0.0, None, "no_answer")  # no role word at all: nothing to tokenise
     clean = _MARKDOWN.sub("", response)
     stmts: list[Statement] = []
+    read = clean
     block_text = final_block(clean)
     if block_text is not None:
         stmts = _Parser(block_text, names).statements()
+        read = block_text
     if not stmts:
         stmts = _Parser(clean, names).statements()
+        read = clean
     if not stmts:
+        return GradeResult(0.0, None, "no_answer")
+    if _offers_alternatives(read, stmts, names):
         return GradeResult(0.0, None, "no_answer")
     block = _last_complete_block(stmts, names)
     if block is None:  # no complete block: the last statement per name

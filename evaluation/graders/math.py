@@ -1,6 +1,7 @@
 """Math grader: math-verify (symbolic equivalence) on the response's final answer vs the gold answer.
 
-Final-answer semantics (GRADER_VERSION 2; every rule is a test in tests/evaluation/test_grader_corpus.py):
+Final-answer semantics (GRADER_VERSION 3; every rule is a test in tests/evaluation/test_grader_corpus.py and
+tests/evaluation/adversarial_corpus.yaml):
 
 1. The **last balanced `\\boxed{…}`** (or `\\fbox{…}`) is what is graded; anything before it (a rejected
    `\\boxed{3}`) or after it (prose, other numbers) is not. Two boxes are never joined into a set.
@@ -8,6 +9,10 @@ Final-answer semantics (GRADER_VERSION 2; every rule is a test in tests/evaluati
 3. On both sides, before math-verify: `\\%` and `%`, `^\\circ` / `^{\\circ}` / `°` / `\\degree`, a `\\text{…}` or
    `\\mbox{…}` unit after a value (`5\\text{ cm}`), and thousands separators (`1,234`, `1{,}234`, `1\\,234`)
    are removed, so `\\boxed{10\\%}` equals `10` and `10\\%`.
+4. **Alternatives are no answer** (v3): a final answer that offers two values joined by "or" (`\\boxed{3 or 4}`,
+   `\\boxed{3 \\text{ or } 4}`, `\\boxed{3} or \\boxed{4}`, "the answer is 3 or 4") is status `no_answer` when the
+   gold is one value. When the gold itself lists several values (a comma or "or" in it, e.g. the two roots
+   `3, 4`), "or" is read as a list separator: `x = 3 or x = 4` is graded as `x = 3, x = 4`.
 
 math-verify's own timeouts use `signal.alarm`, which breaks in threads (verl's reward loop, Ray actors), so
 it is called with its timeouts off and the *parent* enforces the grader budget (`evaluation.graders.pool`).
@@ -20,7 +25,7 @@ import re
 
 from evaluation.graders.result import GradeResult
 
-GRADER_VERSION = "2"
+GRADER_VERSION = "3"
 
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox) ?\{")
 _PERCENT = re.compile(r"\\?%")
@@ -29,25 +34,58 @@ _DEGREE = re.compile(r"\^ ?\{ ?\\circ ?\}|\^ ?\\circ|°|\\degree")
 _UNIT = re.compile(r"(?<=[0-9}a-zA-Z.)]) ?\\(?:text|mbox|mathrm) ?\{ ?[A-Za-z][A-Za-z .^0-9/]{0,40}\}")
 _THOUSANDS = re.compile(r"(?<![0-9.])[0-9]{1,3}(?:(?:,|\{,\}|\\,)[0-9]{3})++(?![0-9])")
 _SEP = re.compile(r",|\{,\}|\\,")
+# "or" between two values (rule 4): a word, or \text{or} / \mbox{or} with optional spaces
+_OR = re.compile(r"\\(?:text|mbox|textrm|mathrm) ?\{ ?or ?\}|(?<![A-Za-z\\])or(?![A-Za-z])")
+# what may stand between two boxes that offer alternatives: "or" and spacing/markup only
+_GAP_NOISE = re.compile(r"[\s$,;.]|\\(?:quad|qquad|,|;|!)|\\\(|\\\)|\\\[|\\\]|\\(?:text|mbox) ?\{|\}")
+# without a box, "or" counts only before a value ("3 or 4", "x = 3 or $x = 4$"), not before prose ("10, or ten")
+_OR_VALUE = re.compile(r"(?<![A-Za-z\\])or(?![A-Za-z]) {0,3}\$? {0,3}(?:[-+0-9(\\]|[a-z] {0,2}=)")
+_ANSWER_PHRASE = re.compile(r"(?:final answer|answer is|answer:)", re.IGNORECASE)
 
 
-def last_boxed(text: str) -> str | None:
-    """Content of the last balanced `\\boxed{…}` / `\\fbox{…}` (by opening position); None when none is closed.
+def _boxes(text: str) -> list[tuple[int, int, int]]:
+    """(start of `\\boxed`, its `{`, its matching `}`) of every balanced box, by opening position.
 
     One pass over the braces (linear): each `{` is matched to its `}` with a stack."""
-    opens = {m.end() - 1 for m in _BOX_OPEN.finditer(text)}
+    opens = {m.end() - 1: m.start() for m in _BOX_OPEN.finditer(text)}
     if not opens:
-        return None
+        return []
     stack: list[int] = []
-    best: tuple[int, int] | None = None
+    out: list[tuple[int, int, int]] = []
     for m in re.finditer(r"[{}]", text):
         if m.group(0) == "{":
             stack.append(m.start())
         elif stack:
             o = stack.pop()
-            if o in opens and (best is None or o > best[0]):
-                best = (o, m.start())
-    return None if best is None else text[best[0] + 1: best[1]]
+            if o in opens:
+                out.append((opens[o], o, m.start()))
+    return sorted(out, key=lambda b: b[1])
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last balanced `\\boxed{…}` / `\\fbox{…}` (by opening position); None when none is closed."""
+    boxes = _boxes(text)
+    return None if not boxes else text[boxes[-1][1] + 1: boxes[-1][2]]
+
+
+def offers_alternatives(response: str) -> bool:
+    """Rule 4: the final answer offers values joined by "or" (inside the last box, between the last two boxes,
+    or, without a box, after the last answer phrase on its line)."""
+    boxes = _boxes(response)
+    if boxes:
+        _, o, c = boxes[-1]
+        if _OR.search(response, o + 1, c):
+            return True
+        prev = [b for b in boxes[:-1] if b[2] < boxes[-1][0]]
+        if prev:
+            gap = _GAP_NOISE.sub("", response[prev[-1][2] + 1: boxes[-1][0]])
+            return gap.lower() == "or"
+        return False
+    marks = list(_ANSWER_PHRASE.finditer(response))
+    if not marks:
+        return False
+    line = response[marks[-1].end():].split("\n", 1)[0]
+    return _OR_VALUE.search(line) is not None
 
 
 def normalise_answer(text: str) -> str:
@@ -85,6 +123,10 @@ def grade_math_inprocess(response: str, gold: str) -> GradeResult:
                                 parsing_timeout=None)
         if not gold_parsed:
             return GradeResult(0.0, None, "error")  # unparsable gold: a data bug, never a silent zero
+        if offers_alternatives(response):
+            if not _OR.search(gold) and "," not in normalise_answer(gold):  # "12,345" is one value
+                return GradeResult(0.0, None, "no_answer")  # rule 4: two values offered for one
+            response = _OR.sub(",", response)  # the gold is a list: "or" separates its values
         boxed = last_boxed(response)
         target = f"\\boxed{{{normalise_answer(boxed)}}}" if boxed is not None else normalise_answer(response)
         pred = parse(
@@ -105,4 +147,5 @@ BUDGET_S = 5.0  # parent-enforced time budget per item (math-verify can run for 
 
 # Budgeted grading (a spawned pool per process) is `evaluation.graders.grade`/`grade_batch`; the pool imports
 # this module, never the other way round.
-__all__ = ["BUDGET_S", "GRADER_VERSION", "grade_math_inprocess", "last_boxed", "normalise_answer"]
+__all__ = ["BUDGET_S", "GRADER_VERSION", "grade_math_inprocess", "last_boxed", "normalise_answer",
+           "offers_alternatives"]

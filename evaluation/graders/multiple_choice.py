@@ -1,22 +1,33 @@
 """Multiple-choice letter grader.
 
-Final-answer semantics (GRADER_VERSION 2; every rule is a test in tests/evaluation/test_grader_corpus.py):
+Final-answer semantics (GRADER_VERSION 3; every rule is a test in tests/evaluation/test_grader_corpus.py and
+tests/evaluation/adversarial_corpus.yaml):
 
 1. An *explicit final-answer marker* is `\\boxed{X}` (also `\\boxed{(X)}`, `\\boxed{\\text{X}}`), an
    `<answer>X</answer>` tag, or an answer phrase *linked* to a letter: `Answer: X`, `The answer is (X)`,
    `Final answer (X)`, `The correct option is X`, `... would be X`. "answer choice A is incorrect" is prose,
-   not a marker (no link).
+   not a marker (no link). Hedged phrasings linked to a letter are markers too (v3): `I believe it is (C)`,
+   `I think it's C`, `I'm fairly sure the answer is C`, `My best guess is C`, `I'd go with C`,
+   `It is most likely C`, so a hedged answer after a listing of every option is read.
 2. The **last** marker in the response wins; anything after it that is not itself a marker (an explanation
    mentioning other options) does not change it.
 3. With no marker, a last line that is only a letter (`(C)`, `**C**`, `C.`) is the answer, unless it is the
    next label of a list of options on the line before ("(C) 14" then "(D)"); otherwise a parenthesised
    letter `(C)` counts only when it is the *only* letter so written: a bare list of options ("(A) … (D)")
    is no answer.
-4. A bare lower-case letter after a phrase counts only at the end of its line ("the answer is c"), so
-   "the answer is a bit unclear" is no answer; "Answer: I think ..." is the pronoun.
+4. A bare lower-case letter after a phrase counts at the end of its line ("the answer is c") or before
+   punctuation ("the answer is b, since ...", "answer: c) 14"); letters that are not English words (all but
+   a and i) also count before a space ("the answer is b because ...", v3). So "the answer is a bit unclear" is
+   no answer; "Answer: I think ..." is the pronoun.
 5. The letter set comes from the item's option count: "E" on a 4-option item parses but scores 0.
+6. **Alternatives are no answer** (v3): a final marker that offers two letters ("The answer is B or C",
+   "\\boxed{B/C}", "Answer: (A) or possibly (D)", "I'd go with B or C") gets no credit for either: status
+   `no_answer`. A later marker still wins (a self-correction after the alternatives is the answer).
+7. **LaTeX around a letter** is read (v3): `\\(B\\)`, `\\[B\\]`, `\\mathrm{B}`, `\\text{B}`, `\\textbf{B}`,
+   `\\mathbf{B}` (also inside `\\boxed{}`), so `The answer is \\(\\mathrm{C}\\)` is C.
 
-Markdown (`**`, `__`, backticks, `$`) is removed and whitespace runs are collapsed first (a run holding a
+LaTeX letter wrappers and `\\( \\) \\[ \\]` delimiters are unwrapped, typographic apostrophes made plain, markdown
+(`**`, `__`, backticks, `$`) removed and whitespace runs collapsed first (a run holding a
 newline becomes one newline), so every pattern below uses bounded separators and matches in linear time
 (no nested or adjacent unbounded quantifiers; the study's `\\s*`-chained phrase regex backtracked for minutes).
 """
@@ -28,13 +39,17 @@ import string
 
 from evaluation.graders.result import GradeResult
 
-GRADER_VERSION = "2"
+GRADER_VERSION = "3"
 LETTERS = string.ascii_uppercase
 
 _MARKUP = re.compile(r"[*_`$]++")
+# \mathrm{B}, \text{(B)}, \textbf{B} ... around one letter -> the letter; \( \) \[ \] math delimiters -> nothing
+_LATEX_LETTER = re.compile(r"\\(?:mathrm|mathbf|mathit|mathsf|text|textbf|textrm|textit|operatorname) ?\{ ?"
+                           r"(\(? ?[A-Za-z] ?\)?) ?\}")
+_LATEX_DELIM = re.compile(r"\\[()\[\]]")
 _SPACE = re.compile(r"\s++")
 # \boxed{B}, \boxed{(B)}, \boxed{\text{B}}, \boxed{B. iron}
-_BOXED = re.compile(r"\\boxed ?\{ ?(?:\\text(?:bf)? ?\{ ?)?\(? ?([A-Za-z]) ?\)?(?=[\s.}:)])")
+_BOXED = re.compile(r"\\boxed ?\{ ?(?:\\text(?:bf)? ?\{ ?)?\(? ?([A-Za-z]) ?\)?(?=[\s.}:)/,])")
 _TAG = re.compile(r"<answer> ?(?:\\boxed ?\{ ?)?[(\[]? ?([A-Za-z]) ?[)\]]?(?![A-Za-z0-9'])", re.IGNORECASE)
 _LINK = r"(?::|：|=|-|is|would be|should be|will be|must be)"
 # an answer phrase linked to a letter; separators are single optional spaces/newlines (text is normalised)
@@ -44,7 +59,23 @@ _PHRASE = re.compile(
     r"([(\[]\s?[A-Za-z]\s?[)\]]|[A-Za-z])(?![A-Za-z0-9'])",
     re.IGNORECASE,
 )
+_HEDGE = re.compile(
+    r"\b(?:i (?:believe|think|guess|suspect|reckon|feel)(?: that)?(?: it| this| the (?:correct |right |best )?"
+    r"(?:answer|option|choice))? ?(?:is|'s|would be|must be|should be)"
+    r"|i(?:'m| am) (?:fairly |pretty |quite |reasonably )?(?:sure|confident|certain)(?: that)? (?:it|the answer)"
+    r" ?(?:is|'s)"
+    r"|my (?:final |best )?(?:answer|guess|choice|pick|bet) (?:is|would be|'s)"
+    r"|i(?:'d| would| will|'ll)? (?:go with|choose|pick|select|opt for)"
+    r"|(?:it|this) ?(?:is|'s) (?:most )?(?:likely|probably))"
+    r"(?:\s?[:：])?\s?(?:(?:option|choice|letter)\s)?"
+    r"([(\[]\s?[A-Za-z]\s?[)\]]|[A-Za-z])(?![A-Za-z0-9'])",
+    re.IGNORECASE,
+)
 _LOWER_END = re.compile(r"[.!)]? ?(?:\n|$)")
+_LOWER_PUNCT = re.compile(r"[.,;:!?)]")
+# after a marker's letter: "or" / "/" / "and/or" and a second letter = alternatives offered (rule 6)
+_ALT = re.compile(r" ?[)\]]? ?(?:/|,? ?(?:or|and/or)(?: (?:maybe|possibly|perhaps|else))?) ?(?:(?:option|choice) )?"
+                  r"(?:[(\[] ?[A-Za-z] ?[)\]]|[A-Z](?![A-Za-z0-9'])|[a-z](?=[.,;:!?)}]|\n|$))")
 _PRONOUN_I = re.compile(r" [a-z]")
 _PAREN = re.compile(r"\(([A-Z])\)")
 _OPTION_LABEL = re.compile(r"[(\[]?([A-Z])[)\].:] ")
@@ -65,25 +96,34 @@ def normalise_gold(gold: str, n_options: int | None) -> str | None:
 
 
 def normalise_text(response: str) -> str:
-    """Markdown removed, whitespace runs collapsed (a run with a newline -> one newline); linear time."""
-    text = _MARKUP.sub("", response)
+    """LaTeX letter wrappers unwrapped, markdown removed, whitespace runs collapsed (a run with a newline -> one
+    newline); linear time."""
+    text = _LATEX_LETTER.sub(lambda m: m.group(1), response.replace("’", "'"))
+    text = _LATEX_DELIM.sub("", text)
+    text = _MARKUP.sub("", text)
     return _SPACE.sub(lambda m: "\n" if "\n" in m.group(0) else " ", text)
 
 
-def _markers(text: str) -> list[tuple[int, str]]:
-    """(position, letter) of every explicit final-answer marker in normalised `text`."""
-    out = [(m.start(1), m.group(1).upper()) for m in _BOXED.finditer(text)]
-    out += [(m.start(1), m.group(1).upper()) for m in _TAG.finditer(text)]
-    for m in _PHRASE.finditer(text):
+def _letter(text: str, m: re.Match[str]) -> str | None:
+    """The marker's letter, or None when it offers alternatives ("B or C", rule 6)."""
+    return None if _ALT.match(text, m.end(1), m.end(1) + 40) else m.group(1).strip("()[] \n").upper()
+
+
+def _markers(text: str) -> list[tuple[int, str | None]]:
+    """(position, letter) of every explicit final-answer marker in normalised `text`; letter None: alternatives."""
+    out = [(m.start(1), _letter(text, m)) for m in _BOXED.finditer(text)]
+    out += [(m.start(1), _letter(text, m)) for m in _TAG.finditer(text)]
+    for m in [*_PHRASE.finditer(text), *_HEDGE.finditer(text)]:
         raw = m.group(1)
         letter = raw.strip("()[] \n")
         if raw == letter:  # bare letter, no brackets
             rest = text[m.end(): m.end() + 4]
-            if letter.islower() and not _LOWER_END.match(rest):
+            if letter.islower() and not _LOWER_END.match(rest) and not (
+                    _LOWER_PUNCT.match(rest) or (letter not in "ai" and rest[:1] == " ")):
                 continue  # "the answer is a bit unclear"
-            if letter == "I" and _PRONOUN_I.match(rest):
+            if letter in "Ii" and _PRONOUN_I.match(rest):
                 continue  # "Answer: I think ..."
-        out.append((m.start(1), letter.upper()))
+        out.append((m.start(1), _letter(text, m)))
     return out
 
 
@@ -107,7 +147,7 @@ def extract_letter(response: str) -> str | None:
     text = normalise_text(response)
     marks = _markers(text)
     if marks:
-        return max(marks)[1]
+        return max(marks, key=lambda mk: mk[0])[1]  # the last marker; None when it offers alternatives
     lone = _lone_last_line(text)
     if lone is not None:
         return lone

@@ -6,7 +6,6 @@ fast. Malformed records exit 2 with one line per problem (file, row, column) and
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated
@@ -14,6 +13,8 @@ from typing import Annotated
 import typer
 
 from orchestrator.cli.console import err, fail as _fail
+from orchestrator.ranges import check_open_probability, check_points, check_seed
+from wtcommon.jsonsafe import dumps as _json_dumps
 
 
 RecordsArg = Annotated[Path, typer.Argument(metavar="RECORDS",
@@ -42,6 +43,13 @@ OUT_DIR_HELP = ("write one <table>.<md|csv|tex|json> per table into this FOLDER 
                 "single-output commands (compare, verdicts, report)")
 ForceOpt = Annotated[bool, typer.Option("--force", metavar="", help="replace existing output files of --out")]
 EXT = {"md": "md", "latex": "tex", "csv": "csv", "json": "json"}
+
+
+def _check(*problems: str | None) -> None:
+    """Exit 2 on the first problem a range validator (`orchestrator.ranges`) found; before anything is read."""
+    for p in problems:
+        if p is not None:
+            _fail(p)
 
 
 def _format(fmt: str, as_json: bool) -> str:
@@ -218,6 +226,7 @@ def tables(
     from analysis.tables import TABLE_NAMES
 
     fmt = _format(fmt, as_json)
+    _check(check_points("--margin", margin))
     names = list(TABLE_NAMES) if table == "all" else [t.strip() for t in table.split(",")]
     bad = [n for n in names if n not in TABLE_NAMES]
     if bad:
@@ -231,8 +240,6 @@ def tables(
     if metric is not None and metric not in s.aggregate_names + list(s.domains) + s.benchmark_ids:
         _fail(f"--aggregate {metric!r}: not an aggregate, domain or benchmark of suite {s.name!r} "
               f"(aggregates: {', '.join(s.aggregate_names)})")
-    if not margin > 0:
-        _fail(f"--margin {margin}: must be > 0 (points)")
     import warnings
 
     from analysis.paired import paired_comparisons
@@ -316,8 +323,7 @@ def compare(
     columns); csv is the comparisons table with every column (one row per comparison and metric)."""
     fmt = _format(fmt, as_json)
     refs = _parse_map(reference_map)
-    if margin is not None and margin <= 0:
-        _fail(f"--margin {margin}: must be > 0 (points)")
+    _check(check_points("--margin", margin), check_points("--effect", effect), check_seed("--seed", seed))
     _out_file(out, [records, items], force)
     s, df = _load(records, suite, campaign, model)
     if aggregate is not None and aggregate not in s.aggregate_names:
@@ -338,7 +344,7 @@ def compare(
     keep = t["metric"].isin(aggs) | (detail & t["metric_type"].isin(["domain", "benchmark"]))
     t = t[keep]
     if fmt == "json":
-        _emit(json.dumps({
+        _emit(_json_dumps({
             "suite": s.name, "aggregates": aggs, "margin": margin, "effect": effect, "n_resamples": resamples,
             "seed": seed, "sd": "sample (n-1)", "family": "campaign/model/regime/step x metric",
             "small_n": SMALL_N_NOTE,
@@ -453,7 +459,7 @@ def sensitivity(
 
     rep = sensitivity_report(run_table(df, s), s, stability_aggregate=aggregate, n_resamples=resamples)
     if fmt == "json" and out is None and table is None:
-        _emit(json.dumps(rep, indent=1, default=_clean) + "\n", None)
+        _emit(_json_dumps(rep, indent=1, default=_clean) + "\n", None)
         return
     if fmt != "md" or out is not None or table is not None:
         built = [t for t in _sensitivity_tables(rep) if t.name in names]
@@ -508,8 +514,7 @@ def report(
         help="also write every figure into this folder as <name>.svg, .pdf and .png (200 dpi)")] = None,
 ) -> None:
     """Write one self-contained HTML report (verdicts, within-group sensitivity, figures, tables)."""
-    if not margin > 0:
-        _fail(f"--margin {margin}: must be > 0 (points)")
+    _check(check_points("--margin", margin))
     _check_out(out, [records, looks], force)
     if figures is not None:
         if figures.exists() and not figures.is_dir():
@@ -581,11 +586,8 @@ def verdicts(
     """One verdict per method-vs-reference comparison: better / worse / equivalent within ±M / undecided."""
     fmt = _format(fmt, as_json)
     refs = _parse_map(reference_map)
+    _check(check_points("--margin", margin), check_open_probability("--alpha", alpha))
     _out_file(out, [records], force)
-    if not margin > 0:
-        _fail(f"--margin {margin}: must be > 0 (points)")
-    if not 0 < alpha < 1:
-        _fail(f"--alpha {alpha}: must be in (0, 1)")
     s, df = _load(records, suite, campaign, model)
     if aggregate is not None and aggregate not in s.aggregate_names:
         _fail(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
@@ -602,7 +604,7 @@ def verdicts(
     _require_pairs(res, records)
     t = verdicts_table(res.table, aggregate or s.aggregate_names[0], margin, alpha)
     if fmt == "json":
-        _emit(json.dumps({"suite": s.name, "aggregate": aggregate or s.aggregate_names[0], "margin": margin,
+        _emit(_json_dumps({"suite": s.name, "aggregate": aggregate or s.aggregate_names[0], "margin": margin,
                           "alpha": alpha, "method": t.note, "small_n": SMALL_N_NOTE,
                           "counts": verdict_counts(t.data), "verdicts": _rows(t.data),
                           "dropped": res.dropped}, indent=1) + "\n", out)

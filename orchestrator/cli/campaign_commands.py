@@ -20,6 +20,7 @@ from rich.table import Table
 
 from orchestrator.cli.console import err, fail as _fail, out
 from orchestrator.cli.groups import subgroup
+from wtcommon.jsonsafe import dumps as json_dumps  # strict JSON: NaN/Infinity are null
 
 
 from campaigns import config_root
@@ -76,19 +77,32 @@ def _session(workdir: Path, ledger_url: str | None = None, ray_address: str | No
     """`orchestrator.campaign.open_session`; a ledger that cannot be opened is bad input (exit 2)."""
     from orchestrator.campaign import open_session
     from orchestrator.ledger.base import LedgerError
+    from orchestrator.ray_address import RayAddressError
 
     try:
         return open_session(workdir, ledger_url, ray_address, remember=remember)
-    except LedgerError as exc:
+    except (LedgerError, RayAddressError) as exc:
         _fail(str(exc))
 
 
-def _existing_workdir(workdir: Path, ledger_url: str | None) -> None:
+def _check_ray_address(ray_address: str | None) -> None:
+    """A malformed --ray-address is bad input (exit 2), found before the campaign is planned or anything written."""
+    from orchestrator.ray_address import RayAddressError, parse_ray_address
+
+    if ray_address is not None:
+        try:
+            parse_ray_address(ray_address)
+        except RayAddressError as exc:
+            _fail(str(exc))
+
+
+def _existing_workdir(workdir: Path, ledger_url: str | None, campaign: str | None = None) -> None:
     """Commands that act on a submitted campaign never create a work directory (a mistyped --workdir
-    would otherwise leave an empty ledger behind)."""
+    would otherwise leave an empty ledger behind). The message names the campaign first: the user typed it."""
     if not ledger_url and not (workdir / "ledger.db").exists():
-        _fail(f"{workdir / 'ledger.db'}: no ledger in this work directory; pass the --workdir of a submitted "
-              "campaign (or --ledger-url)")
+        who = f"campaign {campaign!r}: " if campaign else ""
+        _fail(f"{who}--workdir {workdir}: no ledger in this work directory ({workdir / 'ledger.db'} does not exist); "
+              "pass the --workdir where `campaign submit` ran (or --ledger-url)")
 
 
 def _campaign_name(arg: str) -> str:
@@ -153,11 +167,16 @@ def register(app: typer.Typer) -> None:
         cluster, and every assumption the campaign declares (submits nothing)."""
         from orchestrator.grid import accounting, makespan_hours
         from orchestrator.preflight import eval_data_dir
+        from orchestrator.ranges import check_points
         from orchestrator.training.registry import get_backend
 
         fmt = "json" if as_json else fmt
         if fmt not in ("table", "json", "csv"):
             _fail(f"--format: got {fmt!r}; choose table, json or csv")
+        _check_ray_address(ray_address)
+        for problem in (check_points("--sd", sd), check_points("--margin", margin)):
+            if problem:
+                _fail(problem)
         spec, rs = _plan(campaign, overrides, data_root=workdir / "data" if workdir else None)
         eval_dir = data_dir or (eval_data_dir(spec, workdir.resolve()) if workdir else None)
         _preflight(spec, rs, eval_dir, local_head=not ray_address, ray_address=ray_address, workdir=workdir)
@@ -183,7 +202,7 @@ def register(app: typer.Typer) -> None:
             except ValueError as exc:  # RecordsError/SuiteError: located user errors
                 _fail(str(exc))
         if fmt == "json":
-            typer.echo(json.dumps(acc, indent=2))
+            typer.echo(json_dumps(acc, indent=2))
             return
         if fmt == "csv":
             import csv
@@ -266,6 +285,7 @@ def register(app: typer.Typer) -> None:
         from orchestrator.campaign import submit, submit_preview, with_data_dir
         from orchestrator.preflight import eval_data_dir
 
+        _check_ray_address(ray_address)
         spec, rs = _plan(campaign, overrides, data_root=workdir / "data")
         if data_dir is not None:
             spec, rs = with_data_dir(spec, rs, data_dir)
@@ -275,7 +295,7 @@ def register(app: typer.Typer) -> None:
         _preflight(spec, rs, eval_data_dir(spec, workdir.resolve()), local_head=not target,
                    ray_address=target, workdir=workdir, runs_on_local_head=not target)
         if dry_run:
-            typer.echo(json.dumps(submit_preview(spec, rs, workdir, ledger_url)))
+            typer.echo(json_dumps(submit_preview(spec, rs, workdir, ledger_url)))
             return
         sess = _session(workdir, ledger_url, ray_address, remember=True)
         diff, removed = submit(sess, spec, rs)
@@ -298,7 +318,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Pick up a campaign after a crash: reattach to running jobs, resubmit lost ones, continue."""
         campaign = _campaign_name(campaign)
-        _existing_workdir(workdir, ledger_url)
+        _existing_workdir(workdir, ledger_url, campaign)
         sess = _session(workdir, ledger_url, ray_address)
         _require_campaign(sess, campaign)
         _drive(sess, campaign, timeout_s=timeout, max_parallel=max_parallel)
@@ -321,8 +341,7 @@ def register(app: typer.Typer) -> None:
         as_json = as_json or fmt == "json"
         if campaign:
             campaign = _campaign_name(campaign)
-        if not ledger_url and not (workdir / "ledger.db").exists():
-            _fail(f"{workdir / 'ledger.db'}: no ledger in this work directory; pass --workdir of a submitted campaign")
+        _existing_workdir(workdir, ledger_url, campaign)
         sess = _session(workdir, ledger_url)
         names = [campaign] if campaign else sess.ledger.campaigns()
         if campaign:
@@ -336,7 +355,7 @@ def register(app: typer.Typer) -> None:
                               for r in sess.ledger.runs(n)]
                 st.update(campaign_progress(sess, n))
                 res.append(st)
-            typer.echo(json.dumps(res if not campaign else res[0], indent=2, default=str))
+            typer.echo(json_dumps(res if not campaign else res[0], indent=2, default=str))
             return
         for n in names:
             st = sess.status(n)
@@ -371,7 +390,7 @@ def register(app: typer.Typer) -> None:
 
         campaign = _campaign_name(campaign)
 
-        _existing_workdir(workdir, ledger_url)
+        _existing_workdir(workdir, ledger_url, campaign)
         sess = _session(workdir, ledger_url)
         _require_campaign(sess, campaign)
         if not out.is_terminal:  # a pipe or a log file: one plain line per change, no live redraw
@@ -418,7 +437,7 @@ def register(app: typer.Typer) -> None:
         from orchestrator.executor import ClusterUnreachable
         from orchestrator.executor.ray_jobs import ClusterAuthError
 
-        _existing_workdir(workdir, ledger_url)
+        _existing_workdir(workdir, ledger_url, campaign)
         sess = _session(workdir, ledger_url, ray_address)
         rows = _select(sess, campaign, runs)
         try:
@@ -440,7 +459,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Requeue failed or cancelled runs with a fresh retry budget (verified stages are skipped)."""
         campaign = _campaign_name(campaign)
-        _existing_workdir(workdir, ledger_url)
+        _existing_workdir(workdir, ledger_url, campaign)
         sess = _session(workdir, ledger_url, ray_address)
         rows = _select(sess, campaign, runs)
         n = sess.scheduler(campaign).retry(rows) if rows else 0
@@ -464,7 +483,7 @@ def register(app: typer.Typer) -> None:
         from orchestrator.executor.local_head import head_temp_dir, running_head
         from orchestrator.executor.ray_jobs import ClusterAuthError
 
-        _existing_workdir(workdir, ledger_url)
+        _existing_workdir(workdir, ledger_url, campaign)
         sess = _session(workdir, ledger_url, ray_address)
         rows = _select(sess, campaign, [run])
         row = rows[0]

@@ -86,8 +86,14 @@ def register(app: typer.Typer) -> None:
         from evaluation.evaluator import EvaluationError, evaluate_checkpoint
         from orchestrator.grid import policy_mechanism
 
+        from orchestrator.ranges import check_count, check_seed
+
         if backend not in ("hf", "vllm"):
             _fail(f"--backend {backend!r}: use hf or vllm")
+        for problem in (check_seed("--seed", seed), check_count("--step", step, minimum=0),
+                        check_count("--max-gen-toks", max_gen_toks)):
+            if problem:
+                _fail(problem)
         if not checkpoint.exists():
             _fail(f"{checkpoint}: checkpoint not found")
         s = _suite_or_fail(suite, max_gen_toks)

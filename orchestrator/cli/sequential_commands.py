@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -28,7 +27,9 @@ def register(app: typer.Typer) -> None:
         from orchestrator.looks import read_looks
 
         if not ledger_url and not (workdir / "ledger.db").exists():
-            _fail(f"{workdir / 'ledger.db'}: no ledger in this work directory; pass --workdir of a submitted campaign")
+            _fail(f"campaign {campaign!r}: --workdir {workdir}: no ledger in this work directory "
+                  f"({workdir / 'ledger.db'} does not exist); pass the --workdir where `campaign submit` ran "
+                  "(or --ledger-url)")
         looks = read_looks(ledger_url or default_url(workdir), campaign)
         if looks.empty:
             _fail(f"campaign {campaign!r} has no recorded interim look (fixed seeds, or its first batch is not done)")
@@ -75,6 +76,11 @@ def register(app: typer.Typer) -> None:
         from evaluation.suite import SuiteError, load_suite
         from orchestrator.ledger import default_url
 
+        from orchestrator.ranges import check_open_probability, check_points
+
+        for problem in (check_points("--margin", margin), check_open_probability("--futility-cp", futility)):
+            if problem:
+                _fail(problem)
         url = ledger_url or default_url(workdir)
         if ledger_url or (workdir / "ledger.db").exists():
             from orchestrator.ledger import open_ledger
@@ -106,8 +112,10 @@ def register(app: typer.Typer) -> None:
             _fail(str(exc))
         nxt = next_batch_seeds(dec, design, look)
         if as_json:
-            out.print_json(json.dumps({"decisions": dec.to_dict("records"), "recorded": n,
-                                       "next_batch": {"/".join(k): v for k, v in nxt.items()}}, default=str))
+            from wtcommon.jsonsafe import dumps
+
+            typer.echo(dumps({"decisions": dec.to_dict("records"), "recorded": n,
+                              "next_batch": {"/".join(k): v for k, v in nxt.items()}}, default=str, indent=1))
             return
         t = Table(title=f"look {look} ({design.looks[look]} seeds planned of {design.max_seeds})")
         for c in ("comparison", "n", "mean", "repeated CI", "decision", "bias-adjusted Δ [95% CI]"):

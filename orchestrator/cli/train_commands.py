@@ -81,8 +81,14 @@ def register(app: typer.Typer) -> None:
         from orchestrator.training.registry import get_backend
         from policies.errors import PolicyConfigError
 
+        from orchestrator.ranges import check_seed, check_steps
+
         if backend not in ("local", "verl"):
             _fail(f"--backend: got {backend!r}; choose local or verl")
+        for problem in (check_seed("--seed", seed), check_steps("--steps", steps),
+                        check_steps("--save-freq", save_freq)):
+            if problem:
+                _fail(problem)
         try:
             uri = None if no_mlflow else (mlflow_uri or default_uri(out_dir))
             req = build_request(backend=backend, policy=policy, seed=seed, out_dir=out_dir, recipe=recipe,

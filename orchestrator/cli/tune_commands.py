@@ -63,8 +63,24 @@ def register(app: typer.Typer) -> None:
         from orchestrator.tuning.report import equal_budgets, report, write_tuned_policy
         from orchestrator.tuning.request import TuneError, TuneRequest
         from orchestrator.tuning.runner import tune
+        from orchestrator.ranges import check_count, check_seed
+        from orchestrator.ray_address import RayAddressError, parse_ray_address
         from policies.errors import PolicyConfigError
 
+        for problem in (check_count("--trials", trials), check_seed("--sampler-seed", sampler_seed),
+                        check_count("--max-parallel", max_parallel), check_count("--prune-warmup-steps",
+                                                                                  prune_warmup_steps, minimum=0)):
+            if problem:
+                _fail(problem)
+        if ray_address is not None:
+            try:
+                parse_ray_address(ray_address)
+            except RayAddressError as exc:
+                _fail(str(exc))
+        try:
+            seed_list = [int(x) for x in seeds.split(",")] if seeds else None
+        except ValueError:
+            _fail(f"--seeds {seeds!r}: give comma-separated integers, e.g. --seeds 1,2,3")
         try:
             spec = load_campaign(campaign, list(override))
             url = ledger_url or default_url(workdir)
@@ -73,7 +89,6 @@ def register(app: typer.Typer) -> None:
                 if not rep:
                     _fail(f"no tuning study for campaign {spec.name!r} in {url}; run `campaign tune` first")
             else:
-                seed_list = [int(s) for s in seeds.split(",")] if seeds else None
                 rep = tune(TuneRequest(
                     campaign=campaign, policies=policy, trials=trials, workdir=workdir,
                     validation_suite=validation_suite,

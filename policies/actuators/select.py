@@ -104,11 +104,13 @@ class MaxVariance(Selector):
 
 @register_actuator("topk_fraction")
 class TopKFraction(Selector):
-    """Keep round(fraction * count) sequences with the largest (or smallest) score.
+    """Keep max(1, round(fraction * count)) sequences with the largest (or smallest) score.
 
     `scope: global` (the study) ranks the whole batch, so groups can be split and zero-advantage groups
-    go first (P4); `scope: per_group` keeps round(fraction * n) inside every group. Ties go to the earlier
-    sequence in batch order."""
+    go first (P4); `scope: per_group` keeps max(1, round(fraction * n)) inside every group. Ties go to the
+    earlier sequence in batch order. The floor of one is the reference's (DataFlex-RL `selectors.py`:
+    `k = max(1, int(round(fraction * numel)))`): a tiny batch (B = 1, or B = 2 at fraction 0.25) keeps one
+    sequence, never none; an empty batch (or group) keeps nothing."""
 
     PARAMS = {
         "fraction": Param(float, 0.5, low=0.0, high=1.0, low_open=True),
@@ -126,7 +128,8 @@ class TopKFraction(Selector):
         valid = batch.valid
         frac = torch.tensor(self.params["fraction"], dtype=torch.float64, device=valid.device)
         if self.params["scope"] == "global":
-            k = int(round_count(frac * int(valid.sum()), self.params["rounding"]))
+            n_valid = int(valid.sum())
+            k = max(1, int(round_count(frac * n_valid, self.params["rounding"]))) if n_valid else 0
             key = torch.where(valid, key, torch.full_like(key, float("-inf")))
             order = torch.sort(key, descending=True, stable=True).indices
             keep = torch.zeros_like(valid)
@@ -134,6 +137,7 @@ class TopKFraction(Selector):
             return keep & valid
         rank = signals.rank_within_group(batch, key, descending=True)
         layout = signals.group_layout(batch)
-        k_g = round_count(frac * layout.counts.double(), self.params["rounding"])
+        k_g = torch.minimum(round_count(frac * layout.counts.double(), self.params["rounding"]).clamp_min(1),
+                            layout.counts)
         g = batch.group
         return valid & (rank >= 0) & (rank < k_g[g])

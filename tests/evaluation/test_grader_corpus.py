@@ -32,6 +32,15 @@ def test_corpus_has_at_least_100_labelled_outputs_across_the_three_graders():
     assert all(c.get("rule") and "response" in c and "score" in c for v in CORPUS.values() for c in v)
 
 
+def test_corpus_covers_the_issue25_categories_for_every_grader():
+    """Grader v3: alternatives are no answer in all three graders; the new formats each have labelled cases."""
+    rules = {g: {c["rule"] for c in v} for g, v in CORPUS.items()}
+    assert all("alternatives" in r for r in rules.values())
+    assert {"lowercase_letter", "latex_letter", "hedged"} <= rules["multiple_choice"]
+    assert {"markdown_table", "negation"} <= rules["knights_knaves"]
+    assert all(GRADER_VERSIONS[g] == "3" for g in GRADERS)
+
+
 @pytest.mark.parametrize("case", CORPUS["multiple_choice"], ids=lambda c: c["rule"])
 def test_corpus_multiple_choice(case):
     _expect(grade("multiple_choice", case["response"], str(case["gold"]), n_options=case.get("n", 4)), case)
@@ -202,3 +211,55 @@ def test_grader_timeouts_are_counted_by_the_evaluator_health_gate():
     msg = grader_timeout_gate("math500", 6, 500)
     assert msg is not None and msg.startswith("math500: 6 of 500") and "time budget" in msg
     assert grader_timeout_gate("math500", 0, 0) is None
+
+
+# --- alternatives offered are no answer (grader v3, issue 25) ------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(pair=st.lists(st.sampled_from("ABCD"), min_size=2, max_size=2, unique=True), gold=st.sampled_from("ABCD"),
+       style=st.sampled_from(["The answer is {} or {}.", "Answer: ({}) or ({})", "\\boxed{{{}/{}}}",
+                              "I'd go with {} or possibly {}.", "<answer>{} or {}</answer>"]),
+       head=prose)
+def test_two_letters_offered_in_the_final_mc_answer_never_score(pair, gold, style, head):
+    res = grade("multiple_choice", head + "\n" + style.format(*pair), gold)
+    assert res == GradeResult(0.0, None, "no_answer")
+
+
+@settings(max_examples=15, deadline=None)
+@given(a=st.integers(-50, 50), b=st.integers(-50, 50),
+       style=st.sampled_from(["\\boxed{{{} \\text{{ or }} {}}}", "$\\boxed{{{}}}$ or $\\boxed{{{}}}$",
+                              "The answer is {} or {}."]))
+def test_two_values_offered_in_the_final_math_answer_never_score_against_one_gold(a, b, style):
+    if a == b:
+        return
+    for gold in (a, b):
+        assert grade("math", style.format(a, b), str(gold)) == GradeResult(0.0, None, "no_answer")
+
+
+ROLES = ("knight", "knave")
+
+
+@settings(max_examples=30, deadline=None)
+@given(first=st.lists(st.sampled_from(ROLES), min_size=3, max_size=3),
+       second=st.lists(st.sampled_from(ROLES), min_size=3, max_size=3),
+       joint=st.sampled_from(["; or ", ", or ", ". Alternatively, ", ". Or "]))
+def test_two_kk_assignments_offered_never_score(first, second, joint):
+    if first == second:
+        return
+    def say(roles: list[str]) -> str:
+        return ", ".join(f"{n} is a {r}" for n, r in zip(("Michael", "Ethan", "Zoey"), roles, strict=True))
+
+    for resp in (say(first) + joint + say(second), f"<answer>{say(first)}{joint}{say(second)}</answer>"):
+        assert grade("knights_knaves", resp, KK_GOLD) == GradeResult(0.0, None, "no_answer")
+
+
+@settings(max_examples=30, deadline=None)
+@given(roles=st.lists(st.sampled_from(ROLES), min_size=3, max_size=3), negate=st.lists(st.booleans(), min_size=3,
+                                                                                       max_size=3))
+def test_a_negated_role_is_the_other_role(roles, negate):
+    other = {"knight": "knave", "knave": "knight"}
+    parts = [f"{n} is not a {other[r]}" if neg else f"{n} is a {r}"
+             for n, r, neg in zip(("Michael", "Ethan", "Zoey"), roles, negate, strict=True)]
+    expect = 1.0 if roles == ["knight", "knight", "knave"] else 0.0
+    assert grade("knights_knaves", ", ".join(parts) + ".", KK_GOLD).score == expect

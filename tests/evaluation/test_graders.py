@@ -54,8 +54,12 @@ KK_CASES = [
     # reasoning with a wrong assumption first, final block right
     ("Suppose Michael is a knave. Then Ethan is a knight, contradiction.\n\n"
      "Final answer: Michael is a knight, Ethan is a knave, Zoe is a knight.", 1.0, "ok"),
-    # "He is a knight" is not a person; "is not a knave" is no statement; "knightly" is not "knight"
-    ("He is a knight. Michael is not a knave. Michael is knightly.", 0.0, "no_answer"),
+    # "He is a knight" is not a person; "knightly" is not "knight"
+    ("He is a knight. Michael is knightly.", 0.0, "no_answer"),
+    # grader v3 (issue 25): "is not a knave" assigns the other role (was no statement, no_answer, under v2);
+    # Michael alone is an incomplete answer: graded, wrong
+    ("He is a knight. Michael is not a knave. Michael is knightly.", 0.0, "ok"),
+    ("Michael is not a knave, Ethan is not a knight, and Zoe is not a knave.", 1.0, "ok"),
     ("Michael is a knight, Ethan is a knight, and Zoe is a knight.", 0.0, "ok"),
     ("Michael is a knight and Ethan is a knave.", 0.0, "ok"),  # Zoe missing
     ("MICHAEL is a Knight, ethan is a KNAVE, Zoe is a knight.", 1.0, "ok"),

@@ -1,6 +1,9 @@
 """A corpus of malformed inputs — campaign specs, overrides, YAML files, policy YAMLs, records files and CLI
-options — each of which must be refused with exit 2, a message naming the file or field, no traceback,
+options — each of which must be refused with exit 2, a message naming the file or option, no traceback,
 and nothing written (the work directory and any --out path stay absent).
+
+`test_the_corpus_holds_at_least_260_inputs` counts the inputs the tests below run (one per list entry; the
+generated hypothesis cases are not counted), so the size stated in the issue notes is the size tested.
 
 The commands run in-process through Typer's CliRunner (the same code path as the console script, minus the
 process start), so the whole corpus takes seconds.
@@ -25,13 +28,17 @@ RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
 runner = CliRunner()
 
 
-def _refused(args: list[str], *, nothing_at: list[Path] = ()) -> str:
+def _refused(args: list[str], *, nothing_at: list[Path] = (), names: str | None = None) -> str:
+    """Exit 2, an error line, no traceback, nothing written at `nothing_at`; `names`: text the message must hold
+    (the file or option at fault)."""
     res = runner.invoke(app, args)
     text = res.output
     assert res.exit_code == 2, f"{args}: exit {res.exit_code}\n{text[-2000:]}\n{res.exception!r}"
     assert "Traceback" not in text and "error" in text.lower(), text[-2000:]
     for p in nothing_at:
         assert not Path(p).exists(), f"{args} wrote {p}"
+    if names is not None:
+        assert names in text, f"{args}: the message does not name {names!r}:\n{text[-1000:]}"
     return text
 
 
@@ -53,12 +60,20 @@ BAD_OVERRIDES = [
     "+evaluation.colour=red", "+evaluation.all_checkpoints=maybe", "data.corpus=imagenet", "+data.colour=1",
     "baselines.select=no_such_policy_xyz", "+baselines.sort=baseline", "+colour=red", "seed=[1,2]", "polices=[a]",
     "+sub_campaigns.x.groups=[]", "+seed_design={}",
+    # issue 25: steps a whole number in [1, 100000]; retries.backoff_max_s >= backoff_s, both finite
+    "steps=1e9", "steps=1000000000000000000000000000000", "steps=100001", "steps=300.0", "steps=true",
+    "save_freq=1e9", "save_freq=1000000000000000000000000000000", "retries.backoff_max_s=0.5",
+    "retries.backoff_s=6", "retries.backoff_s=inf", "retries.backoff_max_s=nan", "retries.backoff_max_s=inf",
+    # every numeric spec field: finite, integers not coerced from floats, stated caps (orchestrator/spec.py)
+    "compute.hours_per_run=inf", "compute.hours_per_run=1e6", "+compute.eval_gpu_hours_per_checkpoint=inf",
+    "compute.nodes=1e9", "compute.cpus_per_run=1.0", "data.seed=-1", "data.seed=4294967296",
+    "retries.max_attempts=1e9", "retries.max_attempts=1000",
 ]
 
 
 @pytest.mark.parametrize("override", BAD_OVERRIDES)
 def test_bad_override_is_refused_by_plan(override, tmp_path):
-    _refused(["plan", DEMO, override], nothing_at=[tmp_path / "w"])
+    _refused(["plan", DEMO, override], nothing_at=[tmp_path / "w"], names="demo.yaml")
 
 
 @pytest.mark.parametrize("override", BAD_OVERRIDES[::4])
@@ -84,6 +99,17 @@ BAD_FILES = {
     "binary": "\x00\x01\x02name: x\n",
     "seeds_design_bad": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nseeds: {design: "
                         "magic}\n",
+    # issue 25
+    "steps_1e9": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nsteps: 1.0e+9\n",
+    "steps_10_pow_30": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\n"
+                       "steps: 1000000000000000000000000000000\n",
+    "steps_text": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nsteps: '300'\n",
+    "steps_1e9_bare": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nsteps: 1e9\n",
+    "steps_pow_expr": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nsteps: 10**30\n",
+    "backoff_order": "name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\n"
+                     "retries: {backoff_s: 60, backoff_max_s: 5}\n",
+    "group_steps": "name: x\nrecipe: cpu_tiny\nsub_campaigns: {a: {groups: [{campaign: main, models: [tiny_qwen2], "
+                   "policies: [baseline], steps: 1.0e+12}]}}\n",
 }
 
 
@@ -133,6 +159,9 @@ BAD_POLICIES = [
     {"name": "p", "mechanism": "none", "scorer": {"name": "advantage_magnitude"}},
     {"name": "p", "mechanism": "select", "scorer": "advantage_magnitude", "actuator": {"name": "topk_fraction"}},
     {"mechanism": None}, [1, 2, 3], "just a string",
+    # issue 25: a policy's name is text
+    {**GOOD_SELECT, "name": [1, 2]}, {**GOOD_SELECT, "name": 7}, {**GOOD_SELECT, "name": {"a": 1}},
+    {**GOOD_SELECT, "name": True}, {**GOOD_SELECT, "name": 1.5},
 ]
 
 
@@ -181,12 +210,19 @@ def _records_variants(tmp_path: Path) -> dict[str, Path]:
     put("fractional_seed", df.assign(seed=df["seed"].astype(float).where(df.index != 2, 1.5)))
     put("negative_steps", df.assign(steps=df["steps"].where(df.index != 2, -300)))
     put("binary", text="\x00\x01\x02\x03")
+    put("blank_seed", df.assign(seed=df["seed"].astype(object).where(df.index != 4, "")))
+    put("blank_model", df.assign(model=df["model"].where(df.index != 4, "")))
+    assert list(out) == RECORD_VARIANTS
     return out
+
+
+RECORD_VARIANTS = ["empty", "header_only", "truncated", "wrong_header", "missing_column", "text_score",
+                   "score_above_100", "negative_score", "duplicate_rows", "text_seed", "fractional_seed",
+                   "negative_steps", "binary", "blank_seed", "blank_model"]
 
 
 def test_malformed_records_are_refused_by_every_analysis_command(tmp_path):
     variants = _records_variants(tmp_path)
-    assert len(variants) >= 13
     for name, path in variants.items():
         for cmd in (["compare", str(path)], ["tables", str(path), "--table", "main_7b"]):
             text = _refused(cmd)
@@ -201,36 +237,134 @@ def test_missing_records_file_is_refused(tmp_path):
 # --- 5. CLI options -----------------------------------------------------------------------------------
 
 
-def test_bad_cli_options_are_refused(tmp_path, tree):
+def _cli_cases(tmp_path: Path, tree: Path) -> list[tuple[list[str], str]]:
+    """(argv, what the message must name) of every malformed CLI option."""
     wd = tmp_path / "w"
     noop = str(tree / "small.yaml")  # passes preflight (no evaluation data needed): the option itself is refused
-    (tmp_path / "a_file.txt").write_text("keep me")
+    rel = str(RELEASED)
+    out = str(tmp_path / "out.md")
     cases = [
-        ["plan", DEMO, "--gpus", "0"], ["plan", DEMO, "--format", "yaml"],
-        ["plan", DEMO, "--data-dir", str(tmp_path / "x")],
-        ["submit", noop, "--workdir", str(wd), "--max-parallel", "0"],
-        ["submit", noop, "--workdir", str(wd), "--ledger-url", "mongodb://x/y"],
-        ["submit", noop, "--workdir", str(wd), "--ledger-url", f"sqlite:///{tmp_path}/no/such/dir/ledger.db"],
-        ["submit", DEMO, "--workdir", str(wd), "--data-dir", str(tmp_path / "no_data")],
-        ["compare", str(RELEASED), "--resamples", str(10**12)],
-        ["tables", str(RELEASED), "--out", str(tmp_path / "a_file.txt")],
-        ["report", str(RELEASED), "--out", str(tmp_path)],
-        ["report", str(RELEASED), "--out", str(RELEASED)],
-        ["status", "--workdir", str(wd)], ["resume", "demo", "--workdir", str(wd)],
-        ["logs", "demo", "x", "--workdir", str(wd)],
-        ["cancel", "demo", "--workdir", str(wd)], ["retry", "demo", "--workdir", str(wd)],
-        ["watch", "demo", "--workdir", str(wd)],
-        ["compare", str(RELEASED), "--resamples", "5"], ["compare", str(RELEASED), "--aggregate", "DB-99"],
-        ["tables", str(RELEASED), "--table", "no_such_table"], ["tables", str(RELEASED), "--format", "docx"],
-        ["policies", "validate", str(REPO / "campaigns" / "policy" / "gfpo.yaml"), "--rollout-n", "0"],
-        ["policies", "show", "no_such_policy"],
-        ["data", "synthetic", "--out", str(tmp_path / "d"), "--test-per-domain", "0"],
-        ["data", "synthetic", "--out", str(tmp_path / "d"), "--heldout", "sometimes"],
-        ["export-tasks", str(tmp_path / "t"), "--data-dir", str(tmp_path / "none")],
+        (["plan", DEMO, "--gpus", "0"], "--gpus"), (["plan", DEMO, "--format", "yaml"], "--format"),
+        (["plan", DEMO, "--data-dir", str(tmp_path / "x")], str(tmp_path / "x")),
+        (["submit", noop, "--workdir", str(wd), "--max-parallel", "0"], "--max-parallel"),
+        (["submit", noop, "--workdir", str(wd), "--ledger-url", "mongodb://x/y"], "mongodb://x/y"),
+        (["submit", noop, "--workdir", str(wd), "--ledger-url", f"sqlite:///{tmp_path}/no/such/dir/ledger.db"],
+         "no/such/dir"),
+        (["submit", DEMO, "--workdir", str(wd), "--data-dir", str(tmp_path / "no_data")], "no_data"),
+        (["compare", rel, "--resamples", str(10**12)], "--resamples"),
+        (["tables", rel, "--out", str(tmp_path / "a_file.txt")], "a_file.txt"),
+        (["report", rel, "--out", str(tmp_path)], "--out"),
+        (["report", rel, "--out", rel], "--out"),
+        (["status", "--workdir", str(wd)], "--workdir"), (["resume", "demo", "--workdir", str(wd)], "'demo'"),
+        (["logs", "demo", "x", "--workdir", str(wd)], "'demo'"),
+        (["cancel", "demo", "--workdir", str(wd)], "'demo'"), (["retry", "demo", "--workdir", str(wd)], "'demo'"),
+        (["watch", "demo", "--workdir", str(wd)], "'demo'"),
+        (["status", "demo", "--workdir", str(wd)], "'demo'"),
+        (["resume", DEMO, "--workdir", str(wd)], "'demo'"), (["cancel", DEMO, "--workdir", str(wd)], "'demo'"),
+        (["compare", rel, "--resamples", "5"], "--resamples"),
+        (["compare", rel, "--aggregate", "DB-99"], "--aggregate"),
+        (["tables", rel, "--table", "no_such_table"], "--table"), (["tables", rel, "--format", "docx"], "--format"),
+        (["policies", "validate", str(REPO / "campaigns" / "policy" / "gfpo.yaml"), "--rollout-n", "0"], "--rollout-n"),
+        (["policies", "show", "no_such_policy"], "no_such_policy"),
+        (["policies", "validate", str(tmp_path / "no_such_policy.yaml")], "no_such_policy.yaml"),
+        (["data", "synthetic", "--out", str(tmp_path / "d"), "--test-per-domain", "0"], "--test-per-domain"),
+        (["data", "synthetic", "--out", str(tmp_path / "d"), "--heldout", "sometimes"], "--heldout"),
+        (["export-tasks", str(tmp_path / "t"), "--data-dir", str(tmp_path / "none")], str(tmp_path / "none")),
     ]
-    for args in cases:
-        _refused(args, nothing_at=[wd, tmp_path / "d", tmp_path / "t", tmp_path / "no"])
+    # issue 25: every numeric option of the analysis commands and `plan` has a stated range (orchestrator/ranges.py)
+    for cmd in (["compare", rel], ["verdicts", rel], ["tables", rel], ["report", rel, "--out", out]):
+        for v in ("inf", "-inf", "nan", "0", "-1", "1e309"):
+            cases.append(([*cmd, "--margin", v], "--margin"))
+    for v in ("inf", "nan", "0", "-1", "-inf"):
+        cases.append((["compare", rel, "--effect", v], "--effect"))
+    for v in ("nan", "0", "1", "1.5", "-0.1", "inf"):
+        cases.append((["verdicts", rel, "--alpha", v], "--alpha"))
+    for v in ("-1", str(2**32)):
+        cases.append((["compare", rel, "--seed", v], "--seed"))
+    for opt in ("--sd", "--margin"):
+        for v in ("nan", "inf", "0", "-2"):
+            cases.append((["plan", DEMO, opt, v], opt))
+    gfpo = str(REPO / "campaigns" / "policy" / "gfpo.yaml")
+    train = ["train", "--policy", gfpo, "--out", str(tmp_path / "d")]
+    cases += [
+        ([*train, "--seed", "-1"], "--seed"), ([*train, "--seed", str(2**32)], "--seed"),
+        ([*train, "--seed", "1", "--steps", "0"], "--steps"),
+        ([*train, "--seed", "1", "--steps", "1000000"], "--steps"),
+        ([*train, "--seed", "1", "--save-freq", "0"], "--save-freq"),
+        (["eval", str(tmp_path / "ckpt"), "--seed", "-1"], "--seed"),
+        (["eval", str(tmp_path / "ckpt"), "--step", "-3"], "--step"),
+        (["eval", str(tmp_path / "ckpt"), "--max-gen-toks", "0"], "--max-gen-toks"),
+        (["tune", DEMO, "--workdir", str(wd), "--trials", "0"], "--trials"),
+        (["tune", DEMO, "--workdir", str(wd), "--sampler-seed", "-1"], "--sampler-seed"),
+        (["tune", DEMO, "--workdir", str(wd), "--max-parallel", "0"], "--max-parallel"),
+        (["tune", DEMO, "--workdir", str(wd), "--ray-address", "not a url"], "--ray-address"),
+        (["tune", DEMO, "--workdir", str(wd), "--seeds", "1,x"], "--seeds"),
+        (["seeds-look", "demo", "--look", "0", "--workdir", str(wd), "--records", rel, "--margin", "nan"], "--margin"),
+        (["seeds-look", "demo", "--look", "0", "--workdir", str(wd), "--records", rel, "--futility-cp", "2"],
+         "--futility-cp"),
+        (["looks", "demo", "--workdir", str(wd)], "'demo'"),
+    ]
+    return cases
+
+
+def test_bad_cli_options_are_refused(tmp_path, tree):
+    (tmp_path / "a_file.txt").write_text("keep me")
+    for args, names in _cli_cases(tmp_path, tree):
+        _refused(args, names=names,
+                 nothing_at=[tmp_path / "w", tmp_path / "d", tmp_path / "t", tmp_path / "no", tmp_path / "out.md"])
     assert (tmp_path / "a_file.txt").read_text() == "keep me"
+
+
+def test_json_output_never_holds_nan_or_infinity(tmp_path):
+    """`--json` is parsed by strict JSON readers: a missing number is null (README "JSON output")."""
+    import json
+
+    for args in (["compare", str(RELEASED), "--json", "--resamples", "200"],
+                 ["verdicts", str(RELEASED), "--json", "--resamples", "200"]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0, res.output[-500:]
+        text = res.stdout
+        bare: list[str] = []
+        json.loads(text, parse_constant=bare.append)  # called for NaN, Infinity, -Infinity only
+        assert bare == [] and "NaN" not in text and "Infinity" not in text, (args, bare)
+
+
+# --- 7. issue 25: --ray-address, the suite under the noop backend ---------------------------------------
+
+BAD_RAY_ADDRESSES = ["not a url", "", "ray://127.0.0.1:10001", "http://127.0.0.1:99999", "127.0.0.1:abc",
+                     "http://u:p@127.0.0.1:8265", "ftp://127.0.0.1:8265", "http://127.0.0.1:8265/jobs", "http://",
+                     "127.0.0.1:0", "-host:8265", "http://a b:8265"]
+
+
+@pytest.mark.parametrize("address", BAD_RAY_ADDRESSES)
+def test_malformed_ray_address_is_refused_before_anything_is_written(address, tmp_path, tree):
+    """Was exit 3 ("unreachable") after writing ledger.db with 8 runs and cluster.json."""
+    wd = tmp_path / "w"
+    _refused(["submit", str(tree / "small.yaml"), "--workdir", str(wd), "--ray-address", address, "--no-wait"],
+             nothing_at=[wd], names="--ray-address")
+
+
+def test_malformed_ray_address_is_refused_by_commands_on_a_submitted_campaign(tmp_path):
+    from orchestrator.campaign import open_session
+    from orchestrator.ray_address import RayAddressError
+
+    with pytest.raises(RayAddressError, match="--ray-address"):
+        open_session(tmp_path / "w", ray_address="not a url", remember=True)
+    assert not (tmp_path / "w").exists()
+
+
+NOOP_SUITES = ["nosuch", "../db12", "db12/../../x"]
+
+
+@pytest.mark.parametrize("suite", NOOP_SUITES)
+def test_unknown_suite_is_refused_under_the_noop_backend(suite, tmp_path, tree):
+    """The noop evaluate stage loads the suite too: preflight checks it for every backend."""
+    spec = yaml.safe_load((tree / "small.yaml").read_text())
+    f = tree / "small_bad_suite.yaml"
+    f.write_text(yaml.safe_dump({**spec, "suite": suite}))
+    wd = tmp_path / "w"
+    _refused(["plan", str(f)], names="small_bad_suite.yaml")
+    _refused(["submit", str(f), "--workdir", str(wd), "--no-wait"], nothing_at=[wd], names="small_bad_suite.yaml")
 
 
 # --- 6. generated: any garbage as a seed list or a campaign name -------------------------------------------
@@ -268,14 +402,48 @@ def test_malformed_long_records_are_refused(tmp_path):
     long.to_csv(tmp_path / "ok.csv", index=False)
     read_records(tmp_path / "ok.csv", suite="db12")  # the base file is valid
     first = long["run_id"] == long["run_id"].iloc[0]
+    row5 = long.index == 5
+    seed_f = long["seed"].astype(float)
     variants = {
         "two_generations.csv": pd.concat([long, long[first].assign(run_key="new-generation-key")]),
         "zero_items.csv": long.assign(n_items=long["n_items"].where(~first, 0)),
         "more_correct_than_items.csv": long.assign(n_correct=long["n_correct"].where(~first, 10**6)),
         "bool_accuracy.parquet": long[first].assign(accuracy=True),  # a whole bool column (pyarrow keeps it bool)
+        # issue 25: a missing seed (or other cell key) in any format is refused with file, row and column
+        "nan_seed.parquet": long.assign(seed=seed_f.where(~row5, float("nan"))),
+        "inf_seed.parquet": long.assign(seed=seed_f.where(~row5, float("inf"))),
+        "nan_step.parquet": long.assign(step=long["step"].astype(float).where(~row5, float("nan"))),
+        "none_campaign.parquet": long.assign(campaign=long["campaign"].where(~row5, None)),
+        "none_policy.parquet": long.assign(policy=long["policy"].where(~row5, None)),
+        "blank_seed.csv": long.assign(seed=long["seed"].astype(object).where(~row5, "")),
     }
+    assert list(variants) == LONG_VARIANTS
     for name, frame in variants.items():
         path = tmp_path / name
         frame.to_parquet(path) if path.suffix == ".parquet" else frame.to_csv(path, index=False)
         text = _refused(["compare", str(path)])
         assert name in text, (name, text[-400:])
+        if name.startswith(("nan_", "inf_", "none_", "blank_")):
+            column = name.split("_")[1].split(".")[0]
+            assert "row 6" in text and f"column '{column}'" in text, (name, text[-400:])
+
+
+LONG_VARIANTS = ["two_generations.csv", "zero_items.csv", "more_correct_than_items.csv", "bool_accuracy.parquet",
+                 "nan_seed.parquet", "inf_seed.parquet", "nan_step.parquet", "none_campaign.parquet",
+                 "none_policy.parquet", "blank_seed.csv"]
+
+
+# --- 8. the corpus size ----------------------------------------------------------------------------------
+
+
+def test_the_corpus_holds_at_least_260_inputs(tmp_path):
+    """Issue 25: >= 260 malformed inputs, each run by a test above (exit 2, no traceback, nothing written, the
+    message naming the file or option). Counted from the same lists the tests iterate."""
+    counts = {
+        "overrides (plan)": len(BAD_OVERRIDES), "overrides (submit)": len(BAD_OVERRIDES[::4]),
+        "campaign files": len(BAD_FILES), "missing campaign file": 2, "policy files": len(BAD_POLICIES),
+        "unparseable policy YAML": 4, "records (compare, tables)": 2 * len(RECORD_VARIANTS),
+        "missing records": 3, "cli options": len(_cli_cases(tmp_path, tmp_path)), "long records": len(LONG_VARIANTS),
+        "--ray-address": len(BAD_RAY_ADDRESSES) + 1, "suite under noop (plan, submit)": 2 * len(NOOP_SUITES),
+    }
+    assert sum(counts.values()) >= 260, counts

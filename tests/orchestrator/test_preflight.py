@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from orchestrator.cli import app
-from orchestrator.preflight import check_positive
+from orchestrator.ranges import check_positive
 from orchestrator.spec import SpecError, check_name, check_seeds, load_campaign
 
 REPO = Path(__file__).resolve().parents[2]
