@@ -141,16 +141,17 @@ def _bindable(port: int) -> bool:
 
 
 def _port_block(n: int) -> int:
-    """The first port of `n` consecutive free ports below the kernel's ephemeral range (where `_free_port`'s
-    picks and every other process's outgoing connections land), for a node's worker processes."""
+    """The first port of `n` consecutive free ports for a node's worker processes: below the kernel's ephemeral
+    range (where `_free_port`'s picks and every outgoing connection land) and above Ray's default worker range
+    (10002-19999, used by every one-node private runtime of a verl run)."""
     import random
 
-    starts = list(range(10000, 30000 - n, n))
+    starts = list(range(20000, 32000 - n, n))
     random.shuffle(starts)
     for lo in starts:
         if all(_bindable(p) for p in range(lo, lo + n)):
             return lo
-    raise TrainingError(f"no {n} consecutive free ports in 10000-30000 for a private Ray node's workers")
+    raise TrainingError(f"no {n} consecutive free ports in 20000-32000 for a private Ray node's workers")
 
 
 WORKER_PORTS = 100

@@ -64,8 +64,11 @@ def test_a_two_node_verl_run_spans_two_nodes_beside_a_one_node_run(ray_cluster3,
     env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(c.token_file), "RAY_AUTH_MODE": "token"}
     p = subprocess.run([CAMPAIGN, "submit", str(_tree(tmp_path)), "--workdir", str(wd), "--ray-address", c.address,
                         "--max-parallel", "2"], env=env, cwd=REPO, capture_output=True, text=True, timeout=2000)
-    assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-4000:]
     led = open_ledger(wd)
+    if p.returncode != 0:  # say why: each failed attempt's reason and the end of its run's train log
+        why = [f"{a['submission_id']}: {a['reason'][-1500:]}" for a in led.attempts("v2n") if a["status"] == "failed"]
+        logs = [f"{d}:\n{d.read_text()[-3000:]}" for d in (wd / "runs" / "v2n").glob("*/train/*.log")]
+        pytest.fail("\n".join([p.stdout[-3000:], *why, *logs]))
     runs = {r.run_id.split("/")[1]: r for r in led.runs("v2n")}
     led.close()
     assert {r.state for r in runs.values()} == {"recorded"}, [(k, r.state, r.reason) for k, r in runs.items()]
