@@ -193,7 +193,20 @@ class PrivateNode:
         self.temp_dir = ""
 
     def start(self, head_address: str | None, gpus: int, cpus: int, log_path: str, ready_s: float,
-              run_env: dict[str, str]) -> dict[str, Any]:
+              run_env: dict[str, str], tries: int = 3) -> dict[str, Any]:
+        """Start the node; again (fresh ports and temp dir) when it missed Ray's fixed 30 s start-up wait for its
+        raylet, which a loaded 2-core machine did."""
+        for i in range(tries):
+            try:
+                return self._start(head_address, gpus, cpus, log_path, ready_s, run_env)
+            except RuntimeError as exc:
+                self.stop()
+                if i == tries - 1 or "timed out during startup" not in str(exc):
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start(self, head_address: str | None, gpus: int, cpus: int, log_path: str, ready_s: float,
+               run_env: dict[str, str]) -> dict[str, Any]:
         import subprocess
         import tempfile
 
@@ -208,16 +221,16 @@ class PrivateNode:
         # private node starts, as they reach a one-node runtime's through verl's own process
         env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_JOB_CONFIG_JSON_ENV_VAR")}
         env.update(run_env)
-        # Ray gives a starting node 30 s to register its raylet; a loaded node (a 2-core machine running a few
-        # runs) was seen missing that: give it what `ready_s` allows
-        env.setdefault("RAY_raylet_start_wait_time_s", str(int(ready_s)))
         log = open(log_path, "ab")
+        offset = log.tell()  # this start's part of the log (an earlier try's lines stay above it)
         self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_pdeathsig)
         deadline = time.time() + ready_s
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"private Ray node exited with {self.proc.returncode}; see {log_path}")
-            if b"Ray runtime started" in Path(log_path).read_bytes():
+                tail = Path(log_path).read_bytes()[offset:][-4000:].decode(errors="replace")
+                why = " (timed out during startup)" if "timed out during startup" in tail else ""
+                raise RuntimeError(f"private Ray node exited with {self.proc.returncode}{why}; see {log_path}")
+            if b"Ray runtime started" in Path(log_path).read_bytes()[offset:]:
                 node_id = ray.get_runtime_context().get_node_id()
                 return {"ip": ip, "gcs": f"{ip}:{gcs}" if gcs else "", "node_id": node_id, "pid": self.proc.pid,
                         "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}

@@ -164,6 +164,23 @@ def build_command(req: TrainRequest, *, python: str | None = None, write_policy:
     return argv, env
 
 
+# Ray gives a starting node a fixed 30 s to register its raylet (`ray/_private/node.py`, no setting), and a
+# loaded 2-core machine running two verl runs missed it: such a launch never started training, so it is
+# launched again (a new metrics file), at most this many times.
+STARTUP_RETRIES = 2
+STARTUP_TIMEOUT = "The current node timed out during startup"
+
+
+def _startup_timed_out(log: Path, launch_file: Path) -> bool:
+    """Whether the launch that logged to `launch_file` (still empty: no step ran) died of Ray's start-up wait."""
+    try:
+        ran = launch_file.stat().st_size > 0
+        tail = log.read_bytes()[-20000:].decode(errors="replace")
+    except OSError:
+        return False
+    return not ran and STARTUP_TIMEOUT in tail
+
+
 # CPUs of each node of a multi-node run's private runtime: verl's workers, rollout servers and TransferQueue
 # actors ask for CPUs there, not in the shared cluster (whose bundle holds 1 CPU per node), as the one-node
 # runtime's `ray_init.num_cpus` does.
@@ -391,6 +408,13 @@ class VerlBackend(TrainingBackend):
         with reserved_nodes(model, dirs["out"], req.run_key, log=note) as res:
             if res is None:
                 rc, wall = self._launch(req, dirs, launch_file, None)
+                for _ in range(STARTUP_RETRIES):  # Ray's fixed 30 s raylet wait, missed on a loaded node
+                    if rc == 0 or not _startup_timed_out(dirs["log"], launch_file):
+                        break
+                    note("windtunnel: the private Ray runtime missed Ray's 30 s start-up wait; launching again")
+                    launch_file = _next_launch_file(attempts)
+                    rc, more = self._launch(req, dirs, launch_file, None)
+                    wall += more
             else:
                 # verl's workers live on the private nodes and see those nodes' environment, not the driver's:
                 # every node gets the run's variables, this launch's metrics file included
