@@ -343,3 +343,18 @@ def test_no_mlflow_logger_without_a_store(tmp_path):
     req.extra.pop("mlflow_uri")
     argv, env = build_command(req)
     assert _as_dict(argv)["trainer.logger"] == "[console,file]" and "MLFLOW_TRACKING_URI" not in env
+
+
+def test_only_a_launch_that_never_stepped_and_missed_rays_start_up_wait_is_launched_again(tmp_path):
+    """Ray waits a fixed 30 s for a new node's raylet; a launch that died of that did no work and is relaunched."""
+    from orchestrator.training.verl_launcher import STARTUP_TIMEOUT, _startup_timed_out
+
+    log, launch = tmp_path / "train.log", tmp_path / "launch_000.jsonl"
+    launch.write_text("")
+    log.write_text(f"Traceback ...\nException: {STARTUP_TIMEOUT}. This could happen because ...\n")
+    assert _startup_timed_out(log, launch)
+    launch.write_text('{"step": 1, "data": {}}\n')  # it trained a step: never relaunched behind the user's back
+    assert not _startup_timed_out(log, launch)
+    launch.write_text("")
+    log.write_text("RuntimeError: CUDA out of memory\n")  # any other failure is the scheduler's to classify
+    assert not _startup_timed_out(log, launch)
