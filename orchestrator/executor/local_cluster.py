@@ -22,6 +22,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -290,8 +291,9 @@ class LocalCluster:
         os.replace(tmp, self.root / STATE)
 
     @classmethod
-    def attach(cls, root: Path) -> LocalCluster | None:
-        """The cluster recorded under `root` if its head answers, else None."""
+    def attach(cls, root: Path, *, alive: bool = True) -> LocalCluster | None:
+        """The cluster recorded under `root` if its head answers (`alive=False`: whatever is recorded, to stop
+        what is left of a cluster whose head died), else None."""
         path = Path(root).resolve() / STATE
         if not path.exists():
             return None
@@ -300,7 +302,7 @@ class LocalCluster:
             c = cls(root, [Node(**n) for n in body["nodes"]], body["tmp_base"])
         except (ValueError, KeyError, TypeError):
             return None
-        return c if c.nodes and _alive(c.address) else None
+        return c if c.nodes and (not alive or _alive(c.address)) else None
 
     def alive_nodes(self) -> int:
         """Nodes the GCS reports alive (asks the head's dashboard; needs the token)."""
@@ -333,3 +335,40 @@ def _wait(cond, timeout_s: float, interval_s: float = 0.5) -> bool:
             return False
 
     return wait_until(safe, timeout_s, interval_s)
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """`python -m orchestrator.executor.local_cluster up DIR [--nodes 3 --gpus 4 --cpus 4] | down DIR`."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m orchestrator.executor.local_cluster",
+                                 description="A multi-node Ray cluster on this machine (a trial, not production).")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="start a head and workers; prints the address and the token file")
+    up.add_argument("root", type=Path)
+    up.add_argument("--nodes", type=int, default=3)
+    up.add_argument("--gpus", type=int, default=4, help="logical GPUs per node")
+    up.add_argument("--cpus", type=int, default=4, help="CPUs per node")
+    down = sub.add_parser("down", help="stop every process of the cluster started under ROOT (by PID)")
+    down.add_argument("root", type=Path)
+    a = ap.parse_args(argv)
+    if a.cmd == "up":
+        if LocalCluster.attach(a.root) is not None:
+            print(f"{a.root}: a cluster is already running there; `down` it first", file=sys.stderr)
+            return 2
+        c = LocalCluster(a.root).start(a.nodes, num_gpus=a.gpus, num_cpus=a.cpus)
+        print(f"{len(c.nodes)} nodes up; dashboard {c.address}, GCS {c.gcs_address}")
+        print(f"export RAY_AUTH_TOKEN_PATH={c.token_file}")
+        print(f"campaign doctor --ray-address {c.address} --workdir WORKDIR")
+        return 0
+    running = LocalCluster.attach(a.root, alive=False)
+    if running is None:
+        print(f"{a.root}: no running cluster recorded there", file=sys.stderr)
+        return 2
+    running.stop()
+    print(f"stopped {a.root}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
