@@ -309,7 +309,8 @@ def diagnose(facts: dict[str, Any], workdir: Path, nonce: str, *, needs: list[tu
     for entry in sorted(facts["nodes"], key=lambda e: (not e.get("head"), e["address"])):
         label = node_label(entry)
         if "facts" not in entry:
-            rows.append(Finding(label, "probe", entry.get("error", "no answer"), FAIL,
+            error = entry.get("error", "no answer")
+            rows.append(Finding(label, "probe", error, FAIL, _INSTALL_FIX if "ModuleNotFoundError" in error else
                                 "check the node is healthy (`ray status`, its raylet log); a node that cannot run a "
                                 "task cannot run a stage"))
             continue

@@ -48,7 +48,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
     shared = config.stash[_shared]
     stop_head(shared / "head")
-    cluster = LocalCluster.attach(shared / "cluster3")
+    cluster = LocalCluster.attach(shared / "cluster3", alive=False)
     if cluster is not None:
         cluster.stop()
     shutil.rmtree(shared, ignore_errors=True)

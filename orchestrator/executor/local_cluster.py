@@ -22,6 +22,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,19 +93,26 @@ def _free_ports(names: tuple[str, ...], taken: set[int]) -> dict[str, int]:
 
 
 def _processes_of(temp_dir: str) -> list[int]:
-    """PIDs whose argv names `temp_dir` (the node's raylet, agents, log monitor; on the head also GCS, dashboard,
-    monitor) — every daemon a node starts carries its session dir under the temp dir."""
+    """PIDs whose argv names `temp_dir` or a path under it (the node's raylet, agents, log monitor; on the head
+    also GCS, dashboard, monitor) — every daemon a node starts carries its session dir under the temp dir.
+    Matched by whole path, so node `w1` is not taken for `w10`."""
     import psutil
 
     me, pids = os.getpid(), []
     for p in psutil.process_iter(["pid", "cmdline"]):
         try:
-            cmd = " ".join(p.info["cmdline"] or [])
+            args = p.info["cmdline"] or []
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-        if temp_dir in cmd and p.info["pid"] != me:
+        if p.info["pid"] != me and any(_names(a, temp_dir) for a in args):
             pids.append(p.info["pid"])
     return sorted(pids)
+
+
+def _names(arg: str, path: str) -> bool:
+    """Whether one argv element is `path`, `--opt=path`, or a path under `path`."""
+    value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
+    return value == path or value.startswith(path + "/") or (path + "/") in arg
 
 
 def _with_children(pids: list[int]) -> list[list[float]]:
@@ -241,7 +249,8 @@ class LocalCluster:
         return None
 
     def kill_raylet(self, index: int) -> int:
-        """SIGKILL node `index`'s raylet (a node loss as the rest of the cluster sees it); returns its PID.
+        """SIGKILL node `index`'s raylet (a node loss as the rest of the cluster sees it) and wait until it is
+        gone; returns its PID.
         The node's processes at that moment, its workers included, are recorded so `stop()` ends them."""
         if index == 0:
             raise ValueError("kill_raylet(0) would take the head down; kill a worker node (index >= 1)")
@@ -252,7 +261,14 @@ class LocalCluster:
         seen = {int(p) for p, _ in node.processes}
         node.processes += [e for e in _with_children(_processes_of(node.temp_dir)) if int(e[0]) not in seen]
         self._save()
-        os.kill(pid, signal.SIGKILL)
+        import psutil
+
+        try:
+            raylet = psutil.Process(pid)
+            raylet.send_signal(signal.SIGKILL)
+            psutil.wait_procs([raylet], timeout=30)  # gone (or a zombie) before the caller looks
+        except psutil.NoSuchProcess:
+            pass
         return pid
 
     def stop(self) -> None:
@@ -263,24 +279,32 @@ class LocalCluster:
         self.nodes = []
 
     def _kill_node(self, node: Node) -> None:
+        """Terminate, then kill, the node's processes: those naming its temp dir, their children, and the ones
+        recorded earlier (e.g. the workers of a raylet `kill_raylet` killed) that are still the same processes."""
         import psutil
 
-        gcs_port = str(self.head.ports["port"]) if node is self.nodes[0] else "no-gcs-port"
-        _kill_head_processes(Path(node.temp_dir), gcs_port)  # by temp dir in argv, with their children
-        left = []
-        for pid, created in node.processes:  # recorded earlier, e.g. the workers of a raylet `kill_raylet` killed
+        if node is self.nodes[0]:  # the head's Ray Client server carries no temp dir: `local_head` finds it
+            _kill_head_processes(Path(node.temp_dir), str(node.ports["port"]))
+        procs: dict[int, psutil.Process] = {}
+        for pid, created in _with_children(_processes_of(node.temp_dir)) + node.processes:
             try:
                 p = psutil.Process(int(pid))
                 if abs(p.create_time() - created) < 1e-3 and p.status() != psutil.STATUS_ZOMBIE:
-                    left.append(p)
+                    procs[p.pid] = p
             except psutil.NoSuchProcess:
                 continue
-        for p in left:
+        for p in procs.values():
+            try:
+                p.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(list(procs.values()), timeout=3)  # some Ray daemons outwait SIGTERM
+        for p in alive:
             try:
                 p.kill()
             except psutil.NoSuchProcess:
                 pass
-        psutil.wait_procs(left, timeout=3)
+        psutil.wait_procs(alive, timeout=3)
 
     # -- state --------------------------------------------------------------------------------------------------
     def _save(self) -> None:
@@ -290,8 +314,9 @@ class LocalCluster:
         os.replace(tmp, self.root / STATE)
 
     @classmethod
-    def attach(cls, root: Path) -> LocalCluster | None:
-        """The cluster recorded under `root` if its head answers, else None."""
+    def attach(cls, root: Path, *, alive: bool = True) -> LocalCluster | None:
+        """The cluster recorded under `root` if its head answers (`alive=False`: whatever is recorded, to stop
+        what is left of a cluster whose head died), else None."""
         path = Path(root).resolve() / STATE
         if not path.exists():
             return None
@@ -300,7 +325,7 @@ class LocalCluster:
             c = cls(root, [Node(**n) for n in body["nodes"]], body["tmp_base"])
         except (ValueError, KeyError, TypeError):
             return None
-        return c if c.nodes and _alive(c.address) else None
+        return c if c.nodes and (not alive or _alive(c.address)) else None
 
     def alive_nodes(self) -> int:
         """Nodes the GCS reports alive (asks the head's dashboard; needs the token)."""
@@ -333,3 +358,40 @@ def _wait(cond, timeout_s: float, interval_s: float = 0.5) -> bool:
             return False
 
     return wait_until(safe, timeout_s, interval_s)
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """`python -m orchestrator.executor.local_cluster up DIR [--nodes 3 --gpus 4 --cpus 4] | down DIR`."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m orchestrator.executor.local_cluster",
+                                 description="A multi-node Ray cluster on this machine (a trial, not production).")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="start a head and workers; prints the address and the token file")
+    up.add_argument("root", type=Path)
+    up.add_argument("--nodes", type=int, default=3)
+    up.add_argument("--gpus", type=int, default=4, help="logical GPUs per node")
+    up.add_argument("--cpus", type=int, default=4, help="CPUs per node")
+    down = sub.add_parser("down", help="stop every process of the cluster started under ROOT (by PID)")
+    down.add_argument("root", type=Path)
+    a = ap.parse_args(argv)
+    if a.cmd == "up":
+        if LocalCluster.attach(a.root) is not None:
+            print(f"{a.root}: a cluster is already running there; `down` it first", file=sys.stderr)
+            return 2
+        c = LocalCluster(a.root).start(a.nodes, num_gpus=a.gpus, num_cpus=a.cpus)
+        print(f"{len(c.nodes)} nodes up; dashboard {c.address}, GCS {c.gcs_address}")
+        print(f"export RAY_AUTH_TOKEN_PATH={c.token_file}")
+        print(f"campaign doctor --ray-address {c.address} --workdir WORKDIR")
+        return 0
+    running = LocalCluster.attach(a.root, alive=False)
+    if running is None:
+        print(f"{a.root}: no running cluster recorded there", file=sys.stderr)
+        return 2
+    running.stop()
+    print(f"stopped {a.root}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
