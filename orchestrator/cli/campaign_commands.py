@@ -72,6 +72,29 @@ def _preflight(spec, runs, eval_data: Path | None, *, local_head: bool, ray_addr
         _fail(str(exc))
 
 
+def _cluster_checks(address: str, workdir: Path, runs) -> None:
+    """`campaign doctor`'s quick part before any compute on a user's cluster: every node's versions against this
+    machine's, the work dir shared with every node, and room for each run shape; exit 2 listing the problems."""
+    from orchestrator.cluster_doctor import DoctorError, cheap_checks
+    from orchestrator.executor import ClusterUnreachable
+    from orchestrator.executor.ray_jobs import ClusterAuthError
+    from orchestrator.session import cluster_executor
+
+    needs = sorted({(f"model {r.model}", r.gpus_per_node, r.nnodes) for r in runs if r.gpus_per_node})
+    try:
+        bad = cheap_checks(cluster_executor(address, workdir), workdir.resolve(), needs=needs)
+    except ClusterAuthError as exc:  # a refused token is the user's to fix (exit 2), not an outage
+        _fail(str(exc))
+    except ClusterUnreachable as exc:
+        _fail(str(exc), 3)
+    except DoctorError as exc:
+        _fail(str(exc), exc.exit_code)
+    if bad:
+        _fail(f"{len(bad)} problem(s) with the cluster at {address} found before any compute (`campaign doctor "
+              f"--workdir {workdir}` shows every check):\n" + "\n".join(f"  - {r.node}: {r.check}: {r.result}; "
+                                                                         f"fix: {r.fix}" for r in bad))
+
+
 def _session(workdir: Path, ledger_url: str | None = None, ray_address: str | None = None, *,
              remember: bool = False):
     """`orchestrator.campaign.open_session`; a ledger that cannot be opened is bad input (exit 2)."""
@@ -278,6 +301,9 @@ def register(app: typer.Typer) -> None:
         wait: bool = typer.Option(True, "--wait/--no-wait", help="drive the campaign to completion"),
         max_parallel: int | None = typer.Option(None, "--max-parallel", min=1, help="cap on concurrent jobs"),
         dry_run: bool = typer.Option(False, "--dry-run", help="show new/changed/unchanged without writing"),
+        doctor: bool = typer.Option(True, "--doctor/--no-doctor", help="on a cluster (--ray-address), first check "
+                                    "every node's versions, the shared work dir and GPUs per node (campaign doctor's "
+                                    "quick part, one small Ray job)"),
         data_dir: Path | None = typer.Option(None, "--data-dir", help="evaluation data directory (default: the "
                                                 "campaign's evaluation.data_dir, relative to the work directory)"),
     ) -> None:
@@ -297,6 +323,8 @@ def register(app: typer.Typer) -> None:
         if dry_run:
             typer.echo(json_dumps(submit_preview(spec, rs, workdir, ledger_url)))
             return
+        if target and doctor:
+            _cluster_checks(target, workdir, rs)
         sess = _session(workdir, ledger_url, ray_address, remember=True)
         diff, removed = submit(sess, spec, rs)
         out.print(f"[bold]{spec.name}[/]: {len(diff.new)} new, {len(diff.changed)} changed, "

@@ -7,7 +7,6 @@ the cluster refuses), 3 the cluster is unreachable.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import typer
@@ -22,19 +21,14 @@ _STYLE = {"ok": "green", "warning": "yellow", "FAIL": "bold red"}
 def _executor(workdir: Path, ray_address: str | None):
     """The cluster `submit` would use: --ray-address, else the one recorded in the work directory, else the work
     directory's running local head (never started here: the doctor only looks)."""
-    from orchestrator.executor.cluster_record import load_cluster
+    from orchestrator.campaign import cluster_address
     from orchestrator.executor.local_head import running_head
     from orchestrator.session import Session
 
-    if not ray_address:
-        rec = load_cluster(workdir)
-        if rec is not None:
-            ray_address = rec["address"]
-            if rec.get("token_path") and not os.environ.get("RAY_AUTH_TOKEN_PATH"):
-                os.environ["RAY_AUTH_TOKEN_PATH"] = rec["token_path"]
-        elif running_head(workdir) is None:
-            fail(f"no cluster to check: pass --ray-address http://HEAD:8265 (with RAY_AUTH_TOKEN_PATH set to the "
-                 f"cluster's token), or submit a campaign with --workdir {workdir} first (its cluster is recorded)")
+    ray_address = cluster_address(workdir, ray_address)
+    if not ray_address and running_head(workdir) is None:
+        fail(f"no cluster to check: pass --ray-address http://HEAD:8265 (with RAY_AUTH_TOKEN_PATH set to the "
+             f"cluster's token), or submit a campaign with --workdir {workdir} first (its cluster is recorded)")
     return Session(workdir=workdir, ray_address=ray_address).executor
 
 
@@ -59,6 +53,13 @@ def register(app: typer.Typer) -> None:
         from orchestrator.executor import ClusterUnreachable
         from orchestrator.executor.ray_jobs import ClusterAuthError
 
+        from orchestrator.ray_address import RayAddressError, parse_ray_address
+
+        if ray_address is not None:
+            try:
+                parse_ray_address(ray_address)  # bad input, before anything is written
+            except RayAddressError as exc:
+                fail(str(exc), 2)
         workdir = workdir.resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         try:
