@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable, Mapping
 
+from orchestrator.ledger.base import LeaseLost
 from orchestrator.ledger.states import RunState
 from wtcommon.metrics import read_metrics_jsonl
 
@@ -411,8 +412,11 @@ class CampaignTracker:
                 continue  # not started: no MLflow run yet
             if row.run_key in self._skip:
                 continue
+            self.ledger.check_driver(self.campaign)  # a driver that lost its lease writes nothing more
             try:
                 changed += self._sync_row(row)
+            except LeaseLost:
+                raise
             except Exception as exc:
                 import sys
 
