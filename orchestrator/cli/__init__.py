@@ -8,6 +8,7 @@ from orchestrator.cli import (
     analysis_commands,
     campaign_commands,
     eval_commands,
+    head_commands,
     policy_commands,
     sequential_commands,
     train_commands,
@@ -41,7 +42,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Windtunnel: matched-seed comparisons of RLVR data policies."""
 
 for _module in (analysis_commands, policy_commands, eval_commands, train_commands, campaign_commands, tune_commands,
-                sequential_commands):
+                sequential_commands, head_commands):
     _module.register(app)
 
 

@@ -158,7 +158,7 @@ class Ledger(abc.ABC):
     @abc.abstractmethod
     def check_driver(self, name: str) -> None:
         """Raise LeaseLost when this ledger object drives `name` under an epoch that is no longer current
-        (or a lease that expired); a no-op for a ledger object that does not drive it."""
+        (another orchestrator took over); a no-op for a ledger object that does not drive it."""
 
     @abc.abstractmethod
     def driver(self, name: str) -> tuple[str, float] | None:

@@ -355,11 +355,13 @@ class SQLLedger(Ledger):
         return int(r[0]) if r else 0
 
     def check_driver(self, name: str) -> None:
-        """LeaseLost when this object's lease of `name` was taken over or has expired (no-op if it holds none)."""
+        """LeaseLost when this object's lease of `name` was taken over (no-op if it holds none). An expired
+        lease nobody took is still this driver's here (a long step is no takeover); `heartbeat`, at the
+        start of each step, is where an expired lease stops the driver."""
         if name not in self._fences:
             return
         with self.engine.connect() as c:
-            self._fenced(c, name, expiry=True)
+            self._fenced(c, name)
 
     def driver(self, name: str) -> tuple[str, float] | None:
         """(holder, expires) of the campaign's driver lease, or None when nobody holds one."""
