@@ -39,9 +39,8 @@ def register(app: typer.Typer) -> None:
             out.print(f"  address {st['address']} (GCS {st['gcs']}), temp dir {st['temp_dir']} "
                       f"(mode {st['temp_dir_mode'] or 'absent'})", highlight=False)
         if st["ports"]:
-            ports = {k: v for k, v in st["ports"].items() if k != "worker-ports"}
-            out.print("  ports: " + ", ".join(f"{k} {v}" for k, v in sorted(ports.items()))
-                      + f"; workers: {', '.join(map(str, st['ports'].get('worker-ports', [])))}", highlight=False)
+            out.print("  ports (all on 127.0.0.1): " + ", ".join(f"{k} {v}" for k, v in sorted(st["ports"].items())),
+                      highlight=False)
         if st["pids"]:
             t = Table("PID", "process")
             for pid, name in sorted(st["pids"].items()):

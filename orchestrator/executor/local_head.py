@@ -14,7 +14,7 @@ Private: a guard process (`orchestrator.executor.head_guard`) lives as long as t
 temp dir and everything under it 0700 (Ray makes its directories 0777 again when jobs run).
 
 Ports: every port Ray opens is chosen here and recorded (`PORT_FLAGS`, the two metrics ports Ray only
-takes from the environment, and the workers' ports); the node's address is 127.0.0.1
+takes from the environment, and the workers' port range); the node's address is 127.0.0.1
 (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, else Ray swaps 127.0.0.1 for the host's address), so the services
 that bind the node address listen on loopback. README "What listens where" lists each port.
 """
@@ -131,7 +131,33 @@ PORT_FLAGS = ("port", "dashboard-port", "dashboard-agent-listen-port", "dashboar
               "object-manager-port")
 # ... and the two Ray takes only from the environment (its defaults 44217/44227 go to the first head on a machine)
 ENV_PORTS = {"autoscaler-metrics-port": "AUTOSCALER_METRIC_PORT", "dashboard-metrics-port": "DASHBOARD_METRIC_PORT"}
-WORKER_PORTS = 24  # one per Ray worker process (job supervisors, actors): more than a local head runs
+WORKER_PORTS = 64  # one per Ray worker process (job drivers, supervisors, actors, idle workers)
+
+
+def _worker_range() -> tuple[int, int]:
+    """A free block of WORKER_PORTS ports below the kernel's ephemeral range: workers bind their port when
+    they start, long after it was picked, and an outgoing connection never takes a port from there."""
+    import random
+
+    try:
+        lo = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        lo = 32768
+    top = max(lo, 12000 + WORKER_PORTS) - WORKER_PORTS
+    for _ in range(200):
+        base = random.randrange(10000, top)
+        if all(_port_free(p) for p in range(base, base + WORKER_PORTS)):
+            return base, base + WORKER_PORTS - 1
+    raise ClusterUnreachable(f"no {WORKER_PORTS} consecutive free ports below {lo} for the local head's workers")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _state_path(workdir: Path) -> Path:
@@ -255,20 +281,16 @@ def _kill_pids(pids: list[int]) -> None:
     psutil.wait_procs(procs, timeout=3)
 
 
-def _ports() -> dict[str, Any]:
-    """Distinct free ports for every flag and environment port, and the workers' (`worker-ports`)."""
+def _ports() -> dict[str, int]:
+    """Distinct free ports for every flag and environment port, and the workers' range."""
     names = [*PORT_FLAGS, *ENV_PORTS]
     ports: dict[str, int] = {}
     while len(ports) < len(names):
         p = _free_port()
         if p not in ports.values():
             ports[names[len(ports)]] = p
-    workers: list[int] = []
-    while len(workers) < WORKER_PORTS:
-        p = _free_port()
-        if p not in ports.values() and p not in workers:
-            workers.append(p)
-    return {**ports, "worker-ports": workers}
+    ports["min-worker-port"], ports["max-worker-port"] = _worker_range()
+    return ports
 
 
 def _start_head(workdir: Path, *, num_cpus: int, num_gpus: int, timeout_s: float) -> str:
@@ -276,13 +298,13 @@ def _start_head(workdir: Path, *, num_cpus: int, num_gpus: int, timeout_s: float
     # Ray's fixed defaults (agent 52365, client server 10001, metrics 44217/44227), or the job agent never starts.
     ports = _ports()
     gcs_port, dash_port = ports["port"], ports["dashboard-port"]
-    workers = [str(v) for v in ports["worker-ports"]]
     tmp = _temp_dir(workdir)
     tmp.mkdir(parents=True, exist_ok=True)
     os.chmod(tmp, 0o700)  # Ray's sockets, logs and session files: this user only
     argv = [
         _ray_bin(), "start", "--head", "--node-ip-address=127.0.0.1", *[f"--{k}={ports[k]}" for k in PORT_FLAGS],
-        f"--worker-port-list={','.join(workers)}", "--dashboard-host=127.0.0.1", f"--temp-dir={tmp}",
+        f"--min-worker-port={ports['min-worker-port']}", f"--max-worker-port={ports['max-worker-port']}",
+        "--dashboard-host=127.0.0.1", f"--temp-dir={tmp}",
         f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}", "--include-dashboard=true",
         "--disable-usage-stats",
     ]

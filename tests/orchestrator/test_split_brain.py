@@ -130,7 +130,8 @@ def test_killing_the_orchestrator_while_its_head_starts_leaves_one_head_and_none
         st = head_status(wd)
         assert st["state"] == "running" and len(_gcs_servers(st["temp_dir"])) == 1, st
         assert st["temp_dir"] == tmp and st["temp_dir_mode"] == "0700"
-        ports = {v for k, v in st["ports"].items() if k != "worker-ports"} | set(st["ports"]["worker-ports"])
+        workers = range(st["ports"]["min-worker-port"], st["ports"]["max-worker-port"] + 1)
+        ports = set(st["ports"].values()) | set(workers)
         listening = [(c.laddr.ip, c.laddr.port) for p in head_processes(Path(tmp), st["gcs"].rsplit(":", 1)[-1])
                      for c in _listening(p)]
         assert listening and all(ip in ("127.0.0.1", "::ffff:127.0.0.1") for ip, _ in listening), listening
