@@ -79,7 +79,8 @@ def stage_processes(wd: Path) -> list[psutil.Process]:
 
 
 def db(path: Path, q: str) -> list[tuple]:
-    with sqlite3.connect(path) as c:
+    """Read-only: never creates a ledger file the orchestrator has not written yet."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as c:
         return c.execute(q).fetchall()
 
 
@@ -104,19 +105,27 @@ class Storm:
             return p
         if p is not None:
             self.exits.append(p.returncode)
-        cmd = ([CAMPAIGN, "submit", str(self.specs[i])] if not self.started[i] else [CAMPAIGN, "resume", self.name(i)])
+        self.started[i] = self.started[i] or self.registered(i)
+        cmd = [CAMPAIGN, "resume", self.name(i)] if self.started[i] else [CAMPAIGN, "submit", str(self.specs[i])]
         p = subprocess.Popen([*cmd, "--workdir", str(self.wds[i]), "--max-parallel", "3"], env=ENV, cwd=REPO,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.started[i] = True
         self.drivers[i] = p
-        if timed and self.wds[i].joinpath("ledger.db").exists():
+        if timed:
             self._time_takeover(i, p)
         return p
+
+    def registered(self, i: int) -> bool:
+        """Whether the campaign is in its work dir's ledger (then `resume`, else `submit` again)."""
+        try:
+            q = f"select count(*) from runs where campaign='{self.name(i)}'"
+            return bool(db(self.wds[i] / "ledger.db", q)[0][0])
+        except sqlite3.Error:
+            return False
 
     def _time_takeover(self, i: int, p: subprocess.Popen) -> None:
         t0 = time.time()
         host = os.uname().nodename
-        while time.time() - t0 < 60 and p.poll() is None:
+        while time.time() - t0 < 300 and p.poll() is None:
             try:
                 if db(self.wds[i] / "ledger.db", f"select driver from campaigns where name='{self.name(i)}'") == [
                         (f"{host}:{p.pid}",)]:
@@ -240,7 +249,7 @@ def main() -> int:
             last = storm.drivers[i]
             if last is not None and last.poll() is None:
                 last.wait(timeout=900)
-            cmd = [CAMPAIGN, "resume", storm.name(i)] if storm.started[i] else [CAMPAIGN, "submit", str(specs[i])]
+            cmd = [CAMPAIGN, "resume", storm.name(i)] if storm.registered(i) else [CAMPAIGN, "submit", str(specs[i])]
             finals.append(subprocess.run([*cmd, "--workdir", str(storm.wds[i])], env=ENV, cwd=REPO,
                                          capture_output=True, text=True, timeout=900))
         states = [read_state(w) for w in storm.wds]
@@ -270,6 +279,7 @@ def main() -> int:
             ("driver start -> lease held, s: median / max (CLI start-up incl.)",
              f"{statistics.median(storm.takeover_s):.1f} / {max(storm.takeover_s):.1f}" if storm.takeover_s else "-"),
             ("stage kills with no stage running (skipped)", str(skipped)),
+            ("drivers that ended by themselves: exit codes", " ".join(map(str, sorted(storm.exits))) or "-"),
             ("wall time", f"{wall:.0f} s")]
     width = max(len(k) for k, _ in rows)
     print(f"{'kill storm (seed ' + str(a.seed) + ')':<{width}}  value")

@@ -236,6 +236,10 @@ def _adopt(workdir: Path, timeout_s: float) -> str | None:
         wait_until(lambda: not _is_ray_start(pid, info["temp_dir"]), timeout_s, interval_s=0.2)
     if _is_ray_start(pid, info["temp_dir"]) or not wait_until(lambda: _alive(info["dashboard"]), 5, interval_s=0.2):
         return None
+    gcs = str(info["gcs"]).rsplit(":", 1)[-1]
+    names = [c[0] for c in _cmdlines(head_processes(Path(info["temp_dir"]), gcs)) if c]
+    if not any(n.endswith("raylet") for n in names) or not any(n.endswith("gcs_server") for n in names):
+        return None  # `ray start` ended before the node was whole: stopped and started again instead
     _finish_start(workdir, info)
     return str(info["dashboard"])
 
@@ -317,17 +321,21 @@ def _start_head(workdir: Path, *, num_cpus: int, num_gpus: int, timeout_s: float
     try:
         # cwd: the work directory, so jobs never import a user's modules by accident of where the head
         # started; plugin modules reach jobs through runtime_env py_modules (orchestrator.plugins)
-        proc = subprocess.Popen(argv, env=env, cwd=str(workdir), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        # its output goes to a file, not a pipe to us: killed now, we must not take `ray start` with us half way
+        # (a write to a closed pipe would end it between two daemons); the next command adopts what it started
+        with open(tmp / "ray_start.log", "w") as log:
+            proc = subprocess.Popen(argv, env=env, cwd=str(workdir), stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT)
         _write_state(workdir, {**info, "start_pid": proc.pid})
         try:
-            _, stderr = proc.communicate(timeout=timeout_s)
+            proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.communicate()
+            proc.wait()
             raise
         if proc.returncode != 0:
-            raise ClusterUnreachable(f"could not start a local Ray head: {stderr.strip()[-800:]}")
+            tail = (tmp / "ray_start.log").read_text(errors="replace").strip()[-800:]
+            raise ClusterUnreachable(f"could not start a local Ray head: {tail}")
         if not wait_until(lambda: _alive(address), timeout_s, interval_s=0.2):
             raise ClusterUnreachable(f"local Ray head started but its dashboard {address} does not answer")
     except (ClusterUnreachable, subprocess.TimeoutExpired) as exc:

@@ -126,7 +126,7 @@ def test_killing_the_orchestrator_while_its_head_starts_leaves_one_head_and_none
     try:
         b = subprocess.run([CAMPAIGN, "resume", "headkill", "--workdir", str(wd), "--timeout", "6"], env=env,
                            cwd=REPO, capture_output=True, text=True, timeout=400)
-        assert b.returncode == 0, b.stderr[-2000:]
+        assert b.returncode == 0, (b.stdout + b.stderr)[-3000:]
         st = head_status(wd)
         assert st["state"] == "running" and len(_gcs_servers(st["temp_dir"])) == 1, st
         assert st["temp_dir"] == tmp and st["temp_dir_mode"] == "0700"
