@@ -92,6 +92,7 @@ class Storm:
         self.started = [False] * len(specs)
         self.kills = {"driver": 0, "driver during head start": 0, "stage": 0}
         self.exits: list[int] = []  # exit codes of drivers that ended by themselves during the storm
+        self.killed: set[int] = set()  # PIDs of the drivers we killed
         self.takeover_s: list[float] = []  # driver start -> its lease taken (after a killed one)
 
     def name(self, i: int) -> str:
@@ -103,7 +104,7 @@ class Storm:
         p = self.drivers[i]
         if p is not None and p.poll() is None:
             return p
-        if p is not None:
+        if p is not None and p.pid not in self.killed:
             self.exits.append(p.returncode)
         self.started[i] = self.started[i] or self.registered(i)
         cmd = [CAMPAIGN, "resume", self.name(i)] if self.started[i] else [CAMPAIGN, "submit", str(self.specs[i])]
@@ -148,11 +149,12 @@ class Storm:
             if old is not None and old.poll() is None:
                 old.send_signal(signal.SIGKILL)
                 old.wait()
+                self.killed.add(old.pid)
                 self.kills["driver"] += 1
             subprocess.run([CAMPAIGN, "head", "stop", "--workdir", str(self.wds[i])], env=ENV, cwd=REPO,
                            capture_output=True, timeout=120)
         p = self.driver(i, timed=not during_head_start)
-        deadline = time.time() + (120 if during_head_start else self.rng.uniform(0.5, 12.0))
+        deadline = time.time() + (120 if during_head_start else self.rng.uniform(0.5, 8.0))
         while time.time() < deadline and p.poll() is None:
             st = read_state(self.wds[i])
             if during_head_start and st and st.get("state") == "starting" and gcs_servers(st["temp_dir"]):
@@ -163,13 +165,14 @@ class Storm:
             st = read_state(self.wds[i])
             p.send_signal(signal.SIGKILL)
             p.wait()
+            self.killed.add(p.pid)
             self.kills["driver"] += 1
             if st and st.get("state") == "starting":
                 self.kills["driver during head start"] += 1
 
     def kill_stage(self, i: int) -> bool:
         self.driver(i)
-        deadline = time.time() + 30
+        deadline = time.time() + 60
         while time.time() < deadline:
             procs = stage_processes(self.wds[i])
             if procs:
@@ -229,20 +232,25 @@ def main() -> int:
     base = Path(tempfile.mkdtemp(prefix="wt-storm-"))
     specs = make_tree(base / "campaigns", a.campaigns, a.seeds, a.max_attempts)
     storm = Storm(specs, base, rng)
-    plan = (["driver"] * (a.driver_kills - a.head_start_kills) + ["head"] * a.head_start_kills
-            + ["stage"] * a.stage_kills)
-    rng.shuffle(plan)
+    want = {"driver": a.driver_kills - a.head_start_kills, "head": a.head_start_kills, "stage": a.stage_kills}
     t0 = time.time()
     skipped = 0
     try:
-        for n, kind in enumerate(plan, 1):
-            live = [i for i in range(len(specs)) if storm.pending(i)] or list(range(len(specs)))
-            i = rng.choice(live)
+        # until every kind has its kills (a driver that finished first, or no stage running, is not a kill)
+        while (done := {"driver": storm.kills["driver"] - storm.kills["driver during head start"],
+                        "head": storm.kills["driver during head start"], "stage": storm.kills["stage"]}) != want:
+            live = [i for i in range(len(specs)) if storm.pending(i)]
+            left = [k for k in want for _ in range(max(0, want[k] - done[k]))]
+            if not live or not left:
+                break
+            kind, i = rng.choice(left), rng.choice(live)
             if kind == "stage":
                 skipped += int(not storm.kill_stage(i))
             else:
                 storm.kill_driver(i, during_head_start=kind == "head")
-            print(f"\r{n}/{len(plan)} kills, {time.time() - t0:.0f} s", end="", file=sys.stderr, flush=True)
+            n = storm.kills["driver"] + storm.kills["stage"]
+            print(f"\r{n}/{a.driver_kills + a.stage_kills} kills, {time.time() - t0:.0f} s", end="", file=sys.stderr,
+                  flush=True)
         print(file=sys.stderr)
         finals = []
         for i in range(len(specs)):
