@@ -8,8 +8,8 @@ Then every campaign is resumed to the end without kills and audited:
   duplicate completions    a (run, stage) with more than one succeeded attempt
   leaked heads             GCS servers beyond one per work dir before `campaign head stop`, any after it
 
-Usage: python benchmarks/kill_storm.py [--campaigns 2] [--seeds 2] [--driver-kills 40] [--stage-kills 10]
-[--seed 29]. Costs about 10 min of a 2-core machine with the defaults (2 × 8 runs, 50 kills).
+Usage: python benchmarks/kill_storm.py [--campaigns 3] [--seeds 2] [--driver-kills 40] [--stage-kills 10]
+[--seed 29]. Costs about 20-25 min of a loaded 2-core machine with the defaults (3 × 8 runs, 50 kills).
 """
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ def audit(storm: Storm, i: int) -> dict[str, int]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--campaigns", type=int, default=2)
+    ap.add_argument("--campaigns", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=2, help="seeds per campaign (runs = 4 policies × seeds)")
     ap.add_argument("--driver-kills", type=int, default=40)
     ap.add_argument("--stage-kills", type=int, default=10)
