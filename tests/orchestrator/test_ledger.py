@@ -408,16 +408,19 @@ def test_a_driver_whose_lease_was_taken_over_is_fenced_out(ledger_url: str) -> N
     """Split brain: driver A stalls past its lease, B takes the campaign over (epoch + 1). From then on
     every write A's ledger makes about the campaign is refused with LeaseLost and changes nothing (its
     heartbeat included, which also reports a merely expired lease); A's release leaves B's lease alone."""
+    import sqlalchemy as sa
+
     from orchestrator.ledger import LeaseLost
 
     a, b = open_ledger(ledger_url), open_ledger(ledger_url)
     a.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1", "c/a/s2": "k2"}))
-    assert a.claim_driver("c", "A", ttl_s=0.3)[0]
+    assert a.claim_driver("c", "A", ttl_s=60)[0]
     epoch = a.driver_epoch("c")
     a.transition("c", "k1", S.queued)
     a.check_driver("c")  # still A's
     assert not b.claim_driver("c", "B", ttl_s=60)[0]  # a live lease: B waits
-    time.sleep(0.4)  # A is stopped (SIGSTOP, a stalled step) past its lease
+    with b.engine.begin() as c:  # A is stopped (SIGSTOP, a stalled step) past its lease: it expired a second ago
+        c.execute(sa.text("UPDATE campaigns SET driver_expires = :t WHERE name = 'c'"), {"t": time.time() - 1})
     with pytest.raises(LeaseLost, match="expired"):
         a.heartbeat("A", ttl_s=60)
     assert b.claim_driver("c", "B", ttl_s=60)[0] and b.driver_epoch("c") == epoch + 1
