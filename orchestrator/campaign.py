@@ -21,7 +21,7 @@ from rich.table import Table
 from orchestrator.executor import ClusterUnreachable
 from orchestrator.executor.cluster_record import load_cluster, save_cluster
 from orchestrator.executor.ray_jobs import ClusterAuthError
-from orchestrator.ledger import UpsertDiff, default_url, open_ledger
+from orchestrator.ledger import LeaseLost, UpsertDiff, default_url, open_ledger
 from orchestrator.ledger.base import RunRow
 from orchestrator.ledger.states import RunState
 from orchestrator.plugins import add_project_path, plugin_names, plugin_paths
@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 class CampaignError(RuntimeError):
     """A campaign command cannot go on; the message says why and what to do. `exit_code` is the command's:
-    2 bad input, 3 cluster unreachable (no run was marked failed), 1 runs ended failed."""
+    2 bad input, 3 cluster unreachable (no run was marked failed), 4 this orchestrator lost its driver lease to
+    another (it stopped without writing), 1 runs ended failed."""
 
     def __init__(self, message: str, exit_code: int = 2):
         super().__init__(message)
@@ -159,6 +160,8 @@ def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | 
             counts = sched.run(timeout_s=timeout_s, on_tick=tick)
     except ClusterAuthError as exc:  # the cluster answered: a token to fix, not an outage
         raise CampaignError(str(exc)) from None
+    except LeaseLost as exc:  # stopped or stalled past its lease, and another orchestrator drives it now
+        raise CampaignError(str(exc), 4) from None
     except ClusterUnreachable as exc:
         raise CampaignError(f"{exc}; no run was marked failed — fix the address or start the cluster, then "
                             "`campaign resume`", 3) from None

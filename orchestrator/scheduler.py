@@ -11,7 +11,10 @@ outputs verify (rule 4). Every state change goes through the ledger's state mach
 Two orchestrators on one campaign: `run()` takes the campaign's driver lease first; a second one
 reports the holder and waits (a dead holder on this host is taken over at once). Every decision in
 `_reconcile` is made on the row re-read after claiming its lease, so a stale snapshot never drives a
-transition. Submission ids carry the campaign's per-ledger instance id; a job id of another instance
+transition. The lease has an epoch (a fencing token): a driver that finds its lease taken over or expired
+(it was stopped past its TTL) raises LeaseLost at its next step, before any job submission, ledger or
+MLflow write, and the ledger itself refuses its stale writes. Submission ids carry the campaign's
+per-ledger instance id; a job id of another instance
 is never reattached. On `run()` recorded runs whose records no longer verify are reopened (resume
 re-runs their record stage), and jobs of superseded or finished attempts are stopped.
 """
@@ -36,7 +39,7 @@ from orchestrator.executor.base import (
     submission_prefix,
 )
 from orchestrator.grid import RunSpec
-from orchestrator.ledger import CampaignBusy, IllegalTransition, Ledger, RunState
+from orchestrator.ledger import CampaignBusy, IllegalTransition, LeaseLost, Ledger, RunState
 from orchestrator.ledger.base import RunRow
 from orchestrator.ledger.states import ACTIVE, ACTIVE_STAGE, WAITING_STAGE, AttemptStatus
 from orchestrator.paths import run_dir
@@ -274,8 +277,11 @@ class Scheduler:
         """Sync MLflow; a tracking failure is an event and a warning, never a stopped campaign."""
         if self.tracker is None:
             return
+        self.ledger.check_driver(self.campaign)  # never an MLflow write after a takeover
         try:
             self.tracker.sync()
+        except LeaseLost:
+            raise
         except Exception as exc:
             msg = f"MLflow sync failed: {type(exc).__name__}: {exc}"[:500]
             if not getattr(self, "_tracking_warned", False):  # once per scheduler: not an event per poll
@@ -296,6 +302,7 @@ class Scheduler:
         except IllegalTransition:
             self.ledger.release(self.campaign, row.run_key, self.owner)
             return False
+        self.ledger.check_driver(self.campaign)  # no job submitted after a takeover
         try:
             self.executor.submit(sid, self.argv(stage, spec, sid), num_cpus=self.cfg.cpus_per_job)
         except DuplicateSubmission:
@@ -338,6 +345,7 @@ class Scheduler:
         st = self.executor.status(row.submission_id)
         self._job_state[row.run_key] = st.state
         if st.state == "MISSING":  # ledger says submitted, cluster never saw it (crash or new head)
+            self.ledger.check_driver(self.campaign)
             try:
                 self.executor.submit(row.submission_id, self.argv(stage, self._spec(row), row.submission_id),
                                      num_cpus=self.cfg.cpus_per_job)
@@ -493,6 +501,7 @@ class Scheduler:
         t0 = time.time()
         if not self.acquire(wait=wait, timeout_s=timeout_s):
             return self._counts()
+        lost = False
         try:
             self.repair()
             self.reopen_infra()
@@ -501,13 +510,16 @@ class Scheduler:
                 counts = self.step()
                 if on_tick:
                     on_tick(counts)
-                if self.pending() == 0:
-                    return counts
-                if timeout_s is not None and time.time() - t0 > timeout_s:
+                if self.pending() == 0 or (timeout_s is not None and time.time() - t0 > timeout_s):
+                    self.ledger.check_driver(self.campaign)  # taken over meanwhile: not a clean finish
                     return counts
                 time.sleep(self.cfg.poll_s)
+        except LeaseLost:
+            lost = True  # the lease is another orchestrator's now: touch nothing, not even to release it
+            raise
         finally:
-            self.ledger.release_driver(self.campaign, self.owner)
+            if not lost:
+                self.ledger.release_driver(self.campaign, self.owner)
 
     def _counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -3,7 +3,7 @@
 Work directory layout (everything addressed from one place, STUDY L18):
     ledger.db            run ledger (SQLite WAL) unless --ledger-url is given
     mlflow.db, mlartifacts/   embedded MLflow store written only by the orchestrator (orchestrator.tracking)
-    ray_head.json, ray_auth_token (0600), ray/   the local Ray head this workdir owns
+    ray_head.json, ray_head.lock, ray_auth_token (0600), ray/   the local Ray head this workdir owns
     runs/<campaign>/<run_key>/  run_spec.json, train/, train_done.json, eval/, records.parquet, eval_done.json
     results/<campaign>/records.parquet   all recorded runs of the campaign's current generation (analysis/schema.py);
                          its Parquet metadata carries the spec hash it came from (`records_spec_hash`)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Iterable, Mapping
 
+from orchestrator.ledger.base import LeaseLost
 from orchestrator.ledger.states import RunState
 from wtcommon.metrics import read_metrics_jsonl
 
@@ -336,6 +337,7 @@ class CampaignTracker:
                 return None  # an earlier generation never tracked: do not create it now
             attempts = self.ledger.attempts(self.campaign, row.run_key)
             started = attempts[0]["started_at"] if attempts else time.time()
+            self._fence()
             rid = ensure_run(self.uri, self.campaign, row.run_key, spec.run_id, params=cell_params(spec),
                              tags=cell_tags(spec), start_time=started,
                              artifact_location=(self.workdir / "mlartifacts" / self.campaign).as_uri())
@@ -366,6 +368,7 @@ class CampaignTracker:
                 continue
             metrics = metric_rows(rows, prefix="train/")
             offsets = {**st["offsets"], path.name: offset}
+            self._fence()
             _log_batches(self.uri, st["id"], metrics, tags=[RunTag(OFFSET_TAG, json.dumps(offsets, sort_keys=True))])
             st["offsets"] = offsets
             n += len(metrics)
@@ -376,10 +379,17 @@ class CampaignTracker:
               if e["kind"] in ("transition", "superseded") and e["dst"] == row.state]
         return ts[-1] if ts else time.time()
 
+    def _fence(self) -> None:
+        """Before every MLflow write: LeaseLost if the driver this tracker writes for was taken over (a
+        ledger read; a no-op when its ledger drives nothing, as under `campaign ingest`)."""
+        self.ledger.check_driver(self.campaign)
+
     def _finish(self, row: RunRow, spec: RunSpec, st: dict[str, Any]) -> None:
         from mlflow.entities import RunTag
 
         from orchestrator.paths import run_dir
+
+        self._fence()
 
         c = client(self.uri)
         status = _TERMINAL_STATUS[RunState(row.state)]
@@ -413,6 +423,8 @@ class CampaignTracker:
                 continue
             try:
                 changed += self._sync_row(row)
+            except LeaseLost:
+                raise
             except Exception as exc:
                 import sys
 
@@ -435,6 +447,7 @@ class CampaignTracker:
             self._known[row.run_key] = st
         spec = self._spec(row)
         if row.superseded_by and st["superseded"] != row.superseded_by:
+            self._fence()
             client(self.uri).set_tag(st["id"], "windtunnel.superseded_by", row.superseded_by)
             st["superseded"] = row.superseded_by
         if row.state in _TERMINAL_STATUS:
@@ -444,6 +457,7 @@ class CampaignTracker:
                 changed += 1
         else:
             if st["status"] != "RUNNING":  # retried or reopened: running again
+                self._fence()
                 client(self.uri).update_run(st["id"], status="RUNNING")
                 st["status"] = "RUNNING"
             self._stream(spec, st)

@@ -9,6 +9,7 @@ from orchestrator.cli import (
     campaign_commands,
     doctor_commands,
     eval_commands,
+    head_commands,
     policy_commands,
     sequential_commands,
     train_commands,
@@ -42,7 +43,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Windtunnel: matched-seed comparisons of RLVR data policies."""
 
 for _module in (analysis_commands, policy_commands, eval_commands, train_commands, campaign_commands, tune_commands,
-                sequential_commands, doctor_commands):
+                sequential_commands, doctor_commands, head_commands):
     _module.register(app)
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.ledger.base import CampaignBusy, Ledger, LedgerError, RunRow, UpsertDiff
+from orchestrator.ledger.base import CampaignBusy, Ledger, LedgerError, LeaseLost, RunRow, UpsertDiff
 from orchestrator.ledger.sql import SQLLedger
 from orchestrator.ledger.states import IllegalTransition, RunState
 
-__all__ = ["CampaignBusy", "LedgerError", "Ledger", "RunRow", "UpsertDiff", "SQLLedger", "IllegalTransition",
-           "RunState", "open_ledger", "default_url"]
+__all__ = ["CampaignBusy", "LedgerError", "LeaseLost", "Ledger", "RunRow", "UpsertDiff", "SQLLedger",
+           "IllegalTransition", "RunState", "open_ledger", "default_url"]
 
 
 def default_url(workdir: Path) -> str:

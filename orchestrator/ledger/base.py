@@ -49,6 +49,24 @@ class CampaignBusy(RuntimeError):
                          "wait for it to finish, or stop that process first")
 
 
+class LeaseLost(RuntimeError):
+    """This orchestrator's driver lease is gone: another orchestrator took the campaign over (a newer epoch),
+    or the lease expired while this one was stopped or stalled. Its epoch (the fencing token every write of
+    a driver carries) is stale, so the ledger refuses its writes; the driver stops without touching anything."""
+
+    def __init__(self, campaign: str, owner: str, epoch: int, holder: str, current: int, expired: bool = False):
+        self.campaign, self.owner, self.epoch, self.holder, self.current = campaign, owner, epoch, holder, current
+        if holder and holder != owner:
+            what = f"orchestrator {holder} took it over (epoch {current})"
+        elif current != epoch:
+            what = f"another orchestrator drove it meanwhile (epoch {current}) and released it"
+        else:
+            what = "it expired while this process was stopped or stalled past its lease"
+        super().__init__(f"campaign {campaign!r}: this orchestrator ({owner}) lost its driver lease (epoch {epoch}): "
+                         f"{what}; it stopped at once and wrote nothing more (no ledger, job or MLflow write). "
+                         "`campaign status` shows who drives it; `campaign resume` continues it when it is free")
+
+
 @dataclass
 class UpsertDiff:
     """What a (re)submission changed: run_ids new, changed (new run_key) and unchanged; removed."""
@@ -132,6 +150,15 @@ class Ledger(abc.ABC):
 
     @abc.abstractmethod
     def release_driver(self, name: str, owner: str) -> None: ...
+
+    @abc.abstractmethod
+    def driver_epoch(self, name: str) -> int:
+        """The campaign's driver epoch: the fencing token, incremented on every takeover of the lease."""
+
+    @abc.abstractmethod
+    def check_driver(self, name: str) -> None:
+        """Raise LeaseLost when this ledger object drives `name` under an epoch that is no longer current
+        (another orchestrator took over); a no-op for a ledger object that does not drive it."""
 
     @abc.abstractmethod
     def driver(self, name: str) -> tuple[str, float] | None:

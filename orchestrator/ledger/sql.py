@@ -10,6 +10,11 @@ row (and state, if it was recorded) with `superseded_by` set, `runs()` leaves it
 scheduled or collected again. Each campaign has an `instance_id` created once per ledger (= per work
 dir with the default SQLite ledger) that submission ids carry, and a driver lease so a second
 orchestrator on the same campaign waits instead of racing the first.
+
+Fencing: the driver lease has an epoch, incremented on every takeover. A ledger object that took the
+lease remembers its epoch, and every write it makes about that campaign checks it inside the write
+transaction: a stale epoch (another orchestrator took over while this one was stopped) raises LeaseLost
+and writes nothing, so a driver that outlived its lease can never change the ledger again.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from orchestrator.ledger.base import Ledger, LedgerError, RunRow, UpsertDiff
+from orchestrator.ledger.base import LeaseLost, Ledger, LedgerError, RunRow, UpsertDiff
 from orchestrator.ledger.states import REOPEN, AttemptStatus, IllegalTransition, RunState, check
 
 S = RunState
@@ -42,6 +47,7 @@ campaigns_t = sa.Table(
     sa.Column("instance_id", sa.String, nullable=False, default=""),
     sa.Column("driver", sa.String, nullable=False, default=""),
     sa.Column("driver_expires", sa.Float, nullable=False, default=0.0),
+    sa.Column("driver_epoch", sa.Integer, nullable=False, default=0),  # fencing token: +1 on every takeover
 )
 runs_t = sa.Table(
     "runs", meta,
@@ -148,6 +154,7 @@ class SQLLedger(Ledger):
     def __init__(self, url: str):
         self.url = url
         self._sqlite = url.startswith("sqlite")
+        self._fences: dict[str, tuple[str, int]] = {}  # campaign -> (owner, epoch) of the lease this object took
         self.engine = _engine(url)
         if self._sqlite:
             @event.listens_for(self.engine, "connect")
@@ -198,13 +205,28 @@ class SQLLedger(Ledger):
             return int(c.execute(sa.select(schema_t.c.value).where(schema_t.c.key == "version")).scalar_one())
 
     @contextmanager
-    def _tx(self) -> Iterator[sa.Connection]:
+    def _tx(self, campaign: str | None = None) -> Iterator[sa.Connection]:
         """A write transaction; on SQLite it takes the write lock first (BEGIN IMMEDIATE) so that a
-        read-then-write inside it cannot interleave with another writer."""
+        read-then-write inside it cannot interleave with another writer. A write about a campaign this
+        object drives checks the driver epoch first, in the same transaction (LeaseLost when stale)."""
         with self.engine.begin() as c:
             if self._sqlite:
                 c.exec_driver_sql("BEGIN IMMEDIATE")
+            if campaign is not None and campaign in self._fences:
+                self._fenced(c, campaign)
             yield c
+
+    def _fenced(self, c: sa.Connection, name: str, *, expiry: bool = False) -> None:
+        """Raise LeaseLost unless this object's lease of `name` is the current one (and, with `expiry`,
+        unexpired). The row is locked (FOR UPDATE; SQLite: the write lock) so a takeover cannot interleave."""
+        owner, epoch = self._fences[name]
+        r = c.execute(sa.select(campaigns_t.c.driver, campaigns_t.c.driver_epoch, campaigns_t.c.driver_expires)
+                      .where(campaigns_t.c.name == name).with_for_update()).first()
+        holder, current, expires = (str(r[0]), int(r[1]), float(r[2])) if r else ("", -1, 0.0)
+        if holder != owner or current != epoch:
+            raise LeaseLost(name, owner, epoch, holder, current)
+        if expiry and expires < time.time():
+            raise LeaseLost(name, owner, epoch, holder, current, expired=True)
 
     # -- campaigns and runs ----------------------------------------------------------------
     def upsert_campaign(self, name: str, spec_json: str, runs: Iterable[dict[str, Any]]) -> UpsertDiff:
@@ -214,7 +236,7 @@ class SQLLedger(Ledger):
     def _upsert(self, name: str, spec_json: str, runs: list[dict[str, Any]]) -> UpsertDiff:
         now = time.time()
         diff = UpsertDiff()
-        with self._tx() as c:
+        with self._tx(name) as c:
             if c.execute(sa.select(campaigns_t.c.name).where(campaigns_t.c.name == name)).first():
                 c.execute(campaigns_t.update().where(campaigns_t.c.name == name)
                           .values(spec_json=spec_json, updated_at=now))
@@ -295,25 +317,51 @@ class SQLLedger(Ledger):
             raise KeyError(f"campaign {name!r} is not in the ledger at {self.url}")
         if r[0]:
             return str(r[0])
-        with self._tx() as c:
+        with self._tx(name) as c:
             c.execute(campaigns_t.update().where((campaigns_t.c.name == name) & (campaigns_t.c.instance_id == ""))
                       .values(instance_id=_new_instance_id()))
             return str(c.execute(sa.select(campaigns_t.c.instance_id).where(campaigns_t.c.name == name)).scalar_one())
 
     def claim_driver(self, name: str, owner: str, ttl_s: float, *, steal_from: str = "") -> tuple[bool, str, float]:
-        """Take the campaign's driver lease (free, expired, ours, or `steal_from`'s): (ok, holder, expires)."""
+        """Take the campaign's driver lease (free, expired, ours, or `steal_from`'s): (ok, holder, expires).
+        Anything but renewing the live lease this object holds is a takeover: the epoch goes up by one, and
+        this object's later writes about the campaign carry (and are checked against) the new epoch."""
         now = time.time()
         with self._tx() as c:
-            r = c.execute(sa.select(campaigns_t.c.driver, campaigns_t.c.driver_expires)
-                          .where(campaigns_t.c.name == name)).first()
+            r = c.execute(sa.select(campaigns_t.c.driver, campaigns_t.c.driver_expires, campaigns_t.c.driver_epoch)
+                          .where(campaigns_t.c.name == name).with_for_update()).first()
             if r is None:
                 raise KeyError(f"campaign {name!r} is not in the ledger at {self.url}")
-            holder, expires = str(r[0]), float(r[1])
+            holder, expires, epoch = str(r[0]), float(r[1]), int(r[2])
             if holder and holder != owner and expires >= now and holder != steal_from:
                 return False, holder, expires
+            renew = holder == owner and expires >= now and self._fences.get(name) == (owner, epoch)
+            if not renew:
+                epoch += 1
+                why = ("free" if not holder else f"taken from {holder}, whose lease "
+                       + ("had expired" if expires < now else "belonged to a dead process"))
+                if holder == owner:
+                    why = "taken again by its holder after it expired" if expires < now else "taken again"
+                c.execute(events_t.insert().values(ts=now, campaign=name, run_key="", kind="driver_lease", src="",
+                                                   dst="", detail=f"epoch {epoch}: {owner} ({why})"))
             c.execute(campaigns_t.update().where(campaigns_t.c.name == name)
-                      .values(driver=owner, driver_expires=now + ttl_s))
+                      .values(driver=owner, driver_expires=now + ttl_s, driver_epoch=epoch))
+            self._fences[name] = (owner, epoch)
             return True, owner, now + ttl_s
+
+    def driver_epoch(self, name: str) -> int:
+        with self.engine.connect() as c:
+            r = c.execute(sa.select(campaigns_t.c.driver_epoch).where(campaigns_t.c.name == name)).first()
+        return int(r[0]) if r else 0
+
+    def check_driver(self, name: str) -> None:
+        """LeaseLost when this object's lease of `name` was taken over (no-op if it holds none). An expired
+        lease nobody took is still this driver's here (a long step is no takeover); `heartbeat`, at the
+        start of each step, is where an expired lease stops the driver."""
+        if name not in self._fences:
+            return
+        with self.engine.connect() as c:
+            self._fenced(c, name)
 
     def driver(self, name: str) -> tuple[str, float] | None:
         """(holder, expires) of the campaign's driver lease, or None when nobody holds one."""
@@ -323,9 +371,14 @@ class SQLLedger(Ledger):
         return (str(r[0]), float(r[1])) if r and r[0] else None
 
     def release_driver(self, name: str, owner: str) -> None:
+        """Give the lease up; a lease this object took under an older epoch than the current one is not
+        released (it is someone else's now)."""
+        fence = self._fences.pop(name, None)
+        cond = (campaigns_t.c.name == name) & (campaigns_t.c.driver == owner)
+        if fence is not None and fence[0] == owner:
+            cond = cond & (campaigns_t.c.driver_epoch == fence[1])
         with self._tx() as c:
-            c.execute(campaigns_t.update().where((campaigns_t.c.name == name) & (campaigns_t.c.driver == owner))
-                      .values(driver="", driver_expires=0.0))
+            c.execute(campaigns_t.update().where(cond).values(driver="", driver_expires=0.0))
 
     def superseded(self, campaign: str) -> list[RunRow]:
         """Rows of earlier generations (kept for the record; never scheduled or collected)."""
@@ -378,7 +431,7 @@ class SQLLedger(Ledger):
                    stage: str | None = None, reason: str | None = None, **fields: Any) -> RunRow:
         to = RunState(to)
         now = time.time()
-        with self._tx() as c:
+        with self._tx(campaign) as c:
             cur = c.execute(sa.select(runs_t.c.state).where((runs_t.c.campaign == campaign)
                                                             & (runs_t.c.run_key == run_key))).first()
             if cur is None:
@@ -407,7 +460,7 @@ class SQLLedger(Ledger):
         if to not in REOPEN:
             raise IllegalTransition(f"run {run_key}: a recorded run reopens only to {sorted(s.value for s in REOPEN)}")
         now = time.time()
-        with self._tx() as c:
+        with self._tx(campaign) as c:
             res = c.execute(runs_t.update().where(
                 (runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key) & (runs_t.c.state == S.recorded.value)
                 & (runs_t.c.superseded_by == "")).values(state=to.value, reason=reason, next_try_at=0.0, updated_at=now,
@@ -421,14 +474,14 @@ class SQLLedger(Ledger):
     def update(self, campaign: str, run_key: str, **fields: Any) -> None:
         if "state" in fields:
             raise ValueError("use transition() to change state")
-        with self._tx() as c:
+        with self._tx(campaign) as c:
             c.execute(runs_t.update().where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))
                       .values(updated_at=time.time(), **self._values(fields)))
 
     # -- leases ------------------------------------------------------------------------------
     def claim(self, campaign: str, run_key: str, owner: str, ttl_s: float) -> bool:
         now = time.time()
-        with self._tx() as c:
+        with self._tx(campaign) as c:
             res = c.execute(runs_t.update().where(
                 (runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key)
                 & ((runs_t.c.lease_owner == "") | (runs_t.c.lease_expires < now) | (runs_t.c.lease_owner == owner))
@@ -436,14 +489,19 @@ class SQLLedger(Ledger):
             return res.rowcount == 1
 
     def heartbeat(self, owner: str, ttl_s: float) -> int:
+        """Renew `owner`'s driver and run leases. A campaign this object drives whose lease was taken over
+        or has expired raises LeaseLost first, renewing nothing: the driver must stop, not carry on."""
         with self._tx() as c:
+            mine = [(n, e) for n, (o, e) in self._fences.items() if o == owner]
+            for name, _ in mine:
+                self._fenced(c, name, expiry=True)
             c.execute(campaigns_t.update().where(campaigns_t.c.driver == owner)
                       .values(driver_expires=time.time() + ttl_s))
             return c.execute(runs_t.update().where(runs_t.c.lease_owner == owner)
                              .values(lease_expires=time.time() + ttl_s)).rowcount
 
     def release(self, campaign: str, run_key: str, owner: str) -> None:
-        with self._tx() as c:
+        with self._tx(campaign) as c:
             c.execute(runs_t.update().where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key)
                                             & (runs_t.c.lease_owner == owner))
                       .values(lease_owner="", lease_expires=0.0))
@@ -451,7 +509,7 @@ class SQLLedger(Ledger):
     # -- attempts and events -----------------------------------------------------------------
     def add_attempt(self, campaign: str, run_key: str, stage: str, submission_id: str) -> int:
         now = time.time()
-        with self._tx() as c:
+        with self._tx(campaign) as c:
             n = c.execute(sa.select(runs_t.c.attempts).where((runs_t.c.campaign == campaign)
                                                              & (runs_t.c.run_key == run_key))).scalar_one() + 1
             c.execute(attempts_t.insert().values(campaign=campaign, run_key=run_key, attempt=n, stage=stage,
@@ -469,7 +527,7 @@ class SQLLedger(Ledger):
         """Record a new attempt and move the run into its active state, in one transaction."""
         now = time.time()
         check(src, dst)
-        with self._tx() as c:
+        with self._tx(campaign) as c:
             cur = c.execute(sa.select(runs_t.c.state, runs_t.c.attempts).where(
                 (runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))).first()
             if cur is None or cur[0] != RunState(src).value:
@@ -488,7 +546,7 @@ class SQLLedger(Ledger):
 
     def end_attempt(self, campaign: str, submission_id: str, status: AttemptStatus | str, reason: str = "",
                     failure_class: str = "") -> None:
-        with self._tx() as c:
+        with self._tx(campaign) as c:
             c.execute(attempts_t.update().where((attempts_t.c.campaign == campaign)
                                                 & (attempts_t.c.submission_id == submission_id))
                       .values(ended_at=time.time(), status=AttemptStatus(status).value, reason=reason,
@@ -502,7 +560,7 @@ class SQLLedger(Ledger):
             return [dict(r._mapping) for r in c.execute(q.order_by(attempts_t.c.id))]
 
     def event(self, campaign: str, kind: str, detail: str = "", run_key: str = "") -> None:
-        with self._tx() as c:
+        with self._tx(campaign) as c:
             c.execute(events_t.insert().values(ts=time.time(), campaign=campaign, run_key=run_key, kind=kind, src="",
                                                dst="", detail=detail))
 
@@ -519,7 +577,7 @@ class SQLLedger(Ledger):
         """Replace the rows of (campaign, look, comparison) given, in one transaction; `check` sees the
         campaign's stored looks first and raises to refuse the whole write."""
         def write() -> int:
-            with self._tx() as c:
+            with self._tx(campaign) as c:
                 if check is not None:
                     check([dict(r._mapping) for r in c.execute(looks_t.select().where(looks_t.c.campaign == campaign))])
                 for r in rows:

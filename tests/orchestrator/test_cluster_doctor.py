@@ -145,3 +145,34 @@ def test_cheap_checks_return_the_problems_without_importing_verl(odd_cluster, tm
     (fit,) = [f for f in found if f.check == "fit"]
     assert "wide run" in fit.result
     assert not [f for f in found if f.check == "verl internals"]
+
+
+@pytest.mark.slow
+def test_submit_refuses_a_cluster_the_doctor_fails_before_writing_anything(odd_cluster, tmp_path):
+    """About 15 s of CPU (one probe job). Proves the user's path: `campaign submit --ray-address` runs the
+    doctor's quick part before any compute and exits 2 naming the odd nodes, with no ledger and no job written;
+    `--no-doctor` skips it (the campaign is then registered)."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "c.yaml").write_text(yaml.safe_dump({
+        "name": "dr", "backend": "noop", "models": ["tiny_qwen2"], "recipe": "cpu_tiny", "policies": ["baseline"],
+        "seeds": [1], "steps": 1, "compute": {"nodes": 3, "gpus_per_node": 2, "gpus_per_run": 0,
+                                                "hours_per_run": 0.01}}))
+    wd = tmp_path / "wd"
+    env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(odd_cluster.token_file), "RAY_AUTH_MODE": "token"}
+    campaign = str(Path(sys.executable).with_name("campaign"))
+    p = subprocess.run([campaign, "submit", str(proj / "c.yaml"), "--workdir", str(wd), "--ray-address",
+                        odd_cluster.address, "--no-wait"], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "found before any compute" in p.stderr and "windtunnel: 0.0.9" in p.stderr and "work dir" in p.stderr
+    assert not (wd / "ledger.db").exists() and not (wd / "runs").exists()
+    p = subprocess.run([campaign, "submit", str(proj / "c.yaml"), "--workdir", str(wd), "--ray-address",
+                        odd_cluster.address, "--no-wait", "--no-doctor"], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (wd / "ledger.db").exists()

@@ -396,3 +396,71 @@ def test_a_job_id_of_another_campaign_instance_is_never_reattached(ledger, tmp_p
     assert (row.state, row.lease_owner, row.next_try_at) == ("queued", "", 0.0)
     (att,) = ledger.attempts("c", "k1")
     assert att["status"] == "failed" and "another campaign instance" in att["reason"]
+
+
+def _snapshot(led) -> tuple:
+    """Everything the ledger holds about campaign "c": runs, attempts, events, driver lease and epoch."""
+    return ([vars(r) for r in led.runs("c") + led.superseded("c")], led.attempts("c"), led.events("c"),
+            led.driver("c"), led.driver_epoch("c"))
+
+
+def test_a_driver_whose_lease_was_taken_over_is_fenced_out(ledger_url: str) -> None:
+    """Split brain: driver A stalls past its lease, B takes the campaign over (epoch + 1). From then on
+    every write A's ledger makes about the campaign is refused with LeaseLost and changes nothing (its
+    heartbeat included, which also reports a merely expired lease); A's release leaves B's lease alone."""
+    import sqlalchemy as sa
+
+    from orchestrator.ledger import LeaseLost
+
+    a, b = open_ledger(ledger_url), open_ledger(ledger_url)
+    a.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1", "c/a/s2": "k2"}))
+    assert a.claim_driver("c", "A", ttl_s=60)[0]
+    epoch = a.driver_epoch("c")
+    a.transition("c", "k1", S.queued)
+    a.check_driver("c")  # still A's
+    assert not b.claim_driver("c", "B", ttl_s=60)[0]  # a live lease: B waits
+    with b.engine.begin() as c:  # A is stopped (SIGSTOP, a stalled step) past its lease: it expired a second ago
+        c.execute(sa.text("UPDATE campaigns SET driver_expires = :t WHERE name = 'c'"), {"t": time.time() - 1})
+    with pytest.raises(LeaseLost, match="expired"):
+        a.heartbeat("A", ttl_s=60)
+    assert b.claim_driver("c", "B", ttl_s=60)[0] and b.driver_epoch("c") == epoch + 1
+    before = _snapshot(b)
+    writes = {
+        "heartbeat": lambda: a.heartbeat("A", ttl_s=60),
+        "transition": lambda: a.transition("c", "k2", S.queued),
+        "start_attempt": lambda: a.start_attempt("c", "k1", S.queued, S.training, "train", "sid-a"),
+        "update": lambda: a.update("c", "k1", reason="A was here"),
+        "claim": lambda: a.claim("c", "k1", "A", ttl_s=60),
+        "release": lambda: a.release("c", "k1", "A"),
+        "event": lambda: a.event("c", "note", "A was here"),
+        "end_attempt": lambda: a.end_attempt("c", "sid-a", "failed"),
+        "upsert": lambda: a.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1", "c/a/s2": "k2", "c/a/s3": "k3"})),
+    }
+    for name, write in writes.items():
+        with pytest.raises(LeaseLost, match=f"epoch {epoch}\\): orchestrator B took it over \\(epoch {epoch + 1}\\)"):
+            write()
+        assert _snapshot(b) == before, f"{name} of the fenced-out driver changed the ledger"
+    a.release_driver("c", "A")
+    assert _snapshot(b) == before  # B's lease untouched
+    b.transition("c", "k2", S.queued)  # the current driver writes on
+    assert b.get("c", "k2").state == "queued"
+    leases = [e["detail"] for e in b.events("c") if e["kind"] == "driver_lease"]
+    assert leases == [f"epoch {epoch}: A (free)", f"epoch {epoch + 1}: B (taken from A, whose lease had expired)"]
+    a.close()
+    b.close()
+
+
+def test_a_scheduler_that_lost_its_lease_stops_before_touching_the_cluster(ledger, tmp_path: Path) -> None:
+    """The driver's next step raises LeaseLost at its heartbeat: no cluster call (the executor points at a
+    closed port and would raise ClusterUnreachable), no run moved, and `run` does not release B's lease."""
+    from orchestrator.ledger import LeaseLost
+
+    ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
+    first = _scheduler(ledger, tmp_path, owner="A")
+    assert first.acquire(wait=False)
+    other = open_ledger(ledger.url)
+    assert other.claim_driver("c", "B", ttl_s=60, steal_from="A")[0]  # e.g. A's host looked dead to B
+    with pytest.raises(LeaseLost, match="orchestrator B took it over"):
+        first.step()
+    assert ledger.get("c", "k1").state == "planned" and ledger.driver("c")[0] == "B"
+    other.close()
