@@ -394,7 +394,7 @@ def register(app: typer.Typer) -> None:
             from rich.text import Text
 
             for r in sess.ledger.runs(n, [RunState.failed]):  # the reason as written (no markup read in it)
-                out.print(Text.assemble("  ", ("failed", "red"),
+                out.print(Text.assemble("  ", (RunState.failed.value, "red"),
                                         f" {r.run_id} ({r.stage}, {r.failure_class or 'error'}): {r.reason}"),
                           highlight=False)
             for r in sess.ledger.runs(n, [RunState.queued]):
