@@ -11,9 +11,10 @@ outputs verify (rule 4). Every state change goes through the ledger's state mach
 Two orchestrators on one campaign: `run()` takes the campaign's driver lease first; a second one
 reports the holder and waits (a dead holder on this host is taken over at once). Every decision in
 `_reconcile` is made on the row re-read after claiming its lease, so a stale snapshot never drives a
-transition. The lease has an epoch (a fencing token): a driver that finds its lease taken over or expired
-(it was stopped past its TTL) raises LeaseLost at its next step, before any job submission, ledger or
-MLflow write, and the ledger itself refuses its stale writes. Submission ids carry the campaign's
+transition. The lease has an epoch (a fencing token): a driver that finds its lease taken over (it was
+stopped past its TTL and another took the campaign) raises LeaseLost at its next step, before any job
+submission, ledger or MLflow write, and the ledger itself refuses its stale writes; a lease that merely
+expired with nobody taking it is renewed. Submission ids carry the campaign's
 per-ledger instance id; a job id of another instance
 is never reattached. On `run()` recorded runs whose records no longer verify are reopened (resume
 re-runs their record stage), and jobs of superseded or finished attempts are stopped.

@@ -216,17 +216,15 @@ class SQLLedger(Ledger):
                 self._fenced(c, campaign)
             yield c
 
-    def _fenced(self, c: sa.Connection, name: str, *, expiry: bool = False) -> None:
-        """Raise LeaseLost unless this object's lease of `name` is the current one (and, with `expiry`,
-        unexpired). The row is locked (FOR UPDATE; SQLite: the write lock) so a takeover cannot interleave."""
+    def _fenced(self, c: sa.Connection, name: str) -> None:
+        """Raise LeaseLost unless this object's lease of `name` is the current one. The row is locked (FOR UPDATE;
+        SQLite: the write lock) so a takeover cannot interleave."""
         owner, epoch = self._fences[name]
-        r = c.execute(sa.select(campaigns_t.c.driver, campaigns_t.c.driver_epoch, campaigns_t.c.driver_expires)
+        r = c.execute(sa.select(campaigns_t.c.driver, campaigns_t.c.driver_epoch)
                       .where(campaigns_t.c.name == name).with_for_update()).first()
-        holder, current, expires = (str(r[0]), int(r[1]), float(r[2])) if r else ("", -1, 0.0)
+        holder, current = (str(r[0]), int(r[1])) if r else ("", -1)
         if holder != owner or current != epoch:
             raise LeaseLost(name, owner, epoch, holder, current)
-        if expiry and expires < time.time():
-            raise LeaseLost(name, owner, epoch, holder, current, expired=True)
 
     # -- campaigns and runs ----------------------------------------------------------------
     def upsert_campaign(self, name: str, spec_json: str, runs: Iterable[dict[str, Any]]) -> UpsertDiff:
@@ -489,12 +487,14 @@ class SQLLedger(Ledger):
             return res.rowcount == 1
 
     def heartbeat(self, owner: str, ttl_s: float) -> int:
-        """Renew `owner`'s driver and run leases. A campaign this object drives whose lease was taken over
-        or has expired raises LeaseLost first, renewing nothing: the driver must stop, not carry on."""
+        """Renew `owner`'s driver and run leases. A campaign this object drives whose lease was taken over raises
+        LeaseLost first, renewing nothing: the driver must stop, not carry on. A lease that merely expired (a
+        step slower than the TTL on a loaded machine) and that nobody took is renewed: no other driver can have
+        written meanwhile, since a takeover raises the epoch that every write checks."""
         with self._tx() as c:
             mine = [(n, e) for n, (o, e) in self._fences.items() if o == owner]
             for name, _ in mine:
-                self._fenced(c, name, expiry=True)
+                self._fenced(c, name)
             c.execute(campaigns_t.update().where(campaigns_t.c.driver == owner)
                       .values(driver_expires=time.time() + ttl_s))
             return c.execute(runs_t.update().where(runs_t.c.lease_owner == owner)
