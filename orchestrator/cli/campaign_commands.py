@@ -522,16 +522,16 @@ def _print_training_metrics(workdir: Path, row) -> None:
     try:
         rows = training_rows(train)
     except MetricsFileError as exc:
-        out.print(f"training metrics: unreadable: {exc}", highlight=False)
+        out.print(f"training metrics: unreadable: {exc}", highlight=False, markup=False)
         return
     if not rows:
-        out.print(f"training metrics: none in {train}", highlight=False)
+        out.print(f"training metrics: none in {train}", highlight=False, markup=False)
         return
     last = rows[-1]
     shown = [f"{k} {v:.4g}" for k, v in last.items() if k != "step" and isinstance(v, (int, float))
              and not isinstance(v, bool) and any(k == h or k.endswith("/" + h) for h in _HEADLINE)]
     out.print(f"training metrics at step {last.get('step')}: " + (", ".join(shown) or f"{len(last) - 1} values"),
-              highlight=False)
+              highlight=False, markup=False)
 
 
 def _register_data(app: typer.Typer) -> None:
