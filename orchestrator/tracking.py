@@ -10,7 +10,8 @@ Campaigns: with the embedded SQLite store only one process may write ("database 
 stage jobs never write MLflow; the orchestrator holding the campaign's driver lease does, through
 `CampaignTracker.sync()` after every scheduler poll: a cell's run is created when its first attempt
 starts (start time = that attempt's start), training metrics are streamed from the job's metrics
-files as lines appear (`metrics.jsonl`, or verl's per-launch files; the byte offsets ingested so far
+files as lines appear (`metrics.jsonl`, or verl's per-launch files, whose metrics nest under `data`: each is
+logged as `train/<name as the backend wrote it>`, e.g. `train/actor/grad_norm`; the byte offsets ingested so far
 are a tag on the run, so a restarted orchestrator continues where the last one stopped), and a terminal ledger state
 ends the run with
 its status (recorded → FINISHED with per-benchmark scores and the suite's aggregates such as DB-12
@@ -32,7 +33,7 @@ from collections.abc import Iterable, Mapping
 
 from orchestrator.ledger.base import LeaseLost
 from orchestrator.ledger.states import RunState
-from wtcommon.metrics import read_metrics_jsonl
+from wtcommon.metrics import read_metrics_jsonl, training_metrics_files
 
 if TYPE_CHECKING:
     from orchestrator.grid import RunSpec
@@ -316,9 +317,7 @@ class CampaignTracker:
         `train/metrics.jsonl`, where the local and noop backends write each step."""
         from orchestrator.paths import run_dir
 
-        train = run_dir(self.workdir, spec) / "train"
-        launches = sorted((train / "verl_metrics").glob("launch_*.jsonl"))
-        return launches or [train / "metrics.jsonl"]
+        return training_metrics_files(run_dir(self.workdir, spec) / "train")
 
     def _open(self, row: RunRow) -> dict[str, Any] | None:
         """The cell's MLflow run: by the ledger's id, else by run_key tag, else created (current cells only)."""

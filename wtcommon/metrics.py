@@ -1,7 +1,17 @@
 """The one reader of a training run's metrics JSONL (`metrics.jsonl`, verl's per-launch files).
 
-One object per line, one line per step. A writer appends lines while the run trains and may be killed
-mid-line, so only the *last* line can be torn; `torn_tail` says what a reader does with it:
+One object per line, one line per step, in either shape our backends write:
+
+* flat (the local and noop backends): `{"step": 3, "policy/kept_frac": 0.5, ...}`;
+* verl's file logger (`verl/utils/tracking.py::FileLogger.log`): `{"step": 3, "data": {"windtunnel/kept_frac":
+  0.5, "actor/grad_norm": 0.12, ...}}`.
+
+Every reader gets flat rows (`flat_row`): verl's `data` is lifted to the top level with its metric names
+as verl wrote them, so MLflow, the intervention check, the report's training curves and tuning all see
+verl's metrics (issue 24). Only a file-level copy (merging verl's launch files) asks for `raw` rows.
+
+A writer appends lines while the run trains and may be killed mid-line, so only the *last* line can be
+torn; `torn_tail` says what a reader does with it:
 
 * `"skip"` (readers of a file that may still be written: MLflow ingest, tuning's intermediate values,
   merging verl's launch files): a last line without its newline, or one that is not a JSON object, is
@@ -23,12 +33,23 @@ class MetricsFileError(ValueError):
     """A metrics JSONL line that is not a JSON object; the message names the file and the line."""
 
 
-def read_metrics_jsonl(path: str | Path, *, torn_tail: Literal["skip", "raise"], offset: int = 0
-                       ) -> tuple[list[dict[str, Any]], int]:
-    """(rows from byte `offset`, the offset after the last line read). Blank lines are skipped.
+def flat_row(obj: dict[str, Any]) -> dict[str, Any]:
+    """One metrics line in the flat shape: verl's `{"step": N, "data": {...}}` becomes `{"step": N, **data}`
+    (names kept as written; a top-level key wins over a `data` key of the same name); a flat row is returned
+    as it is."""
+    data = obj.get("data")
+    if not isinstance(data, dict):
+        return obj
+    return {**data, **{k: v for k, v in obj.items() if k != "data"}}
+
+
+def read_metrics_jsonl(path: str | Path, *, torn_tail: Literal["skip", "raise"], offset: int = 0,
+                       raw: bool = False) -> tuple[list[dict[str, Any]], int]:
+    """(flat rows from byte `offset`, the offset after the last line read). Blank lines are skipped.
 
     With `torn_tail="skip"` a last line without its newline is not consumed (the returned offset stops
-    before it, so an incremental reader reads it again once it is complete)."""
+    before it, so an incremental reader reads it again once it is complete). `raw=True`: each line's object
+    as written (verl's nested `data` kept), for a reader that copies lines rather than reading metrics."""
     if torn_tail not in ("skip", "raise"):
         raise ValueError(f"torn_tail must be 'skip' or 'raise', got {torn_tail!r}")
     p = Path(path)
@@ -52,8 +73,23 @@ def read_metrics_jsonl(path: str | Path, *, torn_tail: Literal["skip", "raise"],
         except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8
             problem = f"not valid JSON ({getattr(e, 'msg', e)})"
         if problem is None:
-            rows.append(obj)
+            rows.append(obj if raw else flat_row(obj))
         elif not (torn_tail == "skip" and i == last):
             where = f"line {i + 1}" if offset == 0 else f"line {i + 1} after byte {offset}"
             raise MetricsFileError(f"{p}: {where}: {problem}; each line must be one JSON object")
     return rows, offset + end
+
+
+def training_metrics_files(train_dir: str | Path) -> list[Path]:
+    """The files a run's training metrics are in while it trains: verl's per-launch files
+    (`<train>/verl_metrics/launch_*.jsonl`, merged into `metrics.jsonl` only when the run ends) while they exist,
+    else `<train>/metrics.jsonl`, where the local and noop backends write each step. The files may not exist yet."""
+    train = Path(train_dir)
+    return sorted((train / "verl_metrics").glob("launch_*.jsonl")) or [train / "metrics.jsonl"]
+
+
+def training_rows(train_dir: str | Path) -> list[dict[str, Any]]:
+    """Every complete flat row logged so far, launch after launch (a resumed run repeats the steps after its
+    checkpoint); a torn last line is left out."""
+    return [row for f in training_metrics_files(train_dir) if f.is_file()
+            for row in read_metrics_jsonl(f, torn_tail="skip")[0]]

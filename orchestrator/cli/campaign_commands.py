@@ -519,6 +519,7 @@ def register(app: typer.Typer) -> None:
         for a in atts:
             out.print(f"attempt {a['attempt']} {a['stage']} {a['submission_id']}: {a['status']} "
                       f"{a['failure_class']} {a['reason']}", highlight=False)
+        _print_training_metrics(workdir, row)
         chosen = [a for a in atts if attempt is None or a["attempt"] == attempt]
         if not chosen:
             _fail(f"run {row.run_id} has no attempt {attempt}")
@@ -561,6 +562,33 @@ def register(app: typer.Typer) -> None:
             _fail(str(exc), exc.exit_code)
 
     _register_data(app)
+
+
+# the headline training metrics `campaign logs` shows, by the end of their name (a backend's prefix varies:
+# `policy/kept_frac` locally, `windtunnel/kept_frac` in verl)
+_HEADLINE = ("reward/mean", "critic/score/mean", "kept_frac", "weight_std", "grad_norm", "update_tokens")
+
+
+def _print_training_metrics(workdir: Path, row) -> None:
+    """The run's latest training step as its backend logged it (local rows or verl's), read while it trains."""
+    from orchestrator.grid import RunSpec
+    from orchestrator.paths import run_dir
+    from wtcommon.metrics import MetricsFileError, training_rows
+
+    train = run_dir(workdir, RunSpec.from_dict(json.loads(row.spec_json))) / "train"
+    try:
+        rows = training_rows(train)
+    except MetricsFileError as exc:
+        out.print(f"training metrics: unreadable: {exc}", highlight=False, markup=False)
+        return
+    if not rows:
+        out.print(f"training metrics: none in {train}", highlight=False, markup=False)
+        return
+    last = rows[-1]
+    shown = [f"{k} {v:.4g}" for k, v in last.items() if k != "step" and isinstance(v, (int, float))
+             and not isinstance(v, bool) and any(k == h or k.endswith("/" + h) for h in _HEADLINE)]
+    out.print(f"training metrics at step {last.get('step')}: " + (", ".join(shown) or f"{len(last) - 1} values"),
+              highlight=False, markup=False)
 
 
 def _register_data(app: typer.Typer) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import yaml
 
+from orchestrator.training import launches
 from orchestrator.training.backend import (Checkpoint, TrainingBackend, TrainingConfigError, TrainingError,
                                            TrainRequest, TrainResult)
 from orchestrator.training.verl_merge import merge_command
@@ -101,9 +102,11 @@ def run_dirs(out_dir: Path) -> dict[str, Path]:
 
 
 def build_command(req: TrainRequest, *, python: str | None = None, write_policy: bool = True,
-                  private_address: str | None = None) -> tuple[list[str], dict[str, str]]:
+                  private_address: str | None = None, ray_temp_dir: Path | None = None
+                  ) -> tuple[list[str], dict[str, str]]:
     """(argv, extra env) for one run. The policy is written to `<out>/policy.yaml` (the resolved config).
-    `private_address`: the GCS of the run's multi-node private runtime (orchestrator.training.reservation)."""
+    `private_address`: the GCS of the run's multi-node private runtime (orchestrator.training.reservation);
+    `ray_temp_dir`: the one-node private runtime's temp dir (`private_temp_dir`, one per launch)."""
     recipe = req.recipe
     if not isinstance(recipe.get("overrides"), dict):
         raise TrainingError(f"recipe {recipe.get('name', '?')!r}: overrides: missing; a verl recipe lists its Hydra "
@@ -141,7 +144,8 @@ def build_command(req: TrainRequest, *, python: str | None = None, write_policy:
         ov["trainer.n_gpus_per_node"] = int(model["gpus_per_node"])
     if model.get("nnodes"):
         ov["trainer.nnodes"] = int(model["nnodes"])
-    ov = runtime_overrides(ov, private_address)
+    ov = runtime_overrides(ov, private_address, ray_temp_dir=ray_temp_dir,
+                           run_gpus=int(model.get("gpus_per_node") or 0))
     if write_policy:
         dirs["out"].mkdir(parents=True, exist_ok=True)
         dirs["policy"].write_text(yaml.safe_dump(req.policy, sort_keys=False))
@@ -157,6 +161,8 @@ def build_command(req: TrainRequest, *, python: str | None = None, write_policy:
         # campaign separately
         env[AUDIT_ENV] = str(dirs["out"].resolve() / env[AUDIT_ENV])
     env["VERL_FILE_LOGGER_PATH"] = str(dirs["metrics"])
+    if private_address is None:
+        env.update(LOOPBACK_ENV)
     if req.extra.get("mlflow_uri"):
         env["MLFLOW_TRACKING_URI"] = str(req.extra["mlflow_uri"])
     if req.extra.get("mlflow_run_id"):
@@ -186,12 +192,47 @@ def _startup_timed_out(log: Path, launch_file: Path) -> bool:
 # runtime's `ray_init.num_cpus` does.
 PRIVATE_NODE_CPUS = 16
 
+# Object store of a one-node private runtime (`ray_init.object_store_memory`) unless the recipe sets its own: a share
+# per GPU of the run, 512 MiB for a CPU run. Ray's default is 30% of the node's RAM for *each* runtime, so eight
+# one-GPU runs on one node would each claim it. A run that outgrows it spills objects to its temp dir (slower,
+# not wrong).
+OBJECT_STORE_MIN_BYTES = 512 * 1024**2
+OBJECT_STORE_BYTES_PER_GPU = 2 * 1024**3
+
+# Ray's unix sockets (`<temp dir>/session_<date>_<time>_<usec>_<pid>/sockets/plasma_store`) must fit in 107 bytes
+# (sockaddr_un); the part after the temp dir takes up to this many.
+RAY_SOCKET_MAX = 107
+RAY_SESSION_SUFFIX = len("/session_2026-12-01_18-20-41_323245_4194304/sockets/plasma_store")
+
+
+def private_temp_dir(train_dir: Path) -> Path:
+    """A fresh temp dir for one launch's one-node private Ray runtime (its sessions, logs, sockets and spilled
+    objects), removed by the launcher when the launch ends: `<train dir>/ray-XXXXXX` when Ray's socket paths fit
+    under it, else a short `/tmp/wt-rt-XXXXXX` (a run dir in a work dir is usually too deep). Never Ray's shared
+    default `/tmp/ray`, where every launch left a session behind."""
+    import tempfile
+
+    room = RAY_SOCKET_MAX - RAY_SESSION_SUFFIX - len("/ray-XXXXXXXX")
+    train_dir = Path(train_dir).resolve()
+    if len(str(train_dir)) <= room:
+        return Path(tempfile.mkdtemp(prefix="ray-", dir=train_dir))
+    base = tempfile.gettempdir() if len(tempfile.gettempdir()) <= room else "/tmp"
+    return Path(tempfile.mkdtemp(prefix="wt-rt-", dir=base))
+
+
+# A one-node private runtime on 127.0.0.1 only. `ray_init._node_ip_address="127.0.0.1"` is not enough: `ray.init`
+# turns a loopback address into the host's (`ray/_private/services.py::resolve_ip_for_localhost`). With this
+# variable Ray's node address is 127.0.0.1 (`services.get_node_ip_address`), and its GCS, raylet, workers,
+# dashboard agent and runtime-env agent then listen on loopback only (seen with `ss -ltnp`, Ray 2.60).
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
 # Ray Job env vars that point a process at the shared cluster (ray dashboard/modules/job/job_supervisor.py::
 # _get_driver_env_vars). Removed from verl's env so its `ray.init` starts the run's private runtime.
 CLUSTER_ENV_VARS = ("RAY_ADDRESS", "RAY_JOB_CONFIG_JSON_ENV_VAR")
 
 
-def runtime_overrides(ov: dict[str, Any], private_address: str | None = None) -> dict[str, Any]:
+def runtime_overrides(ov: dict[str, Any], private_address: str | None = None, *, ray_temp_dir: Path | None = None,
+                      run_gpus: int = 0) -> dict[str, Any]:
     """`ov` with `ray_kwargs.ray_init` for the run's private Ray runtime (docs/verl_on_cpu.md, "Isolation").
 
     verl's `main_ppo` calls `ray.init(**ray_kwargs.ray_init)` (`verl/trainer/main_ppo.py:57-74`).
@@ -201,6 +242,10 @@ def runtime_overrides(ov: dict[str, Any], private_address: str | None = None) ->
     `transfer_queue`, `transfer_queue/interface.py:200`; verl's rollout servers) lives in a GCS no other
     run can see. GPUs: the runtime autodetects the job's `CUDA_VISIBLE_DEVICES`, which Ray sets from the
     job's `entrypoint_num_gpus` reservation, so it sees exactly the GPUs reserved for this run.
+    The one-node runtime keeps its files in `ray_temp_dir` (never `/tmp/ray`), listens on 127.0.0.1 only
+    (`LOOPBACK_ENV`, set by `build_command`), serves no dashboard, and gets an
+    object store sized to the run (`OBJECT_STORE_*`; a recipe's own `ray_kwargs.ray_init.object_store_memory`
+    wins).
     `nnodes > 1`: verl connects to `private_address`, the run's own runtime started on the nodes its placement
     group holds ("Two nodes"); its resources are those nodes', so `num_cpus`/`num_gpus` are dropped."""
     nnodes = int(ov.get("trainer.nnodes") or 1)
@@ -217,6 +262,11 @@ def runtime_overrides(ov: dict[str, Any], private_address: str | None = None) ->
     out.update({"+ray_kwargs.ray_init.address": "local", "+ray_kwargs.ray_init.include_dashboard": False})
     if "ray_kwargs.ray_init.num_cpus" not in out:
         out["ray_kwargs.ray_init.num_cpus"] = 64
+    if not any(k.lstrip("+") == "ray_kwargs.ray_init.object_store_memory" for k in out):
+        out["+ray_kwargs.ray_init.object_store_memory"] = max(OBJECT_STORE_MIN_BYTES,
+                                                             OBJECT_STORE_BYTES_PER_GPU * max(0, run_gpus))
+    if ray_temp_dir is not None:
+        out["+ray_kwargs.ray_init._temp_dir"] = str(ray_temp_dir)
     return out
 
 
@@ -341,18 +391,11 @@ def merge_metric_files(files: Sequence[Path], out: Path) -> None:
     """One line per step from verl's per-launch JSONL files; a later launch's line for a step wins (a
     resumed run re-logs only the steps after its checkpoint). Written atomically."""
     by_step: dict[int, dict[str, Any]] = {}
-    for f in files:  # a killed launch's torn last line is left out
-        for row in read_metrics_jsonl(f, torn_tail="skip")[0]:
+    for f in files:  # a killed launch's torn last line is left out; lines are copied as verl wrote them
+        for row in read_metrics_jsonl(f, torn_tail="skip", raw=True)[0]:
             if isinstance(row.get("step"), int):
                 by_step[row["step"]] = row
     atomic_write_text(out, "".join(json.dumps(by_step[k]) + "\n" for k in sorted(by_step)))
-
-
-def _verl_metrics(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [{"step": obj.get("step"), **(obj.get("data") or {})}
-            for obj in read_metrics_jsonl(path, torn_tail="skip")[0]]
 
 
 def resolve_inputs(req: TrainRequest) -> TrainRequest:
@@ -398,6 +441,10 @@ class VerlBackend(TrainingBackend):
         if stop_orphan(req.out_dir):
             with open(dirs["log"], "a") as fh:
                 fh.write("windtunnel: stopped the verl launch a killed earlier attempt left running\n")
+            for name in launches.unfinished(dirs["out"]):  # its compute ends now, not at its last metrics line
+                launches.record_end(dirs["out"], attempts / name, None, how="stopped")
+        for leftover in launches.ray_temp_dirs(dirs["out"]):  # of launches killed with their launcher
+            shutil.rmtree(leftover, ignore_errors=True)
 
         def note(line: str) -> None:
             with open(dirs["log"], "a") as fh:
@@ -407,14 +454,13 @@ class VerlBackend(TrainingBackend):
         launch_file = _next_launch_file(attempts)
         with reserved_nodes(model, dirs["out"], req.run_key, log=note) as res:
             if res is None:
-                rc, wall = self._launch(req, dirs, launch_file, None)
+                rc, _ = self._launch(req, dirs, launch_file, None)
                 for _ in range(STARTUP_RETRIES):  # Ray's fixed 30 s raylet wait, missed on a loaded node
                     if rc == 0 or not _startup_timed_out(dirs["log"], launch_file):
                         break
                     note("windtunnel: the private Ray runtime missed Ray's 30 s start-up wait; launching again")
                     launch_file = _next_launch_file(attempts)
-                    rc, more = self._launch(req, dirs, launch_file, None)
-                    wall += more
+                    rc, _ = self._launch(req, dirs, launch_file, None)
             else:
                 # verl's workers live on the private nodes and see those nodes' environment, not the driver's:
                 # every node gets the run's variables, this launch's metrics file included
@@ -422,7 +468,7 @@ class VerlBackend(TrainingBackend):
                 env["VERL_FILE_LOGGER_PATH"] = str(launch_file)
                 with private_runtime(res, cpus_per_node=PRIVATE_NODE_CPUS, log_dir=dirs["out"], env=env,
                                      log=note) as gcs:
-                    rc, wall = self._launch(req, dirs, launch_file, gcs)
+                    rc, _ = self._launch(req, dirs, launch_file, gcs)
         if rc != 0:
             raise TrainingError(f"verl exited with {rc}; see {dirs['log']}")
         merge_metric_files(sorted(attempts.glob("launch_*.jsonl")), dirs["metrics"])
@@ -442,29 +488,33 @@ class VerlBackend(TrainingBackend):
                 save_checkpoint_meta(tmp, step, {"run_id": req.run_id, "run_key": req.run_key, "seed": req.seed})
                 os.replace(tmp, dirs["hf"] / d.name)
         checkpoints = [Checkpoint(int(d.name.rsplit("_", 1)[1]), dirs["hf"] / d.name) for d in steps]
-        rows = _verl_metrics(dirs["metrics"])
         model = req.extra.get("model") or {}
         n_gpus = int(model.get("gpus_per_node", 8)) * int(model.get("nnodes", 1))
         ov = req.recipe["overrides"]
         seqs = float(ov.get("data.train_batch_size", math.nan)) * float(ov.get("actor_rollout_ref.rollout.n", math.nan))
-        compute = {
-            "wall_s": wall,
-            "gpu_s": wall * n_gpus,
-            # verl logs the mean response length per step; missing metrics give NaN, never 0
-            "rollout_tokens": (sum(float(r.get("response_length/mean", math.nan)) * seqs for r in rows)
-                               if rows else math.nan),
-            "update_tokens": (sum(float(r.get("windtunnel/update_tokens", math.nan)) for r in rows)
-                              if rows else math.nan),
-        }
+        # every launch of the run, killed ones included (their part also as lost_*): orchestrator/training/launches.py
+        compute = launches.compute_account(dirs["out"], n_gpus, seqs)
         return TrainResult(checkpoints, dirs["metrics"], compute)
 
     @staticmethod
     def _launch(req: TrainRequest, dirs: dict[str, Path], launch_file: Path, private_address: str | None
                 ) -> tuple[int, float]:
-        """One verl launch (in its own session, its own metrics file): (exit code, wall seconds)."""
-        argv, env = build_command(req, private_address=private_address)
+        """One verl launch (in its own session, its own metrics file): (exit code, wall seconds). Its start and
+        end go to `launches.jsonl` as they happen (orchestrator/training/launches.py)."""
+        ray_tmp = None if private_address else private_temp_dir(dirs["out"])
+        argv, env = build_command(req, private_address=private_address, ray_temp_dir=ray_tmp)
         env["VERL_FILE_LOGGER_PATH"] = str(launch_file)
         dirs["launch"].write_text(json.dumps({"argv": argv, "env": env}, indent=1))
         t0 = time.time()
-        rc = _run(argv, env, dirs["log"], dirs["pid"])
-        return rc, time.time() - t0
+        launches.record_start(dirs["out"], launch_file, t0, ray_temp_dir=ray_tmp)
+        try:
+            rc = _run(argv, env, dirs["log"], dirs["pid"])
+        except BaseException:
+            launches.record_end(dirs["out"], launch_file, None, how="interrupted")
+            raise
+        finally:  # every process of the launch is gone (`_run` kills its session): its Ray files go too
+            if ray_tmp is not None:
+                shutil.rmtree(ray_tmp, ignore_errors=True)
+        t1 = time.time()
+        launches.record_end(dirs["out"], launch_file, rc, t=t1)
+        return rc, t1 - t0

@@ -57,6 +57,7 @@ def test_demo_end_to_end_on_a_reduced_grid(tmp_path: Path) -> None:
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "evaluate" in p.stdout and '"ok": true' in p.stdout  # the ledger's attempts, then the job's driver log
+    assert "training metrics at step 2: " in p.stdout and "policy/kept_frac" in p.stdout  # read from the run dir
     assert not (wd / "ray_head.json").exists()
 
 

@@ -207,3 +207,73 @@ def test_recipe_keys_mlflow_rejects_are_logged_under_a_legal_name(uri) -> None:
     assert got["recipe.overrides._plus_actor_rollout_ref.model.override_config.attn_implementation"] == "eager"
     assert got["recipe.overrides.data.train_batch_size"] == "4" and got["eval_at_k"] == "1"
     assert tracking.mlflow_key("a+b c/d:e-f.g@h!") == "a_plus_b c/d:e-f.g_at_h_"
+
+
+# -- verl's own metrics file (issue 24, Build 3) ---------------------------------------------------------------
+
+FIXTURES = Path(__file__).parent / "fixtures"  # real verl metrics files; provenance in fixtures/README.md
+
+
+def _verl_rows(name: str) -> list[dict]:
+    """The fixture's lines as verl wrote them (`{"step": N, "data": {...}}`), parsed here without the reader."""
+    return [json.loads(line) for line in (FIXTURES / name).read_text().splitlines()]
+
+
+def test_a_real_verl_runs_metrics_reach_mlflow_per_step(uri, tmp_path: Path) -> None:
+    """verl's file logger nests every metric under `data`; MLflow must get them per step under verl's own names
+    (kept_frac and grad_norm of a gfpo run, the domain proportions of a reward_gap mixer)."""
+    from orchestrator.grid import RunSpec
+    from orchestrator.session import Session, plan
+    from orchestrator.stages import run_dir
+
+    spec, runs = plan(_tree(tmp_path / "campaigns", "trkr"))
+    sess = Session(tmp_path / "wd", mlflow_uri=uri)
+    sess.submit(spec, runs[:2])
+    cells = sess.ledger.runs("trkr")
+    for row, fixture in zip(cells, ("verl_gfpo_s1.jsonl", "verl_reward_gap_s3.jsonl"), strict=True):
+        sess.ledger.transition("trkr", row.run_key, "queued")
+        sess.ledger.start_attempt("trkr", row.run_key, "queued", "training", "train", f"sid-{row.run_key}")
+        folder = run_dir(tmp_path / "wd", RunSpec.from_dict(json.loads(row.spec_json))) / "train" / "verl_metrics"
+        folder.mkdir(parents=True)
+        shutil.copy(FIXTURES / fixture, folder / "launch_000.jsonl")
+    sess.tracker("trkr").sync()
+    c = tracking.client(uri)
+    hist = lambda row, k: [(m.step, m.value) for m in  # noqa: E731
+                           c.get_metric_history(sess.ledger.get("trkr", row.run_key).mlflow_run_id, k)]
+
+    gfpo, mixer = cells
+    lines = _verl_rows("verl_gfpo_s1.jsonl")
+    for key in ("windtunnel/kept_frac", "actor/grad_norm", "critic/score/mean"):
+        assert sorted(hist(gfpo, f"train/{key}")) == [(r["step"], r["data"][key]) for r in lines], key
+    assert all(v < 1 for _, v in hist(gfpo, "train/windtunnel/kept_frac"))  # gfpo kept 3 of 4 rollouts
+    mix_lines = _verl_rows("verl_reward_gap_s3.jsonl")
+    props = sorted(k for k in mix_lines[0]["data"] if k.startswith(("windtunnel/realised_prop_",
+                                                                     "windtunnel/target_prop_")))
+    assert len(props) == 6  # realised and target proportion of each of the three domains
+    for key in props:
+        assert sorted(hist(mixer, f"train/{key}")) == [(r["step"], r["data"][key]) for r in mix_lines], key
+    sess.close()
+
+
+def test_a_real_verl_runs_metrics_reach_the_intervention_check_and_the_training_curves(tmp_path: Path) -> None:
+    """The report's intervention check reads verl's file: gfpo's kept_frac < 1 is the selector acting (no
+    "no kept_frac logged" flag), the mixer's realised proportions are there, and the training curves have both."""
+    from analysis.figures import training_frame
+    from analysis.intervention import flag_policies, flags_banner_html, run_summary
+
+    ident = {"campaign": "c", "model": "tiny_qwen2", "regime": ""}
+    runs = [{**ident, "run_key": "k1", "run_id": "c/gfpo/s1", "policy": "gfpo", "mechanism": "select", "seed": 1,
+             "metrics_path": FIXTURES / "verl_gfpo_s1.jsonl"},
+            {**ident, "run_key": "k3", "run_id": "c/reward_gap/s3", "policy": "reward_gap", "mechanism": "mix",
+             "seed": 3, "metrics_path": FIXTURES / "verl_reward_gap_s3.jsonl"}]
+    summary = run_summary(runs)
+    assert summary["has_diagnostics"].all()
+    kept = [r["data"]["windtunnel/kept_frac"] for r in _verl_rows("verl_gfpo_s1.jsonl")]
+    flags = flag_policies(summary).set_index("policy")
+    assert flags.loc["gfpo", "kept_frac"] == pytest.approx(sum(kept) / len(kept)) and flags.loc["gfpo", "kept_frac"] < 1
+    assert flags.loc["gfpo", "flag"] == ""
+    assert not math.isnan(flags.loc["reward_gap", "realised_prop_move"])  # the mixer is judged on what it logged
+    assert "no kept_frac logged" not in flags_banner_html(summary)
+    tf = training_frame(runs).set_index("policy")
+    assert list(tf.loc["gfpo", "kept_frac"]) == kept
+    assert tf.loc["reward_gap"].filter(like="realised_prop_").notna().all().all()

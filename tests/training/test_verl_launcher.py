@@ -287,17 +287,56 @@ def test_a_multi_node_run_is_refused_with_the_reason(tmp_path):
         build_command(req)
 
 
+def test_the_one_node_runtime_keeps_its_files_ports_and_memory_to_itself(tmp_path):
+    """Issue 24, Build 6: the private runtime's temp dir is the launch's own (never /tmp/ray), Ray's socket paths
+    fit in 107 bytes, it listens on loopback only, and its object store is sized to the run, not 30% of the node."""
+    from orchestrator.training.verl_launcher import (LOOPBACK_ENV, OBJECT_STORE_BYTES_PER_GPU, OBJECT_STORE_MIN_BYTES,
+                                                     RAY_SESSION_SUFFIX, RAY_SOCKET_MAX, private_temp_dir,
+                                                     runtime_overrides)
+
+    short = tmp_path / "r"
+    short.mkdir()
+    deep = tmp_path / ("d" * 80) / "runs" / "campaign" / "0123456789abcdef" / "train"
+    deep.mkdir(parents=True)
+    if len(str(short)) <= RAY_SOCKET_MAX - RAY_SESSION_SUFFIX - len("/ray-XXXXXXXX"):
+        inside = private_temp_dir(short)
+        assert inside.parent == short.resolve() and inside.name.startswith("ray-")
+    made = [private_temp_dir(deep), private_temp_dir(deep)]  # one per launch
+    outside = made[0]
+    try:
+        assert outside.name.startswith("wt-rt-") and not outside.is_relative_to(deep) and made[1] != outside
+        assert len(str(outside)) + RAY_SESSION_SUFFIX <= RAY_SOCKET_MAX
+    finally:
+        for d in made:
+            d.rmdir()
+    req = _req(tmp_path, recipe="grpo_05b", model="qwen25_05b_instruct")
+    argv, env = build_command(req, ray_temp_dir=outside)
+    d = _as_dict(argv)
+    assert d["ray_kwargs.ray_init._temp_dir"] == str(outside)
+    gpus = int(req.extra["model"]["gpus_per_node"])
+    assert gpus >= 1 and d["ray_kwargs.ray_init.object_store_memory"] == str(OBJECT_STORE_BYTES_PER_GPU * gpus)
+    assert env.items() >= LOOPBACK_ENV.items()
+    cpu = runtime_overrides({"trainer.nnodes": 1}, run_gpus=0)
+    assert cpu["+ray_kwargs.ray_init.object_store_memory"] == OBJECT_STORE_MIN_BYTES
+    own = runtime_overrides({"trainer.nnodes": 1, "+ray_kwargs.ray_init.object_store_memory": 10**9}, run_gpus=8)
+    assert own["+ray_kwargs.ray_init.object_store_memory"] == 10**9  # the recipe's own size wins
+    two = runtime_overrides({"trainer.nnodes": 2}, "10.0.0.1:6379", ray_temp_dir=outside, run_gpus=8)
+    assert not [k for k in two if "_temp_dir" in k or "object_store" in k]  # the multi-node runtime is not ours here
+
+
 def test_cpu_recipe_composes_in_verls_config_with_the_hf_rollout(tmp_path):
     import verl
     from hydra import compose, initialize_config_dir
 
     req = _req(tmp_path, policy="gfpo", recipe="verl_cpu_tiny", model="tiny_qwen2", seed=3)
-    argv, env = build_command(req)
+    argv, env = build_command(req, ray_temp_dir=tmp_path / "ray-x")
     assert env["WINDTUNNEL_VERL_CPU"] == "1" and env["VERL_PLATFORM"] == "windtunnel_cpu"
     with initialize_config_dir(config_dir=os.path.join(verl.__path__[0], "trainer/config"), version_base=None):
         cfg = compose("ppo_trainer", overrides=argv[3:])
     assert cfg.actor_rollout_ref.rollout.name == "hf"
     assert cfg.ray_kwargs.ray_init.num_gpus == 1 and cfg.ray_kwargs.ray_init.address == "local"
+    assert cfg.ray_kwargs.ray_init._temp_dir == str(tmp_path / "ray-x")
+    assert cfg.ray_kwargs.ray_init.object_store_memory == 512 * 1024**2  # a CPU run's share
     assert cfg.transfer_queue.backend.SimpleStorage.num_data_storage_units == 1
     assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
     assert cfg.actor_rollout_ref.model.use_remove_padding is False
