@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Tune each policy with an equal trial budget on a validation suite; write tuned policy YAMLs."""
         from orchestrator.spec import SpecError, load_campaign
-        from orchestrator.ledger import default_url
+        from orchestrator.ledger import LeaseLost, default_url
         from orchestrator.tuning.report import equal_budgets, report, write_tuned_policy
         from orchestrator.tuning.request import TuneError, TuneRequest
         from orchestrator.tuning.runner import tune
@@ -99,6 +99,8 @@ def register(app: typer.Typer) -> None:
                 rep = {p: r for p, r in rep.items() if p in policy}
         except (TuneError, SpecError, PolicyConfigError, ValueError) as exc:
             _fail(str(exc))
+        except LeaseLost as exc:  # another orchestrator took the tuning campaign over: it drives it now
+            _fail(str(exc), 4)
         out.print(_report_table(rep))
         if not equal_budgets(rep):
             err.print("[yellow]warning:[/yellow] policies have unequal trial counts; the comparison is not "
