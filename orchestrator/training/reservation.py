@@ -164,7 +164,11 @@ def node_argv(*, head_address: str | None, ip: str, gpus: int, cpus: int, temp_d
              "runtime-env-agent-port", "metrics-export-port"]
     if head_address is None:
         names += ["port", "ray-client-server-port"]
-    ports = {n: _free_port() for n in names}
+    ports: dict[str, int] = {}
+    while len(ports) < len(names):  # distinct: the kernel may hand the same free port to two successive binds
+        port = _free_port()
+        if port not in ports.values():
+            ports[names[len(ports)]] = port
     lo = _port_block(WORKER_PORTS)
     argv = [ray_bin, "start", "--block", f"--node-ip-address={ip}", *[f"--{k}={v}" for k, v in ports.items()],
             f"--num-gpus={gpus}", f"--num-cpus={cpus}", f"--temp-dir={temp_dir}", "--disable-usage-stats",

@@ -397,3 +397,18 @@ def test_only_a_launch_that_never_stepped_and_missed_rays_start_up_wait_is_launc
     launch.write_text("")
     log.write_text("RuntimeError: CUDA out of memory\n")  # any other failure is the scheduler's to classify
     assert not _startup_timed_out(log, launch)
+
+
+def test_a_private_nodes_ports_are_distinct_and_its_workers_clear_of_rays_default_range():
+    """Each private node's `ray start` names every port, all different (Ray refuses a port used twice), and its
+    worker block lies outside Ray's default 10002-19999 that one-node runtimes use."""
+    from orchestrator.training.reservation import WORKER_PORTS, node_argv
+
+    for head in (None, "127.0.0.1:6379"):
+        argv = node_argv(head_address=head, ip="127.0.0.1", gpus=1, cpus=4, temp_dir="/tmp/x")
+        ports = {a.split("=")[0]: int(a.split("=")[1]) for a in argv if a.startswith("--") and a.endswith(
+            tuple("0123456789")) and "port" in a.split("=")[0]}
+        lo, hi = ports.pop("--min-worker-port"), ports.pop("--max-worker-port")
+        assert hi - lo + 1 == WORKER_PORTS and lo >= 20000
+        assert len(set(ports.values())) == len(ports) and not any(lo <= p <= hi for p in ports.values())
+        assert ("--head" in argv) == (head is None)
