@@ -52,10 +52,13 @@ def _preflight(spec, runs, eval_data: Path | None, *, local_head: bool, ray_addr
 
     nodes, where = None, f"the live cluster at {ray_address}" if ray_address else ""
     if ray_address:
+        from orchestrator.executor.ray_jobs import ClusterAuthError
         from orchestrator.session import cluster_executor
 
         try:
             nodes = cluster_executor(ray_address, workdir).nodes()
+        except ClusterAuthError as exc:  # the cluster answered: a token to fix (exit 2), not an outage
+            _fail(str(exc))
         except ClusterUnreachable as exc:
             _fail(str(exc), 3)
     elif runs_on_local_head:
