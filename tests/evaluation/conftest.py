@@ -29,12 +29,13 @@ def random_model(shared_artifact) -> Path:
 
 @pytest.fixture(scope="session")
 def boxed_model(shared_artifact) -> Path:
-    """Overfit for seconds to answer the gsm8k fixture items with `The answer is \\boxed{gold}.`"""
+    """Overfit for seconds to answer the gsm8k fixture items with `The answer is \\boxed{gold}.` (300 steps: at 100
+    this machine's CPU numerics left two of the four items answered `48`, failing both tests that use it)."""
     from orchestrator.training.calibration_models import boxed_answer_pairs, overfit_tiny_model
 
     df = pd.read_parquet(FIXTURE_DIR / "gsm8k.parquet")
     return shared_artifact("boxed_model", lambda folder: overfit_tiny_model(
-        folder, boxed_answer_pairs(df.prompt, df.answer), steps=100, lr=6e-3))
+        folder, boxed_answer_pairs(df.prompt, df.answer), steps=300, lr=6e-3))
 
 
 @pytest.fixture
