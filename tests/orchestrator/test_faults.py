@@ -121,6 +121,17 @@ def test_unreachable_cluster_is_not_a_failed_run(tree: Path, tmp_path: Path) -> 
                         "--workdir", str(wd)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert p.returncode == 3 and "unreachable" in p.stderr, p.stderr
     assert "Traceback" not in p.stderr
+    assert not (wd / "ledger.db").exists()  # found while checking the runs fit the live cluster: nothing written
+    # a campaign already registered, driven against the unreachable cluster: exit 3, no run marked failed
+    from orchestrator.session import Session, plan
+
+    spec, runs = plan(tree / "small.yaml")
+    sess = Session(wd)
+    sess.submit(spec, runs)
+    sess.close()
+    p = subprocess.run([CAMPAIGN, "resume", "small", "--ray-address", f"http://127.0.0.1:{port}", "--workdir",
+                        str(wd)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 3 and "unreachable" in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert {s for (s,) in _db(wd, "select state from runs")} <= {"planned", "queued"}
     assert _db(wd, "select count(*) from attempts") == [(0,)]
 
