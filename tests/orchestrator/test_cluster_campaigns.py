@@ -178,4 +178,5 @@ def test_after_the_head_is_lost_resume_finishes_with_nothing_lost_or_recorded_tw
         if r.run_key in finished:
             assert stages == ["train", "evaluate"], stages
         else:
-            assert 1 <= stages.count("train") <= 2 and 1 <= stages.count("evaluate") <= 2, stages
+            # the one stage the loss cut off runs again, and nothing else: at most one extra execution
+            assert stages[0] == "train" and stages[-1] == "evaluate" and len(stages) <= 3, stages
