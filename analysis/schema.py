@@ -29,7 +29,12 @@ RECORD_COLUMNS: dict[str, str] = {
     "suite_version": "str",
     "harness_version": "str",
     "config_hash": "str",
+    "eval_hash": "str",
 }
+
+# Columns a writer may leave out (filled with "" = unknown): the evaluation generation came later than the
+# released records and older run records (evaluation/settings.py).
+OPTIONAL_WRITE = ("eval_hash",)
 
 # Columns a long file must carry; the others are filled (derived from the suite, or NaN / "").
 REQUIRED_LONG = ("run_id", "campaign", "model", "policy", "seed", "step", "benchmark", "accuracy")
@@ -37,7 +42,7 @@ REQUIRED_LONG = ("run_id", "campaign", "model", "policy", "seed", "step", "bench
 # Columns of the released wide CSV before the benchmark columns, in file order.
 WIDE_ID_COLUMNS = ("run_id", "campaign", "model", "method", "seed", "steps", "regime")
 # Optional extra identity columns a wide file may carry (our own wide export can add them).
-WIDE_OPTIONAL = ("mechanism", "run_key", "config_hash", "suite_version", "harness_version")
+WIDE_OPTIONAL = ("mechanism", "run_key", "config_hash", "suite_version", "harness_version", "eval_hash")
 
 MECHANISMS = ("none", "select", "reweight", "mix", "unknown")
 

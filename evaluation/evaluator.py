@@ -135,12 +135,13 @@ def _run_meta(meta: dict[str, Any]) -> dict[str, Any]:
     missing = [k for k in RUN_META_REQUIRED if k not in meta]
     if missing:
         raise ValueError(f"run_meta is missing {missing}; it must supply {list(RUN_META_REQUIRED)} "
-                         "(and optionally run_key, mechanism, regime, config_hash)")
+                         "(and optionally run_key, mechanism, regime, config_hash, eval_hash)")
     out = dict(meta)
     out.setdefault("run_key", str(meta["run_id"]))
     out.setdefault("mechanism", "unknown")  # the caller knows the policy's mechanism (its YAML); evaluation does not
     out.setdefault("regime", "")
     out.setdefault("config_hash", "")
+    out.setdefault("eval_hash", "")  # evaluation.settings.evaluation_hash, set by the evaluate stage
     return out
 
 
@@ -399,7 +400,7 @@ def evaluate_checkpoint(
             "suite_version": (f"{s.name}-{s.version}" + ("+fixture" if fixture else "")
                               + (f"+limit{limit}" if limit else "")),
             "harness_version": f"{harness}; grader {h.grader_version}; max_gen_toks {b.max_gen_toks}",
-            "config_hash": str(meta["config_hash"]),
+            "config_hash": str(meta["config_hash"]), "eval_hash": str(meta["eval_hash"]),
         })
     records = pd.DataFrame(rows)
     records.attrs["health"] = health_list

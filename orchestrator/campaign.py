@@ -94,15 +94,23 @@ def with_data_dir(spec: CampaignSpec, runs: list[RunSpec], data_dir: Path) -> tu
 
 
 def submit_preview(spec: CampaignSpec, runs: list[RunSpec], workdir: Path, ledger_url: str | None) -> dict[str, int]:
-    """{'new', 'changed', 'unchanged'}: what submitting would do to the ledger, without writing (nor creating) it."""
+    """{'new', 'changed', 'unchanged', 'reevaluate'}: what submitting would do to the ledger, without writing
+    (nor creating) it; `reevaluate` counts unchanged runs whose evaluation settings changed."""
+    from orchestrator.session import to_reevaluate
+
     url = ledger_url or default_url(workdir)
-    have: set[tuple[str, str]] = set()
+    rows: list[RunRow] = []
     if ledger_url or (workdir / "ledger.db").exists():
-        have = {(r.run_id, r.run_key) for r in open_ledger(url).runs(spec.name)}
+        led = open_ledger(url)
+        rows = led.runs(spec.name)
+        led.close()
+    have = {(r.run_id, r.run_key) for r in rows}
     ids = {rid for rid, _ in have}
     new = [r.run_id for r in runs if r.run_id not in ids]
     unchanged = [r.run_id for r in runs if (r.run_id, r.run_key) in have]
-    return {"new": len(new), "changed": len(runs) - len(new) - len(unchanged), "unchanged": len(unchanged)}
+    recorded, failed = to_reevaluate(rows, runs, Path(workdir).resolve())
+    return {"new": len(new), "changed": len(runs) - len(new) - len(unchanged), "unchanged": len(unchanged),
+            "reevaluate": len(recorded) + len(failed)}
 
 
 def submit(sess: Session, spec: CampaignSpec, runs: list[RunSpec]) -> tuple[UpsertDiff, list[str]]:

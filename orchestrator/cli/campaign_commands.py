@@ -331,9 +331,13 @@ def register(app: typer.Typer) -> None:
         sess = _session(workdir, ledger_url, ray_address, remember=True)
         diff, removed = submit(sess, spec, rs)
         out.print(f"[bold]{spec.name}[/]: {len(diff.new)} new, {len(diff.changed)} changed, "
-                  f"{len(diff.unchanged)} unchanged, {len(removed)} no longer in the spec")
+                  f"{len(diff.unchanged)} unchanged ({len(diff.reevaluate)} to re-evaluate), "
+                  f"{len(removed)} no longer in the spec")
         for rid in diff.changed[:10]:
             out.print(f"  changed: {rid} (old run superseded)")
+        if diff.reevaluate:
+            out.print(f"  {len(diff.reevaluate)} to re-evaluate: evaluation settings changed (gates, generation "
+                      "limits, suite or graders); their checkpoints are kept, only evaluate and record run again")
         if not wait:
             return
         _drive(sess, spec.name, max_parallel=max_parallel)

@@ -69,16 +69,21 @@ class LeaseLost(RuntimeError):
 
 @dataclass
 class UpsertDiff:
-    """What a (re)submission changed: run_ids new, changed (new run_key) and unchanged; removed."""
+    """What a (re)submission changed: run_ids new, changed (new run_key) and unchanged; removed.
+    `refreshed`: unchanged run_keys whose stored spec changed in what does not retrain (evaluation settings,
+    references); `reevaluate`: the run ids whose evaluation settings changed (filled by the session)."""
 
     new: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    refreshed: list[str] = field(default_factory=list)
+    reevaluate: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: len(getattr(self, k)) for k in ("new", "changed", "unchanged", "removed")} | {
-            "changed_ids": self.changed[:50], "removed_ids": self.removed[:50]}
+        return {k: len(getattr(self, k)) for k in ("new", "changed", "unchanged", "removed", "reevaluate")} | {
+            "changed_ids": self.changed[:50], "removed_ids": self.removed[:50],
+            "reevaluate_ids": self.reevaluate[:50]}
 
 
 class Ledger(abc.ABC):
