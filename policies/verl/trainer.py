@@ -38,7 +38,7 @@ from verl.workers.utils.padding import response_to_nested
 from policies.errors import PolicyConfigError
 from policies.policy import DataPolicy, load_policy
 from policies.sampler import DomainSampler, is_inert
-from policies.verl.bridge import build_step_batch, rolled_out_prompts, to_list
+from policies.verl.bridge import apply_in_canonical_order, build_step_batch, rolled_out_prompts, to_list
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -151,7 +151,7 @@ class WindtunnelTrainer(PPOTrainerSync):
             return batch
         step = int(getattr(self, "global_steps", 0) or 0)
         existing = list(batch.fields or [])
-        select = ["uid", "response_mask", "rm_scores", "advantages"]
+        select = ["uid", "response_mask", "rm_scores", "advantages", "prompts", "responses"]
         if policy.scorer is not None and "old_log_probs" in policy.scorer.reads:
             select.append("old_log_probs")
         if policy.mechanism == "mix":
@@ -177,7 +177,9 @@ class WindtunnelTrainer(PPOTrainerSync):
             out.update({f"{METRIC_PREFIX}{k}": v for k, v in policy.observe(sb, step=step).items()})
             metrics.update(out)
             return batch
-        res = policy.apply(sb, step=step)
+        # in an order fixed by content, not by which sample finished first (bridge.canonical_order)
+        res = apply_in_canonical_order(policy, sb, data["prompts"].to_padded_tensor(-1),
+                                       data["responses"].to_padded_tensor(-1), step)
         out.update({f"{METRIC_PREFIX}{k}": float(v) for k, v in res.diagnostics.items()})
         metrics.update(out)
         fields: dict[str, Any] = {}
