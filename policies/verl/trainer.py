@@ -151,11 +151,13 @@ class WindtunnelTrainer(PPOTrainerSync):
             return batch
         step = int(getattr(self, "global_steps", 0) or 0)
         existing = list(batch.fields or [])
-        select = ["uid", "response_mask", "rm_scores", "advantages", "prompts", "responses"]
+        select = ["uid", "response_mask", "rm_scores", "advantages"]
         if policy.scorer is not None and "old_log_probs" in policy.scorer.reads:
             select.append("old_log_probs")
         if policy.mechanism == "mix":
             select.append(self.wt_domain_key)
+        else:  # the content that fixes the order the policy sees the rows in (bridge.canonical_order)
+            select += ["prompts", "responses"]
         has_is = "rollout_is_weights" in existing
         if has_is:
             select.append("rollout_is_weights")
