@@ -72,9 +72,7 @@ def _tree(tmp: Path) -> Path:
                 # 3 attempts: the kill below is one; a private Ray runtime that misses Ray's 30 s start-up wait on
                 # a loaded 2-core machine may be another
                 retries={"max_attempts": 3, "backoff_s": 1, "backoff_max_s": 2})
-    # a 2-layer model after 2 verl steps: the demo's relaxed health gates (the suite's 0.5 parse rate is for real
-    # models); 8 items per benchmark keep the five evaluations short
-    demo["evaluation"] = {**demo["evaluation"], "gates": {"min_parse_rate": 0.2, "max_truncation_rate": 0.5}}
+    # the suite's default health gates: the verl recipe starts from the warmed-up base model (issue 24)
     (root / "vcpu.yaml").write_text(yaml.safe_dump(demo, sort_keys=False))
     return root / "vcpu.yaml"
 
