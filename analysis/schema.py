@@ -7,6 +7,7 @@ Missing values are NaN, never 0: a 0.0 accuracy is a real score.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from wtcommon.errors import UserError
 
 # name -> logical dtype ("str" | "int" | "float"), in canonical column order.
 RECORD_COLUMNS: dict[str, str] = {
@@ -88,7 +89,7 @@ class Problem:
         return f"{', '.join(where)}: {self.message}"
 
 
-class RecordsError(ValueError):
+class RecordsError(UserError):
     """Records failed validation; `.problems` lists every problem found, not just the first."""
 
     def __init__(self, problems: list[Problem], limit: int = 25):

@@ -31,6 +31,7 @@ from evaluation.graders import grader_version
 from evaluation.suite import Gates, Suite, load_suite, with_max_gen_toks
 from evaluation.tasks.build import write_task_dir
 from wtcommon.atomic import atomic_path, atomic_write_text
+from wtcommon.errors import WindtunnelError
 
 EVALUATOR_VERSION = "1"
 RUN_META_REQUIRED = ("run_id", "campaign", "model", "policy", "seed", "step")
@@ -41,7 +42,7 @@ METRIC_KEYS = ("acc,none", "parsed_ok,none", "grader_error,none", "grader_timeou
 MAX_GRADER_TIMEOUT_RATE = 0.01
 
 
-class EvaluationError(RuntimeError):
+class EvaluationError(WindtunnelError, RuntimeError):
     """A benchmark cannot be scored (bad data, unknown task, failed health gate). Never a zero."""
 
     def __init__(self, message: str, health: list[dict[str, Any]] | None = None):

@@ -27,6 +27,7 @@ from orchestrator.ledger.states import RunState
 from orchestrator.plugins import add_project_path, plugin_names, plugin_paths
 from orchestrator.progress import counts_line
 from orchestrator.session import RecordsMissing, Session
+from wtcommon.errors import WindtunnelError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from orchestrator.spec import CampaignSpec
 
 
-class CampaignError(RuntimeError):
+class CampaignError(WindtunnelError, RuntimeError):
     """A campaign command cannot go on; the message says why and what to do. `exit_code` is the command's:
     2 bad input, 3 cluster unreachable (no run was marked failed), 4 this orchestrator lost its driver lease to
     another (it stopped without writing), 1 runs ended failed."""

@@ -26,12 +26,13 @@ from orchestrator.ledger.base import RunRow
 from orchestrator.ledger.states import RunState
 from orchestrator.scheduler import Scheduler, SchedulerConfig
 from orchestrator.spec import CampaignSpec, load_campaign
+from wtcommon.errors import WindtunnelError
 
 
 SPEC_HASH_KEY = b"windtunnel.spec_sha256"
 
 
-class RecordsMissing(RuntimeError):
+class RecordsMissing(WindtunnelError, RuntimeError):
     """A run the ledger calls recorded has no records file: collecting without it would silently drop rows."""
 
 

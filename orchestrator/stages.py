@@ -45,16 +45,17 @@ from orchestrator.paths import StageConfigError, StageHealthGateError, inside, r
 from orchestrator.training.backend import Checkpoint, EvalRequest, TrainingConfigError
 from wtcommon.atomic import atomic_write_text
 from wtcommon.files import sha256_file
+from wtcommon.errors import RunFailed
 
 EXIT_CONFIG = 2
 EXIT_HEALTH_GATE = 3
 
 
-class StageBusy(RuntimeError):
+class StageBusy(RunFailed):
     """Another process is executing a stage in this run dir right now."""
 
 
-class StageFenced(RuntimeError):
+class StageFenced(RunFailed):
     """A newer attempt of this stage took the run dir over: this (older) one must not write its manifest."""
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from collections.abc import Callable, Iterable
 
 from orchestrator.ledger.states import AttemptStatus, RunState
+from wtcommon.errors import RunFailed, WindtunnelError
 
 
 @dataclass
@@ -35,11 +36,13 @@ class RunRow:
     superseded_by: str = ""  # run_key of the row that replaced this one (a changed spec); "" = current
 
 
-class LedgerError(RuntimeError):
+class LedgerError(WindtunnelError, RuntimeError):
     """The ledger cannot be opened or used as configured (bad URL, missing driver); says what to fix."""
 
+    exit_code = 2
 
-class CampaignBusy(RuntimeError):
+
+class CampaignBusy(WindtunnelError, RuntimeError):
     """Another live orchestrator holds the campaign's driver lease."""
 
     def __init__(self, campaign: str, holder: str, expires: float):
@@ -49,10 +52,12 @@ class CampaignBusy(RuntimeError):
                          "wait for it to finish, or stop that process first")
 
 
-class LeaseLost(RuntimeError):
+class LeaseLost(RunFailed):
     """This orchestrator's driver lease is gone: another orchestrator took the campaign over (a newer epoch),
     or the lease expired while this one was stopped or stalled. Its epoch (the fencing token every write of
     a driver carries) is stale, so the ledger refuses its writes; the driver stops without touching anything."""
+
+    exit_code = 4
 
     def __init__(self, campaign: str, owner: str, epoch: int, holder: str, current: int, expired: bool = False):
         self.campaign, self.owner, self.epoch, self.holder, self.current = campaign, owner, epoch, holder, current
