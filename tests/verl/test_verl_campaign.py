@@ -179,9 +179,10 @@ def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
 
 def _check_compute_across_launches(killed: dict, ref: dict) -> None:
     """The killed-and-resumed run's compute sums both launches (issue 24): its wall time counts the killed launch
-    too, reported again as lost work, and its tokens are the uninterrupted twin's (step 1 was logged before the
-    kill and not redone: nothing of it is lost)."""
-    assert killed["launches"] >= 2 and killed["killed_launches"] >= 1, killed
+    too, reported again as lost work (verl's process group died by SIGKILL, the launcher recorded its exit code:
+    a lost launch, not one that vanished, so `killed_launches` stays 0), and its tokens are the uninterrupted
+    twin's (step 1 was logged before the kill and not redone: nothing of it is lost)."""
+    assert killed["launches"] >= 2, killed
     assert killed["wall_s"] > killed["lost_wall_s"] > 0, killed
     assert ref["launches"] >= 1, ref
     # a mixer logs no update_tokens (it changes what is sampled, not the loss): rollout tokens only
