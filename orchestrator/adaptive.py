@@ -107,7 +107,7 @@ def advance(sess: Session, campaign: str) -> Advance:
     """
     from analysis.aggregates import run_table
     from analysis.records import read_records
-    from analysis.sequential_looks import look_at_runs
+    from analysis.sequential_looks import look_at_runs, rejected_at_earlier_looks
     from orchestrator.looks import read_looks, record_look
     from evaluation.suite import load_suite
 
@@ -159,7 +159,9 @@ def advance(sess: Session, campaign: str) -> Advance:
         from dataclasses import replace
 
         tested = replace(design, family_size=max(1, int((looks["look"] == 0).sum())))
-    decisions = look_at_runs(runs, tested, k, aggregate_of(spec), references=spec.baselines)
+    # Holm step-down (the default): the comparisons rejected at earlier looks freed their alpha for the rest
+    decisions = look_at_runs(runs, tested, k, aggregate_of(spec), references=spec.baselines,
+                             rejected_before=rejected_at_earlier_looks(looks, k))
     if prev_open is not None and not decisions.empty:  # a reference shared with a decided policy is not re-tested
         ident = list(zip(decisions["campaign"], decisions["model"], decisions["regime"], decisions["policy"],
                          strict=True))
