@@ -222,14 +222,20 @@ def simulate_family(diffs: np.ndarray, design: SequentialDesign, method: str = "
     return FamilyResult(decision=decision, seeds_used=used)
 
 
-def fixed_holm(diffs: np.ndarray, n: int, alpha: float = 0.05) -> np.ndarray:
-    """Fixed-n paired t tests on the first n seeds with Holm's step-down over each campaign's m comparisons.
-    diffs (n_camp, m, >= n) -> decisions (n_camp, m): 1 / -1 rejected with that sign, 0 not."""
-    d = np.asarray(diffs, dtype=float)[:, :, :n]
-    mean, sd = d.mean(axis=2), d.std(axis=2, ddof=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        stat = np.where(sd > 0, mean / (sd / math.sqrt(n)), 0.0)
-    p = 2 * stats.t.sf(np.abs(stat), n - 1)
+def fixed_holm(diffs: np.ndarray, n: int | np.ndarray, alpha: float = 0.05) -> np.ndarray:
+    """Fixed-n paired t tests on the first n seeds (n: one count, or one per comparison) with Holm's step-down
+    over each campaign's m comparisons. diffs (n_camp, m, >= max n) -> (n_camp, m): 1 / -1 rejected with that
+    sign, 0 not."""
+    d = np.asarray(diffs, dtype=float)
+    ns = np.broadcast_to(np.asarray(n, dtype=int), d.shape[1:2])
+    stat, p = np.zeros(d.shape[:2]), np.ones(d.shape[:2])
+    for k in np.unique(ns):  # a few distinct seed counts
+        sel = ns == k
+        x = d[:, sel, :k]
+        mean, sd = x.mean(axis=2), x.std(axis=2, ddof=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stat[:, sel] = np.where(sd > 0, mean / (sd / math.sqrt(k)), 0.0)
+        p[:, sel] = 2 * stats.t.sf(np.abs(stat[:, sel]), k - 1)
     m = p.shape[1]
     order = np.argsort(p, axis=1)
     ps = np.take_along_axis(p, order, axis=1)

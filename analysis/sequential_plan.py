@@ -121,23 +121,28 @@ def headline(max_seeds: int, familywise: str = "holm") -> SequentialDesign:
                             futility_cp=FUTILITY, familywise=familywise)  # type: ignore[arg-type]
 
 
-def evaluate(comp: Comparisons, designs: Mapping[str, SequentialDesign | int], *, effect: float, p_real: float,
-             rho: float, n_sims: int, seed: int, recycle: Iterable[str] = ()) -> list[dict[str, Any]]:
+def evaluate(comp: Comparisons, designs: Mapping[str, SequentialDesign | int | str], *, effect: float,
+             p_real: float, rho: float, n_sims: int, seed: int, recycle: Iterable[str] = ()) -> list[dict[str, Any]]:
     """One row per design on the same simulated campaigns (common random numbers). An int is a fixed number
-    of seeds tested with Holm over the campaign's comparisons; a design runs its own `familywise` procedure
-    over the campaign's m comparisons; names in `recycle` also pass on equivalence/futility weight."""
-    top = max(d if isinstance(d, int) else d.max_seeds for d in designs.values())
-    diffs, delta = simulate_diffs(comp, n_sims, top, effect=effect, p_real=p_real, rho=rho, seed=seed)
+    of seeds and "planned" each comparison's planned seeds, tested with Holm over the campaign's comparisons;
+    a design runs its own `familywise` procedure over the campaign's m comparisons; names in `recycle` also
+    pass on the weight of comparisons stopped for equivalence/futility."""
+    def top_of(d: SequentialDesign | int | str) -> int:
+        return int(comp.planned_seeds.max()) if isinstance(d, str) else d if isinstance(d, int) else d.max_seeds
+
+    diffs, delta = simulate_diffs(comp, n_sims, max(top_of(d) for d in designs.values()), effect=effect,
+                                  p_real=p_real, rho=rho, seed=seed)
     rows = []
     for name, d in designs.items():
-        if isinstance(d, int):
-            dec, seeds = fixed_holm(diffs, d), np.full(delta.shape, d)
-            method = f"fixed {d} seeds, paired t, Holm over {comp.m}"
-        else:
+        if isinstance(d, SequentialDesign):
             res = simulate_family(diffs, d, d.familywise, recycle=name in set(recycle))
             dec, seeds = res.decision, res.seeds_used
             method = (f"looks {list(d.looks)}, {d.spending} spending, {d.familywise} over {comp.m}"
                       + (" + recycling" if name in set(recycle) else ""))
+        else:
+            n = comp.planned_seeds if isinstance(d, str) else np.full(comp.m, d)
+            dec, seeds = fixed_holm(diffs, n), np.broadcast_to(n, delta.shape)
+            method = f"fixed {'planned' if isinstance(d, str) else d} seeds, paired t, Holm over {comp.m}"
         rows.append({"design": name, "method": method, **operating(comp, dec, seeds, delta)})
     return rows
 
@@ -173,3 +178,45 @@ def recommend(comp: Comparisons, *, power: float, effect: float, p_real: float =
             "best_in_budget": max(fits, key=lambda t: t["power"]) if fits else None,
             "tried": tried, "fixed_12_holm": fixed}
 
+
+
+def plan_lines(doc: dict[str, Any], program_gpu_h: float, program_runs: int) -> tuple[Any, list[str]]:
+    """Rich table of the designs `recommend` tried and the verdict lines `campaign plan --power` prints."""
+    from rich.table import Table
+
+    t = Table(title=f"sequential designs for power {doc['target_power']:g} at ±{doc['effect']:g} points, family-wise "
+                    f"({doc['familywise']} over {doc['family_size']} comparisons)")
+    for c in ("max", "looks", "power", "FWER", "decided", "runs", "GPU-h", "GPU-h p95", "GPU-h/correct"):
+        t.add_column(c, justify="right")
+    for r in doc["tried"] + [{**doc["fixed_12_holm"], "max_seeds": "12", "looks": ["fixed"]}]:
+        looks = r["looks"] if len(r["looks"]) < 3 else [r["looks"][0], "..", r["looks"][-1]]
+        t.add_row(str(r["max_seeds"]), " ".join(map(str, looks)), f"{r['power']:.3f}", f"{r['fwer']:.3f}",
+                  f"{r['decided']:.1%}", f"{r['runs']:,.0f}", f"{r['gpu_h']:,.0f}", f"{r['gpu_h_p95']:,.0f}",
+                  f"{r['gpu_h_per_correct']:,.0f}")
+    lines = [f"expected values (runs, GPU-h) over simulated campaigns; FWER = P(any false efficacy claim); GPU-h/correct"
+             f" = E[GPU-h] / E[real effects found + nulls declared equivalent]. Method: {doc['method']}; design family:"
+             f" {doc['design_family']}"]
+    h, budget = doc["recommended"], doc["budget_gpu_h"]
+    if h is None:
+        best = max(doc["tried"], key=lambda r: r["power"])
+        lines.append(f"OUT OF REACH: no design up to {doc['tried'][-1]['max_seeds']} seeds reaches power "
+                     f"{doc['target_power']:g} at ±{doc['effect']:g} points (best {best['power']:.3f} with max "
+                     f"{best['max_seeds']}); a larger effect, fewer comparisons or a lower target can")
+    else:
+        lines.append(f"recommended: seeds: {{design: sequential, batch: {BATCH}, max: {h['max_seeds']}, "
+                     f"equivalence_margin: {MARGIN}, futility_cp: {FUTILITY}, familywise: {doc['familywise']}}} — "
+                     f"power {h['power']:.3f}, expected {h['runs']:,.0f} runs and {h['gpu_h']:,.0f} GPU-h "
+                     f"(95th percentile {h['gpu_h_p95']:,.0f}), {h['decided']:.1%} of comparisons decided; "
+                     + (f"{h['gpu_h'] / program_gpu_h:.2f}x the fixed {program_runs}-run plan's {program_gpu_h:,.0f} "
+                        "GPU-h" if program_gpu_h > 0 else f"the fixed plan has {program_runs} runs and declares no "
+                        "GPU-hours"))
+    if budget is not None and not doc["within_budget"]:
+        b = doc["best_in_budget"]
+        lines.append(f"OUT OF REACH within {budget:,.0f} GPU-h: "
+                     + (f"the recommended design expects {h['gpu_h']:,.0f}; " if h is not None else "")
+                     + (f"the most powerful design that fits (max {b['max_seeds']}, {b['gpu_h']:,.0f} GPU-h "
+                        f"expected) has power {b['power']:.3f}" if b is not None else
+                        "no searched design fits the budget"))
+    elif budget is not None:
+        lines.append(f"within the budget of {budget:,.0f} GPU-h (expected cost)")
+    return t, lines
