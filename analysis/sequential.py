@@ -431,7 +431,7 @@ class Decision:
 
 
 def interim_decision(
-    diffs_by_comparison: Mapping[str, Sequence[float]], look: int, design: SequentialDesign
+    diffs_by_comparison: Mapping[str, Sequence[float] | np.ndarray], look: int, design: SequentialDesign
 ) -> dict[str, Decision]:
     """Test every comparison at look `look` (0-based) from its paired differences so far.
 

@@ -101,8 +101,9 @@ def holm_table(design: SequentialDesign, m: int) -> np.ndarray:
 # ---------------------------------------------------------------- one look over a campaign (CLI)
 
 
-def familywise_look(diffs_by_comparison: Mapping[str, Sequence[float]], look: int, design: SequentialDesign,
-                    family_size: int, rejected_before: int = 0) -> tuple[dict[str, Decision], dict[str, float]]:
+def familywise_look(diffs_by_comparison: Mapping[str, Sequence[float] | np.ndarray], look: int,
+                    design: SequentialDesign, family_size: int, rejected_before: int = 0
+                    ) -> tuple[dict[str, Decision], dict[str, float]]:
     """Every comparison at look `look` under the design's family-wise procedure.
 
     family_size: the campaign's comparisons (its look-0 family); rejected_before: how many of them were
@@ -227,8 +228,9 @@ def fixed_holm(diffs: np.ndarray, n: int | np.ndarray, alpha: float = 0.05) -> n
     over each campaign's m comparisons. diffs (n_camp, m, >= max n) -> (n_camp, m): 1 / -1 rejected with that
     sign, 0 not."""
     d = np.asarray(diffs, dtype=float)
-    ns = np.broadcast_to(np.asarray(n, dtype=int), d.shape[1:2])
-    stat, p = np.zeros(d.shape[:2]), np.ones(d.shape[:2])
+    ns = np.broadcast_to(np.asarray(n, dtype=int), (d.shape[1],))
+    n_camp, m = d.shape[0], d.shape[1]
+    stat, p = np.zeros((n_camp, m)), np.ones((n_camp, m))
     for k in np.unique(ns):  # a few distinct seed counts
         sel = ns == k
         x = d[:, sel, :k]
@@ -236,7 +238,6 @@ def fixed_holm(diffs: np.ndarray, n: int | np.ndarray, alpha: float = 0.05) -> n
         with np.errstate(divide="ignore", invalid="ignore"):
             stat[:, sel] = np.where(sd > 0, mean / (sd / math.sqrt(k)), 0.0)
         p[:, sel] = 2 * stats.t.sf(np.abs(stat[:, sel]), k - 1)
-    m = p.shape[1]
     order = np.argsort(p, axis=1)
     ps = np.take_along_axis(p, order, axis=1)
     ok = np.cumprod(ps <= alpha / (m - np.arange(m))[None, :], axis=1).astype(bool)

@@ -193,9 +193,9 @@ def plan_lines(doc: dict[str, Any], program_gpu_h: float, program_runs: int) -> 
         t.add_row(str(r["max_seeds"]), " ".join(map(str, looks)), f"{r['power']:.3f}", f"{r['fwer']:.3f}",
                   f"{r['decided']:.1%}", f"{r['runs']:,.0f}", f"{r['gpu_h']:,.0f}", f"{r['gpu_h_p95']:,.0f}",
                   f"{r['gpu_h_per_correct']:,.0f}")
-    lines = [f"expected values (runs, GPU-h) over simulated campaigns; FWER = P(any false efficacy claim); GPU-h/correct"
-             f" = E[GPU-h] / E[real effects found + nulls declared equivalent]. Method: {doc['method']}; design family:"
-             f" {doc['design_family']}"]
+    lines = ["expected values (runs, GPU-h) over simulated campaigns; FWER = P(any false efficacy claim); "
+             "GPU-h/correct = E[GPU-h] / E[real effects found + nulls declared equivalent]. "
+             f"Method: {doc['method']}; design family: {doc['design_family']}"]
     h, budget = doc["recommended"], doc["budget_gpu_h"]
     if h is None:
         best = max(doc["tried"], key=lambda r: r["power"])

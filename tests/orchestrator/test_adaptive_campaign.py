@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.sequential import SequentialDesign, interim_decision
+from analysis.sequential import SequentialDesign
+from analysis.sequential_family import familywise_look
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
@@ -91,16 +92,22 @@ def test_sequential_campaign_spends_seeds_only_on_open_comparisons(tree: Path, t
     assert len(runs) == sum(len(v) for v in seeds_of.values())
 
     # every recorded look matches a paired test computed from the records by hand
-    # family-wise by default: each of the campaign's 3 comparisons spends alpha/3 (Bonferroni)
-    design = SequentialDesign.from_mapping(SEEDS).per_comparison(3)
-    assert design.alpha == pytest.approx(0.05 / 3)
+    # family-wise by default: Holm step-down over the campaign's 3 comparisons (alpha/3 first, alpha/2 for the rest
+    # once one is rejected, also at later looks)
+    design = SequentialDesign.from_mapping(SEEDS)
+    assert design.familywise == "holm" and design.per_comparison(3).alpha == pytest.approx(0.05 / 3)
     records = wd / "results" / "seq" / "records.parquet"
-    for lk, comp, n, decision, mean, lo, hi in looks:
-        pol = comp.split(":")[1].split("-")[0]
-        d = _db12_diffs(records, pol, list(range(1, n + 1)))
-        assert mean == pytest.approx(d.mean(), abs=1e-9)
-        ref = interim_decision({"x": d}, lk, design)["x"]
-        assert (lo, hi, decision) == (pytest.approx(ref.rci_low), pytest.approx(ref.rci_high), ref.decision)
+    rejected = 0
+    for lk in sorted({row[0] for row in looks}):
+        at = [row for row in looks if row[0] == lk]
+        data = {comp: _db12_diffs(records, comp.split(":")[1].split("-")[0], list(range(1, n + 1)))
+                for _, comp, n, *_ in at}
+        ref, _ = familywise_look(data, lk, design, 3, rejected_before=rejected)
+        for _, comp, _n, decision, mean, lo, hi in at:
+            assert mean == pytest.approx(data[comp].mean(), abs=1e-9)
+            assert (lo, hi, decision) == (pytest.approx(ref[comp].rci_low), pytest.approx(ref[comp].rci_high),
+                                          ref[comp].decision)
+        rejected += sum(row[3] in ("superior", "inferior") for row in at)
 
     # resuming a finished sequential campaign adds no run and no look
     again = subprocess.run([CAMPAIGN, "resume", "seq", "--ray-address", addr, "--workdir", str(wd)],
