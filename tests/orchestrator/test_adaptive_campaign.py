@@ -219,3 +219,33 @@ def test_bad_sequential_inputs_are_named(tree: Path, tmp_path: Path) -> None:
     _, runs = plan(camp)
     with pytest.raises(StageConfigError, match="simulate.*efects"):
         simulated_records(eval_request(runs[0], tmp_path, Checkpoint(1, tmp_path)))
+
+
+def test_a_campaign_begun_under_the_earlier_default_keeps_its_familywise_procedure(
+        tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Looks are immutable: a campaign whose spec names no `familywise` and whose first look was taken when the
+    default was Bonferroni takes its later looks under Bonferroni, not the new Holm default (no design error)."""
+    from dataclasses import replace
+
+    import orchestrator.adaptive as adaptive
+    from orchestrator.looks import read_looks
+    from orchestrator.session import Session, plan
+    from orchestrator.spec import CampaignSpec
+
+    spec, runs = plan(_campaign(tree, "seqo"))
+    sess = Session(tmp_path / "wd")
+    sess.submit(spec, runs)
+    _record(sess, "seqo", tmp_path)
+    new_default = CampaignSpec.sequential_design
+    monkeypatch.setattr(CampaignSpec, "sequential_design",
+                        lambda self: replace(new_default(self), familywise="bonferroni"))
+    adaptive.advance(sess, "seqo")  # look 0 under the earlier default
+    monkeypatch.setattr(CampaignSpec, "sequential_design", new_default)
+    _record(sess, "seqo", tmp_path)
+    last = adaptive.advance(sess, "seqo")
+    assert last.look == 1
+    looks = read_looks(sess.ledger.url, "seqo")
+    assert {json.loads(j)["familywise"] for j in looks["design_json"]} == {"bonferroni"}
+    alphas = list(last.decisions["alpha_comparison"])
+    assert alphas and alphas == pytest.approx([0.05 / 3] * len(alphas))
+    sess.close()
