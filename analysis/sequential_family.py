@@ -135,7 +135,7 @@ def familywise_look(diffs_by_comparison: Mapping[str, Sequence[float] | np.ndarr
             out[k], level[k] = dec[k], d.alpha
             del todo[k]
         r = max(1, r - len(new))
-    return out, level
+    return {k: out[k] for k in diffs_by_comparison}, level  # in the caller's order
 
 
 # ---------------------------------------------------------------- simulated campaigns (vectorised)

@@ -47,7 +47,8 @@ def test_one_look_is_holms_procedure(rows):
     names = [f"c{i}" for i in range(len(x))]
     design = replace(ONE_LOOK, familywise="holm")
     dec, _ = familywise_look(dict(zip(names, x, strict=True)), 0, design, len(x))
-    p = np.array([2 * stats.t.sf(abs(d.stat), 5) for d in dec.values()])
+    assert list(dec) == names
+    p = np.array([2 * stats.t.sf(abs(dec[n].stat), 5) for n in names])
     holm = multipletests(p, alpha=0.05, method="holm")[0]
     assert _rejected(dec) == {n for n, r in zip(names, holm, strict=True) if r}
     sim = simulate_family(x[None], design, "holm").decision[0]
