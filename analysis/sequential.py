@@ -286,14 +286,16 @@ class SequentialDesign:
     small_sample: Literal["mc", "nominal", "z"] = "mc"
     futility_cp: float | None = None
     futility_min_seeds: int = 6
-    # Family-wise by default: a campaign tests many comparisons at once (45 in the paper program), and
+    # Family-wise by default: a campaign tests many comparisons at once (113 in the paper program), and
     # per-comparison alpha gives P(any false decision) ~ 0.64 there while the fixed tables are Holm-adjusted.
-    familywise: Literal["none", "bonferroni"] = "bonferroni"
+    # "holm" (default): step-down over group-sequential boundaries (analysis/sequential_family.py); "bonferroni":
+    # alpha/m each for the whole campaign; "none": alpha each.
+    familywise: Literal["none", "bonferroni", "holm"] = "holm"
     family_size: int | None = None
 
     def __post_init__(self) -> None:
-        if self.familywise not in ("none", "bonferroni"):
-            raise SequentialError(f"familywise: {self.familywise!r}; use 'none' or 'bonferroni'")
+        if self.familywise not in ("none", "bonferroni", "holm"):
+            raise SequentialError(f"familywise: {self.familywise!r}; use 'holm', 'bonferroni' or 'none'")
         if self.family_size is not None and (not isinstance(self.family_size, int) or self.family_size < 1):
             raise SequentialError(f"family_size: must be a positive integer or null, got {self.family_size!r}")
         looks = tuple(int(n) for n in self.looks)
@@ -389,12 +391,13 @@ class SequentialDesign:
                    equivalence_spending=raw.get("equivalence_spending", "pocock"),
                    small_sample=raw.get("small_sample", "mc"), futility_cp=raw.get("futility_cp"),
                    futility_min_seeds=int(raw.get("futility_min_seeds", 6)),
-                   familywise=raw.get("familywise", "bonferroni"), family_size=raw.get("family_size"))
+                   familywise=raw.get("familywise", "holm"), family_size=raw.get("family_size"))
 
     def per_comparison(self, m: int) -> SequentialDesign:
-        """The design each of m comparisons runs under: with familywise="bonferroni" every comparison
+        """The design each of m comparisons starts under: with familywise="bonferroni" every comparison
         spends alpha/m (family_size overrides m), so P(any false efficacy decision in the family) <= alpha
-        by the union bound, whatever the correlation between comparisons (they share references)."""
+        by the union bound, whatever the correlation between comparisons (they share references). "holm" starts
+        there too and raises the level as comparisons are rejected (analysis.sequential_family.familywise_look)."""
         from dataclasses import replace
 
         if self.familywise == "none":
@@ -429,7 +432,7 @@ class Decision:
 
 
 def interim_decision(
-    diffs_by_comparison: Mapping[str, Sequence[float]], look: int, design: SequentialDesign
+    diffs_by_comparison: Mapping[str, Sequence[float] | np.ndarray], look: int, design: SequentialDesign
 ) -> dict[str, Decision]:
     """Test every comparison at look `look` (0-based) from its paired differences so far.
 

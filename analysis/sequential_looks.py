@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,16 +28,21 @@ if TYPE_CHECKING:  # annotations only: pandas is imported where it is used, not 
 
 
 def look_at_runs(runs: pd.DataFrame, design: SequentialDesign, look: int, aggregate: str,
-                 references: Mapping[str, str] | None = None) -> pd.DataFrame:
+                 references: Mapping[str, str] | None = None, rejected_before: int = 0) -> pd.DataFrame:
     """One interim look over a campaign: every (configuration vs reference) comparison tested.
 
     runs: `analysis.aggregates.run_table` rows (one per run x step; the last step of each run is
     used). references: mechanism -> reference policy (default: select/reweight -> baseline,
-    mix -> static). Returns one row per comparison: identity, n, mean, sd, stat, critical,
-    repeated CI, equivalence RCI, decision, and `needs_seeds` (True while undecided) so a
-    scheduler knows which configurations get the next batch.
+    mix -> static). The family is every comparison of the campaign present in `runs` (or the design's
+    family_size); rejected_before: how many of the family were rejected at earlier looks (the Holm step-down
+    of `analysis.sequential_family` starts from the level they freed). Returns one row per comparison:
+    identity, n, mean, sd, stat, critical, repeated CI, equivalence RCI, decision, the level it was tested
+    at (`alpha_comparison`) and `needs_seeds` (True while undecided) so a scheduler knows which
+    configurations get the next batch.
     """
     import pandas as pd
+
+    from analysis.sequential_family import familywise_look
 
     refs = dict(references or {"select": "baseline", "reweight": "baseline", "mix": "static"})
     if not 0 <= look < len(design.looks):
@@ -45,14 +51,8 @@ def look_at_runs(runs: pd.DataFrame, design: SequentialDesign, look: int, aggreg
         raise SequentialError(f"aggregate {aggregate!r} is not a column of the runs table; known: "
                               f"{[c for c in runs.columns if c[:1].isupper()]}")
     last = runs.sort_values("step").groupby(["campaign", "model", "regime", "policy", "seed"], sort=False).tail(1)
-    if design.familywise != "none":  # family = every comparison of the campaign present in `runs`
-        m = 0
-        for _, g in last.groupby(["campaign", "model", "regime"], sort=True):
-            mech_of = g.groupby("policy")["mechanism"].first().to_dict()
-            m += sum(1 for pol, mech in mech_of.items()
-                     if refs.get(mech) not in (None, pol) and refs.get(mech) in mech_of)
-        design = design.per_comparison(max(m, 1))
-    rows = []
+    ident: dict[str, dict] = {}
+    diffs_of: dict[str, np.ndarray] = {}
     for gkey, g in last.groupby(["campaign", "model", "regime"], sort=True):
         by_pol = {p: d.set_index("seed")[aggregate].astype(float) for p, d in g.groupby("policy")}
         mech_of = g.groupby("policy")["mechanism"].first().to_dict()
@@ -63,27 +63,43 @@ def look_at_runs(runs: pd.DataFrame, design: SequentialDesign, look: int, aggreg
             a, b = by_pol[pol], by_pol[ref]
             seeds = sorted(a.index.intersection(b.index))
             name = "/".join(map(str, gkey)) + f":{pol}-{ref}"
-            diffs = (a.loc[seeds] - b.loc[seeds]).to_numpy()
-            try:
-                d = interim_decision({name: diffs}, look, design)[name]
-            except SequentialError as exc:
-                rows.append({**dict(zip(("campaign", "model", "regime"), gkey, strict=True)), "policy": pol,
-                             "reference": ref,
-                             "look": look, "n": int(np.isfinite(diffs).sum()), "decision": "error", "error": str(exc),
-                             "needs_seeds": True})
-                continue
-            mue = mue_lo = mue_hi = math.nan
-            if d.decision in ("superior", "inferior") and np.isfinite(d.stat) and d.n == design.looks[look]:
-                e, e_lo, e_hi = stagewise_estimate(design, look, np.array([d.stat]), np.array([d.sd]))
-                mue, mue_lo, mue_hi = float(e[0]), float(e_lo[0]), float(e_hi[0])
-            rows.append({**dict(zip(("campaign", "model", "regime"), gkey, strict=True)), "policy": pol,
-                         "reference": ref,
-                         "mue": mue, "mue_low": mue_lo, "mue_high": mue_hi,
-                         "look": look, "n": d.n, "n_dropped": d.n_dropped, "mean": d.mean, "sd": d.sd, "stat": d.stat,
-                         "critical": d.critical, "rci_low": d.rci_low, "rci_high": d.rci_high, "eq_low": d.eq_low,
-                         "eq_high": d.eq_high, "decision": d.decision, "error": "", "needs_seeds": not d.stopped,
-                         "alpha_comparison": design.alpha})
-    return pd.DataFrame(rows)
+            ident[name] = {**dict(zip(("campaign", "model", "regime"), gkey, strict=True)), "policy": pol,
+                           "reference": ref}
+            diffs_of[name] = (a.loc[seeds] - b.loc[seeds]).to_numpy()
+    rows: dict[str, dict] = {}
+    valid: dict[str, np.ndarray] = {}
+    plain = replace(design, familywise="none", family_size=None)
+    for name, diffs in diffs_of.items():  # a comparison the look cannot test is an error row, not a crash
+        try:
+            interim_decision({name: diffs}, look, plain)
+            valid[name] = diffs
+        except SequentialError as exc:
+            rows[name] = {**ident[name], "look": look, "n": int(np.isfinite(diffs).sum()), "decision": "error",
+                          "error": str(exc), "needs_seeds": True}
+    decisions, level = familywise_look(valid, look, design, max(len(diffs_of), 1), rejected_before) if valid \
+        else ({}, {})
+    for name, d in decisions.items():
+        tested = replace(plain, alpha=level[name])
+        mue = mue_lo = mue_hi = math.nan
+        if d.decision in ("superior", "inferior") and np.isfinite(d.stat) and d.n == design.looks[look]:
+            e, e_lo, e_hi = stagewise_estimate(tested, look, np.array([d.stat]), np.array([d.sd]))
+            mue, mue_lo, mue_hi = float(e[0]), float(e_lo[0]), float(e_hi[0])
+        rows[name] = {**ident[name], "mue": mue, "mue_low": mue_lo, "mue_high": mue_hi,
+                      "look": look, "n": d.n, "n_dropped": d.n_dropped, "mean": d.mean, "sd": d.sd, "stat": d.stat,
+                      "critical": d.critical, "rci_low": d.rci_low, "rci_high": d.rci_high, "eq_low": d.eq_low,
+                      "eq_high": d.eq_high, "decision": d.decision, "error": "", "needs_seeds": not d.stopped,
+                      "alpha_comparison": level[name]}
+    return pd.DataFrame([rows[k] for k in diffs_of])
+
+
+def rejected_at_earlier_looks(looks: pd.DataFrame, look: int, design_name: str = "default") -> int:
+    """How many comparisons recorded looks (`read_looks` rows) rejected (superior/inferior) before `look`,
+    under `design_name`: the alpha they freed is the Holm step-down's starting point at `look`."""
+    if looks.empty:
+        return 0
+    names = looks["design_json"].map(lambda j: json.loads(j or "{}").get("name", "default"))
+    sel = looks[(names == design_name) & (looks["look"] < look) & looks["decision"].isin(["superior", "inferior"])]
+    return int(sel["comparison"].nunique())
 
 
 def next_batch_seeds(decisions: pd.DataFrame, design: SequentialDesign, look: int,

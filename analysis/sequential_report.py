@@ -61,7 +61,10 @@ def looks_section_html(looks: pd.DataFrame) -> str:
     desc = (f"looks after {design.get('looks')} seeds, alpha {design.get('alpha')}, {design.get('spending')} spending"
             + (f", equivalence margin ±{margin}" if margin is not None else "")
             + (f", futility below conditional power {design.get('futility_cp')}" if design.get("futility_cp") else "")
-            + (f", family-wise control: {design.get('familywise')} (alpha/m per comparison over the campaign's m "
+            + (", family-wise control: Holm step-down over the group-sequential boundaries (alpha/m per comparison "
+               "over the campaign's m comparisons, raised to alpha/(m - rejected) as comparisons are rejected)"
+               if design.get("familywise") == "holm" else
+               f", family-wise control: {design.get('familywise')} (alpha/m per comparison over the campaign's m "
                "comparisons)" if design.get("familywise") not in (None, "none") else
                ", per-comparison error control only (no family-wise adjustment across comparisons)")
             + (f", aggregate {design.get('aggregate')}" if design.get("aggregate") else "")

@@ -16,7 +16,7 @@ asks for is (re)added before look k+1 is taken.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,7 +108,7 @@ def advance(sess: Session, campaign: str) -> Advance:
     """
     from analysis.aggregates import run_table
     from analysis.records import read_records
-    from analysis.sequential_looks import look_at_runs
+    from analysis.sequential_looks import look_at_runs, rejected_at_earlier_looks
     from orchestrator.looks import read_looks, record_look
     from evaluation.suite import load_suite
 
@@ -154,13 +154,17 @@ def advance(sess: Session, campaign: str) -> Advance:
         cell = list(zip(runs["campaign"], runs["model"], runs["regime"], runs["policy"], strict=True))
         keep = _with_references(prev_open, dict(zip(cell, runs["mechanism"], strict=True)), spec.baselines)
         runs = runs[[c in keep for c in cell]]
+    if not looks.empty and "familywise" not in (spec.seed_design or {}):
+        # a campaign whose looks began under an earlier default keeps that procedure (looks are immutable)
+        first = json.loads(looks["design_json"].iloc[0] or "{}")
+        design = replace(design, familywise=first.get("familywise", "none"))
     tested = design
     if k > 0 and design.familywise != "none" and design.family_size is None:
         # later looks see only the open comparisons; the family (and each one's alpha) stays look 0's
-        from dataclasses import replace
-
         tested = replace(design, family_size=max(1, int((looks["look"] == 0).sum())))
-    decisions = look_at_runs(runs, tested, k, aggregate_of(spec), references=spec.baselines)
+    # Holm step-down (the default): the comparisons rejected at earlier looks freed their alpha for the rest
+    decisions = look_at_runs(runs, tested, k, aggregate_of(spec), references=spec.baselines,
+                             rejected_before=rejected_at_earlier_looks(looks, k))
     if prev_open is not None and not decisions.empty:  # a reference shared with a decided policy is not re-tested
         ident = list(zip(decisions["campaign"], decisions["model"], decisions["regime"], decisions["policy"],
                          strict=True))

@@ -188,22 +188,38 @@ def register(app: typer.Typer) -> None:
         prior: Path | None = typer.Option(None, "--prior", help="records of earlier runs: SD for the power table"),
         sd: float | None = typer.Option(None, "--sd", help="stated SD of paired differences (points): power table"),
         margin: float = typer.Option(1.0, "--margin", help="effect of interest (points) for the power table"),
+        target_power: float | None = typer.Option(None, "--power", help="with --prior/--sd and --effect: recommend "
+                                                  "the sequential seed design reaching this power, family-wise"),
+        effect: float | None = typer.Option(None, "--effect", help="real effect (points) the --power target is for"),
+        gpu_budget: float | None = typer.Option(None, "--gpu-hours", help="GPU-hour budget: say whether the --power "
+                                                "target is within it"),
+        familywise: str = typer.Option("holm", "--familywise", help="family-wise procedure the --power design is "
+                                       "simulated under: holm (default) | bonferroni"),
+        sims: int = typer.Option(400, "--sims", min=50, help="simulated campaigns per design for --power"),
     ) -> None:
         """Expand a campaign into runs, check it (policies, seeds, recipes, resources, evaluation data) and print
         the accounting: runs, GPU-hours per sub-campaign and model, evaluation GPU-hours, the duration on the
         cluster, and every assumption the campaign declares (submits nothing)."""
         from orchestrator.grid import accounting, makespan_hours
         from orchestrator.preflight import eval_data_dir
-        from orchestrator.ranges import check_points
+        from orchestrator.ranges import check_open_probability, check_points, check_positive
         from orchestrator.training.registry import get_backend
 
         fmt = "json" if as_json else fmt
         if fmt not in ("table", "json", "csv"):
             _fail(f"--format: got {fmt!r}; choose table, json or csv")
         _check_ray_address(ray_address)
-        for problem in (check_points("--sd", sd), check_points("--margin", margin)):
+        for problem in (check_points("--sd", sd), check_points("--margin", margin), check_points("--effect", effect),
+                        check_positive("--gpu-hours", gpu_budget), check_open_probability("--power", target_power)):
             if problem:
                 _fail(problem)
+        if (target_power is None) != (effect is None) or (target_power is not None and prior is None and sd is None):
+            _fail("--power and --effect go together, with --prior RECORDS or --sd S (the seed SD the simulation "
+                  "needs), e.g. --prior ../shared/data/released_runs_171.csv --power 0.8 --effect 2.5")
+        if gpu_budget is not None and target_power is None:
+            _fail("--gpu-hours: give --power and --effect too (the budget is checked against the recommended design)")
+        if familywise not in ("holm", "bonferroni"):
+            _fail(f"--familywise: got {familywise!r}; choose holm or bonferroni")
         spec, rs = _plan(campaign, overrides, data_root=workdir / "data" if workdir else None)
         eval_dir = data_dir or (eval_data_dir(spec, workdir.resolve()) if workdir else None)
         _preflight(spec, rs, eval_dir, local_head=not ray_address, ray_address=ray_address, workdir=workdir)
@@ -228,6 +244,19 @@ def register(app: typer.Typer) -> None:
                                              suite=spec.suite)
             except ValueError as exc:  # RecordsError/SuiteError: located user errors
                 _fail(str(exc))
+        if target_power is not None and effect is not None:  # sequential design for a target (sequential_plan)
+            from analysis.sequential_plan import campaign_comparisons, recommend
+
+            try:
+                comp = campaign_comparisons(rs, acc["power"]["comparisons"])
+            except ValueError as exc:
+                _fail(str(exc))
+            sp = recommend(comp, power=target_power, effect=effect, budget=gpu_budget, n_sims=sims,
+                           familywise=familywise)
+            sp["plan_gpu_h"], sp["plan_runs"] = acc["gpu_hours"], acc["total_runs"]
+            sp["ratio_to_plan_gpu_h"] = (sp["recommended"]["gpu_h"] / acc["gpu_hours"]
+                                         if sp["recommended"] and acc["gpu_hours"] else None)
+            acc["sequential_plan"] = sp
         if fmt == "json":
             typer.echo(json_dumps(acc, indent=2))
             return
@@ -286,6 +315,13 @@ def register(app: typer.Typer) -> None:
             from analysis.power import power_table
 
             out.print(power_table(acc["power"]))
+        if "sequential_plan" in acc:
+            from analysis.sequential_plan import plan_lines
+
+            tab, lines = plan_lines(acc["sequential_plan"], acc["gpu_hours"], acc["total_runs"])
+            out.print(tab)
+            for line in lines:
+                out.print(line, highlight=False)
         if acc["missing_references"]:
             err.print(f"warning: {len(acc['missing_references'])} runs lack their campaign-local reference, "
                       f"e.g. {acc['missing_references'][:3]}")

@@ -57,9 +57,10 @@ def register(app: typer.Typer) -> None:
         margin: float | None = typer.Option(None, "--margin", help="equivalence margin in aggregate points"),
         futility: float | None = typer.Option(None, "--futility-cp", help="stop when conditional power < this"),
         spending: str = typer.Option("obf", "--spending", help="obf | pocock"),
-        familywise: str = typer.Option("bonferroni", "--familywise", help="bonferroni (default): alpha/m per "
-                                       "comparison, m = the campaign's comparisons (P(any false efficacy decision) <= "
-                                       "alpha) | none: alpha per comparison"),
+        familywise: str = typer.Option("holm", "--familywise", help="holm (default): step-down over the "
+                                       "group-sequential boundaries of the campaign's m comparisons, alpha/m raised "
+                                       "as comparisons are rejected (P(any false efficacy decision) <= alpha) | "
+                                       "bonferroni: alpha/m each | none: alpha per comparison"),
         design_name: str = typer.Option("default", "--design-name", help="name of the design; a look under an "
                                         "existing name must use that name's design (looks are immutable)"),
         aggregate: str | None = typer.Option(None, "--aggregate", help="default: the suite's first aggregate"),

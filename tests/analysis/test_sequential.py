@@ -297,3 +297,4 @@ def test_report_section_shows_the_bias_adjusted_estimate_of_an_early_stop(tmp_pa
     record_look(url, "c", dec, d, aggregate="A")
     html = looks_section_html(read_looks(url, "c")[list(LOOK_COLUMNS)])  # as the report reads the exported CSV
     assert f"{r['mue']:+.3f} [{r['mue_low']:+.3f}, {r['mue_high']:+.3f}]" in html and "median-unbiased" in html
+    assert "family-wise control: Holm step-down" in html  # the default procedure is named in the report

@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.sequential import SequentialDesign, interim_decision
+from analysis.sequential import SequentialDesign
+from analysis.sequential_family import familywise_look
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
@@ -91,16 +92,22 @@ def test_sequential_campaign_spends_seeds_only_on_open_comparisons(tree: Path, t
     assert len(runs) == sum(len(v) for v in seeds_of.values())
 
     # every recorded look matches a paired test computed from the records by hand
-    # family-wise by default: each of the campaign's 3 comparisons spends alpha/3 (Bonferroni)
-    design = SequentialDesign.from_mapping(SEEDS).per_comparison(3)
-    assert design.alpha == pytest.approx(0.05 / 3)
+    # family-wise by default: Holm step-down over the campaign's 3 comparisons (alpha/3 first, alpha/2 for the rest
+    # once one is rejected, also at later looks)
+    design = SequentialDesign.from_mapping(SEEDS)
+    assert design.familywise == "holm" and design.per_comparison(3).alpha == pytest.approx(0.05 / 3)
     records = wd / "results" / "seq" / "records.parquet"
-    for lk, comp, n, decision, mean, lo, hi in looks:
-        pol = comp.split(":")[1].split("-")[0]
-        d = _db12_diffs(records, pol, list(range(1, n + 1)))
-        assert mean == pytest.approx(d.mean(), abs=1e-9)
-        ref = interim_decision({"x": d}, lk, design)["x"]
-        assert (lo, hi, decision) == (pytest.approx(ref.rci_low), pytest.approx(ref.rci_high), ref.decision)
+    rejected = 0
+    for lk in sorted({row[0] for row in looks}):
+        at = [row for row in looks if row[0] == lk]
+        data = {comp: _db12_diffs(records, comp.split(":")[1].split("-")[0], list(range(1, n + 1)))
+                for _, comp, n, *_ in at}
+        ref, _ = familywise_look(data, lk, design, 3, rejected_before=rejected)
+        for _, comp, _n, decision, mean, lo, hi in at:
+            assert mean == pytest.approx(data[comp].mean(), abs=1e-9)
+            assert (lo, hi, decision) == (pytest.approx(ref[comp].rci_low), pytest.approx(ref[comp].rci_high),
+                                          ref[comp].decision)
+        rejected += sum(row[3] in ("superior", "inferior") for row in at)
 
     # resuming a finished sequential campaign adds no run and no look
     again = subprocess.run([CAMPAIGN, "resume", "seq", "--ray-address", addr, "--workdir", str(wd)],
@@ -212,3 +219,33 @@ def test_bad_sequential_inputs_are_named(tree: Path, tmp_path: Path) -> None:
     _, runs = plan(camp)
     with pytest.raises(StageConfigError, match="simulate.*efects"):
         simulated_records(eval_request(runs[0], tmp_path, Checkpoint(1, tmp_path)))
+
+
+def test_a_campaign_begun_under_the_earlier_default_keeps_its_familywise_procedure(
+        tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Looks are immutable: a campaign whose spec names no `familywise` and whose first look was taken when the
+    default was Bonferroni takes its later looks under Bonferroni, not the new Holm default (no design error)."""
+    from dataclasses import replace
+
+    import orchestrator.adaptive as adaptive
+    from orchestrator.looks import read_looks
+    from orchestrator.session import Session, plan
+    from orchestrator.spec import CampaignSpec
+
+    spec, runs = plan(_campaign(tree, "seqo"))
+    sess = Session(tmp_path / "wd")
+    sess.submit(spec, runs)
+    _record(sess, "seqo", tmp_path)
+    new_default = CampaignSpec.sequential_design
+    monkeypatch.setattr(CampaignSpec, "sequential_design",
+                        lambda self: replace(new_default(self), familywise="bonferroni"))
+    adaptive.advance(sess, "seqo")  # look 0 under the earlier default
+    monkeypatch.setattr(CampaignSpec, "sequential_design", new_default)
+    _record(sess, "seqo", tmp_path)
+    last = adaptive.advance(sess, "seqo")
+    assert last.look == 1
+    looks = read_looks(sess.ledger.url, "seqo")
+    assert {json.loads(j)["familywise"] for j in looks["design_json"]} == {"bonferroni"}
+    alphas = list(last.decisions["alpha_comparison"])
+    assert alphas and alphas == pytest.approx([0.05 / 3] * len(alphas))
+    sess.close()
