@@ -29,6 +29,11 @@ RECORD_COLUMNS: dict[str, str] = {
     "suite_version": "str",
     "harness_version": "str",
     "config_hash": "str",
+    # which metric `accuracy` holds: "accuracy" (greedy single pass; "" in older files means the same) or a
+    # sampled-decoding metric `<benchmark>@avg<k>` / `@pass<j>` / `@maj<k>` (evaluation/sampling.py)
+    "metric": "str",
+    # every sampled-decoding metric of the benchmark as JSON {"aime24@avg16": 31.2, "aime24@pass1": ...}; "" if none
+    "metrics": "str",
 }
 
 # Columns a long file must carry; the others are filled (derived from the suite, or NaN / "").
