@@ -137,6 +137,12 @@ class Suite:
         """Benchmark id -> its decoding settings and metric (evaluation settings, for a settings hash)."""
         return {b.id: {**b.decoding.as_dict(), "metric": b.metric} for b in self.benchmarks}
 
+    def sample_token_factor(self) -> float:
+        """Generated tokens of the suite's decoding relative to one greedy pass: sum(n_items x max_gen_toks x
+        samples) / sum(n_items x max_gen_toks) (evaluation cost scales with tokens; 1.0 for a greedy suite)."""
+        base = sum(b.n_items * b.max_gen_toks for b in self.benchmarks)
+        return sum(b.n_items * b.max_gen_toks * b.samples for b in self.benchmarks) / base
+
     def aggregate_metrics(self, name: str) -> dict[str, str]:
         """Benchmark id -> the metric an aggregate combines for it (`accuracy`, `aime24@avg16`, ...)."""
         return {bid: self.benchmark(bid).metric_name for bid in self.aggregate(name).benchmarks}
