@@ -413,6 +413,8 @@ def write_records(df: pd.DataFrame, path: str | Path) -> Path:
     accuracies outside [0, 100]; full suite validation happens when the file is read.
     """
     p = Path(path)
+    # producers that never decode by sampling (noop, simulations) may leave the metric columns out: "" = accuracy
+    df = df.assign(**{c: "" for c in ("metric", "metrics") if c not in df.columns})
     missing = [c for c in RECORD_COLUMNS if c not in df.columns]
     if missing:
         raise RecordsError([Problem("<dataframe>", None, c, "Record column missing; build records with "

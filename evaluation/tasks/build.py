@@ -91,7 +91,8 @@ def write_task_dir(suite: Suite, data_dir: Path, out_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / SHIM).write_text("from evaluation.tasks.functions import *  # noqa: F401,F403\n"
                                 "from evaluation.tasks.functions import (count_answers, doc_to_target, doc_to_text,\n"
-                                "    count_outcomes, load_benchmark, process_knights_knaves, process_math, process_multiple_choice)\n")
+                                "    count_outcomes, load_benchmark, process_knights_knaves, process_math,\n"
+                                "    process_multiple_choice)\n")
     names: dict[str, str] = {}
     for b in suite.benchmarks:
         if benchmark_ids is not None and b.id not in benchmark_ids:

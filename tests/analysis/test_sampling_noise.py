@@ -91,3 +91,31 @@ def test_variance_split_per_benchmark_and_its_report_section():
     assert t.loc[0, "k_to_halve_sample_share"] > 8
     assert 'id="variance_split"' in variance_split_html(pd.DataFrame(rows), pd.DataFrame(runs), suite)
     assert variance_split_html(pd.DataFrame(rows).assign(n_samples=1), pd.DataFrame(runs), suite) == ""
+
+
+@pytest.mark.slow
+def test_report_of_a_small_sampled_campaign_shows_the_variance_split(tmp_path):
+    """~15 CPU s (two reports with figures). A small campaign (baseline vs gfpo, 3 seeds) whose aime24 was decoded with 8 samples: the report has the
+    variance-split section naming aime24, and no such section without the item logs."""
+    from analysis.records import normalise_records
+    from analysis.report import build_report
+
+    rng = np.random.default_rng(4)
+    suite = load_suite("db12")
+    recs, items = [], []
+    for policy in ("baseline", "gfpo"):
+        for seed in (1, 2, 3):
+            rid = f"{policy}-{seed}"
+            for b in suite.benchmarks:
+                recs.append({"run_id": rid, "campaign": "c", "model": "m", "policy": policy, "seed": seed,
+                             "step": 10, "benchmark": b.id, "accuracy": float(rng.uniform(20, 60))})
+            outs = rng.random((30, 8)) < rng.uniform(0.1, 0.9, 30)[:, None]
+            items += [{"run_id": rid, "benchmark": "aime24", "item_id": f"i{i}", "score": outs[i].mean(),
+                       "status": "ok", "finish_reason": "stop", "tokens": 10.0, "n_samples": 8,
+                       "sample_mean": outs[i].mean(), "sample_var": outs[i].var(ddof=1)} for i in range(30)]
+    df = normalise_records(pd.DataFrame(recs), suite)
+    doc = build_report(df, tmp_path / "r.html", suite=suite, n_resamples=100, items=pd.DataFrame(items)).read_text()
+    sec = doc[doc.index('id="variance_split"'):]
+    assert "aime24" in sec[:sec.index("</table>")] and "k_to_halve_sample_share" in sec
+    assert 'id="variance_split"' not in build_report(df, tmp_path / "r2.html", suite=suite,
+                                                     n_resamples=100).read_text()
