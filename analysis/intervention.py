@@ -32,6 +32,7 @@ import pandas as pd
 
 from analysis.schema import DEFAULT_REFERENCE
 from wtcommon.metrics import MetricsFileError, read_metrics_jsonl
+from wtcommon.errors import UserError
 
 # Prefixes the verl trainer / MLflow use in front of the policy's own keys.
 # (orchestrator/training/local.py writes policy/<k>, mix/target_prop_<d>, mix/realised_prop_<d>,
@@ -42,7 +43,7 @@ _IDENT = ("run_key", "run_id", "campaign", "model", "regime", "policy", "mechani
 POLICY_KEYS = ("campaign", "model", "regime", "policy")
 
 
-class InterventionError(ValueError):
+class InterventionError(UserError):
     """Diagnostics that cannot be read; the message names the file, the line and the fix."""
 
 

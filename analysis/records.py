@@ -15,7 +15,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.schema import (
+    GROUP_KEYS,
     MECHANISMS,
+    OPTIONAL_WRITE,
     RECORD_COLUMNS,
     REQUIRED_LONG,
     WIDE_ID_COLUMNS,
@@ -288,7 +290,8 @@ def _from_wide(raw: pd.DataFrame, f: str, suite: Suite) -> pd.DataFrame:
         "n_items": n_items.astype(np.int64), "n_correct": recover_n_correct(acc, n_items),
         "accuracy": acc, "parse_rate": np.nan, "truncation_rate": np.nan,
         "suite_version": rep(text("suite_version")), "harness_version": rep(text("harness_version")),
-        "config_hash": rep(text("config_hash")), "metric": "", "metrics": "",
+        "config_hash": rep(text("config_hash")), "eval_hash": rep(text("eval_hash")), "metric": "",
+        "metrics": "",
     })
     return _typed(out)
 
@@ -358,7 +361,8 @@ def _from_long(raw: pd.DataFrame, f: str, suite: Suite) -> pd.DataFrame:
     text = lambda c: raw[c].astype(str).str.strip().to_numpy(dtype=object)  # noqa: E731
     out = pd.DataFrame({c: (text(c) if c in cols else np.full(n, "", dtype=object))
                         for c, t in RECORD_COLUMNS.items() if t == "str"})
-    for c in ("regime", "suite_version", "harness_version", "config_hash", "run_key", "metric", "metrics"):
+    for c in ("regime", "suite_version", "harness_version", "config_hash", "eval_hash", "run_key", "metric",
+              "metrics"):
         if c in cols:
             out[c] = np.where(_blank(raw[c]), "", out[c])
     out["run_key"] = np.where(out["run_key"] == "", out["run_id"], out["run_key"])
@@ -413,13 +417,11 @@ def write_records(df: pd.DataFrame, path: str | Path) -> Path:
     accuracies outside [0, 100]; full suite validation happens when the file is read.
     """
     p = Path(path)
-    # producers that never decode by sampling (noop, simulations) may leave the metric columns out: "" = accuracy
-    df = df.assign(**{c: "" for c in ("metric", "metrics") if c not in df.columns})
-    missing = [c for c in RECORD_COLUMNS if c not in df.columns]
+    missing = [c for c in RECORD_COLUMNS if c not in df.columns and c not in OPTIONAL_WRITE]
     if missing:
         raise RecordsError([Problem("<dataframe>", None, c, "Record column missing; build records with "
                                                             "analysis.records.normalise_records") for c in missing])
-    out = _typed(df)
+    out = _typed(df.assign(**{c: "" for c in OPTIONAL_WRITE if c not in df.columns}))
     problems: list[Problem] = []
     _check_duplicates(out[["run_key", "step", "benchmark"]], "<dataframe>", "benchmark", problems)
     acc = out["accuracy"].to_numpy()
@@ -457,3 +459,26 @@ def write_wide(df: pd.DataFrame, path: str | Path, suite: Suite | str | None = N
     with atomic_path(p) as tmp:
         to_wide(df, suite).to_csv(tmp, index=False)
     return p
+
+
+def check_one_evaluation(df: pd.DataFrame, source: str = "<records>") -> None:
+    """Refuse (RecordsError naming both) records of one comparison group (campaign, model, regime, step) scored
+    under different evaluation settings or data (`eval_hash`, evaluation/settings.py): a paired difference would
+    mix an evaluation change into the policy effect. Records without a hash (released files, older runs) are one
+    "unknown" generation; a group of only those passes."""
+    if "eval_hash" not in df.columns or df.empty:
+        return
+    runs = df.drop_duplicates(["run_key", "step"])
+    problems: list[Problem] = []
+    for key, g in runs.groupby(list(GROUP_KEYS), sort=True):
+        counts = g["eval_hash"].replace("", "unknown").value_counts()
+        if len(counts) > 1:
+            named = ", ".join(f"{h} ({n} run{'s' if n > 1 else ''}, e.g. "
+                              f"{g.loc[g['eval_hash'].replace('', 'unknown') == h, 'run_id'].iloc[0]})"
+                              for h, n in counts.items())
+            problems.append(Problem(source, None, "eval_hash", f"{'/'.join(str(k) for k in key if k != '')}: records "
+                                    f"of {len(counts)} evaluation settings: {named}; re-evaluate the older runs "
+                                    "(`campaign submit` re-evaluates runs whose evaluation settings changed) or pass "
+                                    "--allow-mixed-evaluations to compare them anyway"))
+    if problems:
+        raise RecordsError(problems)

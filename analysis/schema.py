@@ -7,6 +7,7 @@ Missing values are NaN, never 0: a 0.0 accuracy is a real score.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from wtcommon.errors import UserError
 
 # name -> logical dtype ("str" | "int" | "float"), in canonical column order.
 RECORD_COLUMNS: dict[str, str] = {
@@ -29,6 +30,7 @@ RECORD_COLUMNS: dict[str, str] = {
     "suite_version": "str",
     "harness_version": "str",
     "config_hash": "str",
+    "eval_hash": "str",
     # which metric `accuracy` holds: "accuracy" (greedy single pass; "" in older files means the same) or a
     # sampled-decoding metric `<benchmark>@avg<k>` / `@pass<j>` / `@maj<k>` (evaluation/sampling.py)
     "metric": "str",
@@ -36,13 +38,18 @@ RECORD_COLUMNS: dict[str, str] = {
     "metrics": "str",
 }
 
+# Columns a writer may leave out (filled with "" = unknown): the evaluation generation came later than the
+# released records and older run records (evaluation/settings.py); producers that never decode by sampling
+# (noop, simulations) leave out the metric columns ("" = accuracy).
+OPTIONAL_WRITE = ("eval_hash", "metric", "metrics")
+
 # Columns a long file must carry; the others are filled (derived from the suite, or NaN / "").
 REQUIRED_LONG = ("run_id", "campaign", "model", "policy", "seed", "step", "benchmark", "accuracy")
 
 # Columns of the released wide CSV before the benchmark columns, in file order.
 WIDE_ID_COLUMNS = ("run_id", "campaign", "model", "method", "seed", "steps", "regime")
 # Optional extra identity columns a wide file may carry (our own wide export can add them).
-WIDE_OPTIONAL = ("mechanism", "run_key", "config_hash", "suite_version", "harness_version")
+WIDE_OPTIONAL = ("mechanism", "run_key", "config_hash", "suite_version", "harness_version", "eval_hash")
 
 MECHANISMS = ("none", "select", "reweight", "mix", "unknown")
 
@@ -88,7 +95,7 @@ class Problem:
         return f"{', '.join(where)}: {self.message}"
 
 
-class RecordsError(ValueError):
+class RecordsError(UserError):
     """Records failed validation; `.problems` lists every problem found, not just the first."""
 
     def __init__(self, problems: list[Problem], limit: int = 25):

@@ -56,6 +56,7 @@ from typing import Literal
 
 import numpy as np
 from scipy import optimize, special, stats
+from wtcommon.errors import UserError
 
 Spending = Literal["obf", "pocock"]
 DecisionKind = Literal["superior", "inferior", "equivalent", "futile", "continue", "inconclusive"]
@@ -64,7 +65,7 @@ _GRID_POINTS = 2001  # per look; boundaries agree with published tables to 1e-4 
 _SPAN_SD = 8.0  # the unbounded first look is truncated at +-8 standard deviations
 
 
-class SequentialError(ValueError):
+class SequentialError(UserError):
     """A sequential design or an interim input is invalid; the message names the field and the fix."""
 
 

@@ -17,13 +17,14 @@ import pandas as pd
 from evaluation.graders.multiple_choice import normalise_gold
 from wtcommon.atomic import atomic_path, atomic_write_text
 from wtcommon.files import sha256_file
+from wtcommon.errors import UserError
 
 COLUMNS: dict[str, str] = {"item_id": "str", "prompt": "str", "answer": "str", "n_options": "int"}
 MANIFEST = "manifest.json"
 FIXTURE_DIR = Path(__file__).resolve().parent / "fixtures" / "db12"
 
 
-class BenchmarkDataError(ValueError):
+class BenchmarkDataError(UserError):
     """A benchmark file is missing or malformed; the message names file, row/column and the fix."""
 
 

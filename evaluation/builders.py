@@ -18,12 +18,13 @@ from collections.abc import Callable, Iterable
 import pandas as pd
 
 from evaluation.prompts import kk_prompt, math_prompt, mc_prompt, mc_instruction
+from wtcommon.errors import UserError
 
 Rows = Iterable[dict[str, Any]]
 LETTERS = string.ascii_uppercase
 
 
-class BuildError(ValueError):
+class BuildError(UserError):
     """A source row cannot become an item; names the benchmark, the row and the field."""
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from evaluation.prompts import KK_INSTRUCTION, MATH_INSTRUCTION
+from wtcommon.errors import UserError
 
 _INSTRUCTION_PATTERNS = [re.escape(MATH_INSTRUCTION), re.escape(KK_INSTRUCTION),
                          r"Please reason step by step, and finish with \"The answer is: \(X\)\"[^\n]*",
@@ -26,7 +27,7 @@ _INSTR = re.compile("|".join(_INSTRUCTION_PATTERNS), re.IGNORECASE)
 _NON_ALNUM = re.compile(r"[^0-9a-z]+")
 
 
-class AuditError(ValueError):
+class AuditError(UserError):
     """The training file cannot be audited; names the file and column."""
 
 

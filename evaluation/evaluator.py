@@ -32,6 +32,7 @@ from evaluation.sampling import benchmark_metrics, item_metrics
 from evaluation.suite import Gates, Suite, load_suite, with_max_gen_toks
 from evaluation.tasks.build import write_task_dir
 from wtcommon.atomic import atomic_path, atomic_write_text
+from wtcommon.errors import WindtunnelError
 
 EVALUATOR_VERSION = "1"
 RUN_META_REQUIRED = ("run_id", "campaign", "model", "policy", "seed", "step")
@@ -42,7 +43,7 @@ METRIC_KEYS = ("acc,none", "parsed_ok,none", "grader_error,none", "grader_timeou
 MAX_GRADER_TIMEOUT_RATE = 0.01
 
 
-class EvaluationError(RuntimeError):
+class EvaluationError(WindtunnelError, RuntimeError):
     """A benchmark cannot be scored (bad data, unknown task, failed health gate). Never a zero."""
 
     def __init__(self, message: str, health: list[dict[str, Any]] | None = None):
@@ -139,12 +140,13 @@ def _run_meta(meta: dict[str, Any]) -> dict[str, Any]:
     missing = [k for k in RUN_META_REQUIRED if k not in meta]
     if missing:
         raise ValueError(f"run_meta is missing {missing}; it must supply {list(RUN_META_REQUIRED)} "
-                         "(and optionally run_key, mechanism, regime, config_hash)")
+                         "(and optionally run_key, mechanism, regime, config_hash, eval_hash)")
     out = dict(meta)
     out.setdefault("run_key", str(meta["run_id"]))
     out.setdefault("mechanism", "unknown")  # the caller knows the policy's mechanism (its YAML); evaluation does not
     out.setdefault("regime", "")
     out.setdefault("config_hash", "")
+    out.setdefault("eval_hash", "")  # evaluation.settings.evaluation_hash, set by the evaluate stage
     return out
 
 
@@ -454,7 +456,7 @@ def evaluate_checkpoint(
             "harness_version": (f"{harness}; grader {h.grader_version}; max_gen_toks {b.max_gen_toks}"
                                 + ("" if b.decoding.greedy else f"; samples {b.samples} temperature {b.temperature} "
                                    f"top_p {b.top_p} seed {b.seed}")),
-            "config_hash": str(meta["config_hash"]),
+            "config_hash": str(meta["config_hash"]), "eval_hash": str(meta["eval_hash"]),
             "metric": h.metric, "metrics": json.dumps(h.metrics, sort_keys=True) if h.metrics else "",
         })
     records = pd.DataFrame(rows)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from campaigns import config_root
 from wtcommon.files import load_yaml_mapping
+from wtcommon.errors import UserError
 
 SUITE_DIR = config_root() / "suite"
 
@@ -22,7 +23,7 @@ _AGG_KINDS = ("domain_mean", "mean", "item_weighted")
 _GRADERS = ("math", "multiple_choice", "knights_knaves")
 
 
-class SuiteError(ValueError):
+class SuiteError(UserError):
     """A suite file is malformed; the message names the file, the field and the fix."""
 
 

@@ -25,6 +25,7 @@ import pandas as pd
 from orchestrator.grid import RunSpec, expand
 from orchestrator.ledger.states import PENDING, RunState
 from orchestrator.spec import CampaignSpec
+from wtcommon.errors import WindtunnelError
 
 if TYPE_CHECKING:
     from orchestrator.session import Session
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 _CELL = ("campaign", "model", "regime")  # a record's comparison group (campaign = the run's group)
 
 
-class AdaptiveError(RuntimeError):
+class AdaptiveError(WindtunnelError, RuntimeError):
     """The campaign cannot take its next look yet; the message says why and what to do."""
 
 

@@ -27,6 +27,7 @@ from orchestrator.ledger.states import RunState
 from orchestrator.plugins import add_project_path, plugin_names, plugin_paths
 from orchestrator.progress import counts_line
 from orchestrator.session import RecordsMissing, Session
+from wtcommon.errors import WindtunnelError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from orchestrator.spec import CampaignSpec
 
 
-class CampaignError(RuntimeError):
+class CampaignError(WindtunnelError, RuntimeError):
     """A campaign command cannot go on; the message says why and what to do. `exit_code` is the command's:
     2 bad input, 3 cluster unreachable (no run was marked failed), 4 this orchestrator lost its driver lease to
     another (it stopped without writing), 1 runs ended failed."""
@@ -94,15 +95,23 @@ def with_data_dir(spec: CampaignSpec, runs: list[RunSpec], data_dir: Path) -> tu
 
 
 def submit_preview(spec: CampaignSpec, runs: list[RunSpec], workdir: Path, ledger_url: str | None) -> dict[str, int]:
-    """{'new', 'changed', 'unchanged'}: what submitting would do to the ledger, without writing (nor creating) it."""
+    """{'new', 'changed', 'unchanged', 'reevaluate'}: what submitting would do to the ledger, without writing
+    (nor creating) it; `reevaluate` counts unchanged runs whose evaluation settings changed."""
+    from orchestrator.session import to_reevaluate
+
     url = ledger_url or default_url(workdir)
-    have: set[tuple[str, str]] = set()
+    rows: list[RunRow] = []
     if ledger_url or (workdir / "ledger.db").exists():
-        have = {(r.run_id, r.run_key) for r in open_ledger(url).runs(spec.name)}
+        led = open_ledger(url)
+        rows = led.runs(spec.name)
+        led.close()
+    have = {(r.run_id, r.run_key) for r in rows}
     ids = {rid for rid, _ in have}
     new = [r.run_id for r in runs if r.run_id not in ids]
     unchanged = [r.run_id for r in runs if (r.run_id, r.run_key) in have]
-    return {"new": len(new), "changed": len(runs) - len(new) - len(unchanged), "unchanged": len(unchanged)}
+    recorded, failed = to_reevaluate(rows, runs, Path(workdir).resolve())
+    return {"new": len(new), "changed": len(runs) - len(new) - len(unchanged), "unchanged": len(unchanged),
+            "reevaluate": len(recorded) + len(failed)}
 
 
 def submit(sess: Session, spec: CampaignSpec, runs: list[RunSpec]) -> tuple[UpsertDiff, list[str]]:

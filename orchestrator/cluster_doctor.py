@@ -36,6 +36,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from wtcommon.errors import WindtunnelError
 
 VERSION_OVERRIDE_ENV = "WINDTUNNEL_VERSION_OVERRIDE"
 FS_ROOT_ENV = "WINDTUNNEL_DOCTOR_FS_ROOT"
@@ -262,7 +263,7 @@ def token_findings(address: str) -> list[Finding]:
     return rows
 
 
-class DoctorError(RuntimeError):
+class DoctorError(WindtunnelError, RuntimeError):
     """The doctor could not run its probe (the job failed or printed nothing); `exit_code` as the CLI's."""
 
     def __init__(self, message: str, exit_code: int = 2):

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 from wtcommon.atomic import atomic_path, atomic_write_text
 from wtcommon.files import short_hash
+from wtcommon.errors import UserError
 
 # Instructions appended after a blank line ([inferred]: the builder's exact strings are not
 # quoted in STUDY.md; these follow its description — boxed answers, one statement per person,
@@ -48,7 +49,7 @@ SOURCES: dict[str, dict[str, str]] = {
 REGIME_RE = re.compile(r"^(?:sub(?P<sub>\d+)|noise(?P<noise>\d+))(?:_.*)?$")
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError):
     """A corpus cannot be built or a regime is unknown; names the source/row/regime."""
 
 

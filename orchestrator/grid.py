@@ -67,6 +67,14 @@ class RunSpec:
         return self.gpus // self.nnodes
 
     @property
+    def eval_key(self) -> str:
+        """The evaluation settings this run is scored with (`evaluation.settings.evaluation_key`): not part of
+        `run_key` (a changed gate re-evaluates, it does not retrain)."""
+        from evaluation.settings import evaluation_key
+
+        return evaluation_key(self.suite, self.evaluation)
+
+    @property
     def config_hash(self) -> str:
         """Hash of the full resolved config (incl. evaluation options), recorded per Record."""
         return short_hash(self.to_dict())

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
+from wtcommon.errors import RunFailed
 
 if TYPE_CHECKING:
     from orchestrator.grid import RunSpec
 
 
-class StageConfigError(RuntimeError):
+class StageConfigError(RunFailed):
     """A deterministic error in the run's configuration: retrying cannot help."""
 
 
-class StageHealthGateError(RuntimeError):
+class StageHealthGateError(RunFailed):
     """The checkpoint failed an evaluation health gate: deterministic (not retried), but a model-quality
     finding rather than a configuration error, so it is its own failure class (`health_gate`)."""
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import re
 from urllib.parse import urlsplit
+from wtcommon.errors import UserError
 
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*\.?")
 SCHEMES = ("http", "https")
 
 
-class RayAddressError(ValueError):
+class RayAddressError(UserError):
     """The --ray-address is not a Ray dashboard address; the message names the option and the fix."""
 
 

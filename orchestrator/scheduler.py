@@ -45,7 +45,7 @@ from orchestrator.ledger.base import RunRow
 from orchestrator.ledger.states import ACTIVE, ACTIVE_STAGE, WAITING_STAGE, AttemptStatus
 from orchestrator.paths import run_dir
 from orchestrator.placement import fits, shape, take
-from orchestrator.stages import verify_evaluate, verify_train, write_run_spec
+from orchestrator.stages import evaluated_key, verify_evaluate, verify_train, write_run_spec
 
 S = RunState
 
@@ -379,6 +379,14 @@ class Scheduler:
                 self.ledger.release(self.campaign, row.run_key, self.owner)
                 self._notify(r, f"{stage} done")
                 return False
+            if stage == "evaluate" and evaluated_key(spec, self.workdir) not in (None, spec.eval_key):
+                # scored under the settings it was submitted with, and the spec changed them meanwhile: again
+                self.ledger.end_attempt(self.campaign, row.submission_id, AttemptStatus.succeeded)
+                r = self.ledger.transition(self.campaign, row.run_key, S.trained, expect=S.evaluating,
+                                           reason="evaluation settings changed while it was evaluated: again")
+                self.ledger.release(self.campaign, row.run_key, self.owner)
+                self._notify(r, "re-evaluating: evaluation settings changed")
+                return False
             self._fail(row, stage, "outputs failed verification after the job succeeded", "error")
             return False
         logs = self.executor.logs(row.submission_id)
@@ -409,13 +417,16 @@ class Scheduler:
                 continue
             to = S.trained if self.verifiers["train"](spec, self.workdir) is not None else S.queued
             outputs = {k: v for k, v in row.outputs.items() if k not in ("records", "failures")}
+            stale = evaluated_key(spec, self.workdir) not in (None, spec.eval_key)
+            why = ("evaluation settings changed: re-evaluating with the current ones" if stale and to == S.trained
+                   else f"records of {row.run_id} missing or changed")
             try:
-                r = self.ledger.reopen(self.campaign, row.run_key, to, f"records of {row.run_id} missing or changed: "
-                                       f"re-running its {'record' if to == S.trained else 'train and record'} stage",
+                r = self.ledger.reopen(self.campaign, row.run_key, to, f"{why}: re-running its "
+                                       f"{'record' if to == S.trained else 'train and record'} stage",
                                        outputs=outputs)
             except IllegalTransition:
                 continue
-            self._notify(r, "records missing: reopened")
+            self._notify(r, "re-evaluating: evaluation settings changed" if stale else "records missing: reopened")
             out.append(row.run_id)
         return out
 

@@ -26,12 +26,13 @@ from orchestrator.ledger.base import RunRow
 from orchestrator.ledger.states import RunState
 from orchestrator.scheduler import Scheduler, SchedulerConfig
 from orchestrator.spec import CampaignSpec, load_campaign
+from wtcommon.errors import WindtunnelError
 
 
 SPEC_HASH_KEY = b"windtunnel.spec_sha256"
 
 
-class RecordsMissing(RuntimeError):
+class RecordsMissing(WindtunnelError, RuntimeError):
     """A run the ledger calls recorded has no records file: collecting without it would silently drop rows."""
 
 
@@ -56,6 +57,30 @@ def plan(campaign: str | Path, overrides: list[str] | tuple[str, ...] = (), data
     """Validate and expand a campaign; raises SpecError before anything is written."""
     spec = load_campaign(campaign, list(overrides))
     return spec, expand(spec, data_root=data_root)
+
+
+def to_reevaluate(rows: list[RunRow], runs: list[RunSpec], workdir: Path) -> tuple[list[RunSpec], list[RunSpec]]:
+    """Runs whose training stays but whose evaluation settings changed: (recorded runs scored with other
+    settings — the scheduler's repair reopens them to `trained`; runs that failed their evaluate stage under
+    other settings — `submit` queues them again with a fresh retry budget). Read-only."""
+    import json
+
+    from orchestrator.stages import evaluated_key
+
+    current = {r.run_key: r for r in rows if not r.superseded_by}
+    recorded, failed = [], []
+    for spec in runs:
+        row = current.get(spec.run_key)
+        if row is None:
+            continue
+        if row.state == RunState.recorded:
+            done = evaluated_key(spec, workdir)
+            if done is not None and done != spec.eval_key:
+                recorded.append(spec)
+        elif row.state == RunState.failed and row.stage == "evaluate":
+            if RunSpec.from_dict(json.loads(row.spec_json)).eval_key != spec.eval_key:
+                failed.append(spec)
+    return recorded, failed
 
 
 def cluster_executor(ray_address: str, workdir: Path | None = None) -> RayJobsExecutor:
@@ -100,8 +125,20 @@ class Session:
         return self._executor
 
     def submit(self, spec: CampaignSpec, runs: list[RunSpec]) -> UpsertDiff:
+        """Register the campaign (idempotent by run_key). Runs whose evaluation settings changed keep their
+        checkpoints and are re-evaluated: recorded ones by the scheduler's repair (their records no longer
+        verify against the new settings), failed-at-evaluation ones queued again here."""
+        recorded, failed = to_reevaluate(self.ledger.runs(spec.name), runs, self.workdir)
         rows = [{"run_key": r.run_key, "run_id": r.run_id, "gpus": r.gpus, "spec_json": r.to_json()} for r in runs]
-        return self.ledger.upsert_campaign(spec.name, spec.model_dump_json(), rows)
+        diff = self.ledger.upsert_campaign(spec.name, spec.model_dump_json(), rows)
+        for r in failed:
+            row = self.ledger.get(spec.name, r.run_key)
+            if row.state == RunState.failed:
+                self.ledger.transition(spec.name, r.run_key, RunState.queued, next_try_at=0.0, failure_class="",
+                                       reason="evaluation settings changed: re-evaluating (checkpoints kept)",
+                                       outputs={k: v for k, v in row.outputs.items() if k != "failures"})
+        diff.reevaluate = [r.run_id for r in recorded + failed]
+        return diff
 
     def scheduler(self, campaign: str, cfg: SchedulerConfig | None = None,
                   on_change: Callable[[RunRow, str], None] | None = None) -> Scheduler:

@@ -18,6 +18,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 
 from analysis.schema import DEFAULT_REFERENCE  # the one default reference per mechanism (campaigns and analysis)
 from orchestrator.ranges import SEED_LIMIT, check_backoff, check_steps
+from wtcommon.errors import UserError
 
 # One safe pattern for every name that becomes part of a path (campaign, group label, policy, model,
 # recipe, suite): no separators, no `..`, no whitespace or control characters.
@@ -97,7 +98,7 @@ def _steps(v: Any) -> Any:
 StepCount = Annotated[int, BeforeValidator(_steps)]
 
 
-class SpecError(ValueError):
+class SpecError(UserError):
     """A campaign spec is malformed; the message names the file, the key and the fix."""
 
 

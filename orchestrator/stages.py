@@ -45,16 +45,17 @@ from orchestrator.paths import StageConfigError, StageHealthGateError, inside, r
 from orchestrator.training.backend import Checkpoint, EvalRequest, TrainingConfigError
 from wtcommon.atomic import atomic_write_text
 from wtcommon.files import sha256_file
+from wtcommon.errors import RunFailed
 
 EXIT_CONFIG = 2
 EXIT_HEALTH_GATE = 3
 
 
-class StageBusy(RuntimeError):
+class StageBusy(RunFailed):
     """Another process is executing a stage in this run dir right now."""
 
 
-class StageFenced(RuntimeError):
+class StageFenced(RunFailed):
     """A newer attempt of this stage took the run dir over: this (older) one must not write its manifest."""
 
 
@@ -280,11 +281,14 @@ def run_meta(spec: RunSpec, step: int) -> dict[str, Any]:
 
 def eval_request(spec: RunSpec, workdir: Path, checkpoint: Checkpoint) -> EvalRequest:
     """What the run's training backend needs to evaluate one of its checkpoints."""
+    from evaluation.settings import evaluation_hash
+
     opts, rd = spec.evaluation, run_dir(workdir, spec)
+    data_dir = _resolve(opts.get("data_dir"), workdir) or Path(workdir) / "data" / "eval"
     return EvalRequest(
-        checkpoint=checkpoint, suite=spec.suite, run_meta=run_meta(spec, checkpoint.step),
-        recipe_name=spec.recipe_name, recipe=dict(spec.recipe_cfg), options=dict(opts),
-        data_dir=_resolve(opts.get("data_dir"), workdir) or Path(workdir) / "data" / "eval",
+        checkpoint=checkpoint, suite=spec.suite,
+        run_meta={**run_meta(spec, checkpoint.step), "eval_hash": evaluation_hash(spec.eval_key, data_dir)},
+        recipe_name=spec.recipe_name, recipe=dict(spec.recipe_cfg), options=dict(opts), data_dir=data_dir,
         cache_dir=Path(workdir) / "cache" / "eval", out_dir=rd / "eval" / f"step_{checkpoint.step}", run_dir=rd,
     )
 
@@ -309,18 +313,32 @@ def stage_evaluate(spec: RunSpec, workdir: Path, attempt: str = "") -> dict[str,
     except TrainingConfigError as exc:  # deterministic: no retry
         raise StageConfigError(str(exc)) from None
     t0 = time.time()
-    frames = [backend.evaluate(eval_request(spec, workdir, Checkpoint(int(c["step"]), Path(c["path"]))))
-              for c in ckpts]
+    reqs = [eval_request(spec, workdir, Checkpoint(int(c["step"]), Path(c["path"]))) for c in ckpts]
+    # every row says which evaluation settings and data produced it, whatever the backend wrote
+    frames = [backend.evaluate(req).assign(eval_hash=req.run_meta["eval_hash"]) for req in reqs]
     records = rd / "records.parquet"
     write_records(pd.concat(frames, ignore_index=True), records)
     n = len(read_records(records, suite=spec.suite))  # re-read through the validating reader
     manifest = {"run_key": spec.run_key, "records": str(records), "rows": n, "sha256": sha256_file(records),
-                "eval_wall_s": round(time.time() - t0, 3), "steps": [c["step"] for c in ckpts]}
+                "eval_wall_s": round(time.time() - t0, 3), "steps": [c["step"] for c in ckpts],
+                "eval_key": spec.eval_key, "eval_hash": reqs[0].run_meta["eval_hash"]}
     write_manifest(rd, "evaluate", attempt, manifest)
     return manifest
 
 
+def evaluated_key(spec: RunSpec, workdir: Path) -> str | None:
+    """The evaluation key the run's records were scored with (its eval_done.json), or None when there are none;
+    "" for records written before evaluation generations (their settings are unknown)."""
+    path = run_dir(workdir, spec) / "eval_done.json"
+    try:
+        return str(json.loads(path.read_text()).get("eval_key", "")) if path.exists() else None
+    except ValueError:
+        return None
+
+
 def verify_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any] | None:
+    """The evaluate manifest when its records still match their sha256 and were scored with the run's current
+    evaluation settings (a changed gate or generation limit re-evaluates; the checkpoints stay)."""
     path = run_dir(workdir, spec) / "eval_done.json"
     if not path.exists():
         return None
@@ -328,6 +346,8 @@ def verify_evaluate(spec: RunSpec, workdir: Path) -> dict[str, Any] | None:
         m = json.loads(path.read_text())
         rec = Path(m["records"])
         if m.get("run_key") != spec.run_key or not rec.exists() or sha256_file(rec) != m["sha256"] or m["rows"] <= 0:
+            return None
+        if m.get("eval_key") != spec.eval_key:
             return None
         return m
     except (ValueError, KeyError, TypeError):

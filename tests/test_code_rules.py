@@ -303,3 +303,46 @@ def test_every_document_the_code_cites_is_in_docs_and_has_the_cited_part() -> No
     assert not bad, f"citations that do not resolve in docs/: {bad}"
     assert not [str(p.relative_to(ROOT)) for p in files if re.search(r"\bcontract[ -]\d", p.read_text())], \
         "'contract N' names a document that does not exist"
+
+
+# ---------------------------------------------------------------- one error root
+
+BUILTIN_EXCEPTIONS = frozenset({"BaseException", "Exception", "RuntimeError", "ValueError", "KeyError", "TypeError",
+                                "OSError", "IOError", "LookupError", "AttributeError", "NotImplementedError"})
+ROOTS = frozenset({"WindtunnelError", "UserError", "ClusterError", "RunFailed"})
+
+
+def exceptions_outside_the_tree(source: str) -> list[tuple[int, str]]:
+    """(line, class) of each exception class that derives from a builtin exception and from none of ours (the
+    root `wtcommon.errors.WindtunnelError` itself excepted). Warnings are not errors: `*Warning` bases pass."""
+    out = []
+    for n in ast.walk(ast.parse(source)):
+        if not isinstance(n, ast.ClassDef) or n.name == "WindtunnelError":
+            continue
+        bases = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in n.bases]
+        if any(b in BUILTIN_EXCEPTIONS for b in bases) and not any(b not in BUILTIN_EXCEPTIONS for b in bases):
+            out.append((n.lineno, n.name))
+    return out
+
+
+def test_the_error_root_checker() -> None:
+    assert exceptions_outside_the_tree("class A(RuntimeError): pass\nclass B(ValueError, KeyError): pass") == [
+        (1, "A"), (2, "B")]
+    assert exceptions_outside_the_tree("class A(UserError): pass\nclass B(WindtunnelError, RuntimeError): pass\n"
+                                       "class C(SpecError): pass\nclass W(UserWarning): pass\n"
+                                       "class D(errors.RunFailed): pass") == []
+
+
+def test_every_exception_class_is_in_the_windtunnel_error_tree() -> None:
+    """Issue 23: one root, so a command can catch one type and map its exit code in one place."""
+    from orchestrator.campaign import CampaignError
+    from orchestrator.executor import ClusterUnreachable
+    from orchestrator.spec import SpecError
+    from wtcommon.errors import WindtunnelError
+
+    found = [f"{p}:{line} {name}" for p in product_files() for line, name in
+             exceptions_outside_the_tree((ROOT / p).read_text())]
+    assert found == [], "derive from wtcommon.errors (UserError, ClusterError, RunFailed or WindtunnelError):\n" + \
+        "\n".join(found)
+    assert all(issubclass(c, WindtunnelError) for c in (CampaignError, ClusterUnreachable, SpecError))
+    assert (SpecError.exit_code, ClusterUnreachable.exit_code) == (2, 3) and issubclass(SpecError, ValueError)

@@ -27,9 +27,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any, Literal
+from wtcommon.errors import UserError
 
 
-class MetricsFileError(ValueError):
+class MetricsFileError(UserError):
     """A metrics JSONL line that is not a JSON object; the message names the file and the line."""
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.backends.tracking import GenerationInfoHook
+from wtcommon.errors import WindtunnelError
 
 
-class VLLMUnavailableError(RuntimeError):
+class VLLMUnavailableError(WindtunnelError, RuntimeError):
     """vllm is not installed; the message says how to get it (GPU machines only)."""
 
 

@@ -41,6 +41,8 @@ OUT_FILE_HELP = ("write the output to this FILE instead of stdout (atomic; --for
 OUT_DIR_HELP = ("write one <table>.<md|csv|tex|json> per table into this FOLDER (created; --force replaces the "
                 "files). --out is a folder for multi-table commands (tables, sensitivity) and a file for "
                 "single-output commands (compare, verdicts, report)")
+MixedOpt = Annotated[bool, typer.Option("--allow-mixed-evaluations", metavar="", help=(
+    "compare records scored under different evaluation settings (eval_hash) in one group; refused by default"))]
 ForceOpt = Annotated[bool, typer.Option("--force", metavar="", help="replace existing output files of --out")]
 EXT = {"md": "md", "latex": "tex", "csv": "csv", "json": "json"}
 
@@ -106,9 +108,11 @@ def _write_tables(built: list, fmt: str, out: Path) -> None:
     err.print(f"wrote {len(built)} tables to {out}", markup=False)
 
 
-def _load(records: Path, suite: str, campaign: str | None = None, model: str | None = None):
-    """Suite + validated records, filtered; every user error becomes exit 2 with a located message."""
-    from analysis.records import RecordsError, read_records
+def _load(records: Path, suite: str, campaign: str | None = None, model: str | None = None, *,
+          mixed_evaluations: bool = False):
+    """Suite + validated records, filtered; every user error becomes exit 2 with a located message. Records of
+    one comparison group scored under two evaluation settings are refused unless `mixed_evaluations`."""
+    from analysis.records import RecordsError, check_one_evaluation, read_records
     from evaluation.suite import SuiteError, load_suite
 
     try:
@@ -124,6 +128,11 @@ def _load(records: Path, suite: str, campaign: str | None = None, model: str | N
             _fail(f"{records}: no records with {col} {val!r}; present: {', '.join(sorted(df[col].unique()))}")
         if val is not None:
             df = df[df[col] == val]
+    if not mixed_evaluations:
+        try:
+            check_one_evaluation(df, str(records))
+        except RecordsError as e:
+            _fail(str(e))
     return s, df
 
 
@@ -219,6 +228,7 @@ def tables(
                                           "gets the seed + item two-way clustered CI")] = None,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
+    allow_mixed: MixedOpt = False,
 ) -> None:
     """Print the study's tables regenerated from RECORDS (Markdown, CSV, LaTeX or JSON).
 
@@ -235,7 +245,7 @@ def tables(
         _fail(f"--format csv prints one table on stdout ({len(names)} asked): pass --table NAME (one of "
               f"{', '.join(TABLE_NAMES)}), or --out FOLDER for one <table>.csv per table")
     _out_dir(out, [records, items], names, EXT[fmt], force)
-    s, df = _load(records, suite)
+    s, df = _load(records, suite, mixed_evaluations=allow_mixed)
     item_df = _read_items(items)
     if metric is not None and metric not in s.aggregate_names + list(s.domains) + s.benchmark_ids:
         _fail(f"--aggregate {metric!r}: not an aggregate, domain or benchmark of suite {s.name!r} "
@@ -316,6 +326,7 @@ def compare(
     wide: WideOpt = False,
     out: Annotated[Path | None, typer.Option("--out", metavar="FILE", help=OUT_FILE_HELP)] = None,
     force: ForceOpt = False,
+    allow_mixed: MixedOpt = False,
 ) -> None:
     """Seed-paired comparison of every policy with its campaign-local reference.
 
@@ -325,7 +336,7 @@ def compare(
     refs = _parse_map(reference_map)
     _check(check_points("--margin", margin), check_points("--effect", effect), check_seed("--seed", seed))
     _out_file(out, [records, items], force)
-    s, df = _load(records, suite, campaign, model)
+    s, df = _load(records, suite, campaign, model, mixed_evaluations=allow_mixed)
     if aggregate is not None and aggregate not in s.aggregate_names:
         _fail(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
     import warnings
@@ -435,6 +446,7 @@ def sensitivity(
                                         "one)")] = None,
     out: Annotated[Path | None, typer.Option("--out", metavar="FOLDER", help=OUT_DIR_HELP)] = None,
     force: ForceOpt = False,
+    allow_mixed: MixedOpt = False,
 ) -> None:
     """Ranking sensitivity: aggregate-vs-aggregate rank correlations, leave-one-benchmark-out, seed bootstrap.
 
@@ -448,7 +460,7 @@ def sensitivity(
         _fail(f"--format csv prints one table on stdout: pass --table NAME (one of {', '.join(SENSITIVITY_TABLES)}), "
               "or --out FOLDER for one <table>.csv per table")
     _out_dir(out, [records], names, EXT[fmt], force)
-    s, df = _load(records, suite, campaign, model)
+    s, df = _load(records, suite, campaign, model, mixed_evaluations=allow_mixed)
     if aggregate is not None and aggregate not in s.aggregate_names:
         _fail(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
     import pandas as pd
@@ -512,6 +524,7 @@ def report(
     figures: Annotated[Path | None, typer.Option(
         "--figures", metavar="FOLDER",
         help="also write every figure into this folder as <name>.svg, .pdf and .png (200 dpi)")] = None,
+    allow_mixed: MixedOpt = False,
 ) -> None:
     """Write one self-contained HTML report (verdicts, within-group sensitivity, figures, tables)."""
     _check(check_points("--margin", margin))
@@ -521,7 +534,7 @@ def report(
             _fail(f"--figures {figures}: is a file; --figures takes a folder (one <figure>.svg/.pdf/.png each)")
         if figures.is_dir() and any(figures.glob("*.svg")) and not force:
             _fail(f"--figures {figures}: already holds figures; pass --force to replace them, or choose another folder")
-    s, df = _load(records, suite)
+    s, df = _load(records, suite, mixed_evaluations=allow_mixed)
     import warnings
 
     from analysis.paired import paired_comparisons as _pc
@@ -582,13 +595,14 @@ def verdicts(
     out: Annotated[Path | None, typer.Option("--out", metavar="FILE", help=OUT_FILE_HELP)] = None,
     force: ForceOpt = False,
     resamples: ResamplesOpt = RESAMPLES,
+    allow_mixed: MixedOpt = False,
 ) -> None:
     """One verdict per method-vs-reference comparison: better / worse / equivalent within ±M / undecided."""
     fmt = _format(fmt, as_json)
     refs = _parse_map(reference_map)
     _check(check_points("--margin", margin), check_open_probability("--alpha", alpha))
     _out_file(out, [records], force)
-    s, df = _load(records, suite, campaign, model)
+    s, df = _load(records, suite, campaign, model, mixed_evaluations=allow_mixed)
     if aggregate is not None and aggregate not in s.aggregate_names:
         _fail(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
     import warnings

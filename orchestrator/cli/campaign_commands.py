@@ -26,6 +26,7 @@ from wtcommon.jsonsafe import dumps as json_dumps  # strict JSON: NaN/Infinity a
 from campaigns import config_root
 
 DEMO_CAMPAIGN = config_root() / "demo.yaml"
+DEMO_CAMPAIGNS = {"local": DEMO_CAMPAIGN, "verl": config_root() / "demo_verl.yaml"}
 WORKDIR_HELP = ("work directory holding ledger.db, mlflow.db, the local Ray head and run outputs "
                 "(default: $WINDTUNNEL_WORKDIR)")
 
@@ -333,9 +334,13 @@ def register(app: typer.Typer) -> None:
         sess = _session(workdir, ledger_url, ray_address, remember=True)
         diff, removed = submit(sess, spec, rs)
         out.print(f"[bold]{spec.name}[/]: {len(diff.new)} new, {len(diff.changed)} changed, "
-                  f"{len(diff.unchanged)} unchanged, {len(removed)} no longer in the spec")
+                  f"{len(diff.unchanged)} unchanged ({len(diff.reevaluate)} to re-evaluate), "
+                  f"{len(removed)} no longer in the spec")
         for rid in diff.changed[:10]:
             out.print(f"  changed: {rid} (old run superseded)")
+        if diff.reevaluate:
+            out.print(f"  {len(diff.reevaluate)} to re-evaluate: evaluation settings changed (gates, generation "
+                      "limits, suite or graders); their checkpoints are kept, only evaluate and record run again")
         if not wait:
             return
         _drive(sess, spec.name, max_parallel=max_parallel)
@@ -549,11 +554,15 @@ def register(app: typer.Typer) -> None:
         workdir: Path | None = typer.Option(None, "--workdir", help="default: a fresh temporary directory"),
         records: Path | None = typer.Option(None, "--records",
                                             help="only print the analysis tables of this records file"),
-        campaign_file: Path = typer.Option(DEMO_CAMPAIGN, "--campaign", help="campaign file to run"),
+        campaign_file: Path | None = typer.Option(None, "--campaign", help="campaign file to run (default: "
+                                                  "campaigns/demo.yaml, or demo_verl.yaml with --backend verl)"),
+        backend: str = typer.Option("local", "--backend", metavar="BACKEND", help="local (the CPU GRPO trainer, "
+                                    "about 3 min) | verl (verl's own trainer on CPU, 2 policies × 2 seeds, about "
+                                    "10-15 min)"),
         overrides: list[str] | None = typer.Argument(None, help="Hydra overrides of the demo campaign"),
         keep_ray: bool = typer.Option(False, "--keep-ray", help="leave the local Ray head running"),
     ) -> None:
-        """Run campaigns/demo.yaml end to end on CPU and print the paired-comparison tables."""
+        """Run campaigns/demo.yaml (or demo_verl.yaml) end to end on CPU and print the paired-comparison tables."""
         from orchestrator.campaign import CampaignError
         from orchestrator.demo import print_analysis, run_demo
 
@@ -561,8 +570,11 @@ def register(app: typer.Typer) -> None:
             if records is not None:
                 print_analysis(records, out=out)
                 return
+            if backend not in DEMO_CAMPAIGNS:
+                _fail(f"--backend {backend!r}: choose one of {', '.join(DEMO_CAMPAIGNS)}", 2)
             wd = workdir or Path(tempfile.mkdtemp(prefix="windtunnel-demo-"))
-            run_demo(wd, campaign_file, overrides or [], out=out, err=err, keep_ray=keep_ray)
+            run_demo(wd, campaign_file or DEMO_CAMPAIGNS[backend], overrides or [], out=out, err=err,
+                     keep_ray=keep_ray)
         except CampaignError as exc:
             _fail(str(exc), exc.exit_code)
 

@@ -10,12 +10,13 @@ import abc
 from typing import TYPE_CHECKING
 from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from wtcommon.errors import ClusterError, WindtunnelError
 
 if TYPE_CHECKING:
     from orchestrator.placement import Node
 
 
-class ClusterUnreachable(RuntimeError):
+class ClusterUnreachable(ClusterError):
     """The cluster could not be contacted. Never a run failure (rule 5): runs stay as they are."""
 
 
@@ -23,7 +24,7 @@ class NoJobAgent(ClusterUnreachable):
     """The head answers but its job agent is not up yet (a just-started head): worth waiting a little longer."""
 
 
-class DuplicateSubmission(RuntimeError):
+class DuplicateSubmission(WindtunnelError, RuntimeError):
     """The submission_id already exists on the cluster: the caller reattaches instead of resubmitting."""
 
 

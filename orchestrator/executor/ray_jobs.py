@@ -25,6 +25,8 @@ _AUTH_HINTS = ("authentication failed", "invalid authentication token", "unautho
 class ClusterAuthError(ClusterUnreachable):
     """The cluster answered but refused our token: a configuration error the user fixes (exit 2), not an outage."""
 
+    exit_code = 2
+
     def __init__(self, address: str, token_file: Path | None, detail: str):
         src = (f"the token file {token_file}" if token_file else
                "RAY_AUTH_TOKEN / RAY_AUTH_TOKEN_PATH of the environment" if os.environ.get("RAY_AUTH_TOKEN")

@@ -9,6 +9,7 @@ from typing import Any
 from collections.abc import Callable, Iterable
 
 from orchestrator.ledger.states import AttemptStatus, RunState
+from wtcommon.errors import RunFailed, WindtunnelError
 
 
 @dataclass
@@ -35,11 +36,13 @@ class RunRow:
     superseded_by: str = ""  # run_key of the row that replaced this one (a changed spec); "" = current
 
 
-class LedgerError(RuntimeError):
+class LedgerError(WindtunnelError, RuntimeError):
     """The ledger cannot be opened or used as configured (bad URL, missing driver); says what to fix."""
 
+    exit_code = 2
 
-class CampaignBusy(RuntimeError):
+
+class CampaignBusy(WindtunnelError, RuntimeError):
     """Another live orchestrator holds the campaign's driver lease."""
 
     def __init__(self, campaign: str, holder: str, expires: float):
@@ -49,10 +52,12 @@ class CampaignBusy(RuntimeError):
                          "wait for it to finish, or stop that process first")
 
 
-class LeaseLost(RuntimeError):
+class LeaseLost(RunFailed):
     """This orchestrator's driver lease is gone: another orchestrator took the campaign over (a newer epoch),
     or the lease expired while this one was stopped or stalled. Its epoch (the fencing token every write of
     a driver carries) is stale, so the ledger refuses its writes; the driver stops without touching anything."""
+
+    exit_code = 4
 
     def __init__(self, campaign: str, owner: str, epoch: int, holder: str, current: int, expired: bool = False):
         self.campaign, self.owner, self.epoch, self.holder, self.current = campaign, owner, epoch, holder, current
@@ -69,16 +74,21 @@ class LeaseLost(RuntimeError):
 
 @dataclass
 class UpsertDiff:
-    """What a (re)submission changed: run_ids new, changed (new run_key) and unchanged; removed."""
+    """What a (re)submission changed: run_ids new, changed (new run_key) and unchanged; removed.
+    `refreshed`: unchanged run_keys whose stored spec changed in what does not retrain (evaluation settings,
+    references); `reevaluate`: the run ids whose evaluation settings changed (filled by the session)."""
 
     new: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    refreshed: list[str] = field(default_factory=list)
+    reevaluate: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: len(getattr(self, k)) for k in ("new", "changed", "unchanged", "removed")} | {
-            "changed_ids": self.changed[:50], "removed_ids": self.removed[:50]}
+        return {k: len(getattr(self, k)) for k in ("new", "changed", "unchanged", "removed", "reevaluate")} | {
+            "changed_ids": self.changed[:50], "removed_ids": self.removed[:50],
+            "reevaluate_ids": self.reevaluate[:50]}
 
 
 class Ledger(abc.ABC):

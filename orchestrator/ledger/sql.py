@@ -246,6 +246,8 @@ class SQLLedger(Ledger):
                 for r in c.execute(sa.select(runs_t.c.run_key, runs_t.c.run_id, runs_t.c.state, runs_t.c.superseded_by,
                                              runs_t.c.reason).where(runs_t.c.campaign == name))
             }
+            stored = dict(c.execute(sa.select(runs_t.c.run_key, runs_t.c.spec_json).where(runs_t.c.campaign == name))
+                          .all())
             # the current row of each run_id: not superseded (and not cancelled, as before generations)
             live_by_id = {rid: k for k, (rid, st, sup, _) in existing.items() if not sup and st != S.cancelled}
             current_by_id = {rid: k for k, (rid, st, sup, _) in existing.items() if not sup}
@@ -264,6 +266,11 @@ class SQLLedger(Ledger):
                         diff.changed.append(r["run_id"])
                     else:
                         diff.unchanged.append(r["run_id"])
+                    if stored.get(r["run_key"]) != r["spec_json"]:  # same training, other evaluation/references
+                        c.execute(runs_t.update().where((runs_t.c.campaign == name)
+                                                        & (runs_t.c.run_key == r["run_key"]))
+                                  .values(spec_json=r["spec_json"], updated_at=now))
+                        diff.refreshed.append(r["run_id"])
                     continue
                 old = live_by_id.get(r["run_id"])
                 (diff.changed if old else diff.new).append(r["run_id"])

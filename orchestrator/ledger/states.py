@@ -12,6 +12,7 @@ ordinary transition leaves recorded.
 from __future__ import annotations
 
 from enum import StrEnum
+from wtcommon.errors import WindtunnelError
 
 
 class RunState(StrEnum):
@@ -59,7 +60,7 @@ class AttemptStatus(StrEnum):
     cancelled = "cancelled"
 
 
-class IllegalTransition(RuntimeError):
+class IllegalTransition(WindtunnelError, RuntimeError):
     """A transition the state machine does not allow (or the run was not in the expected state)."""
 
 

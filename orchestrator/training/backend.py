@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wtcommon.files import short_hash
+from wtcommon.errors import RunFailed
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-class TrainingError(RuntimeError):
+class TrainingError(RunFailed):
     """A training run could not start or did not finish; the message names the cause and the fix."""
 
 

@@ -9,9 +9,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from wtcommon.errors import UserError
 
 
-class TuneError(ValueError):
+class TuneError(UserError):
     """A tuning request that cannot run; the message names the policy, the key and the fix."""
 
 

@@ -69,3 +69,52 @@ def rolled_out_prompts(uids: Sequence[Any], domains: Sequence[Any], is_padding: 
     counts = {str(n): 0 for n in names}
     counts.update({str(n): int(c) for n, c in zip(*np.unique(d[first], return_counts=True), strict=True)})
     return {f"{prefix}rolled_out_prompts_{n}": float(c) for n, c in counts.items()}
+
+
+_HASH_BASE = np.uint64(1_000_003)
+
+
+def content_hash(tokens: Tensor) -> np.ndarray:
+    """(B,) uint64 polynomial hash of each row's token ids; `tokens` (B, L) long, padded with -1 (pads add
+    nothing, so a row's hash does not depend on how wide the batch was padded)."""
+    t = tokens.detach().cpu().numpy().astype(np.int64) + 1  # pad -1 -> 0
+    powers = np.cumprod(np.full(t.shape[1], _HASH_BASE, dtype=np.uint64), dtype=np.uint64)  # wraps mod 2^64
+    with np.errstate(over="ignore"):
+        return (t.astype(np.uint64) * powers[None, :]).sum(axis=1, dtype=np.uint64)
+
+
+def canonical_order(prompts: Tensor, responses: Tensor, group: Tensor, is_padding: Tensor) -> Tensor:
+    """A permutation of the batch rows fixed by their content: by prompt, group, padding last, then response.
+
+    Why: verl's async agent loop hands back a group's samples in the order they finished, which moves with the
+    machine's load. GRPO does not care (samples are exchangeable), but a policy that breaks ties by position
+    (GFPO keeping k of n samples of equal score, matched-random controls) would keep different samples of the
+    same rollouts from run to run. Applying the policy in this order makes its choice a function of content."""
+    keys = (content_hash(responses), (responses >= 0).sum(-1).cpu().numpy(), is_padding.cpu().numpy(),
+            group.cpu().numpy(), content_hash(prompts))
+    return torch.as_tensor(np.lexsort(keys), dtype=torch.long)  # the last key is the primary one
+
+
+def take(sb: StepBatch, idx: Tensor) -> StepBatch:
+    """The batch's rows in the order `idx` (group ids re-densified in that order)."""
+    return StepBatch(
+        advantages=sb.advantages[idx], rewards=sb.rewards[idx], response_mask=sb.response_mask[idx],
+        group=dense_ids(sb.group[idx].cpu().numpy()),
+        old_log_probs=sb.old_log_probs[idx] if sb.old_log_probs is not None else None,
+        domain=sb.domain[idx] if sb.domain is not None else None,
+        is_padding=sb.is_padding[idx] if sb.is_padding is not None else None,
+    )
+
+
+def apply_in_canonical_order(policy: Any, sb: StepBatch, prompts: Tensor, responses: Tensor, step: int) -> Any:
+    """`policy.apply(sb, step)` with the rows in `canonical_order`, its weights and advantages put back in the
+    batch's own order: the same rollouts get the same weights however the batch was ordered."""
+    assert sb.is_padding is not None  # filled by StepBatch.__post_init__
+    perm = canonical_order(prompts, responses, sb.group, sb.is_padding).to(sb.advantages.device)
+    res = policy.apply(take(sb, perm), step=step)
+    inv = torch.argsort(perm)
+    if res.weights is not None:
+        res.weights = res.weights[inv]
+    if res.advantages is not None:
+        res.advantages = res.advantages[inv]
+    return res

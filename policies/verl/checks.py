@@ -10,9 +10,10 @@ import importlib
 import importlib.metadata as md
 
 from policies.verl.launcher import ENTRY_POINT, PLUGIN_MODULE
+from wtcommon.errors import WindtunnelError
 
 
-class PluginCheckError(RuntimeError):
+class PluginCheckError(WindtunnelError, RuntimeError):
     """The verl plugin is not installed or not registered."""
 
 

@@ -38,7 +38,7 @@ from verl.workers.utils.padding import response_to_nested
 from policies.errors import PolicyConfigError
 from policies.policy import DataPolicy, load_policy
 from policies.sampler import DomainSampler, is_inert
-from policies.verl.bridge import build_step_batch, rolled_out_prompts, to_list
+from policies.verl.bridge import apply_in_canonical_order, build_step_batch, rolled_out_prompts, to_list
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -156,6 +156,8 @@ class WindtunnelTrainer(PPOTrainerSync):
             select.append("old_log_probs")
         if policy.mechanism == "mix":
             select.append(self.wt_domain_key)
+        else:  # the content that fixes the order the policy sees the rows in (bridge.canonical_order)
+            select += ["prompts", "responses"]
         has_is = "rollout_is_weights" in existing
         if has_is:
             select.append("rollout_is_weights")
@@ -177,7 +179,9 @@ class WindtunnelTrainer(PPOTrainerSync):
             out.update({f"{METRIC_PREFIX}{k}": v for k, v in policy.observe(sb, step=step).items()})
             metrics.update(out)
             return batch
-        res = policy.apply(sb, step=step)
+        # in an order fixed by content, not by which sample finished first (bridge.canonical_order)
+        res = apply_in_canonical_order(policy, sb, data["prompts"].to_padded_tensor(-1),
+                                       data["responses"].to_padded_tensor(-1), step)
         out.update({f"{METRIC_PREFIX}{k}": float(v) for k, v in res.diagnostics.items()})
         metrics.update(out)
         fields: dict[str, Any] = {}

@@ -95,8 +95,8 @@ def test_variance_split_per_benchmark_and_its_report_section():
 
 @pytest.mark.slow
 def test_report_of_a_small_sampled_campaign_shows_the_variance_split(tmp_path):
-    """~15 CPU s (two reports with figures). A small campaign (baseline vs gfpo, 3 seeds) whose aime24 was decoded with 8 samples: the report has the
-    variance-split section naming aime24, and no such section without the item logs."""
+    """~15 CPU s (two reports with figures). A small campaign (baseline vs gfpo, 3 seeds) whose aime24 was decoded
+    with 8 samples: the report has the variance-split section naming aime24, and none without the item logs."""
     from analysis.records import normalise_records
     from analysis.report import build_report
 

@@ -126,3 +126,22 @@ def test_vllm_request_is_one_request_with_n_samples():
                   "stop": ["<|im_end|>", "<|endoftext|>"]}
     with pytest.raises(ValueError, match="temperature > 0"):
         sampling_kwargs({"do_sample": False, "temperature": 0.0}, n=4, seed=0, eos="", default_max_gen_toks=8)
+
+
+def test_decoding_is_an_evaluation_setting_and_greedy_keys_are_unchanged(tmp_path, monkeypatch):
+    import evaluation.suite as suite_mod
+    from evaluation.settings import evaluation_key, evaluation_settings
+
+    greedy = evaluation_settings("db12", {})["benchmarks"]
+    assert not any({"samples", "seed", "metric"} & set(b) for b in greedy)  # the pre-sampling key holds
+    raw = yaml.safe_load((SUITE_DIR / "db12.yaml").read_text())
+    (tmp_path / "same.yaml").write_text(yaml.safe_dump(raw))
+    raw["benchmarks"][1].update(samples=4, temperature=0.8, seed=1)
+    (tmp_path / "k4.yaml").write_text(yaml.safe_dump({**raw, "name": "db12"}))
+    raw["benchmarks"][1].update(seed=2)
+    (tmp_path / "k4b.yaml").write_text(yaml.safe_dump({**raw, "name": "db12"}))
+    monkeypatch.setattr(suite_mod, "SUITE_DIR", tmp_path)
+    keys = {n: evaluation_key(n, {}) for n in ("same", "k4", "k4b")}
+    assert len(set(keys.values())) == 3
+    aime = evaluation_settings("k4", {})["benchmarks"][1]
+    assert (aime["samples"], aime["temperature"], aime["seed"]) == (4, 0.8, 1)

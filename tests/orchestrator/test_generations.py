@@ -151,6 +151,47 @@ def test_recorded_run_without_records_is_an_error_and_resume_rerecords_it(tree: 
     sess.close()
 
 
+def test_changed_evaluation_settings_reevaluate_without_retraining(tree: Path, tmp_path: Path, on_head: str) -> None:
+    """Issue 24: a gate or generation limit is not part of a run's identity (no retraining), but a changed one
+    re-evaluates the runs already scored — `submit` says how many — and every record names its settings."""
+    from evaluation.settings import evaluation_hash
+    from orchestrator.campaign import submit_preview
+    from orchestrator.session import plan
+
+    camp = _campaign(tree, "evalgen", policies=["baseline"], seeds=[1, 2])
+    wd = tmp_path / "wd"
+    sess = _session(wd, on_head)
+    spec, runs = plan(camp)
+    sess.submit(spec, runs)
+    assert _drive(sess, "evalgen") == {"recorded": 2}
+    first = pd.read_parquet(sess.collect_records("evalgen"))
+    assert first["eval_hash"].nunique() == 1 and first["eval_hash"].iloc[0] != ""
+    ckpts = {r.run_key: json.loads((wd / "runs" / "evalgen" / r.run_key / "train_done.json").read_text())
+             ["checkpoints"][0]["path"] for r in runs}
+    mtimes = {k: (Path(p) / "model.safetensors").stat().st_mtime_ns for k, p in ckpts.items()}
+
+    # only the evaluation block changes: same run_keys, and both runs are to be re-evaluated
+    camp.write_text(yaml.safe_dump({**yaml.safe_load(camp.read_text()),
+                                    "evaluation": {"gates": {"min_parse_rate": 0.3}, "max_gen_toks": 64}}))
+    spec2, runs2 = plan(camp)
+    assert [r.run_key for r in runs2] == [r.run_key for r in runs]
+    assert submit_preview(spec2, runs2, wd, None) == {"new": 0, "changed": 0, "unchanged": 2, "reevaluate": 2}
+    diff = sess.submit(spec2, runs2)
+    assert len(diff.unchanged) == 2 and sorted(diff.reevaluate) == sorted(r.run_id for r in runs)
+    assert _drive(sess, "evalgen") == {"recorded": 2}
+    second = pd.read_parquet(sess.collect_records("evalgen"))
+    want = evaluation_hash(runs2[0].eval_key, wd / "data" / "eval")
+    assert set(second["eval_hash"]) == {want} and want != first["eval_hash"].iloc[0]
+    for r in runs:  # trained once, evaluated twice; the checkpoints untouched
+        assert sorted(_executions(wd, "evalgen", r.run_key)) == ["evaluate", "evaluate", "train"]
+        assert (Path(ckpts[r.run_key]) / "model.safetensors").stat().st_mtime_ns == mtimes[r.run_key]
+    assert any("evaluation settings changed" in e["detail"] or e["kind"] == "reopened"
+               for e in sess.ledger.events("evalgen", runs[0].run_key))
+    # submitting the same spec again re-evaluates nothing
+    assert submit_preview(spec2, runs2, wd, None)["reevaluate"] == 0
+    sess.close()
+
+
 def test_two_executions_of_a_stage_in_one_run_dir_cannot_overlap(tree: Path, tmp_path: Path) -> None:
     """An orphaned stage process (its node lost to the orchestrator) and a retry in the same run dir."""
     from orchestrator.session import plan
@@ -225,3 +266,22 @@ def test_an_attempt_cancelled_while_pending_does_nothing_when_ray_starts_it(tree
     assert not (rd / "executions.log").exists() and not (rd / "train_done.json").exists()
     p = subprocess.run([*argv, "wt-x-train-a2"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and (rd / "train_done.json").exists()  # a later attempt (a retry) runs
+
+
+def test_a_run_failed_at_evaluation_is_queued_again_when_its_evaluation_settings_change(tree: Path) -> None:
+    """The gate that failed it was the old one: with the new settings it is re-evaluated (to_reevaluate is pure:
+    ledger rows and planned runs in, the runs to re-evaluate out)."""
+    from orchestrator.ledger.base import RunRow
+    from orchestrator.session import plan, to_reevaluate
+
+    camp = _campaign(tree, "gate", policies=["baseline"], seeds=[1])
+    _, old = plan(camp)
+    camp.write_text(yaml.safe_dump({**yaml.safe_load(camp.read_text()),
+                                    "evaluation": {"gates": {"min_parse_rate": 0.2}}}))
+    _, new = plan(camp)
+    row = RunRow(campaign="gate", run_key=old[0].run_key, run_id=old[0].run_id, state="failed", order=0, gpus=0,
+                 spec_json=old[0].to_json(), stage="evaluate")
+    assert to_reevaluate([row], new, tree) == ([], new)
+    assert to_reevaluate([row], old, tree) == ([], [])  # same settings: the failure stands
+    trained_fail = RunRow(**{**row.__dict__, "stage": "train"})
+    assert to_reevaluate([trained_fail], new, tree) == ([], [])  # a training failure is not an evaluation's

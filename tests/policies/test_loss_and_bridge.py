@@ -106,3 +106,50 @@ def test_overrides_compose_with_verls_real_config_and_build_the_policy():
                       overrides=["actor_rollout_ref.rollout.n=3"] + launcher_overrides(POLICY_DIR / "gfpo.yaml"))
     with pytest.raises(PolicyConfigError, match="rollout.n = 3"):
         policy_from_config(bad)
+
+
+def _rollouts(seed: int, groups: int = 4, n: int = 4, length: int = 6):
+    """A verl-like batch whose samples tie on GFPO's score (mostly reward 0, equal lengths) but differ in
+    content: the case where a position-based tie-break keeps different samples from run to run."""
+    g = torch.Generator().manual_seed(seed)
+    b = groups * n
+    responses = torch.randint(0, 50, (b, length), generator=g)
+    responses[:, 0] = torch.arange(b)  # distinct content in every row
+    lengths = torch.full((b,), length)
+    lengths[torch.randperm(b, generator=g)[: b // 4]] = length - 2
+    mask = (torch.arange(length)[None, :] < lengths[:, None]).long()
+    responses = responses.masked_fill(mask == 0, -1)
+    rm = torch.zeros(b, length)
+    rm[torch.randperm(b, generator=g)[: b // 4], 0] = 1.0
+    prompts = torch.repeat_interleave(torch.randint(0, 50, (groups, 5), generator=g), n, dim=0)
+    uids = [f"u{seed}-{i // n}" for i in range(b)]
+    padded = {"response_mask": mask, "rm_scores": rm, "advantages": torch.randn(b, length, generator=g) * mask}
+    return padded, uids, prompts, responses
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("name", ["gfpo", "matched_random_topk"])
+def test_policy_weights_do_not_depend_on_the_order_samples_finished_in(seed, name):
+    """Issue 24 item 5: verl's async rollouts come back in finishing order, which moves with load. The policy
+    runs in an order fixed by content, so the same rollouts in any order get the same weights (GFPO with many
+    ties at k = 1 kept different samples before: grad_norm 0.125 vs 0.136 between two same-seed launches)."""
+    from policies.verl.bridge import apply_in_canonical_order
+
+    cfg = load_policy(POLICY_DIR / "gfpo.yaml").config
+    if name == "gfpo":
+        cfg = {**cfg, "actuator": {"name": "gfpo", "params": {"k": 1, "metric": "efficiency"}}}
+    else:
+        cfg = {**load_policy(POLICY_DIR / "topk.yaml").config, "name": name,
+               "control": {"name": "matched_random", "structure": "auto"}}
+    cfg.pop("search_space", None)
+    padded, uids, prompts, responses = _rollouts(seed)
+    tags = [{} for _ in uids]
+    ref = apply_in_canonical_order(load_policy(cfg, seed=1), build_step_batch(padded, uids, tags), prompts,
+                                   responses, step=3).weights
+    for p in range(3):
+        perm = torch.randperm(len(uids), generator=torch.Generator().manual_seed(100 * seed + p))
+        shuffled = {k: v[perm] for k, v in padded.items()}
+        w = apply_in_canonical_order(load_policy(cfg, seed=1), build_step_batch(shuffled, [uids[i] for i in perm],
+                                     tags), prompts[perm], responses[perm], step=3).weights
+        assert torch.equal(w, ref[perm]), (name, seed, p)
+    assert 0 < float((ref.sum(-1) > 0).float().mean()) < 1  # the policy did select

@@ -4,6 +4,8 @@ plugin-registered trainer, fake rollouts, verl's real `_compute_advantage`."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -41,8 +43,11 @@ def tq_env():
              if k in os.environ}
     Config.initialize("")
     AuthenticationTokenLoader.instance().reset_cache()
+    # the runtime's session files in a temp dir of its own (short: Ray's socket paths), removed at the end,
+    # never a /tmp/ray/session_* left behind
+    temp = tempfile.mkdtemp(prefix="wt-seam-")
     try:
-        ray.init(address="local", num_cpus=4, include_dashboard=False)
+        ray.init(address="local", num_cpus=4, include_dashboard=False, _temp_dir=temp)
     finally:
         os.environ.update(saved)
     try:
@@ -53,6 +58,7 @@ def tq_env():
             tq.close()
         finally:
             ray.shutdown()
+            shutil.rmtree(temp, ignore_errors=True)
 
 
 def _jag(rows):
@@ -80,6 +86,8 @@ def test_trainer_writes_policy_weights_into_returned_meta(tq_env):
     uids = ["ua"] * 5 + ["ub"] * 5
     keys = [f"{u}_{i % 5}_0" for i, u in enumerate(uids)]  # {uid}_{session}_{turn}: one session per rollout
     rm, masks, olp, rlp = [], [], [], []
+    prompts = [torch.tensor([5, 6, 7] if u == "ua" else [8, 9]) for u in uids]
+    responses = [100 * i + torch.arange(n) for i, n in enumerate(lengths)]  # distinct content per rollout
     for n, r in zip(lengths, rewards, strict=True):
         s = torch.zeros(n)
         s[-1] = r
@@ -90,7 +98,7 @@ def test_trainer_writes_policy_weights_into_returned_meta(tq_env):
         rlp.append(o + 0.1 * torch.randn(n, generator=gen))
     tq.kv_batch_put(keys=keys, partition_id="train", fields=tu.get_tensordict({
         "rm_scores": _jag(rm), "response_mask": _jag(masks), "old_log_probs": _jag(olp),
-        "rollout_log_probs": _jag(rlp), "uid": uids}))
+        "rollout_log_probs": _jag(rlp), "uid": uids, "prompts": _jag(prompts), "responses": _jag(responses)}))
     metrics: dict = {}
     meta = trainer._compute_advantage(KVBatchMeta(partition_id="train", keys=keys, tags=[{}] * len(keys)), metrics)
     # the worker fetches exactly meta.fields: our weights must be listed (VERL.md §3.3 pitfall)
@@ -108,11 +116,17 @@ def test_trainer_writes_policy_weights_into_returned_meta(tq_env):
         mask[i, :n] = 1
     ref_adv, _ = compute_grpo_outcome_advantage(tlr, mask, np.array(uids, dtype=object))
     assert torch.allclose(adv, ref_adv * mask, atol=1e-5)
-    # ... gfpo keeps, per group, the 3 highest reward / length (ties to the earlier sequence)
+    # ... gfpo keeps, per group, the 3 highest reward / length; ties (group b's four zeros) go to the earlier
+    # rollout in an order fixed by content (bridge.canonical_order), not by the order rollouts finished in
+    from policies.verl.bridge import canonical_order
+
+    pad = lambda rows: torch.nested.as_nested_tensor(rows, layout=torch.jagged).to_padded_tensor(-1)  # noqa: E731
+    rank = torch.argsort(canonical_order(pad(prompts), pad(responses), torch.tensor([0] * 5 + [1] * 5),
+                                         torch.zeros(10, dtype=torch.bool))).tolist()
     eff = [r / n for n, r in zip(lengths, rewards, strict=True)]
     keep = torch.zeros(10)
     for g in range(2):
-        idx = sorted(range(5 * g, 5 * g + 5), key=lambda i: (-eff[i], i))[:3]
+        idx = sorted(range(5 * g, 5 * g + 5), key=lambda i: (-eff[i], rank[i]))[:3]
         keep[idx] = 1
     # ... multiplied into verl's token-level IS weights (truncated at 2.0), never overwriting them
     olp_p = torch.nested.as_nested_tensor(olp, layout=torch.jagged).to_padded_tensor(0.0)

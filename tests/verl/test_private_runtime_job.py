@@ -13,10 +13,12 @@ import pytest
 pytestmark = pytest.mark.slow
 
 CHILD = """
-import json, os, ray
-ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False)
+import json, os, shutil, tempfile, ray
+temp = tempfile.mkdtemp(prefix="wt-child-")  # not /tmp/ray: nothing left behind
+ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, _temp_dir=temp)
 print("CHILD", json.dumps({"gcs": ray.get_runtime_context().gcs_address, "gpus": ray.cluster_resources().get("GPU")}))
 ray.shutdown()
+shutil.rmtree(temp, ignore_errors=True)
 """
 
 DRIVER = """
