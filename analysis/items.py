@@ -19,6 +19,12 @@ aggregate); residuals e = D - (benchmark mean of D); then
 
 and the CI is theta +- t_{S-1} sqrt(V) (df from the smaller dimension, the seeds). V_seed alone is
 the seed-only variance (var of per-seed scores / S), so both CIs are shown side by side.
+
+Sampled decoding (k samples per item, evaluation/sampling.py): an item's `score` is its k-sample value
+(avg@k: the mean of its k outcomes), so the sampling noise sits inside each seed x item cell and enters the
+seed sums above; the same two-way clustered interval is then the seed + item + sample interval (its coverage
+at k = 1, 4, 16 is simulated in benchmarks/interval_coverage.py). `n_samples`, `sample_mean` and `sample_var`
+(the unbiased within-item variance of the k outcomes) feed the variance split of analysis/sampling_noise.py.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from scipy import stats
 
 from analysis.schema import Problem, RecordsError
 
-ITEM_COLUMNS = ("run_id", "benchmark", "item_id", "score", "status", "finish_reason", "tokens")
+ITEM_COLUMNS = ("run_id", "benchmark", "item_id", "score", "status", "finish_reason", "tokens", "n_samples",
+                "sample_mean", "sample_var")
 STATUSES = ("ok", "no_answer", "timeout", "error")
 NO_ITEMS_REASON = ("no item logs: these records carry one accuracy per benchmark (the released CSV has no "
                    "*.items.jsonl.gz), so item-sampling error cannot be estimated; evaluate with the "
@@ -79,6 +86,19 @@ def read_item_log(path: str | Path, run_id: str) -> pd.DataFrame:
         if not bad and key in seen:
             problems.append(Problem(f, i, "item_id", f"{key[1]!r} of {key[0]!r} appears twice; keep one"))
             bad = True
+        outs = r.get("samples")
+        k, s_mean, s_var = 1, float("nan"), float("nan")
+        if outs is not None:
+            vals = [o.get("score") if isinstance(o, dict) else None for o in outs] if isinstance(outs, list) else []
+            if not vals or any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1
+                               for v in vals):
+                problems.append(Problem(f, i, "samples", "must be a non-empty list of {score: number in [0, 1], ...} "
+                                        "(one per sampled generation)"))
+                bad = True
+            else:
+                arr = np.asarray(vals, dtype=float)
+                k, s_mean = len(arr), float(arr.mean())
+                s_var = float(arr.var(ddof=1)) if k > 1 else float("nan")
         if bad:
             continue
         seen.add(key)
@@ -86,7 +106,9 @@ def read_item_log(path: str | Path, run_id: str) -> pd.DataFrame:
         tok = r.get("response_tokens")
         rows.append({"run_id": run_id, "benchmark": key[0], "item_id": key[1], "score": float(score),
                      "status": r["status"], "finish_reason": r.get("finish_reason") or "",
-                     "tokens": float(tok) if isinstance(tok, (int, float)) and not isinstance(tok, bool) else np.nan})
+                     "tokens": float(tok) if isinstance(tok, (int, float)) and not isinstance(tok, bool) else np.nan,
+                     "n_samples": k, "sample_mean": s_mean if outs is not None else float(score),
+                     "sample_var": s_var})
     if problems:
         raise RecordsError(problems)
     if not rows:

@@ -290,7 +290,8 @@ def _from_wide(raw: pd.DataFrame, f: str, suite: Suite) -> pd.DataFrame:
         "n_items": n_items.astype(np.int64), "n_correct": recover_n_correct(acc, n_items),
         "accuracy": acc, "parse_rate": np.nan, "truncation_rate": np.nan,
         "suite_version": rep(text("suite_version")), "harness_version": rep(text("harness_version")),
-        "config_hash": rep(text("config_hash")), "eval_hash": rep(text("eval_hash")),
+        "config_hash": rep(text("config_hash")), "eval_hash": rep(text("eval_hash")), "metric": "",
+        "metrics": "",
     })
     return _typed(out)
 
@@ -360,7 +361,8 @@ def _from_long(raw: pd.DataFrame, f: str, suite: Suite) -> pd.DataFrame:
     text = lambda c: raw[c].astype(str).str.strip().to_numpy(dtype=object)  # noqa: E731
     out = pd.DataFrame({c: (text(c) if c in cols else np.full(n, "", dtype=object))
                         for c, t in RECORD_COLUMNS.items() if t == "str"})
-    for c in ("regime", "suite_version", "harness_version", "config_hash", "eval_hash", "run_key"):
+    for c in ("regime", "suite_version", "harness_version", "config_hash", "eval_hash", "run_key", "metric",
+              "metrics"):
         if c in cols:
             out[c] = np.where(_blank(raw[c]), "", out[c])
     out["run_key"] = np.where(out["run_key"] == "", out["run_id"], out["run_key"])

@@ -120,6 +120,10 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
                      + f'<figcaption class="note">{html.escape(f.caption)}</figcaption></figure>')
     shown = {"verdicts", "aggregation_sensitivity", "leave_one_out"}
     parts += [_table_html(t) for t in tables if t.name not in shown]
+    if items is not None:  # sampled decoding: seed / item / sample variance split per benchmark
+        from analysis.sampling_noise import variance_split_html
+
+        parts.append(variance_split_html(items, runs, s))
     for sec_title, sec_html in extra_sections:
         parts.append(f"<h2>{html.escape(sec_title)}</h2>{sec_html}")
     doc = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"

@@ -31,11 +31,17 @@ RECORD_COLUMNS: dict[str, str] = {
     "harness_version": "str",
     "config_hash": "str",
     "eval_hash": "str",
+    # which metric `accuracy` holds: "accuracy" (greedy single pass; "" in older files means the same) or a
+    # sampled-decoding metric `<benchmark>@avg<k>` / `@pass<j>` / `@maj<k>` (evaluation/sampling.py)
+    "metric": "str",
+    # every sampled-decoding metric of the benchmark as JSON {"aime24@avg16": 31.2, "aime24@pass1": ...}; "" if none
+    "metrics": "str",
 }
 
 # Columns a writer may leave out (filled with "" = unknown): the evaluation generation came later than the
-# released records and older run records (evaluation/settings.py).
-OPTIONAL_WRITE = ("eval_hash",)
+# released records and older run records (evaluation/settings.py); producers that never decode by sampling
+# (noop, simulations) leave out the metric columns ("" = accuracy).
+OPTIONAL_WRITE = ("eval_hash", "metric", "metrics")
 
 # Columns a long file must carry; the others are filled (derived from the suite, or NaN / "").
 REQUIRED_LONG = ("run_id", "campaign", "model", "policy", "seed", "step", "benchmark", "accuracy")

@@ -12,6 +12,10 @@ For n = 3, 5, 12 seeds and normal or heavy-tailed (Student t, 3 df) paired seed 
   stage-wise ordering) CI, looks after 3/6/9/12 seeds, true difference 0.5 sigma (n column = 12 max),
 * the seed + item (two-way clustered) CI of analysis/items.py on 100 items with item effects
   shared by the seeds (labelled 95%),
+* the same CI as the seed + item + sample interval of sampled decoding: 40 items, k = 1, 4, 16 samples per
+  item whose mean is the item score, sample noise normal or t3 (heavy-tailed) and dominant at k = 1, and
+  0/1 outcomes ("binary": per-item logit = item + seed + seed x item effects, as graded samples are)
+  (labelled 95%),
 * across groups (k = 4 groups of n seeds, seed-noise scales 0.5, 1, 1, 2, true between-group
   SD 0.5): the t CI of the group means (labelled 95%), the DerSimonian-Laird z CI (labelled
   "nominal 95%, undercovers") and, for reference, the HKSJ CI (not printed).
@@ -55,6 +59,36 @@ def _noise(kind: str, rng: np.random.Generator, shape: tuple[int, ...]) -> tuple
 
 def _covers(lo: np.ndarray, hi: np.ndarray, truth: float | np.ndarray) -> float:
     return float(np.mean((lo <= truth) & (truth <= hi)))
+
+
+def three_level_coverage(rng: np.random.Generator, noise: str, n: int, k: int, reps: int, n_items: int = 40,
+                         sd: tuple[float, float, float, float] = (0.5, 1.0, 0.5, 2.0)) -> float:
+    """Coverage of `two_way_clustered` when each item score is a k-sample mean (true difference 0).
+
+    sd: (seed, item, seed x item, one sample) standard deviations of the paired difference's parts; the seed
+    and sample parts draw from `noise` (normal or t3 scaled to the same SD); `binary` draws 0/1 samples."""
+    from analysis.items import two_way_clustered
+
+    s_seed, s_item, s_sxi, s_sample = sd
+    hits = 0
+    if noise == "binary":  # 0/1 outcomes: logit p = item + seed + seed x item, method and reference alike
+        for _ in range(reps):
+            item = rng.normal(0, 1.5, (1, n_items))
+            logit = item[None] + rng.normal(0, 0.3, (2, n, 1)) + rng.normal(0, 0.5, (2, n, n_items))
+            p = 1.0 / (1.0 + np.exp(-logit))
+            y = (rng.random((2, n, n_items, k)) < p[..., None]).mean(axis=3)
+            r = two_way_clustered(y[0] - y[1])
+            hits += r["two_way_lo"] <= 0 <= r["two_way_hi"]
+        return hits / reps
+    for _ in range(reps):
+        seed_eff, scale = _noise(noise, rng, (n, 1))
+        samp, scale_s = _noise(noise, rng, (2, n, n_items, k))
+        d = (s_item * rng.standard_normal((1, n_items)) + s_seed * seed_eff / scale
+             + s_sxi * rng.standard_normal((n, n_items))
+             + s_sample * (samp[0].mean(axis=2) - samp[1].mean(axis=2)) / scale_s)
+        r = two_way_clustered(d)
+        hits += r["two_way_lo"] <= 0 <= r["two_way_hi"]
+    return hits / reps
 
 
 def run(reps: int, resamples: int, seed: int = 20261130) -> list[dict]:
@@ -115,6 +149,14 @@ def run(reps: int, resamples: int, seed: int = 20261130) -> list[dict]:
                 hits += r["two_way_lo"] <= 0 <= r["two_way_hi"]
             rows.append({"interval": "seed + item two-way CI (100 items)", "label": "95%", "claim": 0.95,
                          "noise": noise, "n": n, "coverage": hits / reps_i})
+    # seed + item + sample: D[s, i] = item effect + seed effect + seed x item + (mean of k method samples - mean of
+    # k reference samples); the two-way clustered CI on the cell means carries the sample noise in its cells
+    for noise in ("normal", "t3", "binary"):
+        for n in (3, 5, 12):
+            for k in (1, 4, 16):
+                rows.append({"interval": f"seed + item + sample CI (k={k})", "label": "95%", "claim": 0.95,
+                             "noise": noise, "n": n,
+                             "coverage": three_level_coverage(rng, noise, n, k, max(reps // 4, 200))})
     # sequential report section (looks after 3, 6, 9, 12 seeds, OBF): the repeated CI at the stopping look and
     # the bias-adjusted (median-unbiased, stage-wise) CI, true difference 0.5 sigma so some comparisons stop early
     from analysis.sequential import SequentialDesign

@@ -28,6 +28,7 @@ from evaluation.benchmark_data import (BenchmarkDataError, read_benchmark, read_
 from evaluation.checkpoint_hash import checkpoint_hash
 from evaluation.generation_cache import CachedLM, GenerationStore
 from evaluation.graders import grader_version
+from evaluation.sampling import benchmark_metrics, item_metrics
 from evaluation.suite import Gates, Suite, load_suite, with_max_gen_toks
 from evaluation.tasks.build import write_task_dir
 from wtcommon.atomic import atomic_path, atomic_write_text
@@ -125,6 +126,9 @@ class BenchmarkHealth:
     n_grader_timeouts: int = 0
     grader_version: str = ""
     max_gen_toks: int = 0
+    samples: int = 1
+    metric: str = "accuracy"
+    metrics: dict[str, float] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
 
 
@@ -187,6 +191,57 @@ def _build_model(backend: str, checkpoint: Path, *, longest: int, max_gen: int, 
                                **(vllm_options or {}))
         return make_vllm(args)
     raise EvaluationError(f"unknown backend {backend!r}; use 'hf' or 'vllm'")
+
+
+def _item_rows(bid: str, name: str, k: int, samples: list[dict[str, Any]], cached: CachedLM, h: BenchmarkHealth,
+               plen: dict[str, int]) -> tuple[list[dict[str, Any]], np.ndarray, list[list[str | None]]]:
+    """The item-log rows of one benchmark (a greedy pass: exactly the old rows; k samples: plus each sample's
+    outcome under `samples`), the (items, k) score matrix and the extracted answers."""
+    rows: list[dict[str, Any]] = []
+    grid = np.zeros((len(samples), k))
+    answers: list[list[str | None]] = []
+    for n, smp in enumerate(sorted(samples, key=lambda x: x["doc_id"])):
+        doc = smp["doc"]
+        key = (name, str(smp["doc_id"]))
+        if k == 1:
+            info = cached.info.get(key, {})
+            fin = info.get("finish_reason")
+            status = ("error" if smp["grader_error"] else "timeout" if smp["grader_timeout"]
+                      else "ok" if smp["parsed_ok"] else "no_answer")
+            rows.append({
+                "benchmark": bid, "item_id": doc["item_id"], "prompt": smp["arguments"][0][0],
+                "response": smp["resps"][0][0], "gold": doc["answer"], "parsed": smp["answer"] or None,
+                "score": float(smp["acc"]), "status": status, "finish_reason": fin,
+                "response_tokens": info.get("n_tokens"), "prompt_tokens": plen.get(doc["item_id"]),
+                "max_gen_toks": h.max_gen_toks, "grader_version": h.grader_version,
+            })
+            grid[n, 0] = float(smp["acc"])
+            answers.append([smp["answer"] or None])
+            continue
+        infos = cached.sample_info.get(key, [])
+        outs = []
+        for j, (o, text) in enumerate(zip(smp["outcomes"], smp["resps"][0], strict=True)):
+            info = infos[j] if j < len(infos) else {}
+            outs.append({"score": float(o["score"]), "status": o["status"], "parsed": o["parsed"],
+                         "finish_reason": info.get("finish_reason"), "response_tokens": info.get("n_tokens"),
+                         "response": text})
+        grid[n] = [o["score"] for o in outs]
+        answers.append([o["parsed"] for o in outs])
+        st = [o["status"] for o in outs]
+        toks = [o["response_tokens"] for o in outs if o["response_tokens"] is not None]
+        rows.append({
+            "benchmark": bid, "item_id": doc["item_id"], "prompt": smp["arguments"][0][0],
+            "response": outs[0]["response"], "gold": doc["answer"], "parsed": outs[0]["parsed"],
+            "score": float(np.mean(grid[n])),  # replaced by the benchmark's metric for this item
+            "status": ("error" if "error" in st else "timeout" if "timeout" in st else "ok" if "ok" in st
+                       else "no_answer"),
+            "finish_reason": ("length" if any(o["finish_reason"] == "length" for o in outs)
+                              else outs[0]["finish_reason"]),
+            "response_tokens": float(np.mean(toks)) if toks else None, "prompt_tokens": plen.get(doc["item_id"]),
+            "max_gen_toks": h.max_gen_toks, "grader_version": h.grader_version,
+            "n_samples": k, "samples": outs,
+        })
+    return rows, grid, answers
 
 
 def records_path(out: str | Path) -> Path:
@@ -256,7 +311,8 @@ def evaluate_checkpoint(
         n_exp = min(limit, len(df)) if limit else expected
         frames[bid] = df.iloc[:n_exp] if limit else df
         health[bid] = BenchmarkHealth(benchmark=bid, task="", n_expected=n_exp, max_gen_toks=b.max_gen_toks,
-                                      grader_version=grader_version(b.grader))
+                                      grader_version=grader_version(b.grader), samples=b.samples,
+                                      metric=b.metric_name)
 
     ckpt_hash = checkpoint_hash(checkpoint)
 
@@ -297,8 +353,9 @@ def evaluate_checkpoint(
         with Progress(TextColumn("[bold]generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=True, disable=not progress) as bar:
             ptask = bar.add_task("gen", total=None)
+            seeds = {names[b]: s.benchmark(b).seed for b in ids if not s.benchmark(b).decoding.greedy}
             cached = CachedLM(lm, store, ckpt_hash, chunk_size=max(batch_size * 4, 16),
-                              on_progress=lambda d, t: bar.update(ptask, completed=d, total=t))
+                              on_progress=lambda d, t: bar.update(ptask, completed=d, total=t), seeds=seeds)
             try:
                 results = lm_eval.simple_evaluate(
                     model=cached, tasks=list(names.values()), task_manager=tm, apply_chat_template=True,
@@ -327,36 +384,32 @@ def evaluate_checkpoint(
         if n_eff != h.n_expected:
             h.failures.append(f"{bid}: {n_eff} items evaluated, expected {h.n_expected}")
         samples = results.get("samples", {}).get(name, [])
-        plen = dict(zip(frames[bid]["item_id"], lengths[bid], strict=True))
-        scores, parsed, fins, errs, touts = [], [], [], [], []
-        for smp in sorted(samples, key=lambda x: x["doc_id"]):
-            info = cached.info.get((name, str(smp["doc_id"])), {})
-            doc = smp["doc"]
-            fin = info.get("finish_reason")
-            status = ("error" if smp["grader_error"] else "timeout" if smp["grader_timeout"]
-                      else "ok" if smp["parsed_ok"] else "no_answer")
-            item_rows.append({
-                "benchmark": bid, "item_id": doc["item_id"], "prompt": smp["arguments"][0][0],
-                "response": smp["resps"][0][0], "gold": doc["answer"], "parsed": smp["answer"] or None,
-                "score": float(smp["acc"]), "status": status, "finish_reason": fin,
-                "response_tokens": info.get("n_tokens"), "prompt_tokens": plen.get(doc["item_id"]),
-                "max_gen_toks": h.max_gen_toks, "grader_version": h.grader_version,
-            })
-            scores.append(float(smp["acc"]))
-            parsed.append(float(smp["parsed_ok"]))
-            fins.append(np.nan if fin is None else float(fin == "length"))
-            errs.append(smp["grader_error"])
-            touts.append(smp["grader_timeout"])
+        b = s.benchmark(bid)
+        rows_b, grid, answers = _item_rows(bid, name, b.samples, samples, cached, h,
+                                           dict(zip(frames[bid]["item_id"], lengths[bid], strict=True)))
         if len(samples) != n_eff:
             h.failures.append(f"{bid}: {len(samples)} logged samples for {n_eff} evaluated items")
-        if samples:
-            h.n_correct = float(np.sum(scores))
-            h.accuracy = 100.0 * h.n_correct / len(samples)
-            h.parse_rate = float(np.mean(parsed))
+        if rows_b:
+            outs = [o for r in rows_b for o in (r.get("samples") or [r])]
+            per = item_metrics(grid, answers)
+            primary = per[b.metric]
+            for r, v in zip(rows_b, primary, strict=True):
+                r["score"] = float(v)
+            if b.samples > 1:
+                for i, r in enumerate(rows_b):
+                    r["metrics"] = {m: float(x[i]) for m, x in per.items()}
+                h.metrics = benchmark_metrics(bid, grid, answers)
+            h.n_correct = float(np.sum(primary))
+            h.accuracy = 100.0 * h.n_correct / len(rows_b)
+            h.parse_rate = float(np.mean([o["status"] == "ok" for o in outs]))
+            fins = np.array([np.nan if o["finish_reason"] is None else float(o["finish_reason"] == "length")
+                             for o in outs])
             h.truncation_rate = float(np.nanmean(fins)) if not np.all(np.isnan(fins)) else math.nan
-            h.n_grader_errors = int(np.sum(errs))
-            h.n_grader_timeouts = int(np.sum(touts))
-        timeout_failure = grader_timeout_gate(bid, h.n_grader_timeouts, len(samples))
+            h.n_grader_errors = sum(o["status"] == "error" for o in outs)
+            h.n_grader_timeouts = sum(o["status"] == "timeout" for o in outs)
+            item_rows.extend(rows_b)
+        n_graded = len(samples) * b.samples
+        timeout_failure = grader_timeout_gate(bid, h.n_grader_timeouts, n_graded)
         if timeout_failure:
             h.failures.append(timeout_failure)
         if h.n_grader_errors:
@@ -400,8 +453,11 @@ def evaluate_checkpoint(
             "accuracy": h.accuracy, "parse_rate": h.parse_rate, "truncation_rate": h.truncation_rate,
             "suite_version": (f"{s.name}-{s.version}" + ("+fixture" if fixture else "")
                               + (f"+limit{limit}" if limit else "")),
-            "harness_version": f"{harness}; grader {h.grader_version}; max_gen_toks {b.max_gen_toks}",
+            "harness_version": (f"{harness}; grader {h.grader_version}; max_gen_toks {b.max_gen_toks}"
+                                + ("" if b.decoding.greedy else f"; samples {b.samples} temperature {b.temperature} "
+                                   f"top_p {b.top_p} seed {b.seed}")),
             "config_hash": str(meta["config_hash"]), "eval_hash": str(meta["eval_hash"]),
+            "metric": h.metric, "metrics": json.dumps(h.metrics, sort_keys=True) if h.metrics else "",
         })
     records = pd.DataFrame(rows)
     records.attrs["health"] = health_list

@@ -24,8 +24,13 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS generations (
   response TEXT NOT NULL, n_tokens INTEGER, finish_reason TEXT)"""
 
 
-def generation_key(checkpoint_hash: str, task: str, doc_id: Any, context: str, gen_kwargs: dict[str, Any]) -> str:
-    blob = json.dumps([checkpoint_hash, task, str(doc_id), context, gen_kwargs], sort_keys=True, default=str)
+def generation_key(checkpoint_hash: str, task: str, doc_id: Any, context: str, gen_kwargs: dict[str, Any],
+                   sample: tuple[int, int] | None = None) -> str:
+    """`sample` = (sample index, decoding seed) for sampled decoding; greedy keys are unchanged (old caches hold)."""
+    parts: list[Any] = [checkpoint_hash, task, str(doc_id), context, gen_kwargs]
+    if sample is not None:
+        parts.append({"sample": int(sample[0]), "seed": int(sample[1])})
+    blob = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -66,14 +71,17 @@ class CachedLM(LM):
     """
 
     def __init__(self, lm: Any, store: GenerationStore, checkpoint_hash: str, *, chunk_size: int = 64,
-                 on_progress: Callable[[int, int], None] | None = None):
+                 on_progress: Callable[[int, int], None] | None = None, seeds: dict[str, int] | None = None):
         super().__init__()
+        # task name -> decoding seed of the tasks decoded by sampling (k requests per item, lm-eval `repeats`)
+        self.seeds = dict(seeds or {})
         self.lm = lm
         self.store = store
         self.checkpoint_hash = checkpoint_hash
         self.chunk_size = chunk_size
         self.on_progress = on_progress
         self.info: dict[tuple[str, str], dict[str, Any]] = {}  # (task, doc_id) -> generation info
+        self.sample_info: dict[tuple[str, str], list[dict[str, Any]]] = {}  # (task, doc_id) -> per sample
         self.n_generated = 0
         self.n_cached = 0
 
@@ -109,6 +117,9 @@ class CachedLM(LM):
 
     def _info_for(self, context: str, response: str, gen_kwargs: dict[str, Any]) -> tuple[int | None, str | None]:
         hook = getattr(self.lm, "info_hook", None)
+        if hook is not None and (request_key(context), response) in hook.by_text:
+            got = hook.by_text[(request_key(context), response)]
+            return got["n_tokens"], got["finish_reason"]
         if hook is not None and request_key(context) in hook.info:
             got = hook.info[request_key(context)]
             return got["n_tokens"], got["finish_reason"]
@@ -119,20 +130,69 @@ class CachedLM(LM):
         n = len(tok.encode(response, add_special_tokens=False))
         return n, ("length" if n >= int(gen_kwargs.get("max_gen_toks", 256)) else "stop")
 
+    def _keys(self, requests: list[Any]) -> list[str]:
+        """Cache keys; the j-th request of an item of a sampled task (lm-eval clones it k times) is sample j."""
+        occ: dict[tuple[str, str], int] = {}
+        keys = []
+        for r in requests:
+            sample = None
+            if r.task_name in self.seeds:
+                item = (r.task_name, str(r.doc_id))
+                sample = (occ.get(item, 0), self.seeds[r.task_name])
+                occ[item] = sample[0] + 1
+            keys.append(generation_key(self.checkpoint_hash, r.task_name, r.doc_id, r.args[0], r.args[1], sample))
+        return keys
+
+    def _generate(self, requests: list[Any], idx: list[int]) -> list[tuple[int, str]]:
+        """Generate the missing requests `idx`: greedy ones in one backend call, sampled ones item by item
+        (all k samples of an item together, seeded by the item, through the backend's `generate_samples`)."""
+        greedy = [i for i in idx if requests[i].task_name not in self.seeds]
+        out: list[tuple[int, str]] = []
+        if greedy:
+            out += list(zip(greedy, self.lm.generate_until([requests[i] for i in greedy]), strict=True))
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i in idx:
+            r = requests[i]
+            if r.task_name in self.seeds:
+                groups.setdefault((r.task_name, str(r.doc_id)), []).append(i)
+        if groups:
+            from evaluation.backends.tracking import item_seed
+
+            plan = [(g, item_seed(self.seeds[t], t, d)) for (t, d), g in groups.items()]
+            texts = self.lm.generate_samples([([requests[i] for i in g], seed) for g, seed in plan])
+            for (g, _), got in zip(plan, texts, strict=True):
+                out += list(zip(g, got, strict=True))
+        return out
+
+    def _chunks(self, requests: list[Any], miss: list[int]) -> list[list[int]]:
+        """Misses in chunks of about `chunk_size` requests; an item's k samples never straddle two chunks."""
+        items: dict[tuple[str, str], list[int]] = {}
+        for i in miss:
+            r = requests[i]
+            key = (r.task_name, str(r.doc_id)) if r.task_name in self.seeds else (r.task_name, f"#{i}")
+            items.setdefault(key, []).append(i)
+        chunks: list[list[int]] = [[]]
+        for g in items.values():
+            if len(chunks[-1]) >= self.chunk_size:
+                chunks.append([])
+            chunks[-1].extend(g)
+        return [c for c in chunks if c]
+
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
-        keys = [generation_key(self.checkpoint_hash, r.task_name, r.doc_id, r.args[0], r.args[1]) for r in requests]
+        keys = self._keys(requests)
         hits = self.store.get_many(keys)
         self.n_cached += sum(1 for k in keys if k in hits)
         miss = [i for i, k in enumerate(keys) if k not in hits]
+        if self.seeds:  # an item of a sampled task regenerates all its samples (one seeded call), or none
+            bad = {(requests[i].task_name, str(requests[i].doc_id)) for i in miss}
+            miss = [i for i, r in enumerate(requests) if (r.task_name, str(r.doc_id)) in bad]
         total = len(requests)
         done = total - len(miss)
         if self.on_progress:
             self.on_progress(done, total)
-        for s in range(0, len(miss), self.chunk_size):
-            idx = miss[s:s + self.chunk_size]
-            outs = self.lm.generate_until([requests[i] for i in idx])
+        for idx in self._chunks(requests, miss):
             rows = []
-            for i, text in zip(idx, outs, strict=True):
+            for i, text in self._generate(requests, idx):
                 r = requests[i]
                 n, fin = self._info_for(r.args[0], text, r.args[1])
                 hits[keys[i]] = {"response": text, "n_tokens": n, "finish_reason": fin}
@@ -144,6 +204,8 @@ class CachedLM(LM):
                 self.on_progress(done, total)
         for r, k in zip(requests, keys, strict=True):
             self.info[(r.task_name, str(r.doc_id))] = hits[k]
+            if r.task_name in self.seeds:
+                self.sample_info.setdefault((r.task_name, str(r.doc_id)), []).append(hits[k])
         return [hits[k]["response"] for k in keys]
 
     def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False):

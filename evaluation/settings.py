@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluation.graders import GRADER_VERSIONS
-from evaluation.suite import Gates, load_suite, with_max_gen_toks
+from evaluation.suite import Benchmark, Gates, load_suite, with_max_gen_toks
 
 # the `evaluation:` options that decide a score (orchestrator.spec.EVALUATION_KEYS lists them all)
 SCORED_OPTIONS = ("backend", "limit", "all_checkpoints")
@@ -36,6 +36,17 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()[:16]
 
 
+# decoding fields added with sampled decoding (evaluation/sampling.py): left out at their greedy single-pass
+# defaults, so the key of a suite that declares none of them is the key it had before they existed
+_DECODING_DEFAULTS = {"samples": 1, "seed": 0, "metric": "avg"}
+
+
+def _benchmark_settings(b: Benchmark) -> dict[str, Any]:
+    """A benchmark's fields (id, grader, limits, options, decoding: samples/temperature/top_p/seed/metric)."""
+    d = dataclasses.asdict(b)
+    return {k: v for k, v in d.items() if not (k in _DECODING_DEFAULTS and v == _DECODING_DEFAULTS[k])}
+
+
 def evaluation_settings(suite: str, options: dict[str, Any]) -> dict[str, Any]:
     """The settings that decide a score, as plain data (what `evaluation_key` hashes)."""
     s = with_max_gen_toks(load_suite(suite), options.get("max_gen_toks"))
@@ -43,7 +54,7 @@ def evaluation_settings(suite: str, options: dict[str, Any]) -> dict[str, Any]:
     return {
         "suite": s.name,
         "version": s.version,
-        "benchmarks": [dataclasses.asdict(b) for b in s.benchmarks],
+        "benchmarks": [_benchmark_settings(b) for b in s.benchmarks],
         "graders": {g: GRADER_VERSIONS[g] for g in sorted({b.grader for b in s.benchmarks})},
         "gates": dataclasses.asdict(gates) if isinstance(gates, Gates) else dict(gates),
         "options": {k: options.get(k) for k in SCORED_OPTIONS},

@@ -28,6 +28,29 @@ class SuiteError(UserError):
 
 
 @dataclass(frozen=True)
+class Decoding:
+    """How a benchmark is decoded: `samples` generations per item at `temperature` / `top_p`, seeded by `seed`.
+
+    The default (1 sample, temperature 0) is the study's greedy single pass. These are evaluation settings:
+    `as_dict()` is what belongs in an evaluation-settings hash (a change re-evaluates, not retrains)."""
+
+    samples: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+
+    @property
+    def greedy(self) -> bool:
+        return self.samples == 1 and self.temperature == 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"samples": self.samples, "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed}
+
+
+DECODING_KEYS = ("samples", "temperature", "top_p", "seed", "metric")
+
+
+@dataclass(frozen=True)
 class Benchmark:
     id: str
     domain: str
@@ -37,6 +60,23 @@ class Benchmark:
     temperature: float = 0.0
     top_p: float = 1.0
     options: dict[str, Any] = field(default_factory=dict)
+    samples: int = 1
+    seed: int = 0
+    # the per-benchmark metric the records' `accuracy` (and so every aggregate) uses: "avg" (avg@k, plain
+    # accuracy when k = 1), "pass<j>" (unbiased pass@j, j <= k) or "maj" (maj@k)
+    metric: str = "avg"
+
+    @property
+    def decoding(self) -> Decoding:
+        return Decoding(samples=self.samples, temperature=self.temperature, top_p=self.top_p, seed=self.seed)
+
+    @property
+    def metric_name(self) -> str:
+        """The records' name of the metric in `accuracy`: `accuracy` for a greedy single pass with metric avg,
+        else `<id>@avg<k>` / `<id>@pass<j>` / `<id>@maj<k>`."""
+        if self.samples == 1 and self.metric == "avg":
+            return "accuracy"
+        return f"{self.id}@{self.metric}{self.samples}" if self.metric in ("avg", "maj") else f"{self.id}@{self.metric}"
 
 
 @dataclass(frozen=True)
@@ -94,6 +134,20 @@ class Suite:
     def aggregate_names(self) -> list[str]:
         return [a.name for a in self.aggregates]
 
+    def decodings(self) -> dict[str, dict[str, Any]]:
+        """Benchmark id -> its decoding settings and metric (evaluation settings, for a settings hash)."""
+        return {b.id: {**b.decoding.as_dict(), "metric": b.metric} for b in self.benchmarks}
+
+    def sample_token_factor(self) -> float:
+        """Generated tokens of the suite's decoding relative to one greedy pass: sum(n_items x max_gen_toks x
+        samples) / sum(n_items x max_gen_toks) (evaluation cost scales with tokens; 1.0 for a greedy suite)."""
+        base = sum(b.n_items * b.max_gen_toks for b in self.benchmarks)
+        return sum(b.n_items * b.max_gen_toks * b.samples for b in self.benchmarks) / base
+
+    def aggregate_metrics(self, name: str) -> dict[str, str]:
+        """Benchmark id -> the metric an aggregate combines for it (`accuracy`, `aime24@avg16`, ...)."""
+        return {bid: self.benchmark(bid).metric_name for bid in self.aggregate(name).benchmarks}
+
 
 def with_max_gen_toks(suite: Suite, max_gen_toks: int | None) -> Suite:
     """The suite with every benchmark's generation limit replaced (small models, smoke tests)."""
@@ -107,6 +161,35 @@ def with_max_gen_toks(suite: Suite, max_gen_toks: int | None) -> Suite:
 
 def _err(path: Path | str, where: str, msg: str) -> SuiteError:
     return SuiteError(f"{path}: {where}: {msg}")
+
+
+def _decoding(path: Path | str, where: str, g: dict[str, Any]) -> Decoding:
+    """The decoding settings of one benchmark (its own keys over its domain's `generation:` entry), validated."""
+    k = g.get("samples", 1)
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 1024:
+        raise _err(path, f"{where}.samples", f"must be an integer in 1..1024 (generations per item), got {k!r}")
+    t, p, seed = g.get("temperature", 0.0), g.get("top_p", 1.0), g.get("seed", 0)
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 <= t <= 10.0:
+        raise _err(path, f"{where}.temperature", f"must be a number in [0, 10], got {t!r}")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < p <= 1.0:
+        raise _err(path, f"{where}.top_p", f"must be a number in (0, 1], got {p!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise _err(path, f"{where}.seed", f"must be a non-negative integer, got {seed!r}")
+    if k > 1 and t == 0.0:
+        raise _err(path, f"{where}.samples", f"{k} greedy samples (temperature 0) would all be the same "
+                   "generation; set temperature > 0 (e.g. 0.6) or samples: 1")
+    return Decoding(samples=int(k), temperature=float(t), top_p=float(p), seed=int(seed))
+
+
+def _metric(path: Path | str, where: str, m: Any, k: int) -> str:
+    """`avg`, `maj` or `pass<j>` with 1 <= j <= samples."""
+    m = str(m)
+    if m in ("avg", "maj"):
+        return m
+    if m.startswith("pass") and m[4:].isdigit() and 1 <= int(m[4:]) <= k:
+        return f"pass{int(m[4:])}"
+    raise _err(path, f"{where}.metric", f"{m!r} is not a metric; use avg (avg@k), maj (maj@k) or pass<j> with "
+               f"1 <= j <= samples ({k})")
 
 
 def load_suite(name_or_path: str | Path = "db12") -> Suite:
@@ -146,10 +229,12 @@ def parse_suite(raw: Any, path: Path | str = "<suite>") -> Suite:
             raise _err(path, f"{where}.n_items", f"must be a positive integer, got {b['n_items']!r}")
         if b["grader"] not in _GRADERS:
             raise _err(path, f"{where}.grader", f"{b['grader']!r} is not a known grader; use one of {list(_GRADERS)}")
-        g = {**(gen.get(b["domain"]) or {}), **{k: b[k] for k in ("max_gen_toks", "temperature", "top_p") if k in b}}
+        g = {**(gen.get(b["domain"]) or {}),
+             **{k: b[k] for k in ("max_gen_toks", "temperature", "top_p", *DECODING_KEYS) if k in b}}
         max_gen = g.get("max_gen_toks", 8192)
         if not isinstance(max_gen, int) or max_gen <= 0:
             raise _err(path, f"{where}.max_gen_toks", f"must be a positive integer, got {max_gen!r}")
+        dec = _decoding(path, where, g)
         benches.append(
             Benchmark(
                 id=bid,
@@ -157,9 +242,12 @@ def parse_suite(raw: Any, path: Path | str = "<suite>") -> Suite:
                 n_items=int(b["n_items"]),
                 grader=str(b["grader"]),
                 max_gen_toks=int(max_gen),
-                temperature=float(g.get("temperature", 0.0)),
-                top_p=float(g.get("top_p", 1.0)),
+                temperature=dec.temperature,
+                top_p=dec.top_p,
                 options=dict(b.get("options") or {}),
+                samples=dec.samples,
+                seed=dec.seed,
+                metric=_metric(path, where, g.get("metric", "avg"), dec.samples),
             )
         )
     ids = [b.id for b in benches]

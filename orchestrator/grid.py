@@ -306,7 +306,8 @@ def accounting(spec: CampaignSpec, runs: list[RunSpec]) -> dict[str, Any]:
     for r in runs:
         gpu_h_model[r.model] += r.gpus * r.est_hours
     ckpts = sum(checkpoints_evaluated(r) for r in runs)
-    per_ckpt = spec.compute.eval_gpu_hours_per_checkpoint
+    per_ckpt = spec.compute.eval_gpu_hours_per_checkpoint  # one greedy single pass of the suite
+    factor = eval_sample_factor(spec.suite)
     matrix: dict[str, dict[str, list[int]]] = {}
     for r in runs:
         matrix.setdefault(r.policy, {}).setdefault(r.model, []).append(r.seed)
@@ -327,11 +328,24 @@ def accounting(spec: CampaignSpec, runs: list[RunSpec]) -> dict[str, Any]:
         "gpu_hours_by_sub_campaign": {k: round(v, 1) for k, v in gpu_h.items()},
         "gpu_hours_by_model": {k: round(v, 1) for k, v in sorted(gpu_h_model.items())},
         "eval_checkpoints": ckpts,
-        "eval_gpu_hours": None if per_ckpt is None else round(ckpts * per_ckpt, 1),
+        "eval_sample_factor": factor,
+        "eval_gpu_hours": None if per_ckpt is None else round(ckpts * per_ckpt * (factor or 1.0), 1),
         "matrix": {p: {m: sorted(s) for m, s in ms.items()} for p, ms in matrix.items()},
         "assumptions": assumptions,
         "missing_references": missing_references(runs),
     }
+
+
+def eval_sample_factor(suite: str) -> float | None:
+    """Evaluation tokens of the suite's decoding relative to a greedy single pass (k samples cost k x the tokens
+    of their benchmark), which scales `compute.eval_gpu_hours_per_checkpoint`; None if the suite cannot be read
+    (preflight reports that)."""
+    from evaluation.suite import SuiteError, load_suite
+
+    try:
+        return round(load_suite(suite).sample_token_factor(), 4)
+    except (SuiteError, OSError):
+        return None
 
 
 def checkpoints_evaluated(r: RunSpec) -> int:

@@ -22,6 +22,17 @@ class TrackedHFLM(HFLM):
     def set_cache_hook(self, cache_hook: Any) -> None:  # keep ours; lm-eval's CachingLM is not used
         pass
 
+    def generate_samples(self, groups: list[tuple[list[Any], int]]) -> list[list[str]]:
+        """k samples per item: each group is one item's k (identical) requests, generated as one batch after
+        seeding torch's generator with the item's seed, so the same seed gives the same samples."""
+        import torch
+
+        out = []
+        for requests, seed in groups:
+            torch.manual_seed(int(seed))
+            out.append(self.generate_until(list(requests), disable_tqdm=True))
+        return out
+
     def tok_decode(self, tokens: Any, skip_special_tokens: bool = True) -> str:
         text = super().tok_decode(tokens, skip_special_tokens=skip_special_tokens)
         if isinstance(tokens, list) and skip_special_tokens:

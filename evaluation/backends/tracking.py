@@ -21,7 +21,14 @@ class GenerationInfoHook:
 
     def __init__(self) -> None:
         self.info: dict[str, dict[str, Any]] = {}
+        # (key, text) -> info: the k samples of one prompt share a key, so sampled decoding looks up by text too
+        self.by_text: dict[tuple[str, str], dict[str, Any]] = {}
         self.pending: list[dict[str, Any]] = []
+
+    def record(self, context: str, text: str, n_tokens: int, finish_reason: str | None) -> None:
+        got = {"n_tokens": int(n_tokens), "finish_reason": finish_reason}
+        self.info[request_key(context)] = got
+        self.by_text[(request_key(context), text)] = got
 
     def note(self, n_tokens: int, finish_reason: str | None, raw_text: str | None = None) -> None:
         self.pending.append({"n_tokens": int(n_tokens), "finish_reason": finish_reason, "raw_text": raw_text})
@@ -37,4 +44,12 @@ class GenerationInfoHook:
             cut = raw["raw_text"] is not None and res != raw["raw_text"]
             limit = int(gen_kwargs.get("max_gen_toks", 256)) if isinstance(gen_kwargs, dict) else 256
             finish = "stop" if cut or raw["n_tokens"] < limit else "length"
-        self.info[request_key(context)] = {"n_tokens": raw["n_tokens"], "finish_reason": finish}
+        self.record(context, res, raw["n_tokens"], finish)
+
+
+def item_seed(seed: int, task: str, doc_id: Any) -> int:
+    """The sampling seed of one item: the suite's decoding seed mixed with task and item (stable across runs,
+    independent of batch composition and of which items a cache already holds)."""
+    import hashlib
+
+    return int(hashlib.sha256(f"{seed}:{task}:{doc_id}".encode()).hexdigest()[:8], 16)

@@ -74,6 +74,31 @@ def build_vllm_args(
     )
 
 
+def sampling_kwargs(gen_kwargs: dict[str, Any], *, n: int, seed: int, eos: str, default_max_gen_toks: int,
+                    max_prompt_tokens: int | None = None) -> dict[str, Any]:
+    """`vllm.SamplingParams(**...)` for k samples of one item in ONE request (`n=k`, per-request `seed`).
+
+    Mirrors lm-eval's `modify_gen_kwargs`: stop at the task's `until` strings plus EOS, `max_gen_toks` as
+    `max_tokens`, temperature/top_p from the suite (lm-eval's own path would send k separate requests)."""
+    if n < 1:
+        raise ValueError(f"n (samples per item) must be >= 1, got {n}")
+    g = dict(gen_kwargs)
+    until = list(g.pop("until", []) or [])
+    if isinstance(until, str):
+        until = [until]
+    if eos and eos not in until:
+        until.append(eos)
+    max_tokens = int(g.pop("max_gen_toks", default_max_gen_toks))
+    do_sample = bool(g.pop("do_sample", False))
+    temperature = float(g.pop("temperature", 0.0)) if do_sample else 0.0
+    out: dict[str, Any] = {"n": int(n), "seed": int(seed), "temperature": temperature,
+                           "top_p": float(g.pop("top_p", 1.0)) if do_sample else 1.0,
+                           "max_tokens": max_tokens, "stop": until}
+    if n > 1 and temperature == 0.0:
+        raise ValueError(f"{n} samples at temperature 0 would be identical; the suite must set temperature > 0")
+    return out
+
+
 def _require_vllm() -> None:
     try:
         import vllm  # noqa: F401
@@ -99,6 +124,31 @@ def make_vllm(args: VLLMArgs):
 
         def set_cache_hook(self, cache_hook: Any) -> None:
             pass
+
+        def generate_samples(self, groups: list[tuple[list[Any], int]]) -> list[list[str]]:
+            """k samples per item as one vLLM request each (`n=k`, the item's seed), all items in one call."""
+            from vllm import SamplingParams, TokensPrompt
+
+            eos = self.tokenizer.decode(self.eot_token_id)
+            prompts, params = [], []
+            for requests, seed in groups:
+                context, gen_kwargs = requests[0].args
+                kw = sampling_kwargs(gen_kwargs, n=len(requests), seed=seed, eos=eos,
+                                     default_max_gen_toks=self.max_gen_toks)
+                toks = self.tok_encode(context)[-(self.max_length - kw["max_tokens"]):]
+                prompts.append(TokensPrompt(prompt_token_ids=toks))
+                params.append(SamplingParams(**kw))
+            outputs = self.model.generate(prompts, sampling_params=params, use_tqdm=False)
+            texts = []
+            for (requests, _), out in zip(groups, outputs, strict=True):
+                context = requests[0].args[0]
+                got = []
+                for o in out.outputs:
+                    self.info_hook.record(context, o.text, len(o.token_ids),
+                                          "length" if o.finish_reason == "length" else "stop")
+                    got.append(o.text)
+                texts.append(got)
+            return texts
 
         def _model_generate(self, *a: Any, **kw: Any):
             outputs = super()._model_generate(*a, **kw)

@@ -29,9 +29,23 @@ def task_name(suite: Suite, benchmark_id: str) -> str:
     return f"wt_{suite.name}_{benchmark_id}"
 
 
-def task_config(suite: Suite, b: Benchmark, data_dir: Path) -> dict:
+def generation_kwargs(b: Benchmark) -> dict:
+    """lm-eval `generation_kwargs` of a benchmark: greedy exactly as before, or sampling at its temperature/top_p."""
     gen = {"until": list(b.options.get("until", UNTIL)), "do_sample": False, "temperature": 0.0,
            "max_gen_toks": int(b.max_gen_toks)}
+    if not b.decoding.greedy:
+        gen.update(do_sample=True, temperature=float(b.temperature), top_p=float(b.top_p))
+    return gen
+
+
+def task_config(suite: Suite, b: Benchmark, data_dir: Path) -> dict:
+    """One task: `repeats: k` and a `take_first_k` filter (named `none`, so metric keys stay `acc,none`) hand all
+    k generations of an item to `process_results`; a single pass keeps lm-eval's default filter."""
+    gen = generation_kwargs(b)
+    sampled = {}
+    if b.samples > 1:
+        sampled = {"repeats": int(b.samples),
+                   "filter_list": [{"name": "none", "filter": [{"function": "take_first_k", "k": int(b.samples)}]}]}
     return {
         "task": task_name(suite, b.id),
         "dataset_path": None,
@@ -44,7 +58,9 @@ def task_config(suite: Suite, b: Benchmark, data_dir: Path) -> dict:
         "output_type": "generate_until",
         "num_fewshot": 0,
         "generation_kwargs": gen,
-        "metadata": {"version": suite.version, "suite": suite.name, "benchmark": b.id, "grader": b.grader},
+        **sampled,
+        "metadata": {"version": suite.version, "suite": suite.name, "benchmark": b.id, "grader": b.grader,
+                     **({"decoding": b.decoding.as_dict()} if not b.decoding.greedy else {})},
     }
 
 
@@ -63,6 +79,7 @@ def _dump(cfg: dict, grader: str) -> str:
             f"{str(m['higher_is_better']).lower()}\n"
             for m in METRICS)
         + f"  - metric: answer\n    aggregation: !function {fn}.count_answers\n    higher_is_better: true\n"
+        + f"  - metric: outcomes\n    aggregation: !function {fn}.count_outcomes\n    higher_is_better: true\n"
     )
     return body + extra
 
@@ -74,7 +91,8 @@ def write_task_dir(suite: Suite, data_dir: Path, out_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / SHIM).write_text("from evaluation.tasks.functions import *  # noqa: F401,F403\n"
                                 "from evaluation.tasks.functions import (count_answers, doc_to_target, doc_to_text,\n"
-                                "    load_benchmark, process_knights_knaves, process_math, process_multiple_choice)\n")
+                                "    count_outcomes, load_benchmark, process_knights_knaves, process_math,\n"
+                                "    process_multiple_choice)\n")
     names: dict[str, str] = {}
     for b in suite.benchmarks:
         if benchmark_ids is not None and b.id not in benchmark_ids:

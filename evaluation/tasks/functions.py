@@ -4,7 +4,10 @@ Each task's `process_results` grades with `evaluation.graders` (the same code as
 reward) and returns per-item metrics that lm-eval logs per sample and averages per task:
 `acc` (score), `parsed_ok` (an answer was extracted), `grader_error` and `grader_timeout`
 (counted by the evaluator's health gates, never folded silently into a 0), and `answer` (the
-extracted answer text, logged per item; aggregated as a count).
+extracted answer text, logged per item; aggregated as a count). With `repeats: k` (sampled decoding) the
+filter hands all k generations to `process_results`: `acc`, `parsed_ok`, `grader_error` and `grader_timeout` are
+then means over the k samples (acc = avg@k), `answer` is the first sample's, and `outcomes` lists every
+sample's score, status and extracted answer (the evaluator's pass@j and maj@k read it).
 """
 
 from __future__ import annotations
@@ -35,28 +38,42 @@ def doc_to_target(doc: dict[str, Any]) -> str:
     return doc["answer"]
 
 
-def _metrics(res: GradeResult) -> dict[str, Any]:
+def _metrics(grades: list[GradeResult]) -> dict[str, Any]:
+    k = len(grades)
     return {
-        "acc": float(res.score),
-        "parsed_ok": 1.0 if res.status == "ok" else 0.0,
-        "grader_error": 1.0 if res.status == "error" else 0.0,
-        "grader_timeout": 1.0 if res.status == "timeout" else 0.0,
-        "answer": res.parsed if res.parsed is not None else "",
+        "acc": sum(float(r.score) for r in grades) / k,
+        "parsed_ok": sum(r.status == "ok" for r in grades) / k,
+        "grader_error": sum(r.status == "error" for r in grades) / k,
+        "grader_timeout": sum(r.status == "timeout" for r in grades) / k,
+        "answer": grades[0].parsed if grades[0].parsed is not None else "",
+        "outcomes": [{"score": float(r.score), "status": r.status, "parsed": r.parsed} for r in grades],
     }
 
 
-def process_math(doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
-    return _metrics(grade("math", results[0], doc["answer"]))
+def _responses(results: list[Any]) -> list[str]:
+    """The k generations of one item: a list under the `take_first_k` filter, one string under `take_first`."""
+    first = results[0]
+    return list(first) if isinstance(first, (list, tuple)) else [first]
 
 
-def process_multiple_choice(doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
-    return _metrics(grade("multiple_choice", results[0], doc["answer"], n_options=int(doc["n_options"])))
+def process_math(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+    return _metrics([grade("math", r, doc["answer"]) for r in _responses(results)])
 
 
-def process_knights_knaves(doc: dict[str, Any], results: list[str]) -> dict[str, Any]:
-    return _metrics(grade("knights_knaves", results[0], doc["answer"]))
+def process_multiple_choice(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+    n = int(doc["n_options"])
+    return _metrics([grade("multiple_choice", r, doc["answer"], n_options=n) for r in _responses(results)])
+
+
+def process_knights_knaves(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+    return _metrics([grade("knights_knaves", r, doc["answer"]) for r in _responses(results)])
 
 
 def count_answers(items: list[str]) -> float:
     """Aggregation for the per-item `answer` text: how many items had one."""
     return float(sum(1 for a in items if a))
+
+
+def count_outcomes(items: list[list[dict[str, Any]]]) -> float:
+    """Aggregation for the per-item `outcomes` lists: how many samples were graded."""
+    return float(sum(len(x) for x in items))

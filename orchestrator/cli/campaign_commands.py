@@ -273,7 +273,9 @@ def register(app: typer.Typer) -> None:
                else f"≈{span:,.1f} h ({span / 24:,.1f} days) on {where}")
         ev = ("evaluation GPU-hours not declared (compute.eval_gpu_hours_per_checkpoint)"
               if acc["eval_gpu_hours"] is None
-              else f"evaluation ≈{acc['eval_gpu_hours']:,} GPU-hours for {acc['eval_checkpoints']} checkpoints")
+              else f"evaluation ≈{acc['eval_gpu_hours']:,} GPU-hours for {acc['eval_checkpoints']} checkpoints"
+              + ("" if acc["eval_sample_factor"] in (None, 1.0)
+                 else f" (sampled decoding: ×{acc['eval_sample_factor']:.2f} the tokens of one greedy pass)"))
         out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs, ≈{acc['gpu_hours']:,} training GPU-hours; "
                   f"{ev}; duration {dur}", highlight=False)
         for title, key in (("sub-campaign", "by_sub_campaign"), ("model", "by_model"),

@@ -164,10 +164,16 @@ def register(app: typer.Typer) -> None:
             shutil.copy2(data_dir / "manifest.json", data_out / "manifest.json")
         names = write_task_dir(s, data_out, out_dir, ids)
         cmd = export_command(out_dir.resolve(), list(names.values()))
+        sampled = [f"{b} ({s.benchmark(b).samples} samples, temperature {s.benchmark(b).temperature})"
+                   for b in ids if not s.benchmark(b).decoding.greedy]
+        note = ("" if not sampled else
+                "\n\nSampled benchmarks (`repeats: k`, a `take_first_k` filter; `acc` is avg@k, `outcomes` lists each "
+                f"sample): {', '.join(sampled)}. lm-eval seeds its generator once per run, `campaign eval` once per "
+                "item, so their samples (not their configuration) differ.")
         (out_dir / "README.md").write_text(
-            f"# lm-eval tasks of the Windtunnel suite {s.name}\n\nGreedy generation, graded by Windtunnel's graders "
-            "(`evaluation.tasks.functions`, so the windtunnel package must be installed). Reproduce "
-            "`campaign eval CHECKPOINT` with:\n\n```bash\n" + " ".join(cmd) + "\n```\n")
+            f"# lm-eval tasks of the Windtunnel suite {s.name}\n\nGreedy generation unless noted, graded by "
+            "Windtunnel's graders (`evaluation.tasks.functions`, so the windtunnel package must be installed). "
+            "Reproduce `campaign eval CHECKPOINT` with:\n\n```bash\n" + " ".join(cmd) + "\n```\n" + note + "\n")
         out.print(f"wrote {len(names)} tasks to {out_dir} (data copied to {data_out})")
         typer.echo(" ".join(cmd))
 

@@ -165,3 +165,69 @@ def test_suite_gates_come_from_the_suite_file():
     g = load_suite("db12").gates
     assert (g.min_parse_rate, g.max_truncation_rate, g.require_item_count) == (0.5, 0.2, True)
     assert not math.isnan(g.min_parse_rate)
+
+
+def _sampled_suite(seed: int):
+    """db12 (generation 32 tokens) with gsm8k and aime24 decoded by sampling: 4 samples at temperature 0.8."""
+    import yaml
+
+    from evaluation.suite import SUITE_DIR, parse_suite
+
+    raw = yaml.safe_load((SUITE_DIR / "db12.yaml").read_text())
+    for d in raw["generation"]:
+        raw["generation"][d]["max_gen_toks"] = 32
+    for b in raw["benchmarks"]:
+        if b["id"] in ("gsm8k", "aime24"):
+            b.update(samples=4, temperature=0.8, seed=seed)
+    return parse_suite(raw, f"db12-sampled-{seed}")
+
+
+@pytest.mark.slow
+def test_sampled_decoding_logs_k_outcomes_and_records_avg_pass_maj(boxed_model, random_model, tmp_path, run_meta):
+    """~60 CPU s: 2 fixture benchmarks x 4 samples, five evaluations. Proves the item log holds 4 outcomes per
+    item, the records carry avg@4, pass@1..4 (the closed form on the logged outcomes) and maj@4, the same seed
+    gives the same samples (no cache) and another seed other samples."""
+    from math import comb
+
+    relaxed = {"min_parse_rate": 0.0, "max_truncation_rate": 1.0}
+    bench = ["gsm8k", "aime24"]
+
+    def run(seed: int, out: Path, model: Path = boxed_model) -> tuple[pd.DataFrame, list[dict]]:
+        rec = evaluate_checkpoint(model, suite=_sampled_suite(seed), data_dir=FIXTURE_DIR, run_meta=run_meta,
+                                  out=out, benchmarks=bench, gates=relaxed, progress=False)
+        return rec, [json.loads(x) for x in gzip.open(out.with_name("records.items.jsonl.gz"), "rt")]
+
+    rec, items = run(7, tmp_path / "a" / "records.parquet")
+    sizes = _fixture_sizes()
+    assert len(items) == sizes["gsm8k"] + sizes["aime24"]
+    assert all(it["n_samples"] == 4 and len(it["samples"]) == 4 for it in items)
+    assert {"score", "status", "parsed", "finish_reason", "response_tokens", "response"} <= set(items[0]["samples"][0])
+    assert list(rec["metric"]) == ["gsm8k@avg4", "aime24@avg4"]
+    for _, row in rec.iterrows():
+        bid = row["benchmark"]
+        m = json.loads(row["metrics"])
+        assert set(m) == {f"{bid}@avg4", f"{bid}@maj4", *(f"{bid}@pass{j}" for j in range(1, 5))}
+        its = [it for it in items if it["benchmark"] == bid]
+        cs = [sum(s["score"] >= 0.5 for s in it["samples"]) for it in its]
+        for j in range(1, 5):
+            closed = 100 * sum(1 - comb(4 - c, j) / comb(4, j) for c in cs) / len(cs)
+            assert m[f"{bid}@pass{j}"] == pytest.approx(closed, abs=1e-9)
+        avg = 100 * sum(s["score"] for it in its for s in it["samples"]) / (4 * len(its))
+        assert row["accuracy"] == pytest.approx(avg) == pytest.approx(m[f"{bid}@avg4"])
+    # the overfit model, sampled at 0.8, answers gsm8k mostly right but not always the same way
+    g = json.loads(rec.set_index("benchmark").loc["gsm8k", "metrics"])
+    assert g["gsm8k@pass4"] >= g["gsm8k@avg4"] > 0
+
+    # the same seed, a fresh evaluation (no cache): the same samples; the untrained model's samples of an item
+    # differ from each other, and another seed draws others
+    def texts(its: list[dict]) -> list[list[str]]:
+        return [[s["response"] for s in it["samples"]] for it in its]
+
+    _, again = run(7, tmp_path / "b" / "records.parquet")
+    assert texts(again) == texts(items)
+    _, r7 = run(7, tmp_path / "c" / "records.parquet", random_model)
+    _, r7b = run(7, tmp_path / "d" / "records.parquet", random_model)
+    _, r8 = run(8, tmp_path / "e" / "records.parquet", random_model)
+    assert texts(r7) == texts(r7b)
+    assert all(len(set(t)) > 1 for t in texts(r7))
+    assert texts(r8) != texts(r7)

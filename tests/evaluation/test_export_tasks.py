@@ -59,3 +59,23 @@ def test_lm_eval_cli_on_exported_tasks_matches_campaign_eval(tmp_path):
     res = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())["results"]
     theirs = {t.removeprefix("wt_db12_"): 100.0 * v["acc,none"] for t, v in res.items()}
     assert theirs == pytest.approx(ours, abs=1e-9)
+
+
+def test_export_of_a_sampled_benchmark_uses_repeats_and_the_take_first_k_filter(tmp_path):
+    from orchestrator.training.synthetic import write_eval_fixtures
+
+    raw = yaml.safe_load((REPO / "campaigns/suite/db12.yaml").read_text())
+    raw["benchmarks"][1].update(samples=4, temperature=0.8, seed=2)  # aime24
+    suite = tmp_path / "sampled.yaml"
+    suite.write_text(yaml.safe_dump(raw))
+    write_eval_fixtures(tmp_path / "d", n_items=2)
+    r = CliRunner().invoke(app, ["export-tasks", str(tmp_path / "t"), "--data-dir", str(tmp_path / "d"),
+                                 "--suite", str(suite), "--benchmark", "aime24", "--benchmark", "gsm8k"])
+    assert r.exit_code == 0, r.output
+    aime = yaml.safe_load((tmp_path / "t" / "wt_db12_aime24.yaml").read_text().split("custom_dataset:")[0])
+    assert aime["repeats"] == 4
+    assert aime["filter_list"] == [{"name": "none", "filter": [{"function": "take_first_k", "k": 4}]}]
+    assert aime["generation_kwargs"]["do_sample"] is True and aime["generation_kwargs"]["temperature"] == 0.8
+    gsm = yaml.safe_load((tmp_path / "t" / "wt_db12_gsm8k.yaml").read_text().split("custom_dataset:")[0])
+    assert "repeats" not in gsm and "filter_list" not in gsm and gsm["generation_kwargs"]["do_sample"] is False
+    assert "aime24 (4 samples, temperature 0.8)" in (tmp_path / "t" / "README.md").read_text()

@@ -58,3 +58,24 @@ def test_plan_runs_in_every_format():
     table = runner.invoke(app, ["plan", demo, "--runs", "--matrix"], terminal_width=200).output
     assert "demo/tiny_qwen2/gfpo/s2" in table and "seeds by policy × model" in table
     assert runner.invoke(app, ["plan", demo, "--format", "yaml"]).exit_code == 2
+
+
+def test_plan_counts_evaluation_hours_with_k_samples(tmp_path, monkeypatch):
+    """A suite decoding aime24 with 16 samples costs 16x its tokens: the paper plan's evaluation GPU-hours grow by
+    the token share of the 15 extra passes (30 of 6,194 items at the same generation limit)."""
+    import yaml
+
+    import evaluation.suite as suite_mod
+
+    raw = yaml.safe_load((REPO / "campaigns" / "suite" / "db12.yaml").read_text())
+    raw["benchmarks"][1].update(samples=16, temperature=0.6)
+    (tmp_path / "db12.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.setattr(suite_mod, "SUITE_DIR", tmp_path)
+    r = runner.invoke(app, ["plan", str(REPO / "campaigns" / "paper"), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    acc = json.loads(r.output)
+    factor = (6194 + 15 * 30) / 6194
+    assert acc["eval_sample_factor"] == pytest.approx(factor, abs=1e-4)
+    assert acc["eval_gpu_hours"] == pytest.approx(591 * 0.5 * factor, abs=0.1)
+    t = runner.invoke(app, ["plan", str(REPO / "campaigns" / "paper")], terminal_width=250)
+    assert f"×{factor:.2f} the tokens of one greedy pass" in t.output
