@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -132,9 +133,11 @@ def ship_plugins(sess: Session, campaign: str) -> None:
 
 
 def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | None = None, quiet: bool = False,
-          max_parallel: int | None = None, poll_s: float | None = None) -> dict[str, int]:
+          max_parallel: int | None = None, poll_s: float | None = None,
+          events: Path | None = None) -> dict[str, int]:
     """Run the scheduler loop with a Rich progress bar on `console` until the campaign has nothing pending, then
-    ingest it into MLflow and collect its records: the counts by state."""
+    ingest it into MLflow and collect its records: the counts by state. Each run's state changes go to
+    `console`, or appended to the file `events` when given (a terminal then shows the bar only)."""
     cfg = sess.default_config(campaign)
     if max_parallel:
         cfg.max_parallel = max_parallel
@@ -153,7 +156,10 @@ def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | 
                 prog.update(task, completed=done, states=counts_line(counts))
 
             def change(row: RunRow, what: str) -> None:
-                if not quiet:
+                if events is not None:
+                    with open(events, "a") as f:
+                        f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {row.run_id}: {what}\n")
+                elif not quiet:
                     prog.console.print(f"  {row.run_id}: {what}", highlight=False)
 
             sched = sess.scheduler(campaign, cfg, on_change=change)

@@ -72,6 +72,10 @@ def _ensure_sqlite_store(uri: str) -> None:
         import sqlalchemy
         from mlflow.store.db import utils as db_utils  # what SqlAlchemyStore runs on an empty database
 
+        from wtcommon.quiet import quiet_libraries
+
+        quiet_libraries()
+
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.init")
         engine = sqlalchemy.create_engine(f"sqlite:///{tmp}")
         try:
@@ -92,6 +96,9 @@ def _ensure_sqlite_store(uri: str) -> None:
 def client(uri: str):
     from mlflow.tracking import MlflowClient
 
+    from wtcommon.quiet import quiet_libraries
+
+    quiet_libraries()
     _ensure_sqlite_store(uri)
     return MlflowClient(tracking_uri=uri)
 

@@ -203,9 +203,15 @@ def _parse_map(items: list[str] | None) -> dict[str, str]:
     return out
 
 
+AllOpt = Annotated[bool, typer.Option("--all", metavar="", help="print every table (same as --table all); by "
+                                      "default a terminal gets the verdict counts and the list of tables")]
+
+
 def tables(
     records: RecordsArg,
-    table: Annotated[str, typer.Option("--table", metavar="NAME", help="table name, NAME,NAME or 'all'")] = "all",
+    table: Annotated[str | None, typer.Option(
+        "--table", metavar="NAME", help="table name, NAME,NAME or 'all' (default: all for --out, --format "
+                                        "latex|json; an index of the tables on a terminal)")] = None,
     fmt: FormatOpt = "md",
     suite: SuiteOpt = "db12",
     metric: Annotated[str | None, typer.Option("--aggregate", metavar="METRIC",
@@ -219,14 +225,20 @@ def tables(
                                           "gets the seed + item two-way clustered CI")] = None,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
+    show_all: AllOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """Print the study's tables regenerated from RECORDS (Markdown, CSV, LaTeX or JSON).
 
+    On a terminal (Markdown, no --table) the verdict counts and an index of the tables; --table NAME or --all
+    prints them, each fitted to 120 characters naming the columns it leaves out (--wide: every column).
     CSV holds one table: on stdout pass --table NAME, or --out FOLDER for one file per table."""
     from analysis.tables import TABLE_NAMES
 
     fmt = _format(fmt, as_json)
     _check(check_points("--margin", margin))
+    index_only = table is None and not show_all and fmt == "md" and out is None
+    table = "all" if table is None or show_all else table
     names = list(TABLE_NAMES) if table == "all" else [t.strip() for t in table.split(",")]
     bad = [n for n in names if n not in TABLE_NAMES]
     if bad:
@@ -254,25 +266,68 @@ def tables(
     if out is not None:
         _write_tables(built, fmt, out)
         return
+    if index_only:
+        _emit(_tables_index(built, records), None)
+        return
+    if fmt == "md" and not wide:
+        _emit(_fitted(built), None)
+        return
     _emit(render_tables(built, fmt), None)
 
 
-def _narrow_paired(pt, width: int) -> str:
+def _fitted(built: list) -> str:
+    """Markdown tables fitted to the terminal, then one line naming the columns each left out."""
+    from analysis.tables import TERMINAL_WIDTH, _wrap, fit_table
+
+    parts, dropped = [], []
+    for t in built:
+        text, hidden = fit_table(t, TERMINAL_WIDTH)
+        parts.append(text)
+        if hidden:
+            dropped.append(f"{t.name}: {', '.join(hidden)}")
+    if dropped:
+        parts.append(_wrap(f"columns left out to fit {TERMINAL_WIDTH} characters (--wide prints every column; "
+                           f"--format csv|json every number): {'; '.join(dropped)}", TERMINAL_WIDTH) + "\n")
+    return "\n".join(parts)
+
+
+def _tables_index(built: list, records: Path) -> str:
+    """One screen: the verdict counts (the answer) and one line per table, with how to print them."""
+    from analysis.tables import TERMINAL_WIDTH, _wrap
+
+    lines = []
+    for t in built:
+        if t.name == "verdicts":
+            lines += [_wrap(f"verdicts: {t.lead}", TERMINAL_WIDTH), ""]
+    lines.append(f"{len(built)} tables of {records}:")
+    width = max(len(t.name) for t in built)
+    for t in built:
+        rows = f"{len(t.display)} rows" if not t.display.empty else "empty"
+        lines.append(f"  {t.name:<{width}}  {rows:>8}  {t.title}"[:TERMINAL_WIDTH])
+    lines.append(_wrap(f"print them: --table NAME[,NAME] or --all (fitted to {TERMINAL_WIDTH} characters; --wide "
+                       "for every column); --out FOLDER writes one file per table (--format md|csv|latex|json)",
+                       TERMINAL_WIDTH))
+    return "\n".join(lines) + "\n"
+
+
+def _narrow_paired(pt, width: int, *, lead: bool = True, note: bool = True, items: bool = False) -> str:
     """A paired table for a terminal: one sub-table per campaign/model/regime/step group with the key
-    columns that fit `width` characters; the left-out columns are named (--wide prints them)."""
+    columns that fit `width` characters; the left-out columns are named (--wide prints them). `lead`/`note`:
+    whether this table prints the small-n lead and the footnote (a command prints each once); `items`: the
+    seed + item CI is a key column (item logs were read)."""
     import textwrap
 
     from analysis.schema import GROUP_KEYS
     from analysis.tables import _md, fit_columns
 
-    key = ["policy", "vs", "n", "Δ mean", "t 95% CI", "p Holm", "range / bootstrap CI (coverage)", "P(d>0) seeds",
-           "sd", "p (t)"]
+    key = ["policy", "vs", "n", "Δ mean", "t 95% CI", *(["seed + item 95% CI"] if items else []), "p Holm",
+           "range / bootstrap CI (coverage)", "P(d>0) seeds", "sd", "p (t)"]
 
     def wrap(text: str) -> str:
         return "\n".join(textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False))
 
     parts = [f"## {pt.title}\n"]
-    if pt.lead:
+    if pt.lead and lead:
         parts.append(wrap(pt.lead) + "\n")
     left_out: list[str] = []
     data = pt.data
@@ -282,13 +337,37 @@ def _narrow_paired(pt, width: int) -> str:
         shown, hidden = fit_columns(pt.display.loc[idx], key, width)
         left_out += [c for c in hidden if c not in left_out and c not in GROUP_KEYS]
         parts.append(f"### {label}\n\n{_md(shown)}\n")
-    if pt.note:
+    if pt.note and note:
         parts.append(wrap(pt.note))
-    if left_out:
+    if left_out and note:
         parts.append(wrap(f"columns left out (in some or all groups) to fit {width} characters: {', '.join(left_out)} "
                           "(--wide prints "
                           "every column; --format csv|json holds every number)"))
     return "\n".join(parts) + "\n"
+
+
+def _item_logs_beside(records: Path) -> Path | None:
+    """The folder of item logs that belong to RECORDS, when there is one: the records' own folder, or for
+    `<workdir>/results/<campaign>/records.parquet` the work dir's `runs/<campaign>` (where runs write them)."""
+    r = Path(records).resolve()
+    cands = [r.parent]
+    if r.parent.parent.name == "results":
+        cands.insert(0, r.parent.parent.parent / "runs" / r.parent.name)
+    for c in cands:
+        if c.is_dir() and next(c.rglob("*.items.jsonl.gz"), None) is not None:
+            return c
+    return None
+
+
+def _no_items_note(records: Path) -> str:
+    """Why the seed + item CI is missing without --items: item logs exist but were not read (the fix is
+    --items), or there are none for these records (only then: evaluate with the evaluator)."""
+    from analysis.items import NO_ITEMS_REASON
+
+    found = _item_logs_beside(records)
+    if found is not None:
+        return f"item logs not read: pass --items {found} for the seed + item CI"
+    return NO_ITEMS_REASON
 
 
 def compare(
@@ -340,6 +419,8 @@ def compare(
                                  n_resamples=resamples, seed=seed, items=item_df)
     _require_pairs(res, records)
     t = res.table
+    if item_df is None:
+        t["item_note"] = _no_items_note(records)
     aggs = [aggregate] if aggregate else s.aggregate_names
     keep = t["metric"].isin(aggs) | (detail & t["metric_type"].isin(["domain", "benchmark"]))
     t = t[keep]
@@ -354,10 +435,14 @@ def compare(
         _emit(t.to_csv(index=False), out)
         return
     parts = []
-    for m in aggs + (list(s.domains) if detail else []):
+    shown = aggs + (list(s.domains) if detail else [])
+    for i, m in enumerate(shown):
         pt = paired_table(t, m)
         if fmt == "md" and not wide:
-            parts.append(_narrow_paired(pt, TERMINAL_WIDTH))
+            if i == len(shown) - 1 and len(shown) > 1:  # the footnote once, for every metric
+                pt.note = pt.note.replace(f"{m}: ", "every metric: ", 1)
+            parts.append(_narrow_paired(pt, TERMINAL_WIDTH, lead=i == 0, note=i == len(shown) - 1,
+                                        items=item_df is not None))
         else:
             if fmt == "latex" and not wide:
                 from analysis.schema import GROUP_KEYS
@@ -377,9 +462,12 @@ def compare(
         if not bd.empty:
             show = pd.DataFrame({"comparison": bd["policy"] + " vs " + bd["reference"],
                                  **{f"Δ {c.replace('_', ' ')}": bd[f"{c}_delta"].round(2) for c in BREAKDOWN}})
+            from analysis.tables import _wrap
+
             parts.append("## Outcome breakdown from the item logs (Δ share of all items, points, method − reference)"
-                         "\n\n" + _md(show.astype(str)) + "\n\n_wrong = parsed answer graded wrong; parse failure = "
-                         "no answer extracted; truncated = hit the generation limit (any status)_\n")
+                         "\n\n" + _md(show.astype(str)) + "\n\n" + _wrap(
+                             "_wrong = parsed answer graded wrong; parse failure = no answer extracted; truncated = "
+                             "hit the generation limit (any status)_", TERMINAL_WIDTH) + "\n")
     _emit("\n".join(parts), out)
     for msg in res.dropped:
         err.print(f"warning: {msg}", markup=False, soft_wrap=True)

@@ -309,8 +309,13 @@ def register(app: typer.Typer) -> None:
                                     "quick part, one small Ray job)"),
         data_dir: Path | None = typer.Option(None, "--data-dir", help="evaluation data directory (default: the "
                                                 "campaign's evaluation.data_dir, relative to the work directory)"),
+        keep_head: bool = typer.Option(False, "--keep-head", help="leave the local Ray head this command started "
+                                       "running when the campaign finishes (`campaign head stop` stops it later)"),
     ) -> None:
-        """Check a campaign before any compute, register it in the ledger (idempotent by run_key) and run it."""
+        """Check a campaign before any compute, register it in the ledger (idempotent by run_key) and run it.
+
+        A local Ray head this command started is stopped when the campaign finishes (--keep-head keeps it); a head
+        that was already running is left as it was."""
         from orchestrator.campaign import submit, submit_preview, with_data_dir
         from orchestrator.preflight import eval_data_dir
 
@@ -336,7 +341,16 @@ def register(app: typer.Typer) -> None:
             out.print(f"  changed: {rid} (old run superseded)")
         if not wait:
             return
-        _drive(sess, spec.name, max_parallel=max_parallel)
+        from orchestrator.executor.local_head import running_head, stop_head
+
+        started_here = target is None and running_head(workdir) is None
+        try:
+            _drive(sess, spec.name, max_parallel=max_parallel)
+        finally:
+            if started_here and not keep_head and running_head(workdir) is not None:
+                pids = stop_head(workdir)
+                err.print(f"stopped the local Ray head this command started ({len(pids)} processes; --keep-head "
+                          "keeps it)", highlight=False)
 
     @app.command("resume")
     def resume_cmd(
@@ -550,17 +564,20 @@ def register(app: typer.Typer) -> None:
         campaign_file: Path = typer.Option(DEMO_CAMPAIGN, "--campaign", help="campaign file to run"),
         overrides: list[str] | None = typer.Argument(None, help="Hydra overrides of the demo campaign"),
         keep_ray: bool = typer.Option(False, "--keep-ray", help="leave the local Ray head running"),
+        show_all: bool = typer.Option(False, "--all", help="print the status matrix and every table (by default "
+                                      "one screen: the verdicts, flags and where the files are)"),
     ) -> None:
-        """Run campaigns/demo.yaml end to end on CPU and print the paired-comparison tables."""
+        """Run campaigns/demo.yaml end to end on CPU and print its answer in one screen: the verdicts, the flagged
+        policies and where the records, report and MLflow store are (--all: every table)."""
         from orchestrator.campaign import CampaignError
         from orchestrator.demo import print_analysis, run_demo
 
         try:
             if records is not None:
-                print_analysis(records, out=out)
+                print_analysis(records, out=out, show_all=show_all)
                 return
             wd = workdir or Path(tempfile.mkdtemp(prefix="windtunnel-demo-"))
-            run_demo(wd, campaign_file, overrides or [], out=out, err=err, keep_ray=keep_ray)
+            run_demo(wd, campaign_file, overrides or [], out=out, err=err, keep_ray=keep_ray, show_all=show_all)
         except CampaignError as exc:
             _fail(str(exc), exc.exit_code)
 
