@@ -295,8 +295,13 @@ def evaluate_checkpoint(
         with Progress(TextColumn("[bold]generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=True, disable=not progress) as bar:
             ptask = bar.add_task("gen", total=None)
-            cached = CachedLM(lm, store, ckpt_hash, chunk_size=max(batch_size * 4, 16),
-                              on_progress=lambda d, t: bar.update(ptask, completed=d, total=t))
+            from wtcommon.phase import set_phase
+
+            def on_progress(d: int, t: int) -> None:
+                bar.update(ptask, completed=d, total=t)
+                set_phase(f"evaluating: {d} of {t} generations ({len(ids)} benchmarks)", done=d, total=t)
+
+            cached = CachedLM(lm, store, ckpt_hash, chunk_size=max(batch_size * 4, 16), on_progress=on_progress)
             try:
                 results = lm_eval.simple_evaluate(
                     model=cached, tasks=list(names.values()), task_manager=tm, apply_chat_template=True,

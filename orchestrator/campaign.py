@@ -136,7 +136,9 @@ def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | 
           max_parallel: int | None = None, poll_s: float | None = None,
           events: Path | None = None) -> dict[str, int]:
     """Run the scheduler loop with a Rich progress bar on `console` until the campaign has nothing pending, then
-    ingest it into MLflow and collect its records: the counts by state. Each run's state changes go to
+    ingest it into MLflow and collect its records: the counts by state. The records file is also rebuilt
+    (atomically) each time a run is recorded, so it can be analysed while the campaign runs. Each run's state
+    changes go to
     `console`, or appended to the file `events` when given (a terminal then shows the bar only)."""
     cfg = sess.default_config(campaign)
     if max_parallel:
@@ -156,6 +158,11 @@ def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | 
                 prog.update(task, completed=done, states=counts_line(counts))
 
             def change(row: RunRow, what: str) -> None:
+                if row.state == RunState.recorded:  # records grow as runs finish: compare works mid-campaign
+                    try:
+                        sess.collect_records(campaign)
+                    except RecordsMissing:
+                        pass  # reopened by the scheduler; collected again when it is recorded
                 if events is not None:
                     with open(events, "a") as f:
                         f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {row.run_id}: {what}\n")

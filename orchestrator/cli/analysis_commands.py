@@ -119,12 +119,26 @@ def _load(records: Path, suite: str, campaign: str | None = None, model: str | N
         df = read_records(records, s)
     except RecordsError as e:
         _fail(str(e))
+    partial = _partial_note(records)
+    if partial:
+        err.print(partial, markup=False, highlight=False, soft_wrap=True)
     for col, val in (("campaign", campaign), ("model", model)):
         if val is not None and not (df[col] == val).any():
             _fail(f"{records}: no records with {col} {val!r}; present: {', '.join(sorted(df[col].unique()))}")
         if val is not None:
             df = df[df[col] == val]
     return s, df
+
+
+def _partial_note(records: Path) -> str | None:
+    """One line when RECORDS were collected while their campaign still ran: how many runs are still missing."""
+    from analysis.records import records_completeness
+
+    c = records_completeness(records)
+    if c is None or c[0] >= c[1]:
+        return None
+    return (f"partial records: {c[0]} of {c[1]} runs recorded so far, {c[1] - c[0]} still missing (the campaign is "
+            "running, or runs failed); the analysis uses the recorded runs")
 
 
 def _clean(v):
@@ -625,6 +639,11 @@ def report(
 
     looks_path = looks or (Path(records).parent / "sequential_looks.csv")
     lead = []
+    partial = _partial_note(records)
+    if partial:
+        import html
+
+        lead.append(f'<p class="partial"><b>{html.escape(partial)}</b></p>')
     if looks is not None or looks_path.is_file():
         try:
             lead = [looks_section_html(read_looks_file(looks_path))]

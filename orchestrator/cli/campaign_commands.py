@@ -244,8 +244,19 @@ def register(app: typer.Typer) -> None:
         ev = ("evaluation GPU-hours not declared (compute.eval_gpu_hours_per_checkpoint)"
               if acc["eval_gpu_hours"] is None
               else f"evaluation ≈{acc['eval_gpu_hours']:,} GPU-hours for {acc['eval_checkpoints']} checkpoints")
-        out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs, ≈{acc['gpu_hours']:,} training GPU-hours; "
-                  f"{ev}; duration {dur}", highlight=False)
+        if not any(r.gpus for r in rs):  # a CPU campaign: its cost is CPU-hours, not "0.0 GPU-hours"
+            from orchestrator.progress import format_duration
+
+            run_h = sum(r.est_hours for r in rs)
+            cpu_h = run_h * spec.compute.cpus_per_run
+            dur = f"≈{format_duration(run_h * 3600 / 2)} on 2 CPU job slots"
+            cost = (f"{cpu_h:,.1f} training CPU-hours" if cpu_h >= 1
+                    else f"{format_duration(cpu_h * 3600)} of training CPU")
+            out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs on CPU, ≈{cost} ({spec.compute.cpus_per_run} "
+                      f"CPU per run, compute.hours_per_run); duration {dur}", highlight=False)
+        else:
+            out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs, ≈{acc['gpu_hours']:,} training GPU-hours; "
+                      f"{ev}; duration {dur}", highlight=False)
         for title, key in (("sub-campaign", "by_sub_campaign"), ("model", "by_model"),
                            ("record campaign", "by_campaign_label"),
                            ("policy", "by_policy"), ("seed", "by_seed"), ("regime", "by_regime")):
@@ -379,7 +390,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Counts by state and a policies × seeds matrix per campaign (reads the ledger only)."""
         from orchestrator.ledger.states import RunState
-        from orchestrator.progress import LEGEND, campaign_progress, counts_line, driver_line, status_matrix
+        from orchestrator.progress import (
+            LEGEND,
+            campaign_progress,
+            counts_line,
+            driver_line,
+            run_activity,
+            status_matrix,
+        )
 
         if fmt not in ("table", "json"):
             _fail(f"--format {fmt!r}: use table or json")
@@ -396,7 +414,8 @@ def register(app: typer.Typer) -> None:
             for n in names:
                 st = sess.status(n)
                 st["runs"] = [{"run_id": r.run_id, "run_key": r.run_key, "state": r.state, "stage": r.stage,
-                               "reason": r.reason, "attempts": r.attempts, "compute": r.compute}
+                               "reason": r.reason, "attempts": r.attempts, "compute": r.compute,
+                               "doing": run_activity(sess, r)}
                               for r in sess.ledger.runs(n)]
                 st.update(campaign_progress(sess, n))
                 res.append(st)
@@ -409,6 +428,11 @@ def register(app: typer.Typer) -> None:
             out.print(LEGEND, highlight=False, markup=False)
             out.print(driver_line(sess, n), highlight=False)
             from rich.text import Text
+
+            for r in sess.ledger.runs(n, [RunState.training, RunState.evaluating]):  # what each active run does
+                doing = run_activity(sess, r)
+                if doing:
+                    out.print(Text.assemble("  ", ("now", "yellow"), f" {r.run_id}: {doing}"), highlight=False)
 
             for r in sess.ledger.runs(n, [RunState.failed]):  # the reason as written (no markup read in it)
                 out.print(Text.assemble("  ", (RunState.failed.value, "red"),
