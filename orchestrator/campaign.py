@@ -28,6 +28,7 @@ from orchestrator.ledger.states import RunState
 from orchestrator.plugins import add_project_path, plugin_names, plugin_paths
 from orchestrator.progress import counts_line
 from orchestrator.session import RecordsMissing, Session
+from orchestrator.submit_summary import SubmitSummary, summarise
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -94,16 +95,23 @@ def with_data_dir(spec: CampaignSpec, runs: list[RunSpec], data_dir: Path) -> tu
     return spec.model_copy(update={"evaluation": ev}), [dataclasses.replace(r, evaluation=dict(ev)) for r in runs]
 
 
-def submit_preview(spec: CampaignSpec, runs: list[RunSpec], workdir: Path, ledger_url: str | None) -> dict[str, int]:
-    """{'new', 'changed', 'unchanged'}: what submitting would do to the ledger, without writing (nor creating) it."""
+def submit_preview(spec: CampaignSpec, runs: list[RunSpec], workdir: Path, ledger_url: str | None) -> SubmitSummary:
+    """What submitting would do to the ledger (new / changed with the fields that changed / unchanged / no longer
+    in the spec), without writing (nor creating) it; `submit` prints the same summary, computed before it writes."""
     url = ledger_url or default_url(workdir)
-    have: set[tuple[str, str]] = set()
+    current: list[tuple[str, str, str]] = []
     if ledger_url or (workdir / "ledger.db").exists():
-        have = {(r.run_id, r.run_key) for r in open_ledger(url).runs(spec.name)}
-    ids = {rid for rid, _ in have}
-    new = [r.run_id for r in runs if r.run_id not in ids]
-    unchanged = [r.run_id for r in runs if (r.run_id, r.run_key) in have]
-    return {"new": len(new), "changed": len(runs) - len(new) - len(unchanged), "unchanged": len(unchanged)}
+        led = open_ledger(url)
+        try:
+            current = [(r.run_id, r.run_key, r.spec_json) for r in led.runs(spec.name)]  # current generation
+        finally:
+            led.close()
+    summary = summarise(spec.name, current, [(r.run_id, r.run_key, r.to_dict()) for r in runs])
+    if spec.seed_design is not None:  # a sequential design's later batches are the seed pool's, not "removed"
+        pool = set(spec.seed_pool())
+        summary.runs["removed"] = [rid for rid, _, sj in current
+                                   if rid in summary.runs["removed"] and json.loads(sj)["seed"] not in pool]
+    return summary
 
 
 def submit(sess: Session, spec: CampaignSpec, runs: list[RunSpec]) -> tuple[UpsertDiff, list[str]]:
@@ -138,8 +146,7 @@ def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | 
     """Run the scheduler loop with a Rich progress bar on `console` until the campaign has nothing pending, then
     ingest it into MLflow and collect its records: the counts by state. The records file is also rebuilt
     (atomically) each time a run is recorded, so it can be analysed while the campaign runs. Each run's state
-    changes go to
-    `console`, or appended to the file `events` when given (a terminal then shows the bar only)."""
+    changes go to `console`, or appended to the file `events` when given (a terminal then shows the bar only)."""
     cfg = sess.default_config(campaign)
     if max_parallel:
         cfg.max_parallel = max_parallel

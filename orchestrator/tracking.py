@@ -277,6 +277,12 @@ def cell_params(spec: RunSpec) -> dict[str, Any]:
             "regime": spec.regime, "data": spec.data}
 
 
+def cell_run_name(spec: RunSpec) -> str:
+    """The MLflow run name: policy and seed first, as a reader scans them (`topk s1 · ux_small/tiny_qwen2`),
+    then group/model and regime; MLflow's list truncates names from the right. The run_id is a tag."""
+    return f"{spec.policy} s{spec.seed} · {spec.group}/{spec.model}" + (f" @{spec.regime}" if spec.regime else "")
+
+
 def cell_tags(spec: RunSpec) -> dict[str, str]:
     return {"windtunnel.policy": spec.policy, "windtunnel.model": spec.model, "windtunnel.seed": str(spec.seed),
             "windtunnel.group": spec.group, "windtunnel.regime": spec.regime, "windtunnel.run_id": spec.run_id}
@@ -344,7 +350,7 @@ class CampaignTracker:
             attempts = self.ledger.attempts(self.campaign, row.run_key)
             started = attempts[0]["started_at"] if attempts else time.time()
             self._fence()
-            rid = ensure_run(self.uri, self.campaign, row.run_key, spec.run_id, params=cell_params(spec),
+            rid = ensure_run(self.uri, self.campaign, row.run_key, cell_run_name(spec), params=cell_params(spec),
                              tags=cell_tags(spec), start_time=started,
                              artifact_location=(self.workdir / "mlartifacts" / self.campaign).as_uri())
         if row.mlflow_run_id != rid:
@@ -401,7 +407,7 @@ class CampaignTracker:
         status = _TERMINAL_STATUS[RunState(row.state)]
         rd = run_dir(self.workdir, spec)
         rows = [{"step": spec.steps, **{f"compute/{k}": v for k, v in row.compute.items()}}]
-        tags = [RunTag("windtunnel.state", row.state)]
+        tags = [RunTag("windtunnel.state", "superseded" if row.superseded_by else row.state)]
         if row.reason:
             tags.append(RunTag("windtunnel.reason", row.reason[:PARAM_LIMIT]))
         if row.state == RunState.recorded and row.outputs.get("records") and Path(row.outputs["records"]).exists():
@@ -455,6 +461,7 @@ class CampaignTracker:
         if row.superseded_by and st["superseded"] != row.superseded_by:
             self._fence()
             client(self.uri).set_tag(st["id"], "windtunnel.superseded_by", row.superseded_by)
+            client(self.uri).set_tag(st["id"], "windtunnel.state", "superseded")  # never looks current
             st["superseded"] = row.superseded_by
         if row.state in _TERMINAL_STATUS:
             if st["status"] == "RUNNING":

@@ -166,6 +166,16 @@ def _drive(sess, campaign: str, *, timeout_s: float | None = None, max_parallel:
         raise typer.Exit(1)
 
 
+def _print_summary(summary, *, dry_run: bool, as_json: bool) -> None:
+    """`submit`'s summary (orchestrator.submit_summary): the same words with and without --dry-run; --json: one
+    JSON object on stdout."""
+    if as_json:
+        typer.echo(json_dumps({**summary.as_json(), "dry_run": dry_run}))
+        return
+    for line in summary.lines(dry_run=dry_run):
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the main app."""
 
@@ -314,7 +324,10 @@ def register(app: typer.Typer) -> None:
                                               help="SQLAlchemy URL; default sqlite:///<workdir>/ledger.db"),
         wait: bool = typer.Option(True, "--wait/--no-wait", help="drive the campaign to completion"),
         max_parallel: int | None = typer.Option(None, "--max-parallel", min=1, help="cap on concurrent jobs"),
-        dry_run: bool = typer.Option(False, "--dry-run", help="show new/changed/unchanged without writing"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="print what submitting would do (new, changed with "
+                                     "the fields that changed, unchanged, removed) without writing"),
+        as_json: bool = typer.Option(False, "--json", help="print that summary as one JSON object (counts under "
+                                     "new/changed/unchanged/removed, run ids, changed fields)"),
         doctor: bool = typer.Option(True, "--doctor/--no-doctor", help="on a cluster (--ray-address), first check "
                                     "every node's versions, the shared work dir and GPUs per node (campaign doctor's "
                                     "quick part, one small Ray job)"),
@@ -339,17 +352,16 @@ def register(app: typer.Typer) -> None:
         target = cluster_address(workdir, ray_address)  # where the runs will go: given, remembered or local
         _preflight(spec, rs, eval_data_dir(spec, workdir.resolve()), local_head=not target,
                    ray_address=target, workdir=workdir, runs_on_local_head=not target)
+        summary = submit_preview(spec, rs, workdir, ledger_url)  # before anything is written: the old specs
         if dry_run:
-            typer.echo(json_dumps(submit_preview(spec, rs, workdir, ledger_url)))
+            _print_summary(summary, dry_run=True, as_json=as_json)
             return
         if target and doctor:
             _cluster_checks(target, workdir, rs)
         sess = _session(workdir, ledger_url, ray_address, remember=True)
         diff, removed = submit(sess, spec, rs)
-        out.print(f"[bold]{spec.name}[/]: {len(diff.new)} new, {len(diff.changed)} changed, "
-                  f"{len(diff.unchanged)} unchanged, {len(removed)} no longer in the spec")
-        for rid in diff.changed[:10]:
-            out.print(f"  changed: {rid} (old run superseded)")
+        summary.runs.update(new=diff.new, changed=diff.changed, unchanged=diff.unchanged, removed=removed)
+        _print_summary(summary, dry_run=False, as_json=as_json)
         if not wait:
             return
         from orchestrator.executor.local_head import running_head, stop_head

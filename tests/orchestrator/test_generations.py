@@ -103,6 +103,11 @@ def test_resubmit_with_changed_recipe_collects_only_the_new_generation(tree: Pat
     old_runs = {k: v for k, v in status.items() if k not in new_keys}
     assert all(st in ("FINISHED", "KILLED") and sup in new_keys for st, sup in old_runs.values()), old_runs
     assert len(cells) == len(status)  # one MLflow run per cell, never two
+    # superseded runs never look current in MLflow; names lead with policy and seed
+    state = {r.data.tags[tracking.RUN_KEY_TAG]: r.data.tags.get("windtunnel.state") for r in cells}
+    assert all(state[k] == "superseded" for k in old_runs) and all(state[k] == "recorded" for k in new_keys)
+    assert {r.info.run_name for r in cells if r.data.tags[tracking.RUN_KEY_TAG] in new_keys} == {
+        f"{p} s1 · gen/{runs2[0].model}" for p in ("baseline", "gfpo", "static")}
     sess.close()
 
 
