@@ -160,8 +160,9 @@ def test_report_of_a_users_campaign_has_every_figure_and_no_empty_section(mine: 
     for name in FIGURES:
         assert f'id="fig-{name}"' in doc
     _assert_no_empty_section(doc)
-    # the lead is the verdict table, then within-group sensitivity, then figures
-    assert doc.index('id="verdicts"') < doc.index('id="within_group_sensitivity"') < doc.index('id="fig-forest_db_12"')
+    # the findings lead (verdict table, then the forest plots), then the detail (sensitivity), collapsible
+    assert doc.index('id="verdicts"') < doc.index('id="fig-forest_db_12"') < doc.index('id="within_group_sensitivity"')
+    assert '<details id="within_group_sensitivity">' in doc and "NaN" not in re.sub(r"base64,[^\"]+", "", doc)
     assert doc.index("<table") > doc.index('id="verdicts"')
     # paper sections the campaign has no data for are not there at all
     for paper in ("main_7b", "main_05b", "mixer", "crossfamily", "constrained", "scale_curve", "long_training"):
@@ -241,7 +242,7 @@ def test_report_of_the_released_records_has_every_figure_and_no_empty_section(tm
     assert sorted(p.stem for p in (tmp_path / "fig").glob("*.png")) == sorted(expected)
     assert doc.count("<img") == len(expected)
     _assert_no_empty_section(doc)
-    assert doc.index('id="verdicts"') < doc.index('id="within_group_sensitivity"') < doc.index('id="fig-forest_db_12"')
+    assert doc.index('id="verdicts"') < doc.index('id="fig-forest_db_12"') < doc.index('id="within_group_sensitivity"')
     forest = _svg_texts(tmp_path / "fig" / "forest_db_12.svg")
     assert "noise20_20pct_label_noise" in forest and "Qwen2.5-7B-Instruct" in forest and "regime" in forest
     assert "campaign: mixer" in forest and "campaign: crossfamily  (no A/A rows: no noise-floor band)" in forest
