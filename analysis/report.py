@@ -31,6 +31,8 @@ from analysis.tables import _cell, build_tables, numeric_columns
 from evaluation.suite import Suite, load_suite
 from wtcommon.atomic import atomic_write_text
 
+FIGURE_RESAMPLES = 2000  # the figures' bootstrap cap (each figure resamples every run); captions say when it applies
+
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 table{border-collapse:collapse;font-size:12px;margin:0.5em 0 1.5em}
@@ -119,8 +121,8 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
     config_means = runs.groupby(list(GROUP_KEYS) + ["policy"], sort=True)[s.aggregate_names].mean()
     missing = missing_report(score_matrix(recs, s), s)
     sens = by_name["aggregation_sensitivity"].data if "aggregation_sensitivity" in by_name else None
-    figs = build_figures(paired.table, runs, s, margin=margin, n_resamples=min(n_resamples, 2000),
-                         sensitivity=sens, training_runs=training_runs)
+    figs = build_figures(paired.table, runs, s, margin=margin, n_resamples=min(n_resamples, FIGURE_RESAMPLES),
+                         sensitivity=sens, training_runs=training_runs, requested_resamples=n_resamples)
     rendered = {f.name: render(f, FORMATS if figures_dir is not None else ("svg",)) for f in figs}
 
     parts = [f"<h1>{html.escape(title)}</h1>",
