@@ -107,6 +107,9 @@ def planned_eta_seconds(rows: Iterable[RunRow], parallel: int) -> float | None:
     return sum(hours) * 3600 / max(1, parallel) if any(hours) else None
 
 
+_EVAL_PHASE = "evaluating:"  # the evaluate stage's phases (orchestrator.stages, evaluation.evaluator) start so
+
+
 def run_activity(sess: Session, row: RunRow, now: float | None = None) -> str | None:
     """What an active run does now, in words: "training step 3 of 8", "building the base model (2m10s)",
     "waiting on the base model's lock", "evaluating: 40 of 192 generations"; None for an inactive run.
@@ -131,10 +134,10 @@ def run_activity(sess: Session, row: RunRow, now: float | None = None) -> str | 
         last = max((int(s) for s in steps if isinstance(s, (int, float))), default=None)
         if last is not None:
             return f"training step {last} of {spec.steps}"
-        if phase and not phase["phase"].startswith("evaluating"):
+        if phase and not phase["phase"].startswith(_EVAL_PHASE):
             return phase["phase"] + since
         return "training: job submitted, not started yet"
-    if phase and phase["phase"].startswith("evaluating"):
+    if phase and phase["phase"].startswith(_EVAL_PHASE):
         return phase["phase"] + since
     return "evaluating: job submitted, not started yet"
 
