@@ -320,9 +320,19 @@ def test_no_figure_clips_a_label(which: str, tmp_path: Path) -> None:
 
     if which == "released" and not RELEASED.is_file():
         pytest.skip("released records not present")
+    import io
+
+    from analysis.figures import FORMATS, render
+
     rec = _campaign(tmp_path)[0] if which == "mine" else RELEASED
     for f in _figures_of(rec):
         assert not _outside(f.fig), (f.name, _outside(f.fig))
+        png = render(f, FORMATS)["png"]  # as the report writes it: svg, pdf, then png
+        with Image.open(io.BytesIO(png)) as im:
+            ink = np.asarray(im.convert("L")) < 200
+        rows, cols = np.where(ink.any(axis=1))[0], np.where(ink.any(axis=0))[0]
+        margins = (cols.min(), ink.shape[1] - 1 - cols.max(), rows.min(), ink.shape[0] - 1 - rows.max())
+        assert min(margins) > 0, (f.name, margins)  # nothing drawn touches the image's edge: nothing clipped
         plt.close(f.fig)
 
 
