@@ -628,9 +628,12 @@ def heatmap_figure(sens: pd.DataFrame, names: list[str]) -> Figure | None:
         return None
     k = len(names)
     with plt.rc_context(_RC):
+        from matplotlib.layout_engine import ConstrainedLayoutEngine
+
         fig, axes = plt.subplots(1, len(views), figsize=(2.4 + 3.4 * len(views) + 0.2 * k, 1.6 + 0.75 * k),
-                                 squeeze=False, layout="constrained")  # rotated tick labels stay inside
-        fig.get_layout_engine().set(w_pad=0.2, h_pad=0.15)  # inches of margin: the same in svg, pdf and png
+                                 squeeze=False)
+        # rotated tick labels stay inside, with a margin (inches) that holds in svg, pdf and png alike
+        fig.set_layout_engine(ConstrainedLayoutEngine(w_pad=0.2, h_pad=0.15))
         im = None
         for i, (ax, (mat, title)) in enumerate(zip(axes[0], views, strict=True)):
             im = ax.imshow(mat, vmin=-1, vmax=1, cmap="RdBu_r")
