@@ -107,6 +107,9 @@ def _ms(t: float | None = None) -> int:
     return int((time.time() if t is None else t) * 1000)
 
 
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # read by the MLflow UI to pick the experiment's first view
+
+
 def experiment_id(uri: str, name: str, artifact_location: str | None = None) -> str:
     """Id of experiment `name`, created if missing."""
     c = client(uri)
@@ -114,7 +117,9 @@ def experiment_id(uri: str, name: str, artifact_location: str | None = None) -> 
     if exp is not None:
         return exp.experiment_id
     try:
-        return c.create_experiment(name, artifact_location=artifact_location)
+        # MLflow 3 opens an experiment of unknown kind on its GenAI "Traces" page; ours are training runs
+        return c.create_experiment(name, artifact_location=artifact_location,
+                                   tags={EXPERIMENT_KIND_TAG: "custom_model_development"})
     except Exception:
         exp = c.get_experiment_by_name(name)
         if exp is None:
