@@ -340,35 +340,40 @@ def _narrow_paired(pt, width: int, *, lead: bool = True, note: bool = True, item
     def wrap(text: str) -> str:
         return "\n".join(textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False))
 
-    parts = [f"## {pt.title}\n"]
+    data = pt.data
+    groups = list(data.groupby(list(GROUP_KEYS), sort=False, dropna=False).groups.items())
+
+    def label_of(idx) -> str:
+        first = data.loc[idx[0]]
+        return " / ".join(str(first[k]) for k in GROUP_KEYS if str(first[k]) not in ("", "nan", "None"))
+
+    one = len(groups) == 1  # one group: named in the title, no sub-heading
+    parts = [f"## {pt.title}" + (f": {label_of(groups[0][1])}" if one else "") + "\n"]
     if pt.lead and lead:
         parts.append(wrap(pt.lead) + "\n")
     left_out: list[str] = []
-    data = pt.data
-    for _, idx in data.groupby(list(GROUP_KEYS), sort=False, dropna=False).groups.items():
-        first = data.loc[idx[0]]
-        label = " / ".join(str(first[k]) for k in GROUP_KEYS if str(first[k]) not in ("", "nan", "None"))
+    for _, idx in groups:
         shown, hidden = fit_columns(pt.display.loc[idx], key, width)
         left_out += [c for c in hidden if c not in left_out and c not in GROUP_KEYS]
-        parts.append(f"### {label}\n\n{_md(shown)}\n")
+        parts.append(("" if one else f"### {label_of(idx)}\n\n") + f"{_md(shown)}\n")
     if pt.note and note:
         parts.append(wrap(pt.note))
     if left_out and note:
         parts.append(wrap(f"columns left out (in some or all groups) to fit {width} characters: {', '.join(left_out)} "
                           "(--wide prints "
                           "every column; --format csv|json holds every number)"))
-    return "\n".join(parts) + "\n"
+    return "\n".join(parts)
 
 
 def _item_logs_beside(records: Path) -> Path | None:
     """The folder of item logs that belong to RECORDS, when there is one: the records' own folder, or for
     `<workdir>/results/<campaign>/records.parquet` the work dir's `runs/<campaign>` (where runs write them)."""
     r = Path(records).resolve()
-    cands = [r.parent]
+    cands = [(r.parent, "*.items.jsonl.gz"), (r.parent / "runs", "**/*.items.jsonl.gz")]  # never all of /tmp
     if r.parent.parent.name == "results":
-        cands.insert(0, r.parent.parent.parent / "runs" / r.parent.name)
-    for c in cands:
-        if c.is_dir() and next(c.rglob("*.items.jsonl.gz"), None) is not None:
+        cands.insert(0, (r.parent.parent.parent / "runs" / r.parent.name, "**/*.items.jsonl.gz"))
+    for c, pattern in cands:
+        if c.is_dir() and next(c.glob(pattern), None) is not None:
             return c
     return None
 

@@ -297,3 +297,19 @@ def test_compare_prints_its_notes_once() -> None:
     text = _out("compare")
     assert text.count("small n:") == 1 and text.count("d = method − reference per seed") == 1
     assert text.count("columns left out") == 1 and text.count("## Paired comparisons") == 4
+
+
+@needs_records
+def test_compare_of_a_small_campaign_fits_one_screen(tmp_path: Path) -> None:
+    """One comparison, four aggregates (the demo's shape): ≤ 40 lines of ≤ 120 characters, the group named in each
+    title, the notes once, and a footnote that says there are no item logs only because there are none."""
+    df = pd.read_csv(RELEASED)
+    small = tmp_path / "small.csv"
+    df[(df["campaign"] == "main") & (df["model"] == "Qwen2.5-7B-Instruct") & df["method"].isin(["baseline", "gfpo"])
+       ].to_csv(small, index=False)
+    res = _invoke("compare", str(small), "--resamples", "200")
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert len(lines) <= 40 and max(map(len, lines)) <= 120, (len(lines), res.stdout)
+    assert res.stdout.count("): main / Qwen2.5-7B-Instruct / 300") == 4 and "###" not in res.stdout
+    assert "no item logs" in res.stdout
