@@ -151,8 +151,10 @@ def _require_campaign(sess, campaign: str) -> None:
               "submit` first")
 
 
-def _drive(sess, campaign: str, *, timeout_s: float | None = None, max_parallel: int | None = None) -> None:
-    """Drive the campaign to the end (progress on stderr), print its matrix; exit 1 when runs ended failed."""
+def _drive(sess, campaign: str, *, timeout_s: float | None = None, max_parallel: int | None = None,
+           matrix: bool = True) -> None:
+    """Drive the campaign to the end (progress on stderr), print its matrix (unless `matrix` is False: stdout
+    then holds only what the caller printed, e.g. `submit --json`); exit 1 when runs ended failed."""
     from orchestrator.campaign import CampaignError, drive_campaign
     from orchestrator.ledger.states import RunState
     from orchestrator.progress import status_matrix
@@ -161,7 +163,8 @@ def _drive(sess, campaign: str, *, timeout_s: float | None = None, max_parallel:
         counts = drive_campaign(sess, campaign, out=out, err=err, timeout_s=timeout_s, max_parallel=max_parallel)
     except CampaignError as exc:
         _fail(str(exc), exc.exit_code)
-    out.print(status_matrix(sess, campaign))
+    if matrix:
+        out.print(status_matrix(sess, campaign))
     if counts.get(RunState.failed):
         raise typer.Exit(1)
 
@@ -368,7 +371,7 @@ def register(app: typer.Typer) -> None:
 
         started_here = target is None and running_head(workdir) is None
         try:
-            _drive(sess, spec.name, max_parallel=max_parallel)
+            _drive(sess, spec.name, max_parallel=max_parallel, matrix=not as_json)
         finally:
             if started_here and not keep_head and running_head(workdir) is not None:
                 pids = stop_head(workdir)
