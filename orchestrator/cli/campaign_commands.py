@@ -355,7 +355,12 @@ def register(app: typer.Typer) -> None:
         target = cluster_address(workdir, ray_address)  # where the runs will go: given, remembered or local
         _preflight(spec, rs, eval_data_dir(spec, workdir.resolve()), local_head=not target,
                    ray_address=target, workdir=workdir, runs_on_local_head=not target)
-        summary = submit_preview(spec, rs, workdir, ledger_url)  # before anything is written: the old specs
+        from orchestrator.ledger.base import LedgerError
+
+        try:
+            summary = submit_preview(spec, rs, workdir, ledger_url)  # before anything is written: the old specs
+        except LedgerError as exc:
+            _fail(str(exc))
         if dry_run:
             _print_summary(summary, dry_run=True, as_json=as_json)
             return

@@ -174,4 +174,5 @@ def _policy_line(metrics_path: Path) -> None:
         return
     means = {k: sum(vals) / len(vals) for k in keys
              if (vals := [float(r[k]) for r in rows if isinstance(r.get(k), (int, float))])}
-    typer.echo(f"policy (mean over {len(rows)} steps): " + ", ".join(f"{k} {v:.3g}" for k, v in means.items()))
+    steps = len({r.get("step") for r in rows if any(k in r for k in keys)})
+    typer.echo(f"policy (mean over {steps} steps): " + ", ".join(f"{k} {v:.3g}" for k, v in means.items()))
