@@ -162,7 +162,9 @@ def forest_figure(paired: pd.DataFrame, metric: str, margin: float | None = None
             Line2D([], [], color="tab:blue", lw=3.2, marker="o", label="mean Δ, seed-only paired-t 95% CI")]
         if has_item:
             handles.append(Line2D([], [], color="tab:orange", lw=1.6, label="seed + item 95% CI"))
-        handles.append(Line2D([], [], color="0.45", lw=3.2, marker="o", label="A/A: static vs baseline"))
+        has_aa = bool(d["kind"].eq("aa_noise_floor").any())
+        if has_aa:  # the legend names only what is drawn
+            handles.append(Line2D([], [], color="0.45", lw=3.2, marker="o", label="A/A: static vs baseline"))
         if margin:
             handles.append(Patch(color="tab:green", alpha=0.12, label=f"equivalence margin ±{margin:g}"))
         if len(floors):
@@ -174,7 +176,8 @@ def forest_figure(paired: pd.DataFrame, metric: str, margin: float | None = None
     return Figure(f"forest_{_slug(metric)}", f"Forest plot: paired Δ {metric}, one shared axis", (
         f"{n_eff} method-vs-reference comparisons, sorted by effect within each campaign; one x-axis for all "
         "panels. Thick: seed-only paired-t 95% CI" + ("; thin orange: seed + item two-way clustered 95% CI" if has_item
-                                                      else "") + ". Grey rows are A/A comparisons."), fig)
+                                                      else "")
+        + (". Grey rows are A/A comparisons." if d["kind"].eq("aa_noise_floor").any() else ".")), fig)
 
 
 def _slug(s: str) -> str:
@@ -292,18 +295,73 @@ def improvement_probabilities(runs: pd.DataFrame, paired: pd.DataFrame, metric: 
     return out.drop(columns="cmp")
 
 
+# Okabe & Ito's colour-blind-safe palette: one hue per mechanism, a neutral grey for the references; within a
+# mechanism, policies differ by line style and marker, so a figure also reads in greyscale.
+OKABE_ITO = {"blue": "#0072B2", "vermillion": "#D55E00", "bluish green": "#009E73", "reddish purple": "#CC79A7",
+             "orange": "#E69F00", "sky blue": "#56B4E9", "yellow": "#F0E442", "black": "#000000"}
+MECHANISM_COLOR = {"select": OKABE_ITO["blue"], "reweight": OKABE_ITO["vermillion"], "mix": OKABE_ITO["bluish green"],
+                   "unknown": OKABE_ITO["reddish purple"], "none": "#7F7F7F"}
+REFERENCE_COLOR = "#7F7F7F"
+_LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1)))
+_MARKERS = ("o", "s", "^", "D", "v", "P")
+PROFILE_TOP = 5  # performance-profile curves: the best PROFILE_TOP policies by mean Δ, plus the references
+
+
+def policy_mechanisms(runs: pd.DataFrame) -> dict[str, str]:
+    """Each policy's mechanism: the records' `mechanism` column when present, else the study's table."""
+    from analysis.schema import POLICY_MECHANISM
+
+    out = {p: POLICY_MECHANISM.get(p, "unknown") for p in runs["policy"].unique()}
+    if "mechanism" in runs.columns:
+        for p, m in runs.groupby("policy")["mechanism"].first().items():
+            if isinstance(m, str) and m in MECHANISM_COLOR:
+                out[p] = m
+    return out
+
+
+def policy_styles(policies: Sequence[str], mechanisms: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """color (the mechanism's hue; grey for references), linestyle and marker (distinct within a mechanism)."""
+    out: dict[str, dict[str, Any]] = {}
+    by_mech: dict[str, list[str]] = {}
+    for p in sorted(policies):
+        mech = "none" if p in REFERENCES else mechanisms.get(p, "unknown")
+        by_mech.setdefault(mech, []).append(p)
+    for mech, pols in by_mech.items():
+        color = REFERENCE_COLOR if mech == "none" else MECHANISM_COLOR.get(mech, MECHANISM_COLOR["unknown"])
+        for i, p in enumerate(pols):
+            out[p] = {"color": color, "ls": _LINESTYLES[i % len(_LINESTYLES)], "marker": _MARKERS[i % len(_MARKERS)],
+                      "mechanism": mech}
+    return out
+
+
+def _mechanism_handles(mechs: Sequence[str]) -> list[Artist]:
+    names = {"none": "reference", "select": "selection", "reweight": "reweighting", "mix": "mixing",
+             "unknown": "other"}
+    return [Patch(color=MECHANISM_COLOR[m] if m != "none" else REFERENCE_COLOR, alpha=0.6, label=names[m])
+            for m in ("select", "reweight", "mix", "unknown", "none") if m in mechs]
+
+
 def _policy_colors(policies: Sequence[str]) -> dict[str, Any]:
     cmap = plt.get_cmap("tab10" if len(policies) <= 10 else "tab20")
     return {p: cmap(i % cmap.N) for i, p in enumerate(sorted(policies))}
 
 
-def aggregate_figure(rel: pd.DataFrame, metric: str, *, n_resamples: int, seed: int = 0) -> Figure | None:
-    """rliable's aggregate interval estimates (mean, IQM) per policy, pooled over groups as Δ vs reference."""
+def _resamples_text(n_resamples: int, requested: int | None) -> str:
+    """The resamples a figure used, and the command's when the figures capped it."""
+    return f"{n_resamples:,} resamples" + (f"; the figures cap the command's {requested:,}" if requested
+                                          and requested > n_resamples else "")
+
+
+def aggregate_figure(rel: pd.DataFrame, metric: str, *, n_resamples: int, seed: int = 0,
+                     mechanisms: Mapping[str, str] | None = None, requested: int | None = None) -> Figure | None:
+    """rliable's aggregate interval estimates (mean, IQM) per policy, pooled over groups as Δ vs reference;
+    coloured by mechanism (grey: references)."""
     if rel.empty:
         return None
     est = aggregate_estimates(rel, n_resamples=n_resamples, seed=seed)
     pols = list(est.loc[est["estimator"] == "mean"].sort_values("value")["policy"])
-    colors = _policy_colors(pols)
+    styles = policy_styles(pols, mechanisms or {})
+    colors = {p: st["color"] for p, st in styles.items()}
     n_groups = rel["group"].nunique()
     with plt.rc_context(_RC):
         fig, axes = plt.subplots(1, 2, figsize=(9.5, 1.4 + 0.42 * len(pols)), sharey=True, sharex=True)
@@ -320,43 +378,60 @@ def aggregate_figure(rel: pd.DataFrame, metric: str, *, n_resamples: int, seed: 
             ax.set_xlabel(f"Δ {metric} vs reference (points)")
             ax.grid(axis="x", color="0.9", lw=0.6)
         fig.suptitle(f"Aggregate estimates per policy, pooled over {n_groups} group(s)", fontsize=FONT + 1)
-        fig.tight_layout()
+        handles = _mechanism_handles(sorted({st["mechanism"] for st in styles.values()}))
+        fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
+        fig.tight_layout(rect=(0, 0.45 / (1.4 + 0.42 * len(pols)), 1, 1))  # room for the mechanism legend
     return Figure(f"aggregate_estimates_{_slug(metric)}",
                   f"Aggregate interval estimates per policy ({metric}, pooled)", (
         f"rliable-style: per policy, the mean and interquartile mean of each run's {metric} minus its campaign-"
         f"local reference's seed mean, pooled over {n_groups} campaign/model/regime/step group(s); bars are 95% "
-        f"stratified-bootstrap intervals ({n_resamples} resamples, seeds resampled within each group)."), fig)
+        f"stratified-bootstrap intervals ({_resamples_text(n_resamples, requested)}, seeds resampled within each "
+        "group). Colour = mechanism (Okabe-Ito palette), grey = references."), fig)
 
 
-def profile_figure(rel: pd.DataFrame, metric: str, *, n_resamples: int, seed: int = 0) -> Figure | None:
-    """Performance profiles: fraction of runs whose Δ vs reference exceeds tau, with bootstrap bands."""
+def profile_figure(rel: pd.DataFrame, metric: str, *, n_resamples: int, seed: int = 0,
+                   mechanisms: Mapping[str, str] | None = None, requested: int | None = None,
+                   top: int = PROFILE_TOP) -> Figure | None:
+    """Performance profiles: fraction of runs whose Δ vs reference exceeds tau, with bootstrap bands; only the
+    `top` policies by mean Δ and the references are drawn (more curves overlap into noise)."""
     if rel.empty:
         return None
+    means = rel.groupby("policy")["delta"].mean().sort_values(ascending=False)
+    methods = [p for p in means.index if p not in REFERENCES]
+    keep = methods[:top] + [p for p in means.index if p in REFERENCES]
+    rel = rel[rel["policy"].isin(keep)]
     lo, hi = float(rel["delta"].min()), float(rel["delta"].max())
     pad = max(0.5, 0.05 * (hi - lo))
     taus = np.linspace(lo - pad, hi + pad, 121)
     prof = performance_profile(rel, taus, n_resamples=n_resamples, seed=seed)
-    colors = _policy_colors(prof["policy"].unique())
+    styles = policy_styles(keep, mechanisms or {})
     with plt.rc_context(_RC):
         fig, ax = plt.subplots(figsize=(8, 4.6))
-        for p, g in prof.groupby("policy", sort=True):
-            ax.plot(g["tau"], g["fraction"], color=colors[p], lw=2, label=p)
-            ax.fill_between(g["tau"], g["lo"], g["hi"], color=colors[p], alpha=0.15, lw=0)
+        for p in keep:
+            g = prof[prof["policy"] == p]
+            st = styles[p]
+            ax.plot(g["tau"], g["fraction"], color=st["color"], ls=st["ls"], lw=2, label=p)
+            ax.fill_between(g["tau"], g["lo"], g["hi"], color=st["color"], alpha=0.12, lw=0)
         ax.axvline(0, color="k", lw=0.8, ls=":")
         ax.set_xlabel(f"τ: Δ {metric} vs reference (points)")
         ax.set_ylabel("fraction of runs with Δ > τ")
         ax.set_ylim(-0.02, 1.02)
         ax.set_title(f"Performance profiles, pooled over {rel['group'].nunique()} group(s)")
-        ax.legend(loc="lower left", frameon=False, ncol=2 if prof["policy"].nunique() > 6 else 1)
+        ax.legend(loc="lower left", frameon=False, ncol=2 if len(keep) > 6 else 1)
         ax.grid(color="0.9", lw=0.6)
         fig.tight_layout()
+    left = len(methods) - len(methods[:top])
     return Figure(f"performance_profile_{_slug(metric)}", f"Performance profiles ({metric}, pooled)", (
         f"Fraction of runs whose {metric} minus the campaign-local reference's seed mean exceeds τ; "
-        f"bands are 95% stratified-bootstrap intervals ({n_resamples} resamples). References appear "
-        f"centred on their own mean (their seed noise)."), fig)
+        f"bands are 95% stratified-bootstrap intervals ({_resamples_text(n_resamples, requested)}). "
+        + (f"The {top} policies with the largest mean Δ of {len(methods)} are drawn ({left} more in the aggregate "
+           "estimates); " if left > 0 else "")
+        + "colour = mechanism, line style tells policies of one mechanism apart; references (grey) appear centred "
+        "on their own mean (their seed noise)."), fig)
 
 
-def improvement_figure(probs: pd.DataFrame, metric: str) -> Figure | None:
+def improvement_figure(probs: pd.DataFrame, metric: str, *, n_resamples: int | None = None,
+                       requested: int | None = None) -> Figure | None:
     """P(improve) per comparison with its seed-pair bootstrap interval; sorted; 0.5 = no difference."""
     if probs.empty:
         return None
@@ -380,17 +455,23 @@ def improvement_figure(probs: pd.DataFrame, metric: str) -> Figure | None:
         _draw_labels(fig, ax, y, labels, xs, width, header=True)
         ax.set_xlabel(f"probability of improvement on {metric} (method > reference)")
         ax.grid(axis="x", color="0.9", lw=0.6)
+        n_max = int(p["n"].max())
+        ax.set_title(f"n = {n_max} seeds: a share takes {n_max + 1} values; an interval spanning [0, 1] is all "
+                     f"{n_max} seeds can say", loc="right", fontsize=FONT)
         fig.legend(loc="lower center", bbox_to_anchor=(0.5, 0.0), ncol=1, frameon=False)
     n = int(p["n"].max())
+    res = f" ({_resamples_text(n_resamples, requested)})" if n_resamples else ""
     return Figure(f"p_improve_{_slug(metric)}", f"Probability of improvement ({metric})", (
         f"Per comparison: share of paired seeds where the method beats its reference (ties 1/2; the paired "
-        f"table's p_improve_seeds) with a 95% percentile interval from resampling the seed pairs (at n = {n} seeds "
-        f"it takes only {n + 1} values, so read it as coarse), and the posterior P(mean Δ > 0) as ×."), fig)
+        f"table's p_improve_seeds) with a 95% percentile interval from resampling the seed pairs{res} (at n = {n} "
+        f"seeds it takes only {n + 1} values, so an interval spanning [0, 1] is what {n} seeds allow, not a "
+        "finding), and the posterior P(mean Δ > 0) as ×."), fig)
 
 
 # ----------------------------------------------------------------------------- domain trade-off
 
-def domain_figure(paired: pd.DataFrame, domains: Sequence[str], sort_metric: str) -> Figure | None:
+def domain_figure(paired: pd.DataFrame, domains: Sequence[str], sort_metric: str,
+                  margin: float | None = None) -> Figure | None:
     """Per comparison and domain: paired mean Δ with the seed-only t 95% CI; one shared x-axis."""
     eff = paired[(paired["kind"] == "effect") & (paired["metric_type"] == "domain") & paired["mean_diff"].notna()]
     if eff.empty:
@@ -413,6 +494,8 @@ def domain_figure(paired: pd.DataFrame, domains: Sequence[str], sort_metric: str
                             wspace=0.08)
         for j, (ax, dm) in enumerate(zip(axes[0], doms, strict=True)):
             part = e[e["metric"] == dm]
+            if margin:
+                ax.axvspan(-margin, margin, color=OKABE_ITO["bluish green"], alpha=0.12, lw=0)
             ax.hlines(part["row"], part["t_lo"], part["t_hi"], color=f"C{j}", lw=3, alpha=0.7)
             if has_item:
                 ok = part["item_lo"].notna()
@@ -427,8 +510,9 @@ def domain_figure(paired: pd.DataFrame, domains: Sequence[str], sort_metric: str
         fig.supxlabel("Δ domain mean vs reference (points), seed-only paired-t 95% CI"
                       + ("; orange: seed + item CI" if has_item else ""), fontsize=FONT)
     return Figure("domain_tradeoff", "Domain trade-off with 95% CIs", (
-        f"Per comparison (rows sorted by Δ {sort_metric}) and domain: paired mean Δ with the seed-only t 95% CI, "
-        "one shared x-axis across domains."), fig)
+        f"Per comparison (rows sorted by Δ {sort_metric}, largest on top) and domain: paired mean Δ with the "
+        "seed-only t 95% CI, one shared x-axis across domains"
+        + (f"; green band: the equivalence margin ±{margin:g}." if margin else ".")), fig)
 
 
 # ----------------------------------------------------------------------------- training curves
@@ -544,8 +628,12 @@ def heatmap_figure(sens: pd.DataFrame, names: list[str]) -> Figure | None:
         return None
     k = len(names)
     with plt.rc_context(_RC):
+        from matplotlib.layout_engine import ConstrainedLayoutEngine
+
         fig, axes = plt.subplots(1, len(views), figsize=(2.4 + 3.4 * len(views) + 0.2 * k, 1.6 + 0.75 * k),
                                  squeeze=False)
+        # rotated tick labels stay inside, with a margin (inches) that holds in svg, pdf and png alike
+        fig.set_layout_engine(ConstrainedLayoutEngine(w_pad=0.2, h_pad=0.15))
         im = None
         for i, (ax, (mat, title)) in enumerate(zip(axes[0], views, strict=True)):
             im = ax.imshow(mat, vmin=-1, vmax=1, cmap="RdBu_r")
@@ -565,17 +653,21 @@ def heatmap_figure(sens: pd.DataFrame, names: list[str]) -> Figure | None:
 
 def build_figures(paired: pd.DataFrame, runs: pd.DataFrame, suite: Any, *, margin: float | None,
                   n_resamples: int, sensitivity: pd.DataFrame | None = None,
-                  training_runs: Sequence[Mapping[str, Any]] | None = None, seed: int = 0) -> list[Figure]:
-    """Every figure the campaign has data for, in report order."""
+                  training_runs: Sequence[Mapping[str, Any]] | None = None, seed: int = 0,
+                  requested_resamples: int | None = None) -> list[Figure]:
+    """Every figure the campaign has data for, in report order. `requested_resamples`: the command's resamples
+    when the figures use fewer (`n_resamples`): the captions say both."""
     aggs = list(suite.aggregate_names)
     head = aggs[0]
+    req = requested_resamples
+    mechs = policy_mechanisms(runs)
     figs: list[Figure | None] = [forest_figure(paired, a, margin) for a in aggs]
     rel = relative_scores(runs, paired, head)
     figs.append(improvement_figure(improvement_probabilities(runs, paired, head, n_resamples=n_resamples, seed=seed),
-                                   head))
-    figs.append(aggregate_figure(rel, head, n_resamples=n_resamples, seed=seed))
-    figs.append(profile_figure(rel, head, n_resamples=n_resamples, seed=seed))
-    figs.append(domain_figure(paired, list(suite.domains), head))
+                                   head, n_resamples=n_resamples, requested=req))
+    figs.append(aggregate_figure(rel, head, n_resamples=n_resamples, seed=seed, mechanisms=mechs, requested=req))
+    figs.append(profile_figure(rel, head, n_resamples=n_resamples, seed=seed, mechanisms=mechs, requested=req))
+    figs.append(domain_figure(paired, list(suite.domains), head, margin))
     if training_runs:
         figs.append(training_figure(training_frame(training_runs)))
     if sensitivity is not None:

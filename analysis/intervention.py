@@ -234,18 +234,25 @@ def compare_to_reference(summary: pd.DataFrame, scores: pd.DataFrame | None = No
 
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
-        return "NaN" if math.isnan(v) else f"{v:.4g}"
+        return "—" if math.isnan(v) else f"{v:.4g}"  # missing is never shown as NaN
     return html.escape(str(v))
 
 
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
 def _table(df: pd.DataFrame, cols: list[str]) -> str:
+    """Numbers right-aligned (class num), text left; wide tables scroll inside their box."""
     cols = [c for c in cols if c in df.columns]
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    num = {c: bool(len(df)) and all(_is_num(v) for v in df[c]) for c in cols}
+    cls = {c: ' class="num"' if num[c] else "" for c in cols}
+    head = "".join(f"<th{cls[c]}>{html.escape(c)}</th>" for c in cols)
     body = []
     for _, r in df.iterrows():
-        cls = ' class="flagged"' if str(r.get("flag", "")) not in ("", "nan") else ""
-        body.append(f"<tr{cls}>" + "".join(f"<td>{_fmt(r[c])}</td>" for c in cols) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        flag = ' class="flagged"' if str(r.get("flag", "")) not in ("", "nan") else ""
+        body.append(f"<tr{flag}>" + "".join(f"<td{cls[c]}>{_fmt(r[c])}</td>" for c in cols) + "</tr>")
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 def intervention_section_html(summary: pd.DataFrame, scores: pd.DataFrame | None = None,
@@ -270,7 +277,7 @@ def intervention_section_html(summary: pd.DataFrame, scores: pd.DataFrame | None
                          "target_prop_move", "realised_prop_move", "flag", "reason"])
         + f"<h3>Compute and compute-normalised {html.escape(score_col)}</h3>"
         + "<p>Ratios are to the campaign-local reference (baseline for select/reweight, static for mix). "
-          "Score per GPU-hour is NaN for CPU runs (gpu_s = 0).</p>"
+          "Score per GPU-hour is undefined (—) for CPU runs (gpu_s = 0).</p>"
         + _table(comp, ["campaign", "model", "policy", "reference", "update_tokens", "update_tokens_ratio",
                         "compute_wall_s", "compute_gpu_s", "score", "score_delta", "score_per_gpu_hour",
                         "score_per_Mtoken", "score_per_Mtoken_ratio"])

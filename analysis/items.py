@@ -42,9 +42,10 @@ from analysis.schema import Problem, RecordsError
 ITEM_COLUMNS = ("run_id", "benchmark", "item_id", "score", "status", "finish_reason", "tokens", "n_samples",
                 "sample_mean", "sample_var")
 STATUSES = ("ok", "no_answer", "timeout", "error")
-NO_ITEMS_REASON = ("no item logs: these records carry one accuracy per benchmark (the released CSV has no "
-                   "*.items.jsonl.gz), so item-sampling error cannot be estimated; evaluate with the "
-                   "evaluator to get the seed + item CI")
+NO_ITEMS_REASON = ("no item logs: these records carry one accuracy per benchmark and no *.items.jsonl.gz lies "
+                   "beside them (the released CSV has none), so item-sampling error cannot be estimated; pass "
+                   "--items FOLDER where the runs' item logs are, or evaluate with the evaluator, to get the "
+                   "seed + item CI")
 
 
 def read_item_log(path: str | Path, run_id: str) -> pd.DataFrame:

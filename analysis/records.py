@@ -410,6 +410,28 @@ def normalise_records(df: pd.DataFrame, suite: Suite | str | None = None) -> pd.
     return _from_long(df.reset_index(drop=True).astype(object), "<dataframe>", _suite(suite))
 
 
+# Parquet metadata `campaign` writes on the records it collects while a campaign runs: how many runs the campaign
+# has and how many of them these records hold (a file written before the last run finished is partial).
+RUNS_EXPECTED_KEY = b"windtunnel.runs_expected"
+RUNS_RECORDED_KEY = b"windtunnel.runs_recorded"
+
+
+def records_completeness(path: str | Path) -> tuple[int, int] | None:
+    """(runs recorded, runs the campaign has) of a records file a campaign collected, or None (another file)."""
+    p = Path(path)
+    if p.suffix.lower() not in (".parquet", ".pq") or not p.is_file():
+        return None
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_schema(p).metadata or {}
+    except (OSError, ValueError):
+        return None
+    if RUNS_EXPECTED_KEY not in meta or RUNS_RECORDED_KEY not in meta:
+        return None
+    return int(meta[RUNS_RECORDED_KEY]), int(meta[RUNS_EXPECTED_KEY])
+
+
 def write_records(df: pd.DataFrame, path: str | Path) -> Path:
     """Write long Records atomically; format by extension (.parquet or .csv). Missing stays NaN/blank.
 

@@ -1,7 +1,9 @@
 """One self-contained HTML report about the user's campaign.
 
-Order: the verdict table, then within-group sensitivity (pooled views labelled pooled), then the
-figures (analysis.figures), then the other tables. A section appears only when its data exists, so a
+Order: the findings first — the flags (lead sections), the verdict table, the forest plots — then the
+detail, each section collapsible: the other figures, within-group sensitivity (pooled views labelled
+pooled), missing scores, the other tables, the evidence. A table with nothing to say at this n (every value
+undefined) is one line, not a table of NaN. A section appears only when its data exists, so a
 small campaign (the CPU demo) gets no empty paper sections. Figures are embedded as base64 SVG data
 URIs (text stays text) and there is no external URL, so the file can be mailed or archived as is;
 `figures_dir` also writes each figure as SVG, PDF and PNG (200 dpi). Other areas add sections through
@@ -25,17 +27,22 @@ from analysis.intervention import (Tolerances, final_scores, flag_policies, flag
 from analysis.paired import SMALL_N_NOTE, paired_comparisons
 from analysis.records import read_records
 from analysis.schema import GROUP_KEYS
-from analysis.tables import build_tables
+from analysis.tables import _cell, build_tables, numeric_columns
 from evaluation.suite import Suite, load_suite
 from wtcommon.atomic import atomic_write_text
+
+FIGURE_RESAMPLES = 2000  # the figures' bootstrap cap (each figure resamples every run); captions say when it applies
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 table{border-collapse:collapse;font-size:12px;margin:0.5em 0 1.5em}
-th,td{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f3f3f3}
-td:first-child,th:first-child{text-align:left}
+th,td{border:1px solid #ccc;padding:2px 6px;text-align:left;white-space:nowrap}th{background:#f3f3f3}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+.scroll{overflow-x:auto;max-width:100%}
 .note{color:#555;font-size:12px}img{max-width:100%;border:1px solid #eee}figure{margin:0 0 1.5em}
 h2{border-bottom:1px solid #ddd;padding-bottom:2px}
+details{margin:0.3em 0 1em}details>summary{cursor:pointer;font-weight:600;font-size:1.15em;padding:0.2em 0}
+.empty{color:#555;font-size:13px;margin:0.2em 0}
 """
 
 # Marks <body data-figures-rendered="yes"> once every <img> decoded (read by the rendering test).
@@ -53,10 +60,41 @@ def _img(svg: bytes, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/svg+xml;base64,{base64.b64encode(svg).decode()}">'
 
 
-def _table_html(t: Any) -> str:
+def html_table(display: pd.DataFrame) -> str:
+    """A table for the report: missing values as — (never NaN), text left-aligned and kept on one line (model
+    names never wrap mid-name), numbers right-aligned, inside a box that scrolls sideways when too wide."""
+    cells = [[_cell(v) for v in row] for row in display.itertuples(index=False)]
+    num = numeric_columns(pd.DataFrame(cells, columns=range(display.shape[1]))) if cells else [False] * display.shape[1]
+    cls = [' class="num"' if n else "" for n in num]
+    head = "".join(f"<th{c}>{html.escape(str(h))}</th>" for h, c in zip(display.columns, cls, strict=True))
+    body = "".join("<tr>" + "".join(f"<td{c}>{html.escape(v)}</td>" for v, c in zip(row, cls, strict=True))
+                   + "</tr>" for row in cells)
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _says_nothing(t: Any) -> bool:
+    """A table whose every number is missing (e.g. rank correlations at 2 configurations): one line instead."""
+    nums = t.data.select_dtypes("number")
+    return bool(len(t.data)) and nums.shape[1] > 0 and bool(nums.isna().all().all())
+
+
+def _details(title: str, body: str, anchor: str = "", open_: bool = False) -> str:
+    """A collapsible section: the detail below the findings stays one click away."""
+    ident = f' id="{anchor}"' if anchor else ""
+    return f"<details{ident}{' open' if open_ else ''}><summary>{html.escape(title)}</summary>{body}</details>"
+
+
+def _table_html(t: Any, heading: str = "h2") -> str:
+    if _says_nothing(t):
+        return (f'<p class="empty" id="{t.name}"><b>{html.escape(t.title)}</b>: nothing to say at this n (every '
+                f"value is undefined: too few configurations or seeds per group)</p>")
     lead = f"<p><b>{html.escape(t.lead)}</b></p>" if t.lead else ""
-    return (f'<h2 id="{t.name}">{html.escape(t.title)}</h2>{lead}{t.display.to_html(index=False, escape=True)}'
+    return (f'<{heading} id="{t.name}">{html.escape(t.title)}</{heading}>{lead}{html_table(t.display)}'
             f'<p class="note">{html.escape(t.note)}</p>')
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, suite: Suite | str = "db12",
@@ -83,49 +121,56 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
     config_means = runs.groupby(list(GROUP_KEYS) + ["policy"], sort=True)[s.aggregate_names].mean()
     missing = missing_report(score_matrix(recs, s), s)
     sens = by_name["aggregation_sensitivity"].data if "aggregation_sensitivity" in by_name else None
-    figs = build_figures(paired.table, runs, s, margin=margin, n_resamples=min(n_resamples, 2000),
-                         sensitivity=sens, training_runs=training_runs)
+    figs = build_figures(paired.table, runs, s, margin=margin, n_resamples=min(n_resamples, FIGURE_RESAMPLES),
+                         sensitivity=sens, training_runs=training_runs, requested_resamples=n_resamples)
     rendered = {f.name: render(f, FORMATS if figures_dir is not None else ("svg",)) for f in figs}
 
     parts = [f"<h1>{html.escape(title)}</h1>",
-             f'<p class="note">{runs.shape[0]} runs x steps, {config_means.shape[0]} configurations, '
-             f'{runs["campaign"].nunique()} campaigns; suite {html.escape(s.name)} v{html.escape(s.version)}; '
-             f'{len(recs)} records. SD = sample SD (n-1). Paired comparisons match seeds within a campaign.</p>',
-             f'<p><b>{html.escape(SMALL_N_NOTE)}</b></p>',
+             f'<p class="note">{_plural(runs.shape[0], "run")} x steps, '
+             f'{_plural(config_means.shape[0], "configuration")}, {_plural(runs["campaign"].nunique(), "campaign")}; '
+             f'suite {html.escape(s.name)} v{html.escape(s.version)}; {_plural(len(recs), "record")}. SD = sample SD '
+             f'(n-1). Paired comparisons match seeds within a campaign.</p>',
              *lead_sections]
-    if "verdicts" in by_name:  # the report's first table: one verdict per claim
+    # 1. the findings: verdicts (and the flags, in lead_sections), then the forest plots
+    if "verdicts" in by_name:
         t = by_name["verdicts"]
         parts.append(f'<h2 id="{t.name}">{html.escape(t.title)}</h2><p><b>{html.escape(t.lead)}</b></p>'
-                     + t.display.to_html(index=False, escape=True) + f'<p class="note">{html.escape(t.note)}</p>')
+                     + html_table(t.display) + f'<p class="note">{html.escape(t.note)}</p>')
+    parts.append(f'<p class="note">{html.escape(SMALL_N_NOTE)}</p>')
+    forest = [f for f in figs if f.name.startswith("forest")]
+    for f in forest + [f for f in figs if f not in forest]:
+        fig_html = (f'<figure id="fig-{f.name}">' + _img(rendered[f.name]["svg"], f.title)
+                    + f'<figcaption class="note">{html.escape(f.caption)}</figcaption></figure>')
+        parts.append(f"<h2>{html.escape(f.title)}</h2>{fig_html}" if f in forest
+                     else _details(f.title, fig_html, anchor=f"sec-{f.name}", open_=True))
+    # 2. the detail, each section collapsible
     within = within_group_correlations(sens) if sens is not None else pd.DataFrame()
     sens_tables = [by_name[n] for n in ("aggregation_sensitivity", "leave_one_out") if n in by_name]
     if len(within) or sens_tables:
-        parts.append('<h2 id="within_group_sensitivity">Within-group sensitivity</h2><p class="note">Rankings '
-                     'compared inside each campaign/model/regime/step group first; pooled rows (all configurations, '
-                     'mixing model sizes) come last and are labelled pooled.</p>')
-        if len(within):
+        body = ('<p class="note">Rankings compared inside each campaign/model/regime/step group first; pooled rows '
+                '(all configurations, mixing model sizes) come last and are labelled pooled.</p>')
+        if len(within) and within["median_spearman"].notna().any():
             show = within.assign(median_spearman=within["median_spearman"].map(lambda v: f"{v:.3f}"))
-            parts.append("<h3>Median within-group Spearman ρ between aggregates</h3>"
-                         + show.to_html(index=False, escape=True))
-        parts += [_table_html(t).replace("<h2", "<h3").replace("</h2>", "</h3>") for t in sens_tables]
+            body += "<h3>Median within-group Spearman ρ between aggregates</h3>" + html_table(show)
+        body += "".join(_table_html(t, "h3") for t in sens_tables)
+        parts.append(_details("Within-group sensitivity", body, anchor="within_group_sensitivity"))
     if len(missing):
-        parts.append("<h2>Missing scores</h2><p class='note'>These make the listed aggregates NaN for the run "
-                     "(never averaged around).</p>" + missing.to_html(index=False, escape=True))
+        parts.append(_details("Missing scores", "<p class='note'>These make the listed aggregates NaN for the run "
+                              "(never averaged around).</p>" + html_table(missing)))
     if paired.dropped:
-        parts.append("<h2>Dropped from paired comparisons</h2><ul>"
-                     + "".join(f"<li>{html.escape(m)}</li>" for m in paired.dropped) + "</ul>")
-    for f in figs:
-        parts.append(f'<h2 id="fig-{f.name}">{html.escape(f.title)}</h2><figure>'
-                     + _img(rendered[f.name]["svg"], f.title)
-                     + f'<figcaption class="note">{html.escape(f.caption)}</figcaption></figure>')
+        parts.append(_details("Dropped from paired comparisons", "<ul>" + "".join(
+            f"<li>{html.escape(m)}</li>" for m in paired.dropped) + "</ul>"))
     shown = {"verdicts", "aggregation_sensitivity", "leave_one_out"}
-    parts += [_table_html(t) for t in tables if t.name not in shown]
+    for t in tables:
+        if t.name not in shown:
+            parts.append(_details(t.title, _table_html(t, "h3"), anchor=f"sec-{t.name}")
+                         if not _says_nothing(t) else _table_html(t))
     if items is not None:  # sampled decoding: seed / item / sample variance split per benchmark
         from analysis.sampling_noise import variance_split_html
 
         parts.append(variance_split_html(items, runs, s))
     for sec_title, sec_html in extra_sections:
-        parts.append(f"<h2>{html.escape(sec_title)}</h2>{sec_html}")
+        parts.append(_details(sec_title, sec_html))
     doc = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
            f"<style>{_CSS}</style><script>{_SCRIPT}</script></head><body>{''.join(parts)}</body></html>")
     out = Path(out_path)

@@ -37,6 +37,7 @@ class Table:
     display: pd.DataFrame
     note: str = ""
     lead: str = ""  # one line a reader must see before the numbers (printed right under the title)
+    keep: tuple[str, ...] = ()  # columns a narrowed terminal table keeps first (then `_priority`'s order)
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,10 @@ def _config_table(spec: ConfigTableSpec, summ_all: pd.DataFrame, suite: Suite, p
                                   data["reference"], strict=True)]
     note = (f"cells: seed mean ± {SD_LABEL}; Δ: paired difference vs the campaign-local reference, "
             "paired t 95% CI (df = n-1)")
-    return Table(spec.name, spec.title, data, disp, note)
+    return Table(spec.name, spec.title, data, disp, note,
+                 keep=(("policy", "model", "campaign", "n", *suite.domains, head) if domain_only else
+                       ("policy", "model", "regime", "n", f"Δ {head} vs ref [95% CI]", head,
+                        *suite.aggregate_names)))
 
 
 def _group_label(key: tuple) -> str:
@@ -309,7 +313,10 @@ def paired_table(paired: pd.DataFrame, metric: str) -> Table:
             "over seeds and items, paired on items (analysis/items.py)"
             + (f"; seed + item CI missing (—): {data['item_note'].iloc[0]}"
                if len(data) and data["item_lo"].isna().all() and data["item_note"].iloc[0] else ""))
-    return Table("paired", f"{EXTRA_TABLES['paired']} ({metric})", data, disp, note, lead=SMALL_N_NOTE)
+    has_items = bool(len(data)) and bool(data["item_lo"].notna().any())
+    keep = ("policy", "vs", "n", "Δ mean", "t 95% CI", *(["seed + item 95% CI"] if has_items else []), "p Holm",
+            "range / bootstrap CI (coverage)", "P(d>0) seeds", "model", "campaign", "regime", "step")
+    return Table("paired", f"{EXTRA_TABLES['paired']} ({metric})", data, disp, note, lead=SMALL_N_NOTE, keep=keep)
 
 
 def build_tables(records: pd.DataFrame, suite: Suite, names: list[str] | None = None, *,
@@ -408,10 +415,15 @@ _LATEX_UNICODE = {"Δ": r"$\Delta$", "±": r"$\pm$", "≥": r"$\geq$", "≤": r"
 
 def latex_escape(text: str) -> str:
     """Text pdflatex typesets with the default fonts: LaTeX specials escaped, known Unicode mapped to
-    math/text commands, anything else reduced to ASCII (never a raw non-ASCII byte in the output)."""
+    math/text commands, anything else reduced to ASCII (never a raw non-ASCII byte in the output). A minus
+    sign before a number (`-0.40`, `[-1.2, ...`) is set in math mode (`$-$0.40`), never as a text hyphen."""
     out = []
-    for ch in str(text):
-        if ch in _LATEX_SPECIAL:
+    text = str(text)
+    for i, ch in enumerate(text):
+        if ch == "-" and i + 1 < len(text) and (text[i + 1].isdigit() or text[i + 1] == ".") \
+                and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_-")):
+            out.append("$-$")
+        elif ch in _LATEX_SPECIAL:
             out.append(_LATEX_SPECIAL[ch])
         elif ch in _LATEX_UNICODE:
             out.append(_LATEX_UNICODE[ch])
@@ -450,13 +462,66 @@ def table_json(t: Table) -> dict:
     return {"name": t.name, "title": t.title, "lead": t.lead, "note": t.note, "rows": rows}
 
 
+def _shortest(v: float) -> float:
+    """`v` without binary noise: rounded to 12 significant digits, so Python's shortest repr prints it
+    (53.120000000000005 -> 53.12); no score or statistic here carries more than 12 meaningful digits."""
+    return float(f"{v:.12g}") if np.isfinite(v) else v
+
+
+def clean_csv(data: pd.DataFrame) -> str:
+    """CSV whose numbers round-trip as written: a float column whose values are all whole numbers (counts,
+    steps, seeds) is written as integers, other floats without binary noise; missing stays empty."""
+    df = data.copy()
+    for c in df.columns:
+        if df[c].dtype.kind != "f":
+            continue
+        vals = df[c].to_numpy(float)
+        finite = vals[np.isfinite(vals)]
+        if len(finite) and np.all(finite == np.round(finite)) and np.all(np.abs(finite) < 2**53) \
+                and not np.isinf(vals).any():
+            df[c] = pd.array([None if np.isnan(v) else int(v) for v in vals], dtype="Int64")
+        else:
+            df[c] = [_shortest(v) for v in vals]
+    return df.to_csv(index=False)
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False))
+
+
+def _priority(display: pd.DataFrame) -> list[str]:
+    """Columns of a display table in the order they are kept when it must be narrowed: the text columns that
+    name a row (policy, reference, scope), n, the Δ/verdict columns (the answer), then the group keys (model
+    before campaign and regime), then the rest in order; the last are dropped first."""
+    cols = list(display.columns)
+    num = dict(zip(cols, numeric_columns(display), strict=True)) if len(display) else dict.fromkeys(cols, False)
+    groups = [c for c in ("model", "campaign", "regime", "step") if c in cols]
+    names = [c for c in cols if not num[c] and c not in groups and not str(c).startswith(("Δ", "verdict", "evidence"))]
+    n = [c for c in cols if c in ("n", "n_configs", "groups")]
+    key = [c for c in cols if str(c).startswith(("Δ", "verdict"))]
+    return list(dict.fromkeys(names + n + key + groups + cols))
+
+
+def fit_table(t: Table, width: int = TERMINAL_WIDTH) -> tuple[str, list[str]]:
+    """One table as terminal Markdown no wider than `width`: title, lead and note wrapped, columns dropped
+    from the end of `_priority` until the table fits; returns the text and the dropped columns' names."""
+    if t.display.empty:
+        return render_table(t, "md"), []
+    shown, hidden = fit_columns(t.display, list(dict.fromkeys([*t.keep, *_priority(t.display)])), width)
+    lead = f"**{_wrap(t.lead, width - 4)}**\n\n" if t.lead else ""
+    note = f"\n\n{_wrap('_' + t.note + '_', width)}" if t.note else ""
+    return f"## {t.title}\n\n{lead}{_md(shown)}{note}\n", hidden
+
+
 def render_table(t: Table, fmt: str) -> str:
     """One table as Markdown (title heading + lead + note), LaTeX (booktabs table env with caption), CSV (the
     numbers only, no comment lines, pandas-readable) or JSON (the numbers, title and notes as fields)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     if fmt == "csv":
-        return t.data.to_csv(index=False) if not t.data.empty else ""
+        return clean_csv(t.data) if not t.data.empty else ""
     if fmt == "json":
         return json.dumps(table_json(t), indent=1) + "\n"
     if fmt == "md":

@@ -353,9 +353,15 @@ def evaluate_checkpoint(
         with Progress(TextColumn("[bold]generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=True, disable=not progress) as bar:
             ptask = bar.add_task("gen", total=None)
+            from wtcommon.phase import set_phase
+
+            def on_progress(d: int, t: int) -> None:
+                bar.update(ptask, completed=d, total=t)
+                set_phase(f"evaluating: {d} of {t} generations ({len(ids)} benchmarks)", done=d, total=t)
+
             seeds = {names[b]: s.benchmark(b).seed for b in ids if not s.benchmark(b).decoding.greedy}
-            cached = CachedLM(lm, store, ckpt_hash, chunk_size=max(batch_size * 4, 16),
-                              on_progress=lambda d, t: bar.update(ptask, completed=d, total=t), seeds=seeds)
+            cached = CachedLM(lm, store, ckpt_hash, chunk_size=max(batch_size * 4, 16), on_progress=on_progress,
+                              seeds=seeds)
             try:
                 results = lm_eval.simple_evaluate(
                     model=cached, tasks=list(names.values()), task_manager=tm, apply_chat_template=True,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ from orchestrator.ledger.states import RunState
 from orchestrator.plugins import add_project_path, plugin_names, plugin_paths
 from orchestrator.progress import counts_line
 from orchestrator.session import RecordsMissing, Session
+from orchestrator.submit_summary import SubmitSummary, field_changes, summarise
 from wtcommon.errors import WindtunnelError
 
 if TYPE_CHECKING:
@@ -94,24 +96,33 @@ def with_data_dir(spec: CampaignSpec, runs: list[RunSpec], data_dir: Path) -> tu
     return spec.model_copy(update={"evaluation": ev}), [dataclasses.replace(r, evaluation=dict(ev)) for r in runs]
 
 
-def submit_preview(spec: CampaignSpec, runs: list[RunSpec], workdir: Path, ledger_url: str | None) -> dict[str, int]:
-    """{'new', 'changed', 'unchanged', 'reevaluate'}: what submitting would do to the ledger, without writing
-    (nor creating) it; `reevaluate` counts unchanged runs whose evaluation settings changed."""
+def submit_preview(spec: CampaignSpec, runs: list[RunSpec], workdir: Path, ledger_url: str | None) -> SubmitSummary:
+    """What submitting would do to the ledger (new / changed with the fields that changed / unchanged / to
+    re-evaluate, with the evaluation fields that changed / no longer in the spec), without writing (nor creating)
+    it; `submit` prints the same summary, computed before it writes."""
     from orchestrator.session import to_reevaluate
 
     url = ledger_url or default_url(workdir)
     rows: list[RunRow] = []
     if ledger_url or (workdir / "ledger.db").exists():
         led = open_ledger(url)
-        rows = led.runs(spec.name)
-        led.close()
-    have = {(r.run_id, r.run_key) for r in rows}
-    ids = {rid for rid, _ in have}
-    new = [r.run_id for r in runs if r.run_id not in ids]
-    unchanged = [r.run_id for r in runs if (r.run_id, r.run_key) in have]
+        try:
+            rows = led.runs(spec.name)
+        finally:
+            led.close()
+    current = [(r.run_id, r.run_key, r.spec_json) for r in rows]  # current generation
+    summary = summarise(spec.name, current, [(r.run_id, r.run_key, r.to_dict()) for r in runs])
+    if spec.seed_design is not None:  # a sequential design's later batches are the seed pool's, not "removed"
+        pool = set(spec.seed_pool())
+        summary.runs["removed"] = [rid for rid, _, sj in current
+                                   if rid in summary.runs["removed"] and json.loads(sj)["seed"] not in pool]
     recorded, failed = to_reevaluate(rows, runs, Path(workdir).resolve())
-    return {"new": len(new), "changed": len(runs) - len(new) - len(unchanged), "unchanged": len(unchanged),
-            "reevaluate": len(recorded) + len(failed)}
+    old = {r.run_key: r.spec_json for r in rows}
+    for r in recorded + failed:
+        summary.runs["reevaluate"].append(r.run_id)
+        summary.changes[r.run_id] = [c for c in field_changes(json.loads(old[r.run_key]), r.to_dict())
+                                     if c[0].startswith("evaluation.")]
+    return summary
 
 
 def submit(sess: Session, spec: CampaignSpec, runs: list[RunSpec]) -> tuple[UpsertDiff, list[str]]:
@@ -141,9 +152,12 @@ def ship_plugins(sess: Session, campaign: str) -> None:
 
 
 def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | None = None, quiet: bool = False,
-          max_parallel: int | None = None, poll_s: float | None = None) -> dict[str, int]:
+          max_parallel: int | None = None, poll_s: float | None = None,
+          events: Path | None = None) -> dict[str, int]:
     """Run the scheduler loop with a Rich progress bar on `console` until the campaign has nothing pending, then
-    ingest it into MLflow and collect its records: the counts by state."""
+    ingest it into MLflow and collect its records: the counts by state. The records file is also rebuilt
+    (atomically) each time a run is recorded, so it can be analysed while the campaign runs. Each run's state
+    changes go to `console`, or appended to the file `events` when given (a terminal then shows the bar only)."""
     cfg = sess.default_config(campaign)
     if max_parallel:
         cfg.max_parallel = max_parallel
@@ -162,7 +176,15 @@ def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | 
                 prog.update(task, completed=done, states=counts_line(counts))
 
             def change(row: RunRow, what: str) -> None:
-                if not quiet:
+                if row.state == RunState.recorded:  # records grow as runs finish: compare works mid-campaign
+                    try:
+                        sess.collect_records(campaign)
+                    except RecordsMissing:
+                        pass  # reopened by the scheduler; collected again when it is recorded
+                if events is not None:
+                    with open(events, "a") as f:
+                        f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {row.run_id}: {what}\n")
+                elif not quiet:
                     prog.console.print(f"  {row.run_id}: {what}", highlight=False)
 
             sched = sess.scheduler(campaign, cfg, on_change=change)

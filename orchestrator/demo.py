@@ -17,15 +17,19 @@ from orchestrator.progress import status_matrix
 from orchestrator.tracking import default_uri
 
 
+SCREEN_ROWS = 15  # decided comparisons listed on the terminal; the rest are counted (all: --all or the report)
+
+
 def print_analysis(records: Path, *, out: Console, suite: str = "db12", n_resamples: int = 2000,
-                   items_dir: Path | None = None) -> None:
-    """Per-configuration table and paired comparisons (every aggregate) of a records file; with the runs'
-    item logs (`items_dir`), the paired tables show the seed + item CI beside the seed-only one. A records
-    file that cannot be read is a CampaignError (exit 2)."""
-    from analysis.paired import paired_comparisons
+                   items_dir: Path | None = None, show_all: bool = False) -> None:
+    """The answer of a records file in one terminal screen: the verdict counts of the suite's first aggregate,
+    the decided comparisons (up to SCREEN_ROWS) and the small-n note once; `show_all` prints every table
+    (per configuration and paired, every aggregate) instead. With the runs' item logs (`items_dir`), the
+    comparisons use the seed + item CI too. A records file that cannot be read is a CampaignError (exit 2)."""
+    from analysis.paired import SMALL_N_NOTE, paired_comparisons
     from analysis.records import read_records
     from analysis.schema import RecordsError
-    from analysis.tables import TABLE_NAMES, build_tables, paired_table, render_table
+    from analysis.tables import TABLE_NAMES, TERMINAL_WIDTH, _wrap, build_tables, fit_table, paired_table
     from evaluation.suite import load_suite
 
     s = load_suite(suite)
@@ -43,30 +47,65 @@ def print_analysis(records: Path, *, out: Console, suite: str = "db12", n_resamp
             items = read_items_dir(items_dir)
         except RecordsError as exc:
             out.print(f"_item logs not used: {exc}_", markup=False, highlight=False, soft_wrap=True)
+    say = lambda text: out.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         paired = paired_comparisons(df, s, n_resamples=n_resamples, items=items)
+        names = [n for n in TABLE_NAMES if n != "paired"] if show_all else ["verdicts"]
         tables, broken = [], []
-        for name in TABLE_NAMES:  # one at a time: a table that cannot be built is reported, not fatal
-            if name == "paired":
-                continue
+        for name in names:  # one at a time: a table that cannot be built is reported, not fatal
             try:
                 tables += [t for t in build_tables(df, s, [name], paired=paired, n_resamples=n_resamples)
-                           if not t.display.empty]
+                           if not t.display.empty or name == "verdicts"]
             except Exception as exc:
                 broken.append(f"{name}: {type(exc).__name__}: {exc}")
-    out.print(f"[bold]{records}[/]: {df['run_id'].nunique()} runs, {len(df)} records", highlight=False)
-    for t in tables:
-        out.print(render_table(t, "md"), markup=False, highlight=False, soft_wrap=True)
-    for metric in s.aggregate_names:
-        out.print(render_table(paired_table(paired.table, metric), "md"), markup=False, highlight=False, soft_wrap=True)
+    out.print(f"[bold]{records}[/]: {df['run_id'].nunique()} runs, {len(df)} records", highlight=False,
+              soft_wrap=True)
+    if show_all:
+        for t in tables:
+            say(fit_table(t, TERMINAL_WIDTH)[0])
+        for metric in s.aggregate_names:
+            say(fit_table(paired_table(paired.table, metric), TERMINAL_WIDTH)[0])
+    else:
+        _print_verdicts(tables, say, SMALL_N_NOTE, records)
     for b in broken:
-        out.print(f"_table not built: {b}_", markup=False, highlight=False, soft_wrap=True)
+        say(f"_table not built: {b}_")
     if paired.dropped:
-        out.print(f"_dropped: {len(paired.dropped)} (e.g. {paired.dropped[0]})_", markup=False, highlight=False,
-                  soft_wrap=True)
-    for w in caught[:3]:
-        out.print(f"_warning: {w.message}_", markup=False, highlight=False, soft_wrap=True)
+        say(_wrap(f"_dropped: {len(paired.dropped)} (e.g. {paired.dropped[0]})_", TERMINAL_WIDTH))
+    for msg in list(dict.fromkeys(str(w.message) for w in caught))[:2]:  # each warning once
+        say(_wrap(f"_warning: {msg}_", TERMINAL_WIDTH))
+
+
+def _print_verdicts(tables: list, say, small_n: str, records: Path) -> None:
+    """The verdict counts, the decided comparisons (better/worse/equivalent; SCREEN_ROWS at most) and the
+    small-n note, fitted to the terminal."""
+    from analysis.tables import TERMINAL_WIDTH, _md, _wrap, fit_columns
+
+    v = next((t for t in tables if t.name == "verdicts"), None)
+    if v is None:
+        return
+    if v.data.empty:
+        say("no method-vs-reference comparison: the records hold no policy whose reference is present")
+        return
+    say(_wrap(f"verdicts: {v.lead}", TERMINAL_WIDTH))
+    # decided comparisons first, then the undecided with the largest |Δ|, SCREEN_ROWS rows in all
+    order = v.data.assign(_u=v.data["verdict"].eq("undecided"), _a=-v.data["mean_diff"].abs().fillna(0))
+    idx = order.sort_values(["_u", "_a"], kind="stable").index[:SCREEN_ROWS]
+    disp = v.display.loc[idx]
+    key = [c for c in ("policy", "vs", "Δ mean [t 95% CI]", "verdict", "model", "campaign", "n", "regime", "step")
+           if c in disp.columns]
+    shown, hidden = fit_columns(disp, key, TERMINAL_WIDTH)
+    say(_md(shown))
+    hidden = [c for c in hidden if c in key]
+    n_decided = int(v.data["verdict"].ne("undecided").sum())
+    rest = len(v.data) - len(idx)
+    say(("decided comparisons first, then the largest |Δ| of the undecided" if n_decided
+         else "none decided at this n; largest |Δ| first")
+        + (f"; {rest} more comparisons not listed" if rest > 0 else "")
+        + (f"; columns left out: {', '.join(hidden)}" if hidden else ""))
+    say(_wrap(small_n, TERMINAL_WIDTH))
+    say(_wrap(f"every comparison and table: campaign verdicts {records}; campaign tables {records} --all "
+              f"(or this command with --all)", TERMINAL_WIDTH))
 
 
 def write_report(records: Path, workdir: Path, *, out: Console, err: Console, suite: str = "db12",
@@ -110,7 +149,7 @@ def prepare_data(workdir: Path, spec: Any) -> Path:
 
 
 def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: Console, err: Console,
-             keep_ray: bool = False) -> Path:
+             keep_ray: bool = False, show_all: bool = False) -> Path:
     """Plan, check, submit and drive the demo campaign in `workdir`, then print its analysis and write its
     report: the records file. Stops the work directory's local Ray head at the end unless `keep_ray`."""
     from orchestrator.executor.local_head import stop_head
@@ -137,9 +176,13 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
     sess = Session(workdir=workdir)
     try:
         diff = sess.submit(spec, runs)
-        out.print(f"ledger: {len(diff.new)} new, {len(diff.unchanged)} unchanged; starting local Ray…")
-        counts = drive(sess, spec.name, console=err)
-        out.print(status_matrix(sess, spec.name))
+        events = workdir / "logs" / f"{spec.name}.events.log"
+        events.parent.mkdir(parents=True, exist_ok=True)
+        out.print(f"ledger: {len(diff.new)} new, {len(diff.unchanged)} unchanged; starting local Ray… (each run's "
+                  f"stages: {events})", highlight=False, soft_wrap=True)
+        counts = drive(sess, spec.name, console=err, events=events)
+        if show_all:
+            out.print(status_matrix(sess, spec.name))
         try:
             records = sess.collect_records(spec.name)
         except RecordsMissing as exc:
@@ -151,7 +194,8 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
             raise CampaignError("no run was recorded; see `campaign status demo --workdir " + str(workdir) + "`", 1)
         out.print(f"records: {records}\nMLflow: mlflow ui --backend-store-uri {default_uri(workdir)}",
                   highlight=False, soft_wrap=True)  # one line: the command is copied as printed
-        print_analysis(records, out=out, suite=spec.suite, items_dir=workdir / "runs" / spec.name)
+        print_analysis(records, out=out, suite=spec.suite, items_dir=workdir / "runs" / spec.name,
+                       show_all=show_all)
         write_report(records, workdir, out=out, err=err, suite=spec.suite)
         out.print(f"[bold]demo finished in {time.time() - t0:.0f} s[/]")
         if counts.get(RunState.failed):

@@ -100,12 +100,58 @@ def status_matrix(sess: Session, campaign: str) -> Table:
     return t
 
 
+def planned_eta_seconds(rows: Iterable[RunRow], parallel: int) -> float | None:
+    """Seconds left from the plan's estimate of each pending run (`est_hours`, training only), before any
+    attempt has finished; None when the plan estimates nothing."""
+    hours = [float(json.loads(r.spec_json).get("est_hours") or 0.0) for r in rows if r.state in PENDING]
+    return sum(hours) * 3600 / max(1, parallel) if any(hours) else None
+
+
+_EVAL_PHASE = "evaluating:"  # the evaluate stage's phases (orchestrator.stages, evaluation.evaluator) start so
+
+
+def run_activity(sess: Session, row: RunRow, now: float | None = None) -> str | None:
+    """What an active run does now, in words: "training step 3 of 8", "building the base model (2m10s)",
+    "waiting on the base model's lock", "evaluating: 40 of 192 generations"; None for an inactive run.
+    Read from the run dir (training metrics, the stage's `phase.json`), never from the cluster."""
+    from orchestrator.grid import RunSpec
+    from orchestrator.paths import run_dir
+    from wtcommon.metrics import MetricsFileError, training_rows
+    from wtcommon.phase import read_phase
+
+    if row.state not in (RunState.training, RunState.evaluating):
+        return None
+    spec = RunSpec.from_dict(json.loads(row.spec_json))
+    rd = run_dir(sess.workdir, spec)
+    phase = read_phase(rd)
+    now = time.time() if now is None else now
+    since = f" ({format_duration(now - float(phase['since']))})" if phase and phase.get("since") else ""
+    if row.state == RunState.training:
+        try:
+            steps = [r.get("step") for r in training_rows(rd / "train")]
+        except (MetricsFileError, OSError):
+            steps = []
+        last = max((int(s) for s in steps if isinstance(s, (int, float))), default=None)
+        if last is not None:
+            return f"training step {last} of {spec.steps}"
+        if phase and not phase["phase"].startswith(_EVAL_PHASE):
+            return phase["phase"] + since
+        return "training: job submitted, not started yet"
+    if phase and phase["phase"].startswith(_EVAL_PHASE):
+        return phase["phase"] + since
+    return "evaluating: job submitted, not started yet"
+
+
 def campaign_progress(sess: Session, campaign: str) -> dict[str, Any]:
-    """{'driver': driver_status(...), 'eta_s': eta_seconds(...)} of a campaign, from its ledger."""
+    """{'driver': driver_status(...), 'eta_s': eta_seconds(...), 'eta_basis': 'attempts'|'plan'} of a campaign,
+    from its ledger: the ETA from finished attempts, else (none finished yet) from the plan's estimates."""
     rows = sess.ledger.runs(campaign)
     parallel = sess.default_config(campaign).max_parallel
-    return {"driver": driver_status(rows, driver=sess.ledger.driver(campaign)),
-            "eta_s": eta_seconds(rows, sess.ledger.attempts(campaign), parallel)}
+    eta, basis = eta_seconds(rows, sess.ledger.attempts(campaign), parallel), "attempts"
+    if eta is None:
+        eta, basis = planned_eta_seconds(rows, parallel), "plan"
+    return {"driver": driver_status(rows, driver=sess.ledger.driver(campaign)), "eta_s": eta,
+            "eta_basis": basis if eta is not None else None}
 
 
 def driver_line(sess: Session, campaign: str) -> str:
@@ -117,5 +163,6 @@ def driver_line(sess: Session, campaign: str) -> str:
     if d["state"] == "idle":
         return (f"no orchestrator is driving this campaign (no live lease): run `campaign resume {campaign} "
                 "--workdir ...` to continue")
+    basis = " (from the plan's estimates until a run has finished)" if p["eta_basis"] == "plan" else ""
     return (f"driven by {d['owner']} (lease {d['lease_left_s']:.0f} s left, renewed while it runs); "
-            f"ETA {format_duration(p['eta_s'])}")
+            f"ETA {format_duration(p['eta_s'])}{basis}")

@@ -188,6 +188,7 @@ class Session:
         from analysis.records import read_records, write_records
 
         frames, missing = [], []
+        expected = sum(1 for r in self.ledger.runs(campaign) if r.state != RunState.cancelled)
         for row in self.ledger.runs(campaign, [RunState.recorded]):
             p = row.outputs.get("records")
             if not p or not Path(p).exists():
@@ -203,12 +204,22 @@ class Session:
             return None
         from orchestrator.paths import inside
 
+        from analysis.records import RUNS_EXPECTED_KEY, RUNS_RECORDED_KEY
+
         out = inside(self.workdir, "results", campaign, "records.parquet")
         out.parent.mkdir(parents=True, exist_ok=True)
-        write_records(pd.concat(frames, ignore_index=True), out)
-        table = pq.read_table(out)
+        # validated into a private file, then the tagged table replaces `out` in one rename: a reader (compare
+        # while the campaign runs) sees the previous complete file or the new one, never a part
+        staged = out.with_name(f".{out.stem}.{os.getpid()}.staged.parquet")
+        try:
+            write_records(pd.concat(frames, ignore_index=True), staged)
+            table = pq.read_table(staged)
+        finally:
+            staged.unlink(missing_ok=True)
         h = spec_hash(self.ledger.campaign_spec(campaign) or "")
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), SPEC_HASH_KEY: h.encode()})
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), SPEC_HASH_KEY: h.encode(),
+                                               RUNS_EXPECTED_KEY: str(expected).encode(),
+                                               RUNS_RECORDED_KEY: str(len(frames)).encode()})
         with atomic_path(out) as tmp:
             pq.write_table(table, tmp)
         return out

@@ -378,6 +378,11 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr, flush=True)
             return 1
         with stage_lock(run_dir(workdir, spec), a.stage, a.attempt):
+            from wtcommon.phase import PHASE_ENV, PHASE_FILE, set_phase
+
+            os.environ[PHASE_ENV] = str(run_dir(workdir, spec) / PHASE_FILE)  # `campaign status` reads it
+            set_phase({"train": "training: starting", "evaluate": "evaluating: loading the checkpoint"}.get(
+                a.stage, a.stage))
             out = STAGES[a.stage][0](spec, workdir, a.attempt)
     except StageConfigError as exc:
         print(f"windtunnel-stage-error: config: {exc}", file=sys.stderr, flush=True)

@@ -72,6 +72,10 @@ def _ensure_sqlite_store(uri: str) -> None:
         import sqlalchemy
         from mlflow.store.db import utils as db_utils  # what SqlAlchemyStore runs on an empty database
 
+        from wtcommon.quiet import quiet_libraries
+
+        quiet_libraries()
+
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.init")
         engine = sqlalchemy.create_engine(f"sqlite:///{tmp}")
         try:
@@ -92,12 +96,18 @@ def _ensure_sqlite_store(uri: str) -> None:
 def client(uri: str):
     from mlflow.tracking import MlflowClient
 
+    from wtcommon.quiet import quiet_libraries
+
+    quiet_libraries()
     _ensure_sqlite_store(uri)
     return MlflowClient(tracking_uri=uri)
 
 
 def _ms(t: float | None = None) -> int:
     return int((time.time() if t is None else t) * 1000)
+
+
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"  # read by the MLflow UI to pick the experiment's first view
 
 
 def experiment_id(uri: str, name: str, artifact_location: str | None = None) -> str:
@@ -107,7 +117,9 @@ def experiment_id(uri: str, name: str, artifact_location: str | None = None) -> 
     if exp is not None:
         return exp.experiment_id
     try:
-        return c.create_experiment(name, artifact_location=artifact_location)
+        # MLflow 3 opens an experiment of unknown kind on its GenAI "Traces" page; ours are training runs
+        return c.create_experiment(name, artifact_location=artifact_location,
+                                   tags={EXPERIMENT_KIND_TAG: "custom_model_development"})
     except Exception:
         exp = c.get_experiment_by_name(name)
         if exp is None:
@@ -270,6 +282,12 @@ def cell_params(spec: RunSpec) -> dict[str, Any]:
             "regime": spec.regime, "data": spec.data}
 
 
+def cell_run_name(spec: RunSpec) -> str:
+    """The MLflow run name: policy and seed first, as a reader scans them (`topk s1 · ux_small/tiny_qwen2`),
+    then group/model and regime; MLflow's list truncates names from the right. The run_id is a tag."""
+    return f"{spec.policy} s{spec.seed} · {spec.group}/{spec.model}" + (f" @{spec.regime}" if spec.regime else "")
+
+
 def cell_tags(spec: RunSpec) -> dict[str, str]:
     return {"windtunnel.policy": spec.policy, "windtunnel.model": spec.model, "windtunnel.seed": str(spec.seed),
             "windtunnel.group": spec.group, "windtunnel.regime": spec.regime, "windtunnel.run_id": spec.run_id}
@@ -337,7 +355,7 @@ class CampaignTracker:
             attempts = self.ledger.attempts(self.campaign, row.run_key)
             started = attempts[0]["started_at"] if attempts else time.time()
             self._fence()
-            rid = ensure_run(self.uri, self.campaign, row.run_key, spec.run_id, params=cell_params(spec),
+            rid = ensure_run(self.uri, self.campaign, row.run_key, cell_run_name(spec), params=cell_params(spec),
                              tags=cell_tags(spec), start_time=started,
                              artifact_location=(self.workdir / "mlartifacts" / self.campaign).as_uri())
         if row.mlflow_run_id != rid:
@@ -394,7 +412,7 @@ class CampaignTracker:
         status = _TERMINAL_STATUS[RunState(row.state)]
         rd = run_dir(self.workdir, spec)
         rows = [{"step": spec.steps, **{f"compute/{k}": v for k, v in row.compute.items()}}]
-        tags = [RunTag("windtunnel.state", row.state)]
+        tags = [RunTag("windtunnel.state", "superseded" if row.superseded_by else row.state)]
         if row.reason:
             tags.append(RunTag("windtunnel.reason", row.reason[:PARAM_LIMIT]))
         if row.state == RunState.recorded and row.outputs.get("records") and Path(row.outputs["records"]).exists():
@@ -448,6 +466,7 @@ class CampaignTracker:
         if row.superseded_by and st["superseded"] != row.superseded_by:
             self._fence()
             client(self.uri).set_tag(st["id"], "windtunnel.superseded_by", row.superseded_by)
+            client(self.uri).set_tag(st["id"], "windtunnel.state", "superseded")  # never looks current
             st["superseded"] = row.superseded_by
         if row.state in _TERMINAL_STATUS:
             if st["status"] == "RUNNING":

@@ -123,6 +123,9 @@ def _load(records: Path, suite: str, campaign: str | None = None, model: str | N
         df = read_records(records, s)
     except RecordsError as e:
         _fail(str(e))
+    partial = _partial_note(records)
+    if partial:
+        err.print(partial, markup=False, highlight=False, soft_wrap=True)
     for col, val in (("campaign", campaign), ("model", model)):
         if val is not None and not (df[col] == val).any():
             _fail(f"{records}: no records with {col} {val!r}; present: {', '.join(sorted(df[col].unique()))}")
@@ -134,6 +137,17 @@ def _load(records: Path, suite: str, campaign: str | None = None, model: str | N
         except RecordsError as e:
             _fail(str(e))
     return s, df
+
+
+def _partial_note(records: Path) -> str | None:
+    """One line when RECORDS were collected while their campaign still ran: how many runs are still missing."""
+    from analysis.records import records_completeness
+
+    c = records_completeness(records)
+    if c is None or c[0] >= c[1]:
+        return None
+    return (f"partial records: {c[0]} of {c[1]} runs recorded so far, {c[1] - c[0]} still missing (the campaign is "
+            "running, or runs failed); the analysis uses the recorded runs")
 
 
 def _clean(v):
@@ -212,9 +226,15 @@ def _parse_map(items: list[str] | None) -> dict[str, str]:
     return out
 
 
+AllOpt = Annotated[bool, typer.Option("--all", metavar="", help="print every table (same as --table all); by "
+                                      "default a terminal gets the verdict counts and the list of tables")]
+
+
 def tables(
     records: RecordsArg,
-    table: Annotated[str, typer.Option("--table", metavar="NAME", help="table name, NAME,NAME or 'all'")] = "all",
+    table: Annotated[str | None, typer.Option(
+        "--table", metavar="NAME", help="table name, NAME,NAME or 'all' (default: all for --out, --format "
+                                        "latex|json; an index of the tables on a terminal)")] = None,
     fmt: FormatOpt = "md",
     suite: SuiteOpt = "db12",
     metric: Annotated[str | None, typer.Option("--aggregate", metavar="METRIC",
@@ -228,15 +248,21 @@ def tables(
                                           "gets the seed + item two-way clustered CI")] = None,
     force: ForceOpt = False,
     as_json: JsonOpt = False,
+    show_all: AllOpt = False,
+    wide: WideOpt = False,
     allow_mixed: MixedOpt = False,
 ) -> None:
     """Print the study's tables regenerated from RECORDS (Markdown, CSV, LaTeX or JSON).
 
+    On a terminal (Markdown, no --table) the verdict counts and an index of the tables; --table NAME or --all
+    prints them, each fitted to 120 characters naming the columns it leaves out (--wide: every column).
     CSV holds one table: on stdout pass --table NAME, or --out FOLDER for one file per table."""
     from analysis.tables import TABLE_NAMES
 
     fmt = _format(fmt, as_json)
     _check(check_points("--margin", margin))
+    index_only = table is None and not show_all and fmt == "md" and out is None
+    table = "all" if table is None or show_all else table
     names = list(TABLE_NAMES) if table == "all" else [t.strip() for t in table.split(",")]
     bad = [n for n in names if n not in TABLE_NAMES]
     if bad:
@@ -264,41 +290,113 @@ def tables(
     if out is not None:
         _write_tables(built, fmt, out)
         return
+    if index_only:
+        _emit(_tables_index(built, records), None)
+        return
+    if fmt == "md" and not wide:
+        _emit(_fitted(built), None)
+        return
     _emit(render_tables(built, fmt), None)
 
 
-def _narrow_paired(pt, width: int) -> str:
+def _fitted(built: list) -> str:
+    """Markdown tables fitted to the terminal, then one line naming the columns each left out."""
+    from analysis.tables import TERMINAL_WIDTH, _wrap, fit_table
+
+    parts, dropped = [], []
+    for t in built:
+        text, hidden = fit_table(t, TERMINAL_WIDTH)
+        parts.append(text)
+        if hidden:
+            dropped.append(f"{t.name}: {', '.join(hidden)}")
+    if dropped:
+        parts.append(_wrap(f"columns left out to fit {TERMINAL_WIDTH} characters (--wide prints every column; "
+                           f"--format csv|json every number): {'; '.join(dropped)}", TERMINAL_WIDTH) + "\n")
+    return "\n".join(parts)
+
+
+def _tables_index(built: list, records: Path) -> str:
+    """One screen: the verdict counts (the answer) and one line per table, with how to print them."""
+    from analysis.tables import TERMINAL_WIDTH, _wrap
+
+    lines = []
+    for t in built:
+        if t.name == "verdicts":
+            lines += [_wrap(f"verdicts: {t.lead}", TERMINAL_WIDTH), ""]
+    lines.append(f"{len(built)} tables of {records}:")
+    width = max(len(t.name) for t in built)
+    for t in built:
+        rows = f"{len(t.display)} rows" if not t.display.empty else "empty"
+        lines.append(f"  {t.name:<{width}}  {rows:>8}  {t.title}"[:TERMINAL_WIDTH])
+    lines.append(_wrap(f"print them: --table NAME[,NAME] or --all (fitted to {TERMINAL_WIDTH} characters; --wide "
+                       "for every column); --out FOLDER writes one file per table (--format md|csv|latex|json)",
+                       TERMINAL_WIDTH))
+    return "\n".join(lines) + "\n"
+
+
+def _narrow_paired(pt, width: int, *, lead: bool = True, note: bool = True, items: bool = False) -> str:
     """A paired table for a terminal: one sub-table per campaign/model/regime/step group with the key
-    columns that fit `width` characters; the left-out columns are named (--wide prints them)."""
+    columns that fit `width` characters; the left-out columns are named (--wide prints them). `lead`/`note`:
+    whether this table prints the small-n lead and the footnote (a command prints each once); `items`: the
+    seed + item CI is a key column (item logs were read)."""
     import textwrap
 
     from analysis.schema import GROUP_KEYS
     from analysis.tables import _md, fit_columns
 
-    key = ["policy", "vs", "n", "Δ mean", "t 95% CI", "p Holm", "range / bootstrap CI (coverage)", "P(d>0) seeds",
-           "sd", "p (t)"]
+    key = ["policy", "vs", "n", "Δ mean", "t 95% CI", *(["seed + item 95% CI"] if items else []), "p Holm",
+           "range / bootstrap CI (coverage)", "P(d>0) seeds", "sd", "p (t)"]
 
     def wrap(text: str) -> str:
         return "\n".join(textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False))
 
-    parts = [f"## {pt.title}\n"]
-    if pt.lead:
+    data = pt.data
+    groups = list(data.groupby(list(GROUP_KEYS), sort=False, dropna=False).groups.items())
+
+    def label_of(idx) -> str:
+        first = data.loc[idx[0]]
+        return " / ".join(str(first[k]) for k in GROUP_KEYS if str(first[k]) not in ("", "nan", "None"))
+
+    one = len(groups) == 1  # one group: named in the title, no sub-heading
+    parts = [f"## {pt.title}" + (f": {label_of(groups[0][1])}" if one else "") + "\n"]
+    if pt.lead and lead:
         parts.append(wrap(pt.lead) + "\n")
     left_out: list[str] = []
-    data = pt.data
-    for _, idx in data.groupby(list(GROUP_KEYS), sort=False, dropna=False).groups.items():
-        first = data.loc[idx[0]]
-        label = " / ".join(str(first[k]) for k in GROUP_KEYS if str(first[k]) not in ("", "nan", "None"))
+    for _, idx in groups:
         shown, hidden = fit_columns(pt.display.loc[idx], key, width)
         left_out += [c for c in hidden if c not in left_out and c not in GROUP_KEYS]
-        parts.append(f"### {label}\n\n{_md(shown)}\n")
-    if pt.note:
+        parts.append(("" if one else f"### {label_of(idx)}\n\n") + f"{_md(shown)}\n")
+    if pt.note and note:
         parts.append(wrap(pt.note))
-    if left_out:
+    if left_out and note:
         parts.append(wrap(f"columns left out (in some or all groups) to fit {width} characters: {', '.join(left_out)} "
                           "(--wide prints "
                           "every column; --format csv|json holds every number)"))
-    return "\n".join(parts) + "\n"
+    return "\n".join(parts)
+
+
+def _item_logs_beside(records: Path) -> Path | None:
+    """The folder of item logs that belong to RECORDS, when there is one: the records' own folder, or for
+    `<workdir>/results/<campaign>/records.parquet` the work dir's `runs/<campaign>` (where runs write them)."""
+    r = Path(records).resolve()
+    cands = [(r.parent, "*.items.jsonl.gz"), (r.parent / "runs", "**/*.items.jsonl.gz")]  # never all of /tmp
+    if r.parent.parent.name == "results":
+        cands.insert(0, (r.parent.parent.parent / "runs" / r.parent.name, "**/*.items.jsonl.gz"))
+    for c, pattern in cands:
+        if c.is_dir() and next(c.glob(pattern), None) is not None:
+            return c
+    return None
+
+
+def _no_items_note(records: Path) -> str:
+    """Why the seed + item CI is missing without --items: item logs exist but were not read (the fix is
+    --items), or there are none for these records (only then: evaluate with the evaluator)."""
+    from analysis.items import NO_ITEMS_REASON
+
+    found = _item_logs_beside(records)
+    if found is not None:
+        return f"item logs not read: pass --items {found} for the seed + item CI"
+    return NO_ITEMS_REASON
 
 
 def compare(
@@ -351,6 +449,8 @@ def compare(
                                  n_resamples=resamples, seed=seed, items=item_df)
     _require_pairs(res, records)
     t = res.table
+    if item_df is None:
+        t["item_note"] = _no_items_note(records)
     aggs = [aggregate] if aggregate else s.aggregate_names
     keep = t["metric"].isin(aggs) | (detail & t["metric_type"].isin(["domain", "benchmark"]))
     t = t[keep]
@@ -365,10 +465,14 @@ def compare(
         _emit(t.to_csv(index=False), out)
         return
     parts = []
-    for m in aggs + (list(s.domains) if detail else []):
+    shown = aggs + (list(s.domains) if detail else [])
+    for i, m in enumerate(shown):
         pt = paired_table(t, m)
         if fmt == "md" and not wide:
-            parts.append(_narrow_paired(pt, TERMINAL_WIDTH))
+            if i == len(shown) - 1 and len(shown) > 1:  # the footnote once, for every metric
+                pt.note = pt.note.replace(f"{m}: ", "every metric: ", 1)
+            parts.append(_narrow_paired(pt, TERMINAL_WIDTH, lead=i == 0, note=i == len(shown) - 1,
+                                        items=item_df is not None))
         else:
             if fmt == "latex" and not wide:
                 from analysis.schema import GROUP_KEYS
@@ -388,9 +492,12 @@ def compare(
         if not bd.empty:
             show = pd.DataFrame({"comparison": bd["policy"] + " vs " + bd["reference"],
                                  **{f"Δ {c.replace('_', ' ')}": bd[f"{c}_delta"].round(2) for c in BREAKDOWN}})
+            from analysis.tables import _wrap
+
             parts.append("## Outcome breakdown from the item logs (Δ share of all items, points, method − reference)"
-                         "\n\n" + _md(show.astype(str)) + "\n\n_wrong = parsed answer graded wrong; parse failure = "
-                         "no answer extracted; truncated = hit the generation limit (any status)_\n")
+                         "\n\n" + _md(show.astype(str)) + "\n\n" + _wrap(
+                             "_wrong = parsed answer graded wrong; parse failure = no answer extracted; truncated = "
+                             "hit the generation limit (any status)_", TERMINAL_WIDTH) + "\n")
     _emit("\n".join(parts), out)
     for msg in res.dropped:
         err.print(f"warning: {msg}", markup=False, soft_wrap=True)
@@ -550,6 +657,11 @@ def report(
 
     looks_path = looks or (Path(records).parent / "sequential_looks.csv")
     lead = []
+    partial = _partial_note(records)
+    if partial:
+        import html
+
+        lead.append(f'<p class="partial"><b>{html.escape(partial)}</b></p>')
     if looks is not None or looks_path.is_file():
         try:
             lead = [looks_section_html(read_looks_file(looks_path))]

@@ -152,8 +152,10 @@ def _require_campaign(sess, campaign: str) -> None:
               "submit` first")
 
 
-def _drive(sess, campaign: str, *, timeout_s: float | None = None, max_parallel: int | None = None) -> None:
-    """Drive the campaign to the end (progress on stderr), print its matrix; exit 1 when runs ended failed."""
+def _drive(sess, campaign: str, *, timeout_s: float | None = None, max_parallel: int | None = None,
+           matrix: bool = True) -> None:
+    """Drive the campaign to the end (progress on stderr), print its matrix (unless `matrix` is False: stdout
+    then holds only what the caller printed, e.g. `submit --json`); exit 1 when runs ended failed."""
     from orchestrator.campaign import CampaignError, drive_campaign
     from orchestrator.ledger.states import RunState
     from orchestrator.progress import status_matrix
@@ -162,9 +164,20 @@ def _drive(sess, campaign: str, *, timeout_s: float | None = None, max_parallel:
         counts = drive_campaign(sess, campaign, out=out, err=err, timeout_s=timeout_s, max_parallel=max_parallel)
     except CampaignError as exc:
         _fail(str(exc), exc.exit_code)
-    out.print(status_matrix(sess, campaign))
+    if matrix:
+        out.print(status_matrix(sess, campaign))
     if counts.get(RunState.failed):
         raise typer.Exit(1)
+
+
+def _print_summary(summary, *, dry_run: bool, as_json: bool) -> None:
+    """`submit`'s summary (orchestrator.submit_summary): the same words with and without --dry-run; --json: one
+    JSON object on stdout."""
+    if as_json:
+        typer.echo(json_dumps({**summary.as_json(), "dry_run": dry_run}))
+        return
+    for line in summary.lines(dry_run=dry_run):
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -276,8 +289,19 @@ def register(app: typer.Typer) -> None:
               else f"evaluation ≈{acc['eval_gpu_hours']:,} GPU-hours for {acc['eval_checkpoints']} checkpoints"
               + ("" if acc["eval_sample_factor"] in (None, 1.0)
                  else f" (sampled decoding: ×{acc['eval_sample_factor']:.2f} the tokens of one greedy pass)"))
-        out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs, ≈{acc['gpu_hours']:,} training GPU-hours; "
-                  f"{ev}; duration {dur}", highlight=False)
+        if not any(r.gpus for r in rs):  # a CPU campaign: its cost is CPU-hours, not "0.0 GPU-hours"
+            from orchestrator.progress import format_duration
+
+            run_h = sum(r.est_hours for r in rs)
+            cpu_h = run_h * spec.compute.cpus_per_run
+            dur = f"≈{format_duration(run_h * 3600 / 2)} on 2 CPU job slots"
+            cost = (f"{cpu_h:,.1f} training CPU-hours" if cpu_h >= 1
+                    else f"{format_duration(cpu_h * 3600)} of training CPU")
+            out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs on CPU, ≈{cost} ({spec.compute.cpus_per_run} "
+                      f"CPU per run, compute.hours_per_run); duration {dur}", highlight=False)
+        else:
+            out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs, ≈{acc['gpu_hours']:,} training GPU-hours; "
+                      f"{ev}; duration {dur}", highlight=False)
         for title, key in (("sub-campaign", "by_sub_campaign"), ("model", "by_model"),
                            ("record campaign", "by_campaign_label"),
                            ("policy", "by_policy"), ("seed", "by_seed"), ("regime", "by_regime")):
@@ -342,14 +366,22 @@ def register(app: typer.Typer) -> None:
                                               help="SQLAlchemy URL; default sqlite:///<workdir>/ledger.db"),
         wait: bool = typer.Option(True, "--wait/--no-wait", help="drive the campaign to completion"),
         max_parallel: int | None = typer.Option(None, "--max-parallel", min=1, help="cap on concurrent jobs"),
-        dry_run: bool = typer.Option(False, "--dry-run", help="show new/changed/unchanged without writing"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="print what submitting would do (new, changed with "
+                                     "the fields that changed, unchanged, removed) without writing"),
+        as_json: bool = typer.Option(False, "--json", help="print that summary as one JSON object (counts under "
+                                     "new/changed/unchanged/removed, run ids, changed fields)"),
         doctor: bool = typer.Option(True, "--doctor/--no-doctor", help="on a cluster (--ray-address), first check "
                                     "every node's versions, the shared work dir and GPUs per node (campaign doctor's "
                                     "quick part, one small Ray job)"),
         data_dir: Path | None = typer.Option(None, "--data-dir", help="evaluation data directory (default: the "
                                                 "campaign's evaluation.data_dir, relative to the work directory)"),
+        keep_head: bool = typer.Option(False, "--keep-head", help="leave the local Ray head this command started "
+                                       "running when the campaign finishes (`campaign head stop` stops it later)"),
     ) -> None:
-        """Check a campaign before any compute, register it in the ledger (idempotent by run_key) and run it."""
+        """Check a campaign before any compute, register it in the ledger (idempotent by run_key) and run it.
+
+        A local Ray head this command started is stopped when the campaign finishes (--keep-head keeps it); a head
+        that was already running is left as it was."""
         from orchestrator.campaign import submit, submit_preview, with_data_dir
         from orchestrator.preflight import eval_data_dir
 
@@ -362,24 +394,34 @@ def register(app: typer.Typer) -> None:
         target = cluster_address(workdir, ray_address)  # where the runs will go: given, remembered or local
         _preflight(spec, rs, eval_data_dir(spec, workdir.resolve()), local_head=not target,
                    ray_address=target, workdir=workdir, runs_on_local_head=not target)
+        from orchestrator.ledger.base import LedgerError
+
+        try:
+            summary = submit_preview(spec, rs, workdir, ledger_url)  # before anything is written: the old specs
+        except LedgerError as exc:
+            _fail(str(exc))
         if dry_run:
-            typer.echo(json_dumps(submit_preview(spec, rs, workdir, ledger_url)))
+            _print_summary(summary, dry_run=True, as_json=as_json)
             return
         if target and doctor:
             _cluster_checks(target, workdir, rs)
         sess = _session(workdir, ledger_url, ray_address, remember=True)
         diff, removed = submit(sess, spec, rs)
-        out.print(f"[bold]{spec.name}[/]: {len(diff.new)} new, {len(diff.changed)} changed, "
-                  f"{len(diff.unchanged)} unchanged ({len(diff.reevaluate)} to re-evaluate), "
-                  f"{len(removed)} no longer in the spec")
-        for rid in diff.changed[:10]:
-            out.print(f"  changed: {rid} (old run superseded)")
-        if diff.reevaluate:
-            out.print(f"  {len(diff.reevaluate)} to re-evaluate: evaluation settings changed (gates, generation "
-                      "limits, suite or graders); their checkpoints are kept, only evaluate and record run again")
+        summary.runs.update(new=diff.new, changed=diff.changed, unchanged=diff.unchanged, removed=removed,
+                            reevaluate=diff.reevaluate)
+        _print_summary(summary, dry_run=False, as_json=as_json)
         if not wait:
             return
-        _drive(sess, spec.name, max_parallel=max_parallel)
+        from orchestrator.executor.local_head import running_head, stop_head
+
+        started_here = target is None and running_head(workdir) is None
+        try:
+            _drive(sess, spec.name, max_parallel=max_parallel, matrix=not as_json)
+        finally:
+            if started_here and not keep_head and running_head(workdir) is not None:
+                pids = stop_head(workdir)
+                err.print(f"stopped the local Ray head this command started ({len(pids)} processes; --keep-head "
+                          "keeps it)", highlight=False)
 
     @app.command("resume")
     def resume_cmd(
@@ -408,7 +450,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Counts by state and a policies × seeds matrix per campaign (reads the ledger only)."""
         from orchestrator.ledger.states import RunState
-        from orchestrator.progress import LEGEND, campaign_progress, counts_line, driver_line, status_matrix
+        from orchestrator.progress import (
+            LEGEND,
+            campaign_progress,
+            counts_line,
+            driver_line,
+            run_activity,
+            status_matrix,
+        )
 
         if fmt not in ("table", "json"):
             _fail(f"--format {fmt!r}: use table or json")
@@ -425,7 +474,8 @@ def register(app: typer.Typer) -> None:
             for n in names:
                 st = sess.status(n)
                 st["runs"] = [{"run_id": r.run_id, "run_key": r.run_key, "state": r.state, "stage": r.stage,
-                               "reason": r.reason, "attempts": r.attempts, "compute": r.compute}
+                               "reason": r.reason, "attempts": r.attempts, "compute": r.compute,
+                               "doing": run_activity(sess, r)}
                               for r in sess.ledger.runs(n)]
                 st.update(campaign_progress(sess, n))
                 res.append(st)
@@ -438,6 +488,11 @@ def register(app: typer.Typer) -> None:
             out.print(LEGEND, highlight=False, markup=False)
             out.print(driver_line(sess, n), highlight=False)
             from rich.text import Text
+
+            for r in sess.ledger.runs(n, [RunState.training, RunState.evaluating]):  # what each active run does
+                doing = run_activity(sess, r)
+                if doing:
+                    out.print(Text.assemble("  ", ("now", "yellow"), f" {r.run_id}: {doing}"), highlight=False)
 
             for r in sess.ledger.runs(n, [RunState.failed]):  # the reason as written (no markup read in it)
                 out.print(Text.assemble("  ", (RunState.failed.value, "red"),
@@ -597,20 +652,24 @@ def register(app: typer.Typer) -> None:
                                     "10-15 min)"),
         overrides: list[str] | None = typer.Argument(None, help="Hydra overrides of the demo campaign"),
         keep_ray: bool = typer.Option(False, "--keep-ray", help="leave the local Ray head running"),
+        show_all: bool = typer.Option(False, "--all", help="print the status matrix and every table (by default "
+                                      "one screen: the verdicts, flags and where the files are)"),
     ) -> None:
-        """Run campaigns/demo.yaml (or demo_verl.yaml) end to end on CPU and print the paired-comparison tables."""
+        """Run campaigns/demo.yaml (or demo_verl.yaml with --backend verl) end to end on CPU and print its answer in
+        one screen: the verdicts, the flagged policies and where the records, report and MLflow store are (--all:
+        every table)."""
         from orchestrator.campaign import CampaignError
         from orchestrator.demo import print_analysis, run_demo
 
         try:
             if records is not None:
-                print_analysis(records, out=out)
+                print_analysis(records, out=out, show_all=show_all)
                 return
             if backend not in DEMO_CAMPAIGNS:
                 _fail(f"--backend {backend!r}: choose one of {', '.join(DEMO_CAMPAIGNS)}", 2)
             wd = workdir or Path(tempfile.mkdtemp(prefix="windtunnel-demo-"))
             run_demo(wd, campaign_file or DEMO_CAMPAIGNS[backend], overrides or [], out=out, err=err,
-                     keep_ray=keep_ray)
+                     keep_ray=keep_ray, show_all=show_all)
         except CampaignError as exc:
             _fail(str(exc), exc.exit_code)
 

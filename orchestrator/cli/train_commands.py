@@ -116,6 +116,7 @@ def register(app: typer.Typer) -> None:
         for c in result.checkpoints:
             typer.echo(f"checkpoint step {c.step}: {c.path}")
         typer.echo(f"metrics: {result.metrics_path}")
+        _policy_line(Path(result.metrics_path))
         typer.echo("compute: " + json.dumps({k: round(v, 2) if isinstance(v, float) else v
                                              for k, v in result.compute.items()}))
 
@@ -152,3 +153,26 @@ def register(app: typer.Typer) -> None:
             _fail(f"synthetic data: {e}")
         typer.echo(f"train: {paths['train']}\ntest: {paths['test']}\neval fixtures: {out_dir / 'eval'} "
                    f"({len(fixtures)} benchmarks, manifest.json)")
+
+
+# what the README says to check after a smoke test: a selector keeps < 1, a reweighter spreads weights, a mixer moves
+_POLICY_METRICS = ("kept_frac", "weight_std", "realised_prop")
+
+
+def _policy_line(metrics_path: Path) -> None:
+    """One line with the policy's own metrics, mean over the steps (`kept_frac`, `weight_std`, a mixer's
+    realised proportions): what a smoke test is run to see, without opening metrics.jsonl."""
+    from wtcommon.metrics import MetricsFileError, read_metrics_jsonl
+
+    try:
+        rows = read_metrics_jsonl(metrics_path, torn_tail="skip")[0] if metrics_path.is_file() else []
+    except MetricsFileError:
+        return
+    keys = sorted({k for r in rows for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and any(m in k.rsplit("/", 1)[-1] for m in _POLICY_METRICS)})
+    if not keys:
+        return
+    means = {k: sum(vals) / len(vals) for k in keys
+             if (vals := [float(r[k]) for r in rows if isinstance(r.get(k), (int, float))])}
+    steps = len({r.get("step") for r in rows if any(k in r for k in keys)})
+    typer.echo(f"policy (mean over {steps} steps): " + ", ".join(f"{k} {v:.3g}" for k, v in means.items()))

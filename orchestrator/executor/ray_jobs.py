@@ -98,6 +98,10 @@ class RayJobsExecutor(Executor):
         if self._client is None:
             from ray.job_submission import JobSubmissionClient
 
+            from wtcommon.quiet import quiet_libraries
+
+            quiet_libraries()
+
             try:
                 self._client = JobSubmissionClient(self.address)
             except Exception as exc:

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -261,8 +262,18 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult
     policy = _load_policy(req, domains, n)  # validate before the expensive parts
     model_dir = _resolve_model(req, recipe, cache_root)
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from verl.trainer.ppo.core_algos import agg_loss, compute_grpo_outcome_advantage, get_policy_loss_fn, kl_penalty
-    from verl.workers.config.actor import FSDPActorConfig
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Loading weights" bars per model load: the step bar says the progress
+
+    # verl's import warns about every optional GPU engine it lacks and about having no accelerator; this CPU
+    # backend uses only its GRPO functions, so those lines are noise in a smoke test's output
+    os.environ.setdefault("VERL_LOGGING_LEVEL", "ERROR")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".* engine is not available", category=UserWarning)
+        from verl.trainer.ppo.core_algos import (agg_loss, compute_grpo_outcome_advantage, get_policy_loss_fn,
+                                                 kl_penalty)
+        from verl.workers.config.actor import FSDPActorConfig
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")

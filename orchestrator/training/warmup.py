@@ -154,9 +154,15 @@ def base_model(model_cfg: dict, recipe: dict, cache_root: Path | None = None) ->
     arch = dict(model_cfg.get("architecture", {}))
     key = content_hash({"arch": arch, "data": data_cfg, "warmup": warm_cfg, "v": WARMUP_VERSION})
     final = cache_root / "base_models" / key
+    from wtcommon.phase import set_phase
+
+    if not (final / "completed.json").exists():
+        set_phase("waiting on the base model's lock (another run may be building it)")
     with _Lock(cache_root / "locks" / f"model-{key}.lock"):
         if (final / "completed.json").exists():
+            set_phase("training: base model ready")
             return final
+        set_phase("building the base model (once per model and recipe; later runs reuse it)")
         corpus = synthetic_corpus(data_cfg, cache_root)
         for stale in final.parent.glob(f".{key}.tmp*"):  # left by a killed build; we hold the lock
             shutil.rmtree(stale, ignore_errors=True)
@@ -174,4 +180,5 @@ def base_model(model_cfg: dict, recipe: dict, cache_root: Path | None = None) ->
                                                         "data": data_cfg}))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
+    set_phase("training: base model ready")
     return final

@@ -47,7 +47,7 @@ def _db12(r: dict[str, str]) -> float:
 
 
 def test_tables_all_prints_every_table_with_hand_checked_cells() -> None:
-    res = _invoke("tables", str(RELEASED), "--table", "all", "--resamples", "500")
+    res = _invoke("tables", str(RELEASED), "--table", "all", "--wide", "--resamples", "500")
     assert res.exit_code == 0, res.output
     for spec in CONFIG_TABLES:
         assert f"## {spec.title}" in res.output
@@ -141,7 +141,7 @@ def test_released_records_have_no_zero_p_and_no_95_label_at_n3() -> None:
               == ("main", "Qwen2.5-0.5B-Instruct", "ar", "kk_hard"))
     assert kk["sd"] == 0 and kk["sd_floored"] and kk["p_t"] == pytest.approx(0.25) and kk["t_lo"] < kk["t_hi"]
     assert kk["sd_used"] == pytest.approx(100 / 200 / 2)
-    tab = _invoke("tables", str(RELEASED), "--table", "paired", "--resamples", "200")
+    tab = _invoke("tables", str(RELEASED), "--table", "paired", "--wide", "--resamples", "200")
     header = tab.output.split("| policy")[1].split("\n")[0]
     assert tab.exit_code == 0 and "bootstrap 95%" not in tab.output and "range / bootstrap CI (coverage)" in header
     assert "(range 75.0%)" in tab.output and "≥ 0.250" in tab.output and "small n:" in tab.output

@@ -160,8 +160,9 @@ def test_report_of_a_users_campaign_has_every_figure_and_no_empty_section(mine: 
     for name in FIGURES:
         assert f'id="fig-{name}"' in doc
     _assert_no_empty_section(doc)
-    # the lead is the verdict table, then within-group sensitivity, then figures
-    assert doc.index('id="verdicts"') < doc.index('id="within_group_sensitivity"') < doc.index('id="fig-forest_db_12"')
+    # the findings lead (verdict table, then the forest plots), then the detail (sensitivity), collapsible
+    assert doc.index('id="verdicts"') < doc.index('id="fig-forest_db_12"') < doc.index('id="within_group_sensitivity"')
+    assert '<details id="within_group_sensitivity">' in doc and "NaN" not in re.sub(r"base64,[^\"]+", "", doc)
     assert doc.index("<table") > doc.index('id="verdicts"')
     # paper sections the campaign has no data for are not there at all
     for paper in ("main_7b", "main_05b", "mixer", "crossfamily", "constrained", "scale_curve", "long_training"):
@@ -241,7 +242,7 @@ def test_report_of_the_released_records_has_every_figure_and_no_empty_section(tm
     assert sorted(p.stem for p in (tmp_path / "fig").glob("*.png")) == sorted(expected)
     assert doc.count("<img") == len(expected)
     _assert_no_empty_section(doc)
-    assert doc.index('id="verdicts"') < doc.index('id="within_group_sensitivity"') < doc.index('id="fig-forest_db_12"')
+    assert doc.index('id="verdicts"') < doc.index('id="fig-forest_db_12"') < doc.index('id="within_group_sensitivity"')
     forest = _svg_texts(tmp_path / "fig" / "forest_db_12.svg")
     assert "noise20_20pct_label_noise" in forest and "Qwen2.5-7B-Instruct" in forest and "regime" in forest
     assert "campaign: mixer" in forest and "campaign: crossfamily  (no A/A rows: no noise-floor band)" in forest
@@ -280,3 +281,95 @@ def test_forest_draws_the_seed_plus_item_interval_only_when_present(tables) -> N
     with_items = paired.assign(item_lo=paired["mean_diff"] - 0.5, item_hi=paired["mean_diff"] + 0.5)
     svg = render(forest_figure(with_items, "DB-12", 1.0), ("svg",))["svg"].decode()
     assert "seed + item 95% CI" in svg
+
+
+# ----------------------------------------------------------------------------- issue 27: fit for a paper
+
+
+def _figures_of(records: Path | pd.DataFrame, n_resamples: int = 100, requested: int | None = None):
+    from analysis.figures import build_figures
+    from analysis.tables import build_tables
+
+    recs = read_records(records, SUITE) if isinstance(records, Path) else records
+    runs = run_table(recs, SUITE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        paired = paired_comparisons(recs, SUITE, runs=runs, n_resamples=n_resamples)
+        sens = build_tables(recs, SUITE, ["aggregation_sensitivity"], paired=paired, runs=runs)[0].data
+        return build_figures(paired.table, runs, SUITE, margin=1.0, n_resamples=n_resamples, sensitivity=sens,
+                             requested_resamples=requested)
+
+
+def _outside(fig) -> list[str]:
+    """What reaches past the figure's edges: each axes with everything it draws (tick labels, titles, axis
+    labels: matplotlib's tight bbox holds only what is drawn), each figure legend, title and free text."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    box = fig.bbox
+    parts = [(f"axes {i} ({ax.get_title() or ax.get_xlabel()})", ax.get_tightbbox(r)) for i, ax in enumerate(fig.axes)]
+    parts += [(f"legend {i}", lg.get_window_extent(r)) for i, lg in enumerate(fig.legends)]
+    parts += [(t.get_text(), t.get_window_extent(r)) for t in fig.texts if t.get_visible() and t.get_text().strip()]
+    return [name for name, e in parts if e is not None and (e.x0 < box.x0 - 1 or e.y0 < box.y0 - 1
+                                                            or e.x1 > box.x1 + 1 or e.y1 > box.y1 + 1)]
+
+
+@pytest.mark.parametrize("which", ["mine", "released"])
+def test_no_figure_clips_a_label(which: str, tmp_path: Path) -> None:
+    """Tick labels, titles and legends lie inside the figure bounds (rank_correlation clipped one before)."""
+    import matplotlib.pyplot as plt
+
+    if which == "released" and not RELEASED.is_file():
+        pytest.skip("released records not present")
+    import io
+
+    from analysis.figures import FORMATS, render
+
+    rec = _campaign(tmp_path)[0] if which == "mine" else RELEASED
+    for f in _figures_of(rec):
+        assert not _outside(f.fig), (f.name, _outside(f.fig))
+        png = render(f, FORMATS)["png"]  # as the report writes it: svg, pdf, then png
+        with Image.open(io.BytesIO(png)) as im:
+            ink = np.asarray(im.convert("L")) < 200
+        rows, cols = np.where(ink.any(axis=1))[0], np.where(ink.any(axis=0))[0]
+        margins = (cols.min(), ink.shape[1] - 1 - cols.max(), rows.min(), ink.shape[0] - 1 - rows.max())
+        assert min(margins) > 0, (f.name, margins)  # nothing drawn touches the image's edge: nothing clipped
+        plt.close(f.fig)
+
+
+def test_colours_carry_the_mechanism_and_profiles_show_the_top_policies_only() -> None:
+    """One Okabe-Ito hue per mechanism, grey for references; at most PROFILE_TOP methods plus the references in a
+    performance profile; captions state the resamples used (and the command's when capped)."""
+    import matplotlib.pyplot as plt
+
+    from analysis.figures import MECHANISM_COLOR, OKABE_ITO, PROFILE_TOP, REFERENCE_COLOR, policy_styles
+
+    st_ = policy_styles(["baseline", "topk", "gfpo", "ar", "static", "reward_gap"],
+                        {"topk": "select", "gfpo": "select", "ar": "reweight", "reward_gap": "mix"})
+    assert st_["topk"]["color"] == st_["gfpo"]["color"] == MECHANISM_COLOR["select"] == OKABE_ITO["blue"]
+    assert st_["topk"]["ls"] != st_["gfpo"]["ls"]  # told apart in greyscale too
+    assert st_["baseline"]["color"] == st_["static"]["color"] == REFERENCE_COLOR
+    assert len({st_[p]["color"] for p in ("topk", "ar", "reward_gap", "baseline")}) == 4
+    if not RELEASED.is_file():
+        pytest.skip("released records not present")
+    figs = {f.name: f for f in _figures_of(RELEASED, n_resamples=100, requested=10_000)}
+    prof = figs["performance_profile_db_12"]
+    labels = [t.get_text() for t in prof.fig.axes[0].get_legend().get_texts()]
+    assert len(labels) <= PROFILE_TOP + 2 and "baseline" in labels and "static" in labels
+    assert f"The {PROFILE_TOP} policies with the largest mean Δ" in prof.caption
+    for name in ("performance_profile_db_12", "aggregate_estimates_db_12", "p_improve_db_12"):
+        assert "100 resamples; the figures cap the command's 10,000" in figs[name].caption, name
+    assert "all 3 seeds can say" in figs["p_improve_db_12"].fig.axes[0].get_title(loc="right")
+    for f in figs.values():
+        plt.close(f.fig)
+
+
+def test_forest_legend_names_the_aa_row_only_when_there_is_one(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    rec = read_records(_campaign(tmp_path)[0], SUITE)
+    no_aa = rec[rec["policy"] != "static"]  # reward_gap then has no reference either: one comparison left
+    figs = {f.name: f for f in _figures_of(no_aa)}
+    texts = [t.get_text() for t in figs["forest_db_12"].fig.legends[0].get_texts()]
+    assert "A/A: static vs baseline" not in texts and "Grey rows" not in figs["forest_db_12"].caption
+    for f in figs.values():
+        plt.close(f.fig)

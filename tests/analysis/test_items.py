@@ -149,9 +149,16 @@ def test_compare_with_item_logs_prints_the_seed_plus_item_ci(tmp_path: Path) -> 
     assert tab.exit_code == 0, tab.output
     row = pd.read_csv(io.StringIO(tab.output)).query("policy == 'topk'").iloc[0]
     assert row["item_lo"] == pytest.approx(want["two_way_lo"]) and row["item_hi"] == pytest.approx(want["two_way_hi"])
+    assert max(map(len, table.output.splitlines())) <= 120  # the seed + item CI kept in the 120-column fit
+    # without --items, item logs beside the records: the note says how to use them, never that there are none
     plain = CliRunner().invoke(app, ["compare", str(all_rec), "--json", "--resamples", "100"])
-    assert all(r["item_lo"] is None and r["item_note"] == NO_ITEMS_REASON
-               for r in json.loads(plain.output)["comparisons"])
+    want = f"item logs not read: pass --items {tmp_path / 'runs'} for the seed + item CI"
+    assert all(r["item_lo"] is None and r["item_note"] == want for r in json.loads(plain.output)["comparisons"])
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "records.csv").write_bytes(all_rec.read_bytes())
+    plain = CliRunner().invoke(app, ["compare", str(alone / "records.csv"), "--json", "--resamples", "100"])
+    assert all(r["item_note"] == NO_ITEMS_REASON for r in json.loads(plain.output)["comparisons"])
 
 
 def test_comparison_breakdown_separates_format_failures_from_wrong_answers() -> None:

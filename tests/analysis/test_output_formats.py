@@ -242,3 +242,74 @@ def test_help_metavars_read_as_values(cmd: str) -> None:
     opts = [ln for ln in text.splitlines() if "--" in ln and "--help" not in ln]
     assert opts and not [ln for ln in opts if any(t in ln for t in ("<bool>", "<str>", "<int>", "<float>", "<list"))]
     assert "N [100<=x<=1000000]" in text
+
+
+# --- issue 27: terminal answers, clean CSV numbers, LaTeX minus ------------------------------------------------
+
+
+def test_csv_writes_counts_as_integers_and_floats_without_binary_noise() -> None:
+    from analysis.tables import clean_csv
+
+    data = pd.DataFrame({"n": [3.0, 2.0, float("nan")], "mean": [53.120000000000005, 0.1 + 0.2, float("nan")],
+                         "sd": [0.524213696883412, 1.0, 2.5]})
+    text = clean_csv(data)
+    assert text.splitlines()[1:] == ["3,53.12,0.524213696883", "2,0.3,1.0", ",,2.5"]
+    back = pd.read_csv(io.StringIO(text))
+    assert back["mean"].iloc[0] == 53.12 and back["n"].iloc[0] == 3
+
+
+@given(st.floats(min_value=-1e6, max_value=1e6, allow_nan=False))
+def test_clean_csv_round_trips_every_float_to_12_significant_digits(v: float) -> None:
+    from analysis.tables import clean_csv
+
+    back = float(clean_csv(pd.DataFrame({"x": [v, 0.5]})).splitlines()[1])
+    assert back == pytest.approx(v, rel=1e-11, abs=1e-300)
+
+
+@needs_records
+def test_csv_tables_of_the_released_records_have_integer_counts() -> None:
+    text = _out("tables", "--table", "main_7b", "--format", "csv")
+    assert ",300,baseline,3," in text and "0000000" not in text and "9999999" not in text
+    assert pd.read_csv(io.StringIO(text))["n_seeds"].dtype.kind == "i"
+
+
+def test_latex_sets_negative_numbers_in_math_mode() -> None:
+    assert latex_escape("-2.20 [-10.91, +6.51]") == "$-$2.20 [$-$10.91, +6.51]"
+    assert latex_escape("noise20_20pct-label") == r"noise20\_20pct-label"  # a hyphen in a name stays a hyphen
+    assert latex_escape("Qwen2.5-7B") == "Qwen2.5-7B"
+
+
+@needs_records
+def test_tables_on_a_terminal_print_an_index_in_one_screen_and_fit_120_columns() -> None:
+    index = _out("tables")
+    assert len(index.splitlines()) <= 40 and max(map(len, index.splitlines())) <= 120
+    assert "verdicts: DB-12" in index and "main_7b" in index and "--all" in index and "| policy" not in index
+    some = _out("tables", "--table", "main_7b,three_domain,paired")
+    assert max(map(len, some.splitlines())) <= 120
+    assert "columns left out to fit 120 characters" in some and "three_domain: " in some
+    assert some.count("small n:") == 1
+    wide = _out("tables", "--table", "three_domain", "--wide")
+    assert max(map(len, wide.splitlines())) > 120 and "columns left out" not in wide
+
+
+@needs_records
+def test_compare_prints_its_notes_once() -> None:
+    text = _out("compare")
+    assert text.count("small n:") == 1 and text.count("d = method − reference per seed") == 1
+    assert text.count("columns left out") == 1 and text.count("## Paired comparisons") == 4
+
+
+@needs_records
+def test_compare_of_a_small_campaign_fits_one_screen(tmp_path: Path) -> None:
+    """One comparison, four aggregates (the demo's shape): ≤ 40 lines of ≤ 120 characters, the group named in each
+    title, the notes once, and a footnote that says there are no item logs only because there are none."""
+    df = pd.read_csv(RELEASED)
+    small = tmp_path / "small.csv"
+    df[(df["campaign"] == "main") & (df["model"] == "Qwen2.5-7B-Instruct") & df["method"].isin(["baseline", "gfpo"])
+       ].to_csv(small, index=False)
+    res = _invoke("compare", str(small), "--resamples", "200")
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert len(lines) <= 40 and max(map(len, lines)) <= 120, (len(lines), res.stdout)
+    assert res.stdout.count("): main / Qwen2.5-7B-Instruct / 300") == 4 and "###" not in res.stdout
+    assert "no item logs" in res.stdout

@@ -15,11 +15,25 @@ CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
 RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
 
 
-def test_demo_records_prints_tables_of_the_released_runs(campaign_cli) -> None:
+def _screen(text: str) -> tuple[int, int]:
+    """(lines, widest line in characters) of a command's output."""
+    lines = text.splitlines()
+    return len(lines), max(map(len, lines), default=0)
+
+
+def test_demo_records_prints_the_answer_of_the_released_runs_in_one_screen(campaign_cli) -> None:
+    """The verdicts (counts, then the comparisons, largest |Δ| first) fit one terminal screen: ≤ 40 lines of
+    ≤ 120 characters, stdout and stderr together; every table is one flag away."""
     p = campaign_cli(["demo", "--records", str(RELEASED)], cwd=REPO)
     assert p.returncode == 0, p.stderr
     assert "171 runs, 2052 records" in p.stdout
-    assert "| gfpo" in p.stdout and "vs" in p.stdout
+    assert "undecided 45 of 45 comparisons" in p.stdout and "| gfpo" in p.stdout and "verdict" in p.stdout
+    n, width = _screen(p.stdout + p.stderr)
+    assert n <= 40 and width <= 120, (n, width)
+    assert p.stdout.count("small n:") == 1 and "--all" in p.stdout
+    full = campaign_cli(["demo", "--records", str(RELEASED), "--all"], cwd=REPO)
+    assert full.returncode == 0 and "## Main round, 7B" in full.stdout and "## Paired comparisons" in full.stdout
+    assert _screen(full.stdout)[0] > 40 and _screen(full.stdout)[1] <= 120
 
 
 def test_demo_records_truncated_file_exits_2(tmp_path: Path, campaign_cli) -> None:
@@ -38,6 +52,9 @@ def test_status_without_ledger_exits_2(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_demo_end_to_end_on_a_reduced_grid(tmp_path: Path) -> None:
+    """Costs ~4 CPU-minutes (4 runs of 2 steps, then `campaign logs`). Proves the whole CPU pipeline writes the
+    records, stops its head, prints its answer in one screen (≤ 40 lines of ≤ 120 characters, stdout and stderr
+    together, no library INFO chatter) and that `logs` reads the stopped head's files."""
     wd = tmp_path / "wd"
     # 4 evaluation items per benchmark, as the intervention demo test: the demo's 16 quadruple each run's
     # evaluation, and nothing asserted here depends on the item count
@@ -50,7 +67,11 @@ def test_demo_end_to_end_on_a_reduced_grid(tmp_path: Path) -> None:
                                                for s in (1, 2)]
     assert len(recs) == 4 * 12 and (recs["step"] == 2).all()
     assert recs["accuracy"].between(0, 100).all() and recs["parse_rate"].notna().all()
-    assert "gfpo" in p.stdout and "vs" in p.stdout  # the paired table was printed
+    assert "gfpo" in p.stdout and "verdicts: DB-12" in p.stdout and "report: " in p.stdout  # the answer
+    lines = (p.stdout + p.stderr).replace(str(wd), "W").splitlines()  # a path is printed whole, to be copied
+    assert len(lines) <= 40 and max(map(len, lines)) <= 120, "\n".join(lines)
+    assert "INFO" not in p.stderr and "Creating initial MLflow database tables" not in p.stderr
+    assert "gfpo/s1: train done" in (wd / "logs" / "demo.events.log").read_text()  # each run's stages, in a file
     assert (wd / "mlflow.db").exists() and not (wd / "ray_head.json").exists()  # head stopped after the demo
     # `logs` after the campaign: no --ray-address, and it reads the stopped head's files instead of starting one
     p = subprocess.run([CAMPAIGN, "logs", "demo", "demo/tiny_qwen2/gfpo/s1", "--workdir", str(wd)],
@@ -68,5 +89,8 @@ def test_demo_records_of_references_only_prints_the_tables_without_a_pair(tmp_pa
     only = tmp_path / "baseline_only.csv"
     df[df["method"] == "baseline"].to_csv(only, index=False)
     p = campaign_cli(["demo", "--records", str(only)], cwd=REPO)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "no method-vs-reference comparison" in p.stdout and "Traceback" not in p.stderr
+    p = campaign_cli(["demo", "--records", str(only), "--all"], cwd=REPO)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "Paired comparisons" in p.stdout and "| gfpo" not in p.stdout and "Traceback" not in p.stderr

@@ -103,6 +103,11 @@ def test_resubmit_with_changed_recipe_collects_only_the_new_generation(tree: Pat
     old_runs = {k: v for k, v in status.items() if k not in new_keys}
     assert all(st in ("FINISHED", "KILLED") and sup in new_keys for st, sup in old_runs.values()), old_runs
     assert len(cells) == len(status)  # one MLflow run per cell, never two
+    # superseded runs never look current in MLflow; names lead with policy and seed
+    state = {r.data.tags[tracking.RUN_KEY_TAG]: r.data.tags.get("windtunnel.state") for r in cells}
+    assert all(state[k] == "superseded" for k in old_runs) and all(state[k] == "recorded" for k in new_keys)
+    assert {r.info.run_name for r in cells if r.data.tags[tracking.RUN_KEY_TAG] in new_keys} == {
+        f"{p} s1 · gen/{runs2[0].model}" for p in ("baseline", "gfpo", "static")}
     sess.close()
 
 
@@ -175,7 +180,10 @@ def test_changed_evaluation_settings_reevaluate_without_retraining(tree: Path, t
                                     "evaluation": {"gates": {"min_parse_rate": 0.3}, "max_gen_toks": 64}}))
     spec2, runs2 = plan(camp)
     assert [r.run_key for r in runs2] == [r.run_key for r in runs]
-    assert submit_preview(spec2, runs2, wd, None) == {"new": 0, "changed": 0, "unchanged": 2, "reevaluate": 2}
+    preview = submit_preview(spec2, runs2, wd, None)
+    assert preview.counts() == {"new": 0, "changed": 0, "unchanged": 2, "reevaluate": 2, "removed": 0}
+    assert ("evaluation.gates.min_parse_rate", None, 0.3) in preview.changes[runs[0].run_id]  # said plainly
+    assert any(line.startswith("  re-evaluate ") and "max_gen_toks" in line for line in preview.lines(dry_run=True))
     diff = sess.submit(spec2, runs2)
     assert len(diff.unchanged) == 2 and sorted(diff.reevaluate) == sorted(r.run_id for r in runs)
     assert _drive(sess, "evalgen") == {"recorded": 2}
@@ -188,7 +196,7 @@ def test_changed_evaluation_settings_reevaluate_without_retraining(tree: Path, t
     assert any("evaluation settings changed" in e["detail"] or e["kind"] == "reopened"
                for e in sess.ledger.events("evalgen", runs[0].run_key))
     # submitting the same spec again re-evaluates nothing
-    assert submit_preview(spec2, runs2, wd, None)["reevaluate"] == 0
+    assert submit_preview(spec2, runs2, wd, None).counts()["reevaluate"] == 0
     sess.close()
 
 

@@ -277,3 +277,9 @@ def test_a_real_verl_runs_metrics_reach_the_intervention_check_and_the_training_
     tf = training_frame(runs).set_index("policy")
     assert list(tf.loc["gfpo", "kept_frac"]) == kept
     assert tf.loc["reward_gap"].filter(like="realised_prop_").notna().all().all()
+
+
+def test_experiments_open_on_the_training_runs_view(uri) -> None:
+    """MLflow 3 opens an experiment of unknown kind on its empty GenAI Traces page (issue 27)."""
+    eid = tracking.experiment_id(uri, "kind")
+    assert tracking.client(uri).get_experiment(eid).tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"

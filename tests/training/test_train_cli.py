@@ -61,6 +61,9 @@ def test_train_command_runs_and_logs_to_mlflow(tmp_path, cache_dir, tiny_base):
                               "--out", str(out), "--steps", "2", "--cache-dir", str(cache_dir)])
     assert res.exit_code == 0, res.output
     assert "checkpoint step 2" in res.output
+    # what the README says to check after a smoke test, printed (issue 27), and no verl import noise
+    assert "policy (mean over 2 steps): " in res.output and "policy/kept_frac 0.5" in res.output
+    assert "engine is not available" not in res.output and "No supported accelerator" not in res.output
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2]
     uri = tracking.default_uri(out)
