@@ -26,7 +26,7 @@ def test_summary_lines_and_json_keep_the_count_keys() -> None:
     runs = [("c/m/topk/s1", "k1b", {"policy_cfg": {"fraction": 0.3}}), ("c/m/topk/s2", "k2", {}),
             ("c/m/topk/s3", "k3", {})]
     s = summarise("c", cur, runs)
-    assert s.counts() == {"new": 1, "changed": 1, "unchanged": 1, "removed": 1}
+    assert s.counts() == {"new": 1, "changed": 1, "unchanged": 1, "reevaluate": 0, "removed": 1}
     lines = s.lines(dry_run=True)
     assert lines[0] == ("c: 1 new, 1 changed (the old run is superseded), 1 unchanged, 1 no longer in the spec "
                         "(dry run: nothing written)")
