@@ -66,6 +66,9 @@ class SchedulerConfig:
     backoff_max_s: float = 300.0
     cpus_per_job: float = 1.0
     eval_gpus: int = 1
+    # A cluster that stops answering mid-campaign (a dashboard too busy to reply in time, a head restarting) is
+    # polled again for this long before the command stops with exit 3 (no run marked failed either way).
+    unreachable_grace_s: float = 120.0
 
 
 def classify_failure(message: str, logs: str, exit_code: int | None) -> str:
@@ -518,8 +521,24 @@ class Scheduler:
             self.repair()
             self.reopen_infra()
             self.enqueue()
+            down_since: float | None = None
             while True:
-                counts = self.step()
+                try:
+                    counts = self.step()
+                except ClusterUnreachable as exc:
+                    if exc.exit_code != 3:  # a refused token is not transient
+                        raise
+                    now = time.time()
+                    if down_since is None:
+                        down_since = now
+                        self.ledger.event(self.campaign, "cluster_unreachable", f"{exc}"[:500])
+                    if now - down_since >= self.cfg.unreachable_grace_s:
+                        raise
+                    time.sleep(max(self.cfg.poll_s, min(5.0, self.cfg.unreachable_grace_s / 10)))
+                    continue
+                if down_since is not None:
+                    self.ledger.event(self.campaign, "cluster_reachable", f"after {time.time() - down_since:.0f} s")
+                    down_since = None
                 if on_tick:
                     on_tick(counts)
                 if self.pending() == 0 or (timeout_s is not None and time.time() - t0 > timeout_s):

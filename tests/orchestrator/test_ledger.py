@@ -467,3 +467,25 @@ def test_a_scheduler_that_lost_its_lease_stops_before_touching_the_cluster(ledge
         first.step()
     assert ledger.get("c", "k1").state == "planned" and ledger.driver("c")[0] == "B"
     other.close()
+
+
+def test_a_cluster_that_stops_answering_is_polled_again_before_the_scheduler_gives_up(ledger, tmp_path: Path) -> None:
+    """A dashboard too busy to answer for a while must not end a campaign: `run` keeps polling for
+    `unreachable_grace_s`, then raises ClusterUnreachable (exit 3) with no run marked failed, and the ledger says
+    when the cluster stopped answering."""
+    import time
+
+    from orchestrator.executor import ClusterUnreachable
+
+    ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
+    for dst in (S.queued, S.training):
+        ledger.transition("c", "k1", dst)
+    ledger.update("c", "k1", submission_id="wt-c-k1-train-a1")
+    sched = _scheduler(ledger, tmp_path)
+    sched.cfg.unreachable_grace_s = 1.5
+    t0 = time.time()
+    with pytest.raises(ClusterUnreachable):
+        sched.run(timeout_s=60)
+    assert time.time() - t0 >= 1.5  # polled again for the grace, not stopped at the first failed call
+    assert ledger.get("c", "k1").state in ("training", "queued")  # no run marked failed
+    assert [e["kind"] for e in ledger.events("c") if e["kind"] == "cluster_unreachable"] == ["cluster_unreachable"]
