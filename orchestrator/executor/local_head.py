@@ -28,6 +28,7 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -480,15 +481,21 @@ def _kill_head_processes(tmp: Path, gcs_port: str) -> None:
 
     `ray stop` has no per-address form, so the head's processes are found by the temp dir in their
     argv; the Ray Client server carries none (and is re-parented to init), so it is matched by the
-    head's GCS port, or it outlives the head. Repeated until none is left: a `ray start` killed half
-    way may still be spawning daemons.
+    head's GCS port, or it outlives the head. Repeated until two scans half a second apart find none: a
+    `ray start` killed half way may still be spawning daemons, and a process caught mid-exec shows no argv.
     """
     import psutil
 
-    for _ in range(5):
+    empty = 0
+    for _ in range(8):
         pids = head_processes(tmp, gcs_port)
         if not pids:
-            return
+            empty += 1
+            if empty == 2:
+                return
+            time.sleep(0.5)
+            continue
+        empty = 0
         for p in pids:
             try:
                 p.terminate()
