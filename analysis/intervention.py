@@ -35,7 +35,7 @@ from wtcommon.metrics import MetricsFileError, read_metrics_jsonl
 from wtcommon.errors import UserError
 
 # Prefixes the verl trainer / MLflow use in front of the policy's own keys.
-# (orchestrator/training/local.py writes policy/<k>, mix/target_prop_<d>, mix/realised_prop_<d>,
+# (training/local.py writes policy/<k>, mix/target_prop_<d>, mix/realised_prop_<d>,
 # data/realised_prop_<d>; the verl plugin windtunnel/<k>; the reference code dataflex/<k>).
 _PREFIXES = ("windtunnel/", "dataflex/", "policy/", "train/", "mix/", "data/")
 _REFERENCES = tuple(dict.fromkeys(DEFAULT_REFERENCE.values()))  # ("baseline", "static")

@@ -1,5 +1,5 @@
 """Wall time per training step: verl 0.9.1 on CPU (`verl_cpu_tiny`: main_ppo + windtunnel_sync + hf rollout)
-next to the local backend (`cpu_tiny`, orchestrator/training/local.py) on the same tiny Qwen2, the same
+next to the local backend (`cpu_tiny`, training/local.py) on the same tiny Qwen2, the same
 synthetic corpus and the same batch shape (prompts x rollouts, response budget).
 
 verl's per-step time is its own `timing_s/step` metric; the local backend's is `time/step_s`. Step 1 of
@@ -27,9 +27,9 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.training.backend import TrainRequest  # noqa: E402
-from orchestrator.training.local import LocalBackend, load_model_config, load_recipe  # noqa: E402
-from orchestrator.training.verl_launcher import VerlBackend  # noqa: E402
+from training.backend import TrainRequest  # noqa: E402
+from training.local import LocalBackend, load_model_config, load_recipe  # noqa: E402
+from training.verl_launcher import VerlBackend  # noqa: E402
 
 
 def _rows(path: Path, key: str) -> list[float]:

@@ -137,7 +137,7 @@ def write_report(records: Path, workdir: Path, *, out: Console, err: Console, su
 def prepare_data(workdir: Path, spec: Any) -> Path:
     """Evaluation fixtures for the demo (benchmark-data schema) from the training area's generator."""
     from evaluation.benchmark_data import write_manifest
-    from orchestrator.training.synthetic import write_eval_fixtures
+    from training.synthetic import write_eval_fixtures
 
     data_dir = workdir / "data" / "eval"
     if not (data_dir / "manifest.json").exists():

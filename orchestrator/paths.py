@@ -2,27 +2,17 @@
 writes stays inside the work directory.
 
 A module of its own so that tracking, the scheduler and the stages find run dirs without importing each
-other (tracking ↔ stages was an import cycle); the stage errors live here too, so that a training backend's
-`evaluate` raises them without importing the stages.
+other (tracking ↔ stages was an import cycle). The stage errors live in `wtcommon.errors`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
-from wtcommon.errors import RunFailed
+from wtcommon.errors import StageConfigError
 
 if TYPE_CHECKING:
     from orchestrator.grid import RunSpec
-
-
-class StageConfigError(RunFailed):
-    """A deterministic error in the run's configuration: retrying cannot help."""
-
-
-class StageHealthGateError(RunFailed):
-    """The checkpoint failed an evaluation health gate: deterministic (not retried), but a model-quality
-    finding rather than a configuration error, so it is its own failure class (`health_gate`)."""
 
 
 def inside(workdir: Path, *parts: str) -> Path:

@@ -87,7 +87,7 @@ def check_references(spec: CampaignSpec, runs: list[RunSpec], root: Path) -> lis
 def check_recipes(runs: list[RunSpec], root: Path) -> list[str]:
     """Each recipe's backend matches the campaign's (unless that backend runs any recipe) and its numeric knobs
     are usable."""
-    from orchestrator.training.registry import get_backend
+    from training.registry import get_backend
 
     problems: list[str] = []
     seen: set[str] = set()
@@ -112,7 +112,7 @@ def check_resources(spec: CampaignSpec, runs: list[RunSpec], ctx: Context) -> li
     cluster (`compute.nodes × compute.gpus_per_node`) or, when `ctx.nodes` holds the live cluster, of its alive
     nodes; a backend that cannot train across nodes refuses `nnodes > 1`; and CPUs per run fit a node."""
     from orchestrator.placement import describe, fits, shape
-    from orchestrator.training.registry import get_backend
+    from training.registry import get_backend
 
     problems: list[str] = []
     c = spec.compute
@@ -159,7 +159,7 @@ def check_eval_data(spec: CampaignSpec, data_dir: Path) -> list[str]:
 def preflight(spec: CampaignSpec, runs: list[RunSpec], ctx: Context | None = None) -> None:
     """Raise `PreflightError` listing every problem; return None when the campaign can start."""
     from orchestrator.plugins import add_project_path
-    from orchestrator.training.registry import get_backend
+    from training.registry import get_backend
 
     ctx = ctx or Context()
     root = Path(spec.config_root)

@@ -41,8 +41,9 @@ from typing import Any
 from collections.abc import Iterator
 
 from orchestrator.grid import RunSpec
-from orchestrator.paths import StageConfigError, StageHealthGateError, inside, run_dir  # noqa: F401 - inside: this module's API too
-from orchestrator.training.backend import Checkpoint, EvalRequest, TrainingConfigError
+from orchestrator.paths import inside, run_dir  # noqa: F401 - inside: this module's API too
+from wtcommon.errors import StageConfigError, StageHealthGateError
+from training.backend import Checkpoint, EvalRequest, TrainingConfigError
 from wtcommon.atomic import atomic_write_text
 from wtcommon.files import sha256_file
 from wtcommon.errors import RunFailed
@@ -173,7 +174,7 @@ def _weights(ckpt: Path) -> list[Path]:
 
 def merge(ckpts: list[Path]) -> list[Path]:
     """An HF directory for each checkpoint: itself when it already is one, else verl's FSDP merger's output,
-    every checkpoint that needs it merged in one process (`orchestrator.training.verl_merge`)."""
+    every checkpoint that needs it merged in one process (`training.verl_merge`)."""
     out: list[Path] = []
     pending: list[tuple[Path, Path]] = []
     for ckpt in ckpts:
@@ -186,7 +187,7 @@ def merge(ckpts: list[Path]) -> list[Path]:
         if not ((target / "config.json").exists() and _weights(target)):
             pending.append((actor, target))
     if pending:
-        from orchestrator.training.verl_merge import merge_command
+        from training.verl_merge import merge_command
 
         proc = subprocess.run(merge_command(pending), capture_output=True, text=True)
         failed = [str(a) for a, t in pending if not _weights(t)]
@@ -215,8 +216,8 @@ def stage_train(spec: RunSpec, workdir: Path, attempt: str = "") -> dict[str, An
         return done
     out = rd / "train"
     t0 = time.time()
-    from orchestrator.training.backend import TrainRequest
-    from orchestrator.training.registry import get_backend
+    from training.backend import TrainRequest
+    from training.registry import get_backend
 
     try:
         backend = get_backend(spec.backend)
@@ -306,7 +307,7 @@ def stage_evaluate(spec: RunSpec, workdir: Path, attempt: str = "") -> dict[str,
     if trained is None:
         raise StageConfigError(f"run {spec.run_id}: no verified training output; train it first")
     ckpts = trained["checkpoints"] if spec.evaluation.get("all_checkpoints") else trained["checkpoints"][-1:]
-    from orchestrator.training.registry import get_backend
+    from training.registry import get_backend
 
     try:
         backend = get_backend(spec.backend)

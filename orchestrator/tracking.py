@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from orchestrator.grid import RunSpec
     from orchestrator.ledger import Ledger
     from orchestrator.ledger.base import RunRow
-    from orchestrator.training.backend import TrainRequest, TrainResult
+    from training.backend import TrainRequest, TrainResult
 
 RUN_KEY_TAG = "windtunnel.run_key"
 OFFSET_TAG = "windtunnel.metrics_offsets"  # {metrics file name: bytes already logged}, JSON
@@ -271,6 +271,30 @@ def log_training_run(uri: str, req: TrainRequest, result: TrainResult, experimen
         log_artifact(uri, rid, manifest)
     finish(uri, rid)
     return rid
+
+
+class MlflowTrainingSink:
+    """`training.backend.MetricsSink` into MLflow for a standalone `campaign train`: the run is created
+    RUNNING before the first step, streams each row, and ends FINISHED with its compute and manifest, or FAILED."""
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self.run_id: str | None = None
+
+    def start(self, req: TrainRequest) -> None:
+        self.run_id = start_training_run(self.uri, req)
+
+    def log(self, row: dict[str, Any]) -> None:
+        if self.run_id:
+            log_metric_rows(self.uri, self.run_id, [row])
+
+    def finish(self, req: TrainRequest, result: TrainResult | None) -> None:
+        if not self.run_id:
+            return
+        if result is None:
+            finish(self.uri, self.run_id, "FAILED")
+        else:
+            log_training_run(self.uri, req, result, run_id=self.run_id)
 
 
 # -- campaigns: one MLflow run per grid cell, kept in step with the ledger -----------------------------------

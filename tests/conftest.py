@@ -177,7 +177,7 @@ def run_campaign(args: list[str], *, cwd: Path | None = None, env: dict[str, str
     """
     from typer.testing import CliRunner
 
-    from orchestrator.cli import app
+    from cli import app
 
     if cwd is not None:
         monkeypatch.chdir(cwd)

@@ -19,7 +19,7 @@ import pytest
 from orchestrator.ledger.states import AttemptStatus, RunState
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("orchestrator", "evaluation", "analysis", "policies", "campaigns", "wtcommon")
+PACKAGES = ("cli", "tuning", "orchestrator", "training", "evaluation", "analysis", "policies", "campaigns", "wtcommon")
 STATES = frozenset(s.value for s in RunState)
 STATES_MODULE = Path("orchestrator/ledger/states.py")
 
@@ -101,10 +101,12 @@ def test_state_members_are_their_stored_strings(enum: type) -> None:
 
 # ---------------------------------------------------------------- import direction and cycles
 
-# (importer package, imported package) pairs that run back up the layers. (The verl plugin in
-# `policies/verl` scores rollouts with `evaluation`'s graders, so policies → evaluation is not listed.)
-FORBIDDEN = {("evaluation", "orchestrator"), ("policies", "orchestrator"), ("evaluation", "analysis")} | {
-    ("wtcommon", p) for p in PACKAGES if p != "wtcommon"}
+# The layers, bottom first: a package imports only packages below it. (The verl plugin in `policies/verl` scores
+# rollouts with `evaluation`'s graders, so policies sit above evaluation; training writes a step's records with
+# `analysis`; the CLI is the top floor, above the tuner that drives campaigns.)
+LAYERS = ("wtcommon", "campaigns", "evaluation", "policies", "analysis", "training", "orchestrator", "tuning", "cli")
+FORBIDDEN = {(low, high) for i, low in enumerate(LAYERS) for high in LAYERS[i + 1:]}
+assert set(LAYERS) == set(PACKAGES)
 
 
 def module_name(path: Path) -> str:
@@ -216,6 +218,30 @@ def test_imports_point_one_way() -> None:
 
 def test_no_import_cycles() -> None:
     assert cycles(_product_graph()) == []
+
+
+def package_shares(files: dict[str, int]) -> dict[str, float]:
+    """Each top-level folder's share of the lines in `files` ({relative path: line count})."""
+    total = sum(files.values())
+    shares: dict[str, float] = {}
+    for f, n in files.items():
+        top = Path(f).parts[0]
+        shares[top] = shares.get(top, 0.0) + n / total
+    return shares
+
+
+def test_the_share_checker_counts_lines_per_top_level_folder() -> None:
+    shares = package_shares({"a/x.py": 30, "a/b/y.py": 40, "c/z.py": 30})
+    assert shares == pytest.approx({"a": 0.7, "c": 0.3})
+
+
+def test_no_package_holds_over_a_third_of_the_code() -> None:
+    """One package holding most of the code is a house with one room (issue 23: orchestrator held 48%).
+    The code is every shipped package plus benchmarks/, tests excluded."""
+    files = {str(p): len((ROOT / p).read_text().splitlines())
+             for p in [*product_files(), *(q.relative_to(ROOT) for q in (ROOT / "benchmarks").rglob("*.py"))]}
+    shares = package_shares(files)
+    assert max(shares.values()) < 0.35, sorted(shares.items(), key=lambda kv: -kv[1])
 
 
 # ---------------------------------------------------------------- typed errors

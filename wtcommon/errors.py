@@ -33,4 +33,14 @@ class RunFailed(WindtunnelError, RuntimeError):
     exit_code = 1
 
 
-__all__ = ["ClusterError", "RunFailed", "UserError", "WindtunnelError"]
+class StageConfigError(RunFailed):
+    """A deterministic error in a run's configuration, raised by a stage (train, evaluate): retrying cannot
+    help. Here, not in the orchestrator, so a training backend raises it without importing up."""
+
+
+class StageHealthGateError(RunFailed):
+    """The checkpoint failed an evaluation health gate: deterministic (not retried), but a model-quality
+    finding rather than a configuration error, so it is its own failure class (`health_gate`)."""
+
+
+__all__ = ["ClusterError", "RunFailed", "StageConfigError", "StageHealthGateError", "UserError", "WindtunnelError"]

@@ -77,7 +77,7 @@ def stage_gpus(argv: Sequence[str]) -> int:
     if stage != "train":
         return min(1, gpus)
     # a multi-node run reserves all its nodes' GPUs in one STRICT_SPREAD placement group that the stage creates
-    # (orchestrator.training.reservation): its entrypoint holds none, or Ray would count one node twice
+    # (training.reservation): its entrypoint holds none, or Ray would count one node twice
     return 0 if nnodes > 1 else gpus
 
 

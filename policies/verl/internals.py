@@ -4,7 +4,7 @@ Why: the plugin passes through verl seams that are not a stable API (private reg
 another module, trainer methods it overrides). A verl upgrade that moves one of them breaks a run late — on a
 cluster node, after the job started — or silently (verl swallows a plugin's import error, VERL.md §2).
 `campaign doctor` resolves each entry on every node (`resolve_all`), and `tests/verl/test_internals.py` fails
-when code here or in `orchestrator/training/` imports a verl name this list does not hold.
+when code here or in `training/` imports a verl name this list does not hold.
 
 Each entry is `(module, attribute path or "", where it is used)`; an empty attribute means the module itself.
 """
@@ -45,15 +45,15 @@ VERL_INTERNALS: tuple[tuple[str, str, str], ...] = (
     ("verl.workers.engine", "EngineRegistry._engines", "policies/verl/cpu.py"),
     ("verl.workers.engine", "EngineRegistry.register", "policies/verl/cpu.py"),
     ("verl.workers.engine.fsdp.transformer_impl", "FSDPEngineWithLMHead", "policies/verl/cpu.py"),
-    # orchestrator/training: the launcher's entry module, the merge, the local backend's loss functions
-    ("verl.trainer.main_ppo", "", "orchestrator/training/verl_launcher.py (python -m verl.trainer.main_ppo)"),
-    ("verl.model_merger.base_model_merger", "ModelMergerConfig", "orchestrator/training/verl_merge.py"),
-    ("verl.model_merger.fsdp_model_merger", "FSDPModelMerger", "orchestrator/training/verl_merge.py"),
-    ("verl.trainer.ppo.core_algos", "agg_loss", "orchestrator/training/local.py"),
-    ("verl.trainer.ppo.core_algos", "compute_grpo_outcome_advantage", "orchestrator/training/local.py"),
-    ("verl.trainer.ppo.core_algos", "get_policy_loss_fn", "orchestrator/training/local.py"),
-    ("verl.trainer.ppo.core_algos", "kl_penalty", "orchestrator/training/local.py"),
-    ("verl.workers.config.actor", "FSDPActorConfig", "orchestrator/training/local.py"),
+    # training: the launcher's entry module, the merge, the local backend's loss functions
+    ("verl.trainer.main_ppo", "", "training/verl_launcher.py (python -m verl.trainer.main_ppo)"),
+    ("verl.model_merger.base_model_merger", "ModelMergerConfig", "training/verl_merge.py"),
+    ("verl.model_merger.fsdp_model_merger", "FSDPModelMerger", "training/verl_merge.py"),
+    ("verl.trainer.ppo.core_algos", "agg_loss", "training/local.py"),
+    ("verl.trainer.ppo.core_algos", "compute_grpo_outcome_advantage", "training/local.py"),
+    ("verl.trainer.ppo.core_algos", "get_policy_loss_fn", "training/local.py"),
+    ("verl.trainer.ppo.core_algos", "kl_penalty", "training/local.py"),
+    ("verl.workers.config.actor", "FSDPActorConfig", "training/local.py"),
 )
 
 

@@ -1,4 +1,4 @@
-"""What the verl launcher needs to activate the plugin (called by orchestrator/training's verl launcher)."""
+"""What the verl launcher needs to activate the plugin (called by training's verl launcher)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from analysis.report import build_report
 from analysis.tables import CONFIG_TABLES, EXTRA_TABLES, TABLE_NAMES
-from orchestrator.cli import analysis_commands
+from cli import analysis_commands
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"

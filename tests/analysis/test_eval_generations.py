@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from analysis.records import check_one_evaluation, read_records, write_records
 from analysis.schema import RecordsError
 from evaluation.settings import evaluation_hash, evaluation_key
-from orchestrator.cli import analysis_commands
+from cli import analysis_commands
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"

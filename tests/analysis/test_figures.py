@@ -34,7 +34,7 @@ from analysis.paired import paired_comparisons
 from analysis.records import read_records
 from analysis.report import build_report
 from evaluation.suite import load_suite
-from orchestrator.cli import analysis_commands
+from cli import analysis_commands
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"

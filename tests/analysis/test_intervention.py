@@ -154,7 +154,7 @@ def test_report_carries_the_section_and_the_inert_flag(demo_runs, tmp_path):
 
 
 def test_reads_the_local_backend_key_layout(tmp_path):
-    """Keys as orchestrator/training/local.py writes them (policy/, mix/, data/ prefixes)."""
+    """Keys as training/local.py writes them (policy/, mix/, data/ prefixes)."""
     rows = [{"step": s, "policy/kept_frac": 0.6, "policy/weight_std": 0.49, "policy/update_tokens": 600.0,
              "policy/valid_tokens": 1000.0, "policy/active": 1.0, "mix/target_prop_math": 0.5 + 0.01 * s,
              "mix/realised_prop_math": 0.5, "data/realised_prop_math": 0.5, "actor/pg_loss": 0.1} for s in (1, 2, 3)]

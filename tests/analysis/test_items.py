@@ -110,7 +110,7 @@ def test_compare_with_item_logs_prints_the_seed_plus_item_ci(tmp_path: Path) -> 
 
     from analysis.items import NO_ITEMS_REASON
     from evaluation.suite import load_suite
-    from orchestrator.cli import app
+    from cli import app
 
     s = load_suite("db12")
     rng = np.random.default_rng(0)
@@ -189,7 +189,7 @@ def test_report_with_item_logs_shows_the_seed_plus_item_ci(tmp_path: Path) -> No
     import pandas as pd
     from typer.testing import CliRunner
 
-    from orchestrator.cli import app
+    from cli import app
 
     rng = np.random.default_rng(2)
     from evaluation.suite import load_suite

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from analysis.tables import LATEX_REQUIRES, MISSING, Table, _md, latex_escape, render_table
-from orchestrator.cli import analysis_commands
+from cli import analysis_commands
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
@@ -216,7 +216,7 @@ def test_every_latex_table_of_the_released_records_compiles(tmp_path: Path) -> N
 
 
 def test_status_format_json_is_the_json_flag_and_table_is_the_matrix(tmp_path: Path) -> None:
-    from orchestrator.cli import app
+    from cli import app
     from orchestrator.session import Session, plan
 
     spec, runs = plan(REPO / "campaigns" / "demo.yaml", ["policies=[baseline,gfpo]", "seeds=[1]"])

@@ -63,7 +63,7 @@ def test_campaign_plan_json_carries_the_power_table() -> None:
 
     from typer.testing import CliRunner
 
-    from orchestrator.cli import app
+    from cli import app
 
     res = CliRunner().invoke(app, ["plan", str(REPO / "campaigns" / "demo.yaml"), "--sd", "1.5", "--margin", "1.0",
                                    "--json"])

@@ -189,7 +189,7 @@ def test_malformed_records_exit_2_and_write_nothing(tmp_path: Path, case: str, c
     import typer
     from typer.testing import CliRunner
 
-    from orchestrator.cli import analysis_commands
+    from cli import analysis_commands
 
     app = typer.Typer()
     analysis_commands.register(app)

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 def test_a_sampled_campaign_reports_its_variance_split(tmp_path, head):
     from evaluation.benchmark_data import write_manifest
-    from orchestrator.training.synthetic import write_eval_fixtures
+    from training.synthetic import write_eval_fixtures
 
     addr, tok = head
     env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(tok), "RAY_AUTH_MODE": "token"}

@@ -38,7 +38,7 @@ def test_recommends_the_first_design_reaching_the_target_and_checks_the_budget()
 def test_campaign_plan_power_recommends_a_design_and_rejects_half_a_target():
     from typer.testing import CliRunner
 
-    from orchestrator.cli import app
+    from cli import app
 
     demo = str(REPO / "campaigns" / "demo.yaml")
     res = CliRunner().invoke(app, ["plan", demo, "--sd", "1.5", "--power", "0.8", "--effect", "3", "--sims", "100",

@@ -71,7 +71,7 @@ def test_verdicts_by_hand_holm_over_superiority_and_tost() -> None:
 def test_exactly_one_verdict_and_aa_floor_flag_on_released_records() -> None:
     if not RELEASED.is_file():
         pytest.skip("released records not present")
-    from orchestrator.cli import app
+    from cli import app
 
     for margin in ("0.5", "1.0"):
         res = CliRunner().invoke(app, ["verdicts", str(RELEASED), "--margin", margin, "--json"])

@@ -22,7 +22,7 @@ def _small_suite(max_gen_toks: int) -> Suite:
 
 @pytest.fixture(scope="session")
 def random_model(shared_artifact) -> Path:
-    from orchestrator.training.tiny_model import build_tiny_model
+    from training.tiny_model import build_tiny_model
 
     return shared_artifact("random_model", build_tiny_model)
 
@@ -31,7 +31,7 @@ def random_model(shared_artifact) -> Path:
 def boxed_model(shared_artifact) -> Path:
     """Overfit for seconds to answer the gsm8k fixture items with `The answer is \\boxed{gold}.` (300 steps: at 100
     this machine's CPU numerics left two of the four items answered `48`, failing both tests that use it)."""
-    from orchestrator.training.calibration_models import boxed_answer_pairs, overfit_tiny_model
+    from training.calibration_models import boxed_answer_pairs, overfit_tiny_model
 
     df = pd.read_parquet(FIXTURE_DIR / "gsm8k.parquet")
     return shared_artifact("boxed_model", lambda folder: overfit_tiny_model(

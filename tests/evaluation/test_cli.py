@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evaluation.benchmark_data import FIXTURE_DIR
-from orchestrator.cli import app
+from cli import app
 
 runner = CliRunner()
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from cli import app
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = ["math500", "kk_hard", "gpqa_diamond"]
@@ -22,7 +22,7 @@ def test_export_refuses_missing_data_and_existing_tasks(tmp_path):
     assert r.exit_code == 2 and "not found" in r.output
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "x.yaml").write_text("task: x\n")
-    from orchestrator.training.synthetic import write_eval_fixtures
+    from training.synthetic import write_eval_fixtures
 
     write_eval_fixtures(tmp_path / "d", n_items=2)
     r = CliRunner().invoke(app, ["export-tasks", str(tmp_path / "t"), "--data-dir", str(tmp_path / "d")])
@@ -33,8 +33,8 @@ def test_export_refuses_missing_data_and_existing_tasks(tmp_path):
 def test_lm_eval_cli_on_exported_tasks_matches_campaign_eval(tmp_path):
     from evaluation.benchmark_data import write_manifest
     from evaluation.evaluator import evaluate_checkpoint
-    from orchestrator.training.synthetic import write_eval_fixtures
-    from orchestrator.training.warmup import base_model
+    from training.synthetic import write_eval_fixtures
+    from training.warmup import base_model
 
     ckpt = base_model(yaml.safe_load((REPO / "campaigns/model/tiny_qwen2.yaml").read_text()),
                       yaml.safe_load((REPO / "campaigns/recipe/cpu_tiny.yaml").read_text()))
@@ -62,7 +62,7 @@ def test_lm_eval_cli_on_exported_tasks_matches_campaign_eval(tmp_path):
 
 
 def test_export_of_a_sampled_benchmark_uses_repeats_and_the_take_first_k_filter(tmp_path):
-    from orchestrator.training.synthetic import write_eval_fixtures
+    from training.synthetic import write_eval_fixtures
 
     raw = yaml.safe_load((REPO / "campaigns/suite/db12.yaml").read_text())
     raw["benchmarks"][1].update(samples=4, temperature=0.8, seed=2)  # aime24

@@ -150,8 +150,8 @@ def _record(sess, campaign: str, runs_dir: Path) -> int:
     from analysis.records import write_records
     from orchestrator.grid import RunSpec
     from orchestrator.stages import eval_request
-    from orchestrator.training.backend import Checkpoint
-    from orchestrator.training.noop import simulated_records
+    from training.backend import Checkpoint
+    from training.noop import simulated_records
 
     n = 0
     for row in sess.ledger.runs(campaign, ["planned"]):
@@ -203,8 +203,8 @@ def test_bad_sequential_inputs_are_named(tree: Path, tmp_path: Path) -> None:
     from orchestrator.adaptive import AdaptiveError, aggregate_of
     from orchestrator.spec import load_campaign
     from orchestrator.stages import StageConfigError, eval_request
-    from orchestrator.training.backend import Checkpoint
-    from orchestrator.training.noop import simulated_records
+    from training.backend import Checkpoint
+    from training.noop import simulated_records
     from orchestrator.session import plan
 
     camp = _campaign(tree, "seqb")

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from cli import app
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = str(REPO / "campaigns" / "demo.yaml")

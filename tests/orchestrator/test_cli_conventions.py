@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from cli import app
 from orchestrator.session import Session, plan
 
 REPO = Path(__file__).resolve().parents[2]

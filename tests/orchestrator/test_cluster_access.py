@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from cli import app
 
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
 

@@ -38,7 +38,7 @@ def test_wheel_carries_the_config_tree_and_plans_the_demo_from_elsewhere(tmp_pat
     elsewhere.mkdir()
     code = ("import sys, orchestrator, campaigns; print(orchestrator.__file__); print(campaigns.config_root()); "
             "sys.argv = ['campaign', 'plan', 'demo', '--format', 'json']; "
-            "from orchestrator.cli import main; main()")
+            "from cli import main; main()")
     env = {**os.environ, "PYTHONPATH": str(site)}
     p = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, env=env, capture_output=True, text=True,
                        timeout=300)

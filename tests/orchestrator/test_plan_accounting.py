@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from cli import app
 from orchestrator.grid import RunSpec, makespan_hours
 
 REPO = Path(__file__).resolve().parents[2]

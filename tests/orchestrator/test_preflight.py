@@ -13,7 +13,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from cli import app
 from orchestrator.ranges import check_positive
 from orchestrator.spec import SpecError, check_name, check_seeds, load_campaign
 

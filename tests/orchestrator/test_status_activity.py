@@ -68,7 +68,7 @@ def test_compare_on_partial_records_says_how_many_runs_are_missing(tmp_path: Pat
     from typer.testing import CliRunner
 
     from analysis.records import RUNS_EXPECTED_KEY, RUNS_RECORDED_KEY, records_completeness
-    from orchestrator.cli import app
+    from cli import app
 
     released = REPO.parent / "shared" / "data" / "released_runs_171.csv"
     if not released.is_file():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from cli import app
 from orchestrator.submit_summary import CATEGORIES, field_changes, summarise
 
 REPO = Path(__file__).resolve().parents[2]

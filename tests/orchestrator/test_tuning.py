@@ -1,4 +1,4 @@
-"""Equal-budget tuning (orchestrator/tuning/ + `campaign tune`)."""
+"""Equal-budget tuning (tuning/ + `campaign tune`)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import yaml
 
 from orchestrator.grid import expand
 from orchestrator.spec import load_campaign
-from orchestrator.tuning.intermediate import paired_score
-from orchestrator.tuning.report import equal_budgets, report, write_tuned_policy
-from orchestrator.tuning.request import TuneError, TuneRequest
-from orchestrator.tuning.runner import tune
-from orchestrator.tuning.space import apply_params, default_params, search_space, suggest
-from orchestrator.tuning.validation import validation_run
+from tuning.intermediate import paired_score
+from tuning.report import equal_budgets, report, write_tuned_policy
+from tuning.request import TuneError, TuneRequest
+from tuning.runner import tune
+from tuning.space import apply_params, default_params, search_space, suggest
+from tuning.validation import validation_run
 from policies import load_policy
 
 REPO = Path(__file__).resolve().parents[2]

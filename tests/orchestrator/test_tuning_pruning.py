@@ -16,8 +16,8 @@ from analysis.aggregates import run_table
 from analysis.records import read_records
 from evaluation.suite import load_suite
 from orchestrator.ledger import open_ledger
-from orchestrator.tuning.request import TuneRequest
-from orchestrator.tuning.runner import tune
+from tuning.request import TuneRequest
+from tuning.runner import tune
 
 REPO = Path(__file__).resolve().parents[2]
 # the full trial and its reference report intermediate values at steps 4, 8, 12, 16; the pruned trial must still
@@ -97,7 +97,7 @@ def test_a_trial_is_pruned_at_an_intermediate_checkpoint_while_its_job_trains(tm
     # the study's best (the only complete trial) becomes a named policy a follow-up campaign plans with
     from orchestrator.grid import expand
     from orchestrator.spec import load_campaign
-    from orchestrator.tuning.report import report, write_tuned_policy
+    from tuning.report import report, write_tuned_policy
 
     path = write_tuned_policy(report(url, "prune")["gfpo"], "gfpo", root / "policy")
     spec = load_campaign(root / "prune.yaml", ["policies=[baseline,gfpo_tuned]"])

@@ -13,11 +13,11 @@ from evaluation.fixtures.make_fixtures import fixture_frames
 from evaluation.graders import grade
 from evaluation.suite import load_suite
 from orchestrator.spec import load_campaign
-from orchestrator.training import synth_dev as build
-from orchestrator.training import synthetic
-from orchestrator.tuning.intermediate import paired_intermediate
-from orchestrator.tuning.request import TuneError, TuneRequest
-from orchestrator.tuning.validation import _check_validation, shipped_data_dir
+from training import synth_dev as build
+from training import synthetic
+from tuning.intermediate import paired_intermediate
+from tuning.request import TuneError, TuneRequest
+from tuning.validation import _check_validation, shipped_data_dir
 
 REPO = Path(__file__).resolve().parents[2]
 DEV = REPO / "evaluation" / "fixtures" / "synth_dev"
@@ -127,9 +127,9 @@ def test_heldout_intermediate_values_come_from_the_metrics_rows_written_so_far(t
 
     from orchestrator.grid import expand
     from orchestrator.stages import run_dir
-    from orchestrator.tuning.intermediate import _Intermediate
-    from orchestrator.tuning.runner import _Runner
-    from orchestrator.tuning.validation import HELDOUT, HELDOUT_AGG, validation_run
+    from tuning.intermediate import _Intermediate
+    from tuning.runner import _Runner
+    from tuning.validation import HELDOUT, HELDOUT_AGG, validation_run
 
     spec = load_campaign(REPO / "campaigns" / "tune_demo.yaml")
     req = TuneRequest(campaign=REPO / "campaigns" / "tune_demo.yaml", policies=["gfpo"], trials=1, workdir=tmp_path)

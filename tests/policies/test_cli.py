@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from orchestrator.cli import console, policy_commands
+from cli import console, policy_commands
 
 POLICY_DIR = Path(__file__).resolve().parents[2] / "campaigns" / "policy"
 

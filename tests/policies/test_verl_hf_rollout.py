@@ -16,7 +16,7 @@ from policies.verl.hf_rollout import HFRolloutServer, filter_logits, request_see
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from orchestrator.training.tiny_model import build_tiny_model
+    from training.tiny_model import build_tiny_model
 
     path = build_tiny_model(tmp_path_factory.mktemp("tiny"), seed=0)
     cfg = types.SimpleNamespace(seed=7, response_length=12, prompt_length=32)

@@ -157,7 +157,7 @@ def test_mixer_trainer_feeds_signals_and_changes_what_is_rolled_out(tq_env, tmp_
     from verl.trainer.ppo.v1 import get_trainer_cls
     from verl.utils import tensordict_utils as tu
 
-    from orchestrator.training.tiny_model import build_tokenizer
+    from training.tiny_model import build_tokenizer
     from policies.sampler import largest_remainder
 
     domains = ["math", "logic", "science"]

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.training.backend import TrainRequest
-from orchestrator.training.local import load_model_config, load_recipe
-from orchestrator.training.warmup import base_model, default_cache_root
+from training.backend import TrainRequest
+from training.local import load_model_config, load_recipe
+from training.warmup import base_model, default_cache_root
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.training.registry import get_backend
-from orchestrator.training.local import run_training, verify_checkpoint
+from training.registry import get_backend
+from training.local import run_training, verify_checkpoint
 
 pytestmark = pytest.mark.slow
 

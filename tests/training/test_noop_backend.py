@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from evaluation.suite import load_suite
-from orchestrator.paths import StageConfigError
-from orchestrator.training.backend import Checkpoint, EvalRequest, TrainingConfigError, TrainRequest
-from orchestrator.training.registry import get_backend
+from wtcommon.errors import StageConfigError
+from training.backend import Checkpoint, EvalRequest, TrainingConfigError, TrainRequest
+from training.registry import get_backend
 
 
 def _req(tmp_path: Path, **recipe) -> TrainRequest:

@@ -10,7 +10,7 @@ import pytest
 
 from evaluation.reward import compute_score
 from evaluation.suite import load_suite
-from orchestrator.training import synthetic
+from training import synthetic
 
 
 @pytest.fixture(scope="module")

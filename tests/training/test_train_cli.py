@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from orchestrator.cli import app
+from cli import app
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()

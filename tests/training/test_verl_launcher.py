@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.training.backend import TrainingError, TrainRequest
-from orchestrator.training.registry import get_backend
-from orchestrator.training.local import load_model_config, load_recipe
-from orchestrator.training.verl_launcher import build_command, cancel, hydra_value
-from orchestrator.training.verl_merge import main as merge_main
-from orchestrator.training.verl_merge import merge_command, parse_pairs
+from training.backend import TrainingError, TrainRequest
+from training.registry import get_backend
+from training.local import load_model_config, load_recipe
+from training.verl_launcher import build_command, cancel, hydra_value
+from training.verl_merge import main as merge_main
+from training.verl_merge import merge_command, parse_pairs
 
 REPO = Path(__file__).resolve().parents[2]
 SEED_KNOBS = [
@@ -145,7 +145,7 @@ def test_every_checkpoint_of_a_run_is_merged_by_one_process(tmp_path, capsys):
     pairs = [(tmp_path / "global_step_1" / "actor", tmp_path / "hf1"), (tmp_path / "global_step_2" / "actor",
                                                                           tmp_path / "hf2")]
     cmd = merge_command(pairs)
-    assert cmd[1:3] == ["-m", "orchestrator.training.verl_merge"] and cmd.count("-m") == 1
+    assert cmd[1:3] == ["-m", "training.verl_merge"] and cmd.count("-m") == 1
     assert parse_pairs(cmd[3:]) == pairs
     with pytest.raises(ValueError, match="no checkpoint"):
         merge_command([])
@@ -159,7 +159,7 @@ def test_cancel_kills_only_the_recorded_process_group(tmp_path):
     import subprocess
     import sys
 
-    from orchestrator.training.verl_launcher import run_dirs
+    from training.verl_launcher import run_dirs
 
     dirs = run_dirs(tmp_path)
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
@@ -203,7 +203,7 @@ def test_cancel_kills_the_whole_launch_including_workers_in_their_own_process_gr
     import subprocess
     import sys
 
-    from orchestrator.training.verl_launcher import _proc_start, run_dirs
+    from training.verl_launcher import _proc_start, run_dirs
     from wtcommon.polling import wait_until
 
     dirs, worker_pid = run_dirs(tmp_path), tmp_path / "worker.pid"
@@ -221,7 +221,7 @@ def test_a_launch_that_exits_leaves_no_worker_behind(tmp_path):
     """The launcher sweeps the launch's session once its leader exits (a crashed verl leaves Ray workers)."""
     import sys
 
-    from orchestrator.training.verl_launcher import _run
+    from training.verl_launcher import _run
 
     worker_pid = tmp_path / "worker.pid"
     rc = _run([sys.executable, "-c", _LAUNCH, str(worker_pid), "0"], {}, tmp_path / "train.log")
@@ -235,7 +235,7 @@ def test_a_launch_left_running_by_a_killed_stage_job_is_stopped_before_the_retry
     import subprocess
     import sys
 
-    from orchestrator.training.verl_launcher import _next_launch_file, _proc_start, run_dirs, stop_orphan
+    from training.verl_launcher import _next_launch_file, _proc_start, run_dirs, stop_orphan
 
     dirs = run_dirs(tmp_path)
     dirs["pid"].parent.mkdir(parents=True, exist_ok=True)
@@ -266,7 +266,7 @@ def test_a_launch_left_running_by_a_killed_stage_job_is_stopped_before_the_retry
 def test_verl_starts_a_private_runtime_never_the_jobs_cluster(tmp_path):
     """verl's `ray.init(**ray_kwargs.ray_init)` must not attach to the cluster the Ray Job runs on (Ray refuses
     num_cpus/num_gpus there): address=local, and the env given to verl drops the job's RAY_ADDRESS."""
-    from orchestrator.training.verl_launcher import CLUSTER_ENV_VARS, private_runtime_env
+    from training.verl_launcher import CLUSTER_ENV_VARS, private_runtime_env
 
     d = _as_dict(build_command(_req(tmp_path, recipe="grpo_05b", model="qwen25_05b_instruct"))[0])
     assert d["ray_kwargs.ray_init.address"] == "local"
@@ -290,9 +290,9 @@ def test_a_multi_node_run_is_refused_with_the_reason(tmp_path):
 def test_the_one_node_runtime_keeps_its_files_ports_and_memory_to_itself(tmp_path):
     """Issue 24, Build 6: the private runtime's temp dir is the launch's own (never /tmp/ray), Ray's socket paths
     fit in 107 bytes, it listens on loopback only, and its object store is sized to the run, not 30% of the node."""
-    from orchestrator.training.verl_launcher import (LOOPBACK_ENV, OBJECT_STORE_BYTES_PER_GPU, OBJECT_STORE_MIN_BYTES,
-                                                     RAY_SESSION_SUFFIX, RAY_SOCKET_MAX, private_temp_dir,
-                                                     runtime_overrides)
+    from training.verl_launcher import (LOOPBACK_ENV, OBJECT_STORE_BYTES_PER_GPU, OBJECT_STORE_MIN_BYTES,
+                                        RAY_SESSION_SUFFIX, RAY_SOCKET_MAX, private_temp_dir,
+                                        runtime_overrides)
 
     short = tmp_path / "r"
     short.mkdir()
@@ -365,7 +365,7 @@ def test_metrics_of_a_resumed_run_keep_every_step(tmp_path):
     """verl truncates its metrics file at each launch; the per-launch files merge, later launch wins."""
     import json
 
-    from orchestrator.training.verl_launcher import merge_metric_files
+    from training.verl_launcher import merge_metric_files
 
     a, b = tmp_path / "launch_000.jsonl", tmp_path / "launch_001.jsonl"
     a.write_text("".join(json.dumps({"step": s, "data": {"x": s, "launch": 0}}) + "\n" for s in (1, 2)) + "{broken\n")
@@ -386,7 +386,7 @@ def test_no_mlflow_logger_without_a_store(tmp_path):
 
 def test_only_a_launch_that_never_stepped_and_missed_rays_start_up_wait_is_launched_again(tmp_path):
     """Ray waits a fixed 30 s for a new node's raylet; a launch that died of that did no work and is relaunched."""
-    from orchestrator.training.verl_launcher import STARTUP_TIMEOUT, _startup_timed_out
+    from training.verl_launcher import STARTUP_TIMEOUT, _startup_timed_out
 
     log, launch = tmp_path / "train.log", tmp_path / "launch_000.jsonl"
     launch.write_text("")
@@ -402,7 +402,7 @@ def test_only_a_launch_that_never_stepped_and_missed_rays_start_up_wait_is_launc
 def test_a_private_nodes_ports_are_distinct_and_its_workers_clear_of_rays_default_range():
     """Each private node's `ray start` names every port, all different (Ray refuses a port used twice), and its
     worker block lies outside Ray's default 10002-19999 that one-node runtimes use."""
-    from orchestrator.training.reservation import WORKER_PORTS, node_argv
+    from training.reservation import WORKER_PORTS, node_argv
 
     for head in (None, "127.0.0.1:6379"):
         argv = node_argv(head_address=head, ip="127.0.0.1", gpus=1, cpus=4, temp_dir="/tmp/x")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.training import launches
+from training import launches
 
 SEQS = 16.0  # data.train_batch_size 4 × rollout.n 4, as verl_cpu_tiny
 
@@ -91,7 +91,7 @@ def test_the_start_line_survives_a_launcher_killed_right_after_it(tmp_path: Path
     """A real launcher process records its start, then is SIGKILLed (never reaching its end line):
     the launch is still counted, its end estimated from its metrics file."""
     m0 = _metrics(tmp_path, "launch_000.jsonl", [(1, 8.0, 100.0)])
-    code = ("import sys, time\nfrom pathlib import Path\nfrom orchestrator.training import launches\n"
+    code = ("import sys, time\nfrom pathlib import Path\nfrom training import launches\n"
             f"launches.record_start(Path({str(tmp_path)!r}), Path({str(m0)!r}))\n"
             "print('started', flush=True)\ntime.sleep(600)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,

@@ -34,7 +34,7 @@ import pytest
 import yaml
 
 from orchestrator.ledger.states import AttemptStatus
-from orchestrator.training.verl_launcher import cancel
+from training.verl_launcher import cancel
 from policies.verl.reward_audit import AUDIT_ENV, read_calls
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,7 +118,7 @@ def _kill_after_first_checkpoint(proc: subprocess.Popen, runs: Path, policy: str
 def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
     from evaluation.benchmark_data import write_manifest
     from orchestrator.ledger import open_ledger
-    from orchestrator.training.synthetic import write_eval_fixtures
+    from training.synthetic import write_eval_fixtures
 
     addr, tok = head
     env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(tok), "RAY_AUTH_MODE": "token"}
@@ -323,7 +323,7 @@ def test_verl_campaign_at_default_gates_streams_metrics_and_reevaluates_on_a_gat
     from orchestrator import tracking
     from orchestrator.ledger import open_ledger
     from orchestrator.session import plan
-    from orchestrator.training.synthetic import write_eval_fixtures
+    from training.synthetic import write_eval_fixtures
 
     addr, tok = head
     env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(tok), "RAY_AUTH_MODE": "token"}

@@ -54,7 +54,7 @@ def _tree(tmp: Path) -> Path:
 
 def test_a_two_node_verl_run_spans_two_nodes_beside_a_one_node_run(ray_cluster3, tmp_path) -> None:
     from evaluation.benchmark_data import write_manifest
-    from orchestrator.training.synthetic import write_eval_fixtures
+    from training.synthetic import write_eval_fixtures
 
     c = ray_cluster3
     wd = tmp_path / "wd"

@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from orchestrator.cli.console import err, fail, out
+from cli.console import err, fail, out
 
 _STYLE = {"ok": "green", "warning": "yellow", "FAIL": "bold red"}
 

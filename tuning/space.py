@@ -10,7 +10,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from orchestrator.tuning.request import TuneError
+from tuning.request import TuneError
 
 
 def search_space(policy_cfg: Mapping[str, Any], policy: str) -> dict[str, dict[str, Any]]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from orchestrator.cli.console import err, fail as _fail, out
-from orchestrator.cli.groups import subgroup
+from cli.console import err, fail as _fail, out
+from cli.groups import subgroup
 
 
 DEFAULT_DATA_DIR = Path("data/benchmarks")

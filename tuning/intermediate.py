@@ -29,11 +29,11 @@ import numpy as np
 import pandas as pd
 
 from orchestrator.grid import RunSpec
-from orchestrator.tuning.validation import HELDOUT
+from tuning.validation import HELDOUT
 from wtcommon.metrics import read_metrics_jsonl
 
 if TYPE_CHECKING:
-    from orchestrator.tuning.runner import _Runner
+    from tuning.runner import _Runner
 
 # the metrics keys `heldout` (validation.py) scores on, preferred first
 _HELDOUT_KEYS = ("val/sampled_reward_mean", "val/reward_mean")

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from orchestrator.cli import (
-    analysis_commands,
-    campaign_commands,
-    doctor_commands,
-    eval_commands,
-    head_commands,
-    policy_commands,
-    sequential_commands,
-    train_commands,
-    tune_commands,
-)
+from cli import (
+                 analysis_commands,
+                 campaign_commands,
+                 doctor_commands,
+                 eval_commands,
+                 head_commands,
+                 policy_commands,
+                 sequential_commands,
+                 train_commands,
+                 tune_commands,
+                 )
 
 app = typer.Typer(
     name="campaign",

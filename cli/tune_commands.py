@@ -1,5 +1,5 @@
 """`campaign tune`: equal-budget Optuna studies per policy, pruned on intermediate checkpoints
-(orchestrator/tuning/)."""
+(tuning/)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from orchestrator.cli.console import err, fail as _fail, out, signed as _fmt
+from cli.console import err, fail as _fail, out, signed as _fmt
 
 
 def _report_table(rep: dict) -> Table:
@@ -60,9 +60,9 @@ def register(app: typer.Typer) -> None:
         """Tune each policy with an equal trial budget on a validation suite; write tuned policy YAMLs."""
         from orchestrator.spec import SpecError, load_campaign
         from orchestrator.ledger import LeaseLost, default_url
-        from orchestrator.tuning.report import equal_budgets, report, write_tuned_policy
-        from orchestrator.tuning.request import TuneError, TuneRequest
-        from orchestrator.tuning.runner import tune
+        from tuning.report import equal_budgets, report, write_tuned_policy
+        from tuning.request import TuneError, TuneRequest
+        from tuning.runner import tune
         from orchestrator.ranges import check_count, check_seed
         from orchestrator.ray_address import RayAddressError, parse_ray_address
         from policies.errors import PolicyConfigError

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from campaigns import config_root
-from orchestrator.training.backend import TrainingError
+from training.backend import TrainingError
 from wtcommon.files import load_yaml_mapping
 
 

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from orchestrator.cli.console import fail as _fail, out
+from cli.console import fail as _fail, out
 
 
 from campaigns import config_root

@@ -14,7 +14,7 @@ from typing import Any
 
 from orchestrator.grid import RunSpec, short_hash
 from orchestrator.spec import CampaignSpec
-from orchestrator.tuning.request import TuneError, TuneRequest
+from tuning.request import TuneError, TuneRequest
 
 # `--validation-suite heldout`: score on the training backend's fixed held-out prompts of the training
 # distribution (metrics.jsonl `val/sampled_reward_mean`, else `val/reward_mean`, in points), not on any

@@ -26,11 +26,11 @@ from orchestrator.grid import RunSpec, expand
 from orchestrator.ledger import default_url
 from orchestrator.ledger.states import TERMINAL, RunState
 from orchestrator.spec import CampaignSpec, load_campaign
-from orchestrator.tuning.intermediate import _heldout_values, _Intermediate, paired_intermediate, paired_score
-from orchestrator.tuning.report import DEFAULT_ATTR, _storage, report, study_name
-from orchestrator.tuning.request import TuneError, TuneRequest
-from orchestrator.tuning.space import apply_params, default_params, grid_size, search_space, suggest
-from orchestrator.tuning.validation import HELDOUT, HELDOUT_AGG, _check_validation, _suite_tag, validation_run
+from tuning.intermediate import _heldout_values, _Intermediate, paired_intermediate, paired_score
+from tuning.report import DEFAULT_ATTR, _storage, report, study_name
+from tuning.request import TuneError, TuneRequest
+from tuning.space import apply_params, default_params, grid_size, search_space, suggest
+from tuning.validation import HELDOUT, HELDOUT_AGG, _check_validation, _suite_tag, validation_run
 
 
 def _base_runs(spec: CampaignSpec, policy: str, seeds: Sequence[int] | None,

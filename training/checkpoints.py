@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orchestrator.training.backend import TrainingError
+from training.backend import TrainingError
 from wtcommon.files import sha256_file
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import typer
 
-from orchestrator.cli.console import err, fail as _fail
-from orchestrator.cli.groups import subgroup
+from cli.console import err, fail as _fail
+from cli.groups import subgroup
 
 
 def build_request(
@@ -18,9 +18,9 @@ def build_request(
 ):
     """Resolve recipe, model and policy files into a `TrainRequest` (errors name the file and field)."""
 
-    from orchestrator.training.backend import TrainingError, TrainRequest
-    from orchestrator.training.config import load_model_config, load_recipe
-    from orchestrator.training.warmup import content_hash
+    from training.backend import TrainingError, TrainRequest
+    from training.config import load_model_config, load_recipe
+    from training.warmup import content_hash
 
     from policies import load_policy
 
@@ -76,9 +76,9 @@ def register(app: typer.Typer) -> None:
         """Train one policy at one seed and print the checkpoints and compute."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from orchestrator.training.backend import TrainingError
+        from training.backend import TrainingError
         from orchestrator.tracking import default_uri
-        from orchestrator.training.registry import get_backend
+        from training.registry import get_backend
         from policies.errors import PolicyConfigError
 
         from orchestrator.ranges import check_seed, check_steps
@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
                                 steps=steps, save_freq=save_freq, model=model, mlflow_uri=uri, cache_dir=cache_dir,
                                 train_files=train_file)
             if backend == "local":
-                from orchestrator.training.local import run_training
+                from training.local import run_training
 
                 with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                               TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=err) as bar:
@@ -105,7 +105,12 @@ def register(app: typer.Typer) -> None:
                         bar.update(task, completed=step, total=total,
                                    info=f"reward {row.get('reward/mean', float('nan')):.3f}")
 
-                    result = run_training(req, progress=progress)
+                    sink = None
+                    if uri:
+                        from orchestrator.tracking import MlflowTrainingSink
+
+                        sink = MlflowTrainingSink(uri)
+                    result = run_training(req, progress=progress, sink=sink)
             else:
                 result = get_backend(backend).train(req)
         except TrainingError as e:
@@ -136,7 +141,7 @@ def register(app: typer.Typer) -> None:
         """Write the synthetic corpus (train/test.parquet) and eval fixtures (eval/<benchmark>.parquet plus the
         manifest.json that declares them fixtures, so `campaign submit --data-dir OUT/eval` accepts them)."""
         from evaluation.benchmark_data import write_manifest
-        from orchestrator.training import synthetic
+        from training import synthetic
 
         for name, val in (("--per-domain", per_domain), ("--test-per-domain", test_per_domain),
                           ("--eval-items", eval_items)):

@@ -13,8 +13,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from orchestrator.cli.console import out
-from orchestrator.cli.groups import subgroup
+from cli.console import out
+from cli.groups import subgroup
 
 WORKDIR_HELP = "work directory whose local Ray head to show or stop (default: $WINDTUNNEL_WORKDIR)"
 

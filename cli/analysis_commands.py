@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli.console import err, fail as _fail
+from cli.console import err, fail as _fail
 from orchestrator.ranges import check_open_probability, check_points, check_seed
 from wtcommon.jsonsafe import dumps as _json_dumps
 

@@ -19,8 +19,8 @@ from typing import Any
 import pandas as pd
 import torch
 
-from orchestrator.training import synthetic
-from orchestrator.training.tiny_model import build_tiny_model
+from training import synthetic
+from training.tiny_model import build_tiny_model
 from wtcommon.files import short_hash
 
 WARMUP_VERSION = 2  # bump when the warm-up procedure changes (invalidates caches)

@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.training.backend import (Checkpoint, EvalRequest, TrainingBackend, TrainingConfigError,
-                                           TrainRequest, TrainResult)
+from training.backend import (Checkpoint, EvalRequest, TrainingBackend, TrainingConfigError,
+                              TrainRequest, TrainResult)
+from training.registry import register_backend
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,17 +31,17 @@ def log_execution(run_dir: Path, stage: str) -> None:
         f.write(f"{stage} {os.getpid()} {time.time()}\n")
 
 
+@register_backend("noop")
 class NoopBackend(TrainingBackend):
     """A checkpoint per run holding its run_key, and one metrics line per step."""
 
-    name = "noop"
     needs_train_files = False  # no data is read
     needs_eval_data = False
     any_recipe = True  # it reads only its own knobs (sleep_s, fail, eval_sleep_s, simulate)
     multi_node = True  # it reserves a multi-node run's nodes exactly as verl does (orchestrator.placement)
 
     def train(self, req: TrainRequest) -> TrainResult:
-        from orchestrator.training.reservation import reserved_nodes
+        from training.reservation import reserved_nodes
 
         r = req.recipe
         log_execution(req.out_dir.parent, "train")
@@ -77,7 +78,7 @@ def _simulated_accuracy(sim: dict[str, Any], req: EvalRequest, benchmark: str) -
 
     import numpy as np
 
-    from orchestrator.paths import StageConfigError
+    from wtcommon.errors import StageConfigError
 
     unknown = set(sim) - _SIMULATE_KEYS
     if unknown:

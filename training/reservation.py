@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.training.backend import TrainingError
+from training.backend import TrainingError
 
 RESERVE_TIMEOUT_ENV = "WINDTUNNEL_RESERVE_TIMEOUT"
 DEFAULT_RESERVE_TIMEOUT_S = 600.0
@@ -112,7 +112,7 @@ def reserved_nodes(model: dict[str, Any], out_dir: Path, run_key: str,
         yield None
         return
     if not os.environ.get("RAY_ADDRESS"):
-        from orchestrator.training.backend import TrainingConfigError
+        from training.backend import TrainingConfigError
 
         raise TrainingConfigError(f"nnodes: {nnodes}: a multi-node run trains as a Ray Job of a cluster (campaign "
                                   "submit), which reserves its nodes; it cannot run outside one")

@@ -13,7 +13,7 @@ import abc
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wtcommon.files import short_hash
 from wtcommon.errors import RunFailed
@@ -39,6 +39,21 @@ class Checkpoint:
     path: Path
 
 
+class MetricsSink(Protocol):
+    """Where a standalone training run (`campaign train`) streams its rows as they happen. The CLI passes
+    MLflow's (`orchestrator.tracking.MlflowTrainingSink`); campaign runs pass none, the orchestrator ingests
+    `metrics.jsonl` instead. Training never imports tracking: the arrow runs from the orchestrator down."""
+
+    def start(self, req: TrainRequest) -> None:
+        """Before the first row: the run exists (RUNNING) in the store."""
+
+    def log(self, row: dict[str, Any]) -> None:
+        """One metrics row (the dict written to metrics.jsonl)."""
+
+    def finish(self, req: TrainRequest, result: TrainResult | None) -> None:
+        """After the last row: `result` None means the run raised or was interrupted (FAILED, not RUNNING)."""
+
+
 @dataclass
 class TrainRequest:
     """Everything that determines one training run.
@@ -46,7 +61,7 @@ class TrainRequest:
     `policy` is the policy YAML content (a mapping); `recipe` the recipe YAML content;
     `model_path` an HF directory or a built-in name such as `builtin:tiny_qwen2`;
     `train_files` Parquet files in the study's schema (empty: the recipe's synthetic corpus).
-    `extra` carries backend options (e.g. `cache_dir`, `mlflow_uri`, `policy_path`, `model`).
+    `extra` carries backend options (e.g. `cache_dir`, `mlflow_uri` (verl's own logger), `policy_path`, `model`).
     """
 
     run_id: str
@@ -142,7 +157,7 @@ class TrainingBackend(abc.ABC):
         """
         from analysis.records import write_records
         from evaluation.evaluator import EvaluationError, HealthGateError, evaluate_checkpoint
-        from orchestrator.paths import StageConfigError, StageHealthGateError
+        from wtcommon.errors import StageConfigError, StageHealthGateError
 
         opts = req.options
         where = f"evaluation of {req.run_meta['run_id']} step {req.checkpoint.step}"

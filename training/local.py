@@ -30,12 +30,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from orchestrator.training import rollout as ro
-from orchestrator.training import warmup
-from orchestrator.training.backend import (Checkpoint, TrainingBackend, TrainingConfigError, TrainingError,
-                                           TrainRequest, TrainResult)
-from orchestrator.training.checkpoints import save_checkpoint_meta, verify_checkpoint
-from orchestrator.training.config import load_model_config, load_recipe  # noqa: F401 - load_recipe: API
+from training import rollout as ro
+from training import warmup
+from training.backend import (Checkpoint, MetricsSink, TrainingBackend, TrainingConfigError, TrainingError,
+                              TrainRequest, TrainResult)
+from training.registry import register_backend
+from training.checkpoints import save_checkpoint_meta, verify_checkpoint
+from training.config import load_model_config, load_recipe  # noqa: F401 - load_recipe: API
 from wtcommon.atomic import atomic_write_text
 
 ProgressFn = Callable[[int, int, dict[str, Any]], None]
@@ -203,32 +204,31 @@ def _finished(out: Path, config_hash: str) -> TrainResult | None:
 
 
 @contextmanager
-def _mlflow_failed_on_error(uri: str | None, run_id: str | None) -> Iterator[None]:
-    """A training run that raises (or is interrupted) ends FAILED in MLflow, not RUNNING forever."""
+def _failed_on_error(sink: MetricsSink | None, req: TrainRequest) -> Iterator[None]:
+    """A training run that raises (or is interrupted) ends FAILED in its sink, not RUNNING forever."""
     try:
         yield
     except BaseException:
-        if uri and run_id:
-            from orchestrator import tracking
-
-            tracking.finish(uri, run_id, "FAILED")
+        if sink is not None:
+            sink.finish(req, None)
         raise
 
 
-def run_training(req: TrainRequest, progress: ProgressFn | None = None) -> TrainResult:
+def run_training(req: TrainRequest, progress: ProgressFn | None = None,
+                 sink: MetricsSink | None = None) -> TrainResult:
     """Train `req` on CPU; idempotent (a verified finished run is returned as is, a partial one restarts).
 
     Sets torch to deterministic algorithms on the recipe's thread count for the run and restores the
     caller's settings afterwards (the orchestrator and tests call this in-process)."""
     prev = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
     try:
-        return _run_training(req, progress)
+        return _run_training(req, progress, sink)
     finally:
         torch.set_num_threads(prev[0])
         torch.use_deterministic_algorithms(prev[1])
 
 
-def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult:
+def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsSink | None) -> TrainResult:
     t0 = time.time()
     recipe = req.recipe
     data_cfg, roll_cfg = _section(recipe, "data"), _section(recipe, "rollout")
@@ -316,19 +316,15 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult
     metrics_path = out / "metrics.jsonl"
     checkpoints: list[Checkpoint] = []
     compute = {"wall_s": 0.0, "gpu_s": 0.0, "rollout_tokens": 0, "update_tokens": 0.0}
-    mlflow_uri = req.extra.get("mlflow_uri")
-    mlflow_run = None
-    if mlflow_uri:  # standalone `campaign train` (this process is the store's only writer): stream each step
-        from orchestrator import tracking
-
-        mlflow_run = tracking.start_training_run(mlflow_uri, req)
-    with open(metrics_path, "w") as mf, _mlflow_failed_on_error(mlflow_uri, mlflow_run):
+    if sink is not None:  # standalone `campaign train` (this process is the store's only writer): stream each step
+        sink.start(req)
+    with open(metrics_path, "w") as mf, _failed_on_error(sink, req):
 
         def emit(row: dict[str, Any]) -> None:
             mf.write(json.dumps(row, sort_keys=True) + "\n")
             mf.flush()
-            if mlflow_uri and mlflow_run:
-                tracking.log_metric_rows(mlflow_uri, mlflow_run, [row])
+            if sink is not None:
+                sink.log(row)
 
         if trainer_cfg.get("val_before_train", True):
             emit({"step": 0, **heldout_reward(model, tokenizer, heldout, max_new, val_samples, val_seed)})
@@ -437,15 +433,15 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None) -> TrainResult
     result = TrainResult(checkpoints, metrics_path, compute)
     _atomic_json(out / "result.json", {**result.to_json(), "config_hash": config_hash, "run_id": req.run_id,
                                         "run_key": req.run_key, "base_model": str(model_dir)})
-    if mlflow_uri and mlflow_run:
-        tracking.log_training_run(mlflow_uri, req, result, run_id=mlflow_run)
+    if sink is not None:
+        sink.finish(req, result)
     return result
 
 
+@register_backend("local")
 class LocalBackend(TrainingBackend):
     """CPU GRPO on tiny models (see the module docstring)."""
 
-    name = "local"
 
     def train(self, req: TrainRequest) -> TrainResult:
         return run_training(req)

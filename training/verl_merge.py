@@ -1,6 +1,6 @@
 """verl FSDP checkpoints to Hugging Face directories, every checkpoint of a run in ONE process.
 
-    python -m orchestrator.training.verl_merge ACTOR_DIR TARGET_DIR [ACTOR_DIR TARGET_DIR ...]
+    python -m training.verl_merge ACTOR_DIR TARGET_DIR [ACTOR_DIR TARGET_DIR ...]
 
 Why not `python -m verl.model_merger merge` per checkpoint: it merges one checkpoint per process, and the
 process's imports (torch, transformers, verl: about 7 s of CPU) cost more than merging a small model, so a
@@ -19,7 +19,7 @@ def merge_command(pairs: Sequence[tuple[Path, Path]], python: str | None = None)
     """argv merging each `(actor_dir, target_dir)` pair, in order, in one process."""
     if not pairs:
         raise ValueError("merge_command: no checkpoint to merge")
-    return [python or sys.executable, "-m", "orchestrator.training.verl_merge",
+    return [python or sys.executable, "-m", "training.verl_merge",
             *[str(p) for pair in pairs for p in pair]]
 
 

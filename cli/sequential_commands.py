@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from orchestrator.cli.console import fail as _fail, out, signed as _fmt
+from cli.console import fail as _fail, out, signed as _fmt
 
 
 def register(app: typer.Typer) -> None:

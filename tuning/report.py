@@ -16,8 +16,8 @@ from typing import Any, cast
 
 import yaml
 
-from orchestrator.tuning.request import TuneError
-from orchestrator.tuning.space import apply_params
+from tuning.request import TuneError
+from tuning.space import apply_params
 
 DEFAULT_ATTR = "is_default"
 

@@ -28,7 +28,7 @@ def overfit_tiny_model(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from orchestrator.training.tiny_model import build_tiny_model
+    from training.tiny_model import build_tiny_model
 
     if not pairs:
         raise ValueError("overfit_tiny_model needs at least one (prompt, response) pair")

@@ -18,8 +18,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from orchestrator.cli.console import err, fail as _fail, out
-from orchestrator.cli.groups import subgroup
+from cli.console import err, fail as _fail, out
+from cli.groups import subgroup
 from wtcommon.jsonsafe import dumps as json_dumps  # strict JSON: NaN/Infinity are null
 
 
@@ -216,7 +216,7 @@ def register(app: typer.Typer) -> None:
         from orchestrator.grid import accounting, makespan_hours
         from orchestrator.preflight import eval_data_dir
         from orchestrator.ranges import check_open_probability, check_points, check_positive
-        from orchestrator.training.registry import get_backend
+        from training.registry import get_backend
 
         fmt = "json" if as_json else fmt
         if fmt not in ("table", "json", "csv"):

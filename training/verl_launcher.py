@@ -24,10 +24,11 @@ from collections.abc import Sequence
 
 import yaml
 
-from orchestrator.training import launches
-from orchestrator.training.backend import (Checkpoint, TrainingBackend, TrainingConfigError, TrainingError,
-                                           TrainRequest, TrainResult)
-from orchestrator.training.verl_merge import merge_command
+from training import launches
+from training.backend import (Checkpoint, TrainingBackend, TrainingConfigError, TrainingError,
+                              TrainRequest, TrainResult)
+from training.registry import register_backend
+from training.verl_merge import merge_command
 from policies.verl.reward_audit import AUDIT_ENV
 from wtcommon.atomic import atomic_write_text
 from wtcommon.metrics import read_metrics_jsonl
@@ -105,7 +106,7 @@ def build_command(req: TrainRequest, *, python: str | None = None, write_policy:
                   private_address: str | None = None, ray_temp_dir: Path | None = None
                   ) -> tuple[list[str], dict[str, str]]:
     """(argv, extra env) for one run. The policy is written to `<out>/policy.yaml` (the resolved config).
-    `private_address`: the GCS of the run's multi-node private runtime (orchestrator.training.reservation);
+    `private_address`: the GCS of the run's multi-node private runtime (training.reservation);
     `ray_temp_dir`: the one-node private runtime's temp dir (`private_temp_dir`, one per launch)."""
     recipe = req.recipe
     if not isinstance(recipe.get("overrides"), dict):
@@ -403,8 +404,8 @@ def resolve_inputs(req: TrainRequest) -> TrainRequest:
     synthetic corpus (train + held-out val), exactly as the local backend resolves them (shared cache)."""
     import dataclasses
 
-    from orchestrator.training import warmup
-    from orchestrator.training.config import load_model_config
+    from training import warmup
+    from training.config import load_model_config
 
     cache_root = Path(req.extra.get("cache_dir") or warmup.default_cache_root())
     model_path, train, extra = req.model_path, list(req.train_files), dict(req.extra)
@@ -421,16 +422,16 @@ def resolve_inputs(req: TrainRequest) -> TrainRequest:
     return dataclasses.replace(req, model_path=model_path, train_files=train, extra=extra)
 
 
+@register_backend("verl")
 class VerlBackend(TrainingBackend):
     """GPU training through verl 0.9.1 with the Windtunnel policy plugin."""
 
-    name = "verl"
     multi_node = True  # nnodes > 1: a placement group across nodes and a private runtime on them (reservation)
 
     def train(self, req: TrainRequest) -> TrainResult:
-        from orchestrator.training.checkpoints import save_checkpoint_meta
+        from training.checkpoints import save_checkpoint_meta
 
-        from orchestrator.training.reservation import private_runtime, reserved_nodes
+        from training.reservation import private_runtime, reserved_nodes
 
         req = resolve_inputs(req)
         dirs = run_dirs(req.out_dir)
@@ -492,7 +493,7 @@ class VerlBackend(TrainingBackend):
         n_gpus = int(model.get("gpus_per_node", 8)) * int(model.get("nnodes", 1))
         ov = req.recipe["overrides"]
         seqs = float(ov.get("data.train_batch_size", math.nan)) * float(ov.get("actor_rollout_ref.rollout.n", math.nan))
-        # every launch of the run, killed ones included (their part also as lost_*): orchestrator/training/launches.py
+        # every launch of the run, killed ones included (their part also as lost_*): training/launches.py
         compute = launches.compute_account(dirs["out"], n_gpus, seqs)
         return TrainResult(checkpoints, dirs["metrics"], compute)
 
@@ -500,7 +501,7 @@ class VerlBackend(TrainingBackend):
     def _launch(req: TrainRequest, dirs: dict[str, Path], launch_file: Path, private_address: str | None
                 ) -> tuple[int, float]:
         """One verl launch (in its own session, its own metrics file): (exit code, wall seconds). Its start and
-        end go to `launches.jsonl` as they happen (orchestrator/training/launches.py)."""
+        end go to `launches.jsonl` as they happen (training/launches.py)."""
         ray_tmp = None if private_address else private_temp_dir(dirs["out"])
         argv, env = build_command(req, private_address=private_address, ray_temp_dir=ray_tmp)
         env["VERL_FILE_LOGGER_PATH"] = str(launch_file)
