@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from training.backend import TrainingError
+from wtcommon.ports import free_port, port_free
 
 RESERVE_TIMEOUT_ENV = "WINDTUNNEL_RESERVE_TIMEOUT"
 DEFAULT_RESERVE_TIMEOUT_S = 600.0
@@ -126,18 +126,11 @@ def reserved_nodes(model: dict[str, Any], out_dir: Path, run_key: str,
 # ---- the private runtime across the reserved nodes ---------------------------------------------------------
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
+    return free_port("")  # every interface: the private runtime's nodes listen on the node's address
 
 
 def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("", port))
-        except OSError:
-            return False
-    return True
+    return port_free(port, "")
 
 
 def _port_block(n: int) -> int:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
@@ -30,6 +29,8 @@ from typing import Any
 from orchestrator.executor.base import ClusterUnreachable
 from orchestrator.executor.local_head import _alive, _env, _free_port, _kill_head_processes, _ray_bin, token_file
 from wtcommon.polling import wait_until
+from wtcommon.ports import port_free
+from wtcommon.processes import terminate_then_kill
 
 STATE = "local_cluster.json"
 WORKER_PORTS = 200  # a private range of worker ports per node: a task or actor holds one port while it lives
@@ -67,15 +68,7 @@ def _port_range(n: int, taken: set[int]) -> int:
         start = _free_port()
         if start + n >= 65000 or taken & set(range(start, start + n)):
             continue
-        ok = True
-        for p in range(start, start + n):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", p))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
+        if all(port_free(p) for p in range(start, start + n)):
             return start
     raise ClusterUnreachable(f"no {n} consecutive free ports on 127.0.0.1 for a Ray node's workers")
 
@@ -293,18 +286,7 @@ class LocalCluster:
                     procs[p.pid] = p
             except psutil.NoSuchProcess:
                 continue
-        for p in procs.values():
-            try:
-                p.terminate()
-            except psutil.NoSuchProcess:
-                pass
-        _, alive = psutil.wait_procs(list(procs.values()), timeout=3)  # some Ray daemons outwait SIGTERM
-        for p in alive:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(alive, timeout=3)
+        terminate_then_kill(procs.values())
 
     # -- state --------------------------------------------------------------------------------------------------
     def _save(self) -> None:

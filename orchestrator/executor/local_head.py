@@ -38,12 +38,12 @@ from orchestrator.executor.base import ClusterUnreachable
 from wtcommon.atomic import atomic_write_text
 from wtcommon.files import short_hash
 from wtcommon.polling import wait_until
+from wtcommon.ports import free_port, port_free
+from wtcommon.processes import terminate_then_kill
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port("127.0.0.1")
 
 
 def token_file(workdir: Path) -> Path:
@@ -147,18 +147,9 @@ def _worker_range() -> tuple[int, int]:
     top = max(lo, 12000 + WORKER_PORTS) - WORKER_PORTS
     for _ in range(200):
         base = random.randrange(10000, top)
-        if all(_port_free(p) for p in range(base, base + WORKER_PORTS)):
+        if all(port_free(p) for p in range(base, base + WORKER_PORTS)):
             return base, base + WORKER_PORTS - 1
     raise ClusterUnreachable(f"no {WORKER_PORTS} consecutive free ports below {lo} for the local head's workers")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _state_path(workdir: Path) -> Path:
@@ -484,7 +475,6 @@ def _kill_head_processes(tmp: Path, gcs_port: str) -> None:
     head's GCS port, or it outlives the head. Repeated until two scans half a second apart find none: a
     `ray start` killed half way may still be spawning daemons, and a process caught mid-exec shows no argv.
     """
-    import psutil
 
     empty = 0
     for _ in range(8):
@@ -496,15 +486,4 @@ def _kill_head_processes(tmp: Path, gcs_port: str) -> None:
             time.sleep(0.5)
             continue
         empty = 0
-        for p in pids:
-            try:
-                p.terminate()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(pids, timeout=3)  # some Ray daemons outwait SIGTERM; the head is being discarded
-        for p in pids:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(pids, timeout=3)
+        terminate_then_kill(pids)
