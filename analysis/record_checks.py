@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from analysis.schema import GROUP_KEYS, MECHANISMS, Problem, RecordsError, mechanism_of
+from analysis.schema import GROUP_KEYS, MECHANISMS, Problem, RecordsError, study_mechanism
 
 
 _MISSING_TOKENS = {"", "nan", "na", "none", "null"}
@@ -116,7 +116,7 @@ def check_duplicates(keys: pd.DataFrame, f: str, col: str, problems: list[Proble
 
 
 def derive_mechanism(policies: pd.Series) -> np.ndarray:
-    mech = policies.map(mechanism_of).to_numpy(dtype=object)
+    mech = policies.map(study_mechanism).to_numpy(dtype=object)
     unknown = sorted(set(policies[mech == "unknown"]))
     if unknown:
         warnings.warn(f"policies {unknown} are not in the study's policy table; mechanism set to 'unknown' "

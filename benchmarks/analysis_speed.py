@@ -89,8 +89,8 @@ def synthetic_records(seed: int = 0) -> pd.DataFrame:
     wide = pd.concat([pd.DataFrame({"run_id": run_id}), runs], axis=1)
     wide = wide[["run_id", "campaign", "model", "method", "seed", "steps", "regime"]]
     wide["mechanism"] = wide["method"].map(lambda m: "select" if m.startswith(("matched", "alt_")) else None)
-    from analysis.schema import mechanism_of
-    wide["mechanism"] = wide["mechanism"].fillna(wide["method"].map(mechanism_of))
+    from analysis.schema import study_mechanism
+    wide["mechanism"] = wide["mechanism"].fillna(wide["method"].map(study_mechanism))
     return pd.concat([wide, pd.DataFrame(acc, columns=suite.benchmark_ids)], axis=1)
 
 
