@@ -310,7 +310,7 @@ TABLE_COLUMNS = [
     "metric_type", "metric", "n", "seeds", "method_mean", "reference_mean", "mean_diff", "sd", "t_lo", "t_hi",
     "boot_lo", "boot_hi", "p_t", "p_perm", "p_holm", "p_bh", "margin", "p_tost", "mde", "effect",
     "seeds_needed", "p_improve_seeds", "p_improve_posterior",
-    # small-n honesty (module doc): what each interval and p can be at this n
+    # small-n honesty (analysis.paired_stats): what each interval and p can be at this n
     "resolution", "sd_used", "sd_floored", "boot_method", "boot_coverage", "p_perm_floor", "mde_lo", "mde_hi",
     "seeds_needed_lo", "seeds_needed_hi",
     # seed + item evidence (analysis.items): NaN with the reason in item_note when there are no item logs

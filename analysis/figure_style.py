@@ -21,23 +21,13 @@ from matplotlib.patches import Patch
 from matplotlib.typing import RcKeyType
 
 PNG_DPI = 200
-
-
 FORMATS = ("svg", "pdf", "png")
-
-
 FONT = 10  # points; every text in a figure is at least this size
-
-
 RC: dict[RcKeyType, Any] = {
     "svg.fonttype": "none", "font.size": FONT, "axes.titlesize": FONT + 1, "axes.labelsize": FONT,
     "xtick.labelsize": FONT, "ytick.labelsize": FONT, "legend.fontsize": FONT, "pdf.fonttype": 42,
     "svg.hashsalt": "windtunnel"}
-
-
 _CHAR_IN = 0.085  # approximate width of one 10 pt character (inches), for the label columns
-
-
 REFERENCES = ("baseline", "static")
 
 
@@ -110,18 +100,10 @@ def slug(s: str) -> str:
 # mechanism, policies differ by line style and marker, so a figure also reads in greyscale.
 OKABE_ITO = {"blue": "#0072B2", "vermillion": "#D55E00", "bluish green": "#009E73", "reddish purple": "#CC79A7",
              "orange": "#E69F00", "sky blue": "#56B4E9", "yellow": "#F0E442", "black": "#000000"}
-
-
 MECHANISM_COLOR = {"select": OKABE_ITO["blue"], "reweight": OKABE_ITO["vermillion"], "mix": OKABE_ITO["bluish green"],
                    "unknown": OKABE_ITO["reddish purple"], "none": "#7F7F7F"}
-
-
 REFERENCE_COLOR = "#7F7F7F"
-
-
 _LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1)))
-
-
 _MARKERS = ("o", "s", "^", "D", "v", "P")
 
 

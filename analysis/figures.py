@@ -285,8 +285,6 @@ def domain_figure(paired: pd.DataFrame, domains: Sequence[str], sort_metric: str
         + (f"; green band: the equivalence margin ±{margin:g}." if margin else ".")), fig)
 
 
-
-
 def build_figures(paired: pd.DataFrame, runs: pd.DataFrame, suite: Any, *, margin: float | None,
                   n_resamples: int, sensitivity: pd.DataFrame | None = None,
                   training_runs: Sequence[Mapping[str, Any]] | None = None, seed: int = 0,

@@ -104,7 +104,6 @@ def _read_raw(path: Path) -> pd.DataFrame:
     raise RecordsError([Problem(f, None, None, f"unsupported extension {ext!r}; use .csv or .parquet")])
 
 
-
 def recover_n_correct(accuracy: np.ndarray, n_items: np.ndarray) -> np.ndarray:
     """Correct-item counts behind percentages, or NaN when not uniquely recoverable.
 

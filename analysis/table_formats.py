@@ -15,14 +15,8 @@ import numpy as np
 import pandas as pd
 
 FORMATS = ("md", "csv", "latex", "json")
-
-
 MISSING = "—"  # how every text format prints a missing value (never NaN, never blank)
-
-
 TERMINAL_WIDTH = 120  # the default width of terminal tables (`--wide` shows every column)
-
-
 LATEX_REQUIRES = r"% requires \usepackage{booktabs}"
 
 
@@ -94,8 +88,6 @@ def fit_columns(display: pd.DataFrame, key: list[str], width: int = TERMINAL_WID
 
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-
-
 _LATEX_UNICODE = {"Δ": r"$\Delta$", "±": r"$\pm$", "≥": r"$\geq$", "≤": r"$\leq$", "—": "---", "–": "--",
                   "−": "$-$", "σ": r"$\sigma$", "χ": r"$\chi$", "τ": r"$\tau$", "ρ": r"$\rho$", "μ": r"$\mu$",
                   "α": r"$\alpha$", "²": r"\textsuperscript{2}", "×": r"$\times$", "→": r"$\rightarrow$",

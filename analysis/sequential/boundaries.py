@@ -1,4 +1,4 @@
-"""Group-sequential tests on the paired seed statistic: spend seeds where the answer is open.
+"""Boundaries of group-sequential tests on the paired seed statistic: spend seeds where the answer is open.
 
 A comparison (policy vs its reference, paired by seed) is looked at after each batch of seeds.
 At look k the paired differences d_1..d_{n_k} give the statistic T_k = mean/(sd/sqrt(n_k)).

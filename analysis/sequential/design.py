@@ -39,7 +39,7 @@ class SequentialDesign:
 
     looks: cumulative seed counts at each look, e.g. (3, 6, 9, 12); the last is the maximum.
     equivalence_margin: in the units of the paired statistic (aggregate points); None = no
-    equivalence stop. small_sample: "mc" | "nominal" | "z" (module docstring).
+    equivalence stop. small_sample: "mc" | "nominal" | "z" (analysis.sequential.boundaries).
     """
 
     looks: tuple[int, ...] = (3, 6, 9, 12)
