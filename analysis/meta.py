@@ -1,7 +1,7 @@
 """Random-effects summary of one policy's paired effect across a campaign's groups (models/regimes).
 
 Each group g (campaign/model/regime/step) gives an estimate y_g = mean paired difference and its
-variance v_g = sd_used^2 / n (sd_used: the SD floored at half the score resolution, analysis.paired).
+variance v_g = sd_used^2 / n (sd_used: the SD floored at half the score resolution, analysis.paired_stats).
 DerSimonian-Laird (1986):
 
     w = 1/v, mu_FE = sum(w y)/sum(w), Q = sum(w (y - mu_FE)^2), C = sum(w) - sum(w^2)/sum(w),

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.paired import mde, sd_interval, seeds_needed
+from analysis.paired_stats import mde, sd_interval, seeds_needed
 
 
 def prior_sd(paired: pd.DataFrame, metric: str) -> dict[str, tuple[float, int]]:
@@ -87,7 +87,7 @@ def power_section(runs: Iterable[Any], *, margin: float, sd: float | None = None
     if prior_path is not None:
         import warnings
 
-        from analysis.paired import paired_comparisons
+        from analysis.comparisons import paired_comparisons
         from analysis.records import read_records
         from evaluation.suite import load_suite
 

@@ -1,4 +1,4 @@
-"""Records I/O: long Parquet/CSV and the wide released CSV, validated cell by cell.
+"""Records I/O: long Parquet/CSV and the wide released CSV, validated cell by cell (analysis.record_checks).
 
 Every problem is collected (file, row, column, fix) before anything is raised, so a user fixes a
 file in one pass. Missing scores stay NaN; 0.0 is a score. A CSV row with too few fields (a
@@ -8,15 +8,24 @@ truncated file) is an error, never silently NaN-filled.
 from __future__ import annotations
 
 import csv
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from analysis.record_checks import (
+    blank_cells,
+    check_duplicates,
+    check_int,
+    check_mechanism,
+    check_one_run_per_cell,
+    check_score,
+    check_text,
+    derive_mechanism,
+    number_cells,
+    row_numbers,
+)
 from analysis.schema import (
-    GROUP_KEYS,
-    MECHANISMS,
     OPTIONAL_WRITE,
     RECORD_COLUMNS,
     REQUIRED_LONG,
@@ -24,16 +33,9 @@ from analysis.schema import (
     WIDE_OPTIONAL,
     Problem,
     RecordsError,
-    mechanism_of,
 )
 from evaluation.suite import Suite, load_suite
 from wtcommon.atomic import atomic_path
-
-_MISSING_TOKENS = {"", "nan", "na", "none", "null"}
-
-
-class UnknownPolicyWarning(UserWarning):
-    """A policy outside the study's table got mechanism "unknown"."""
 
 
 def _suite(suite: Suite | str | None) -> Suite:
@@ -102,119 +104,6 @@ def _read_raw(path: Path) -> pd.DataFrame:
     raise RecordsError([Problem(f, None, None, f"unsupported extension {ext!r}; use .csv or .parquet")])
 
 
-# ----------------------------------------------------------------------------- cell checks
-
-def _blank(s: pd.Series) -> np.ndarray:
-    txt = s.astype(str).str.strip().str.lower()
-    return (s.isna() | txt.isin(_MISSING_TOKENS)).to_numpy()
-
-
-def _numbers(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(values with NaN for blanks, mask of non-blank cells that are not numbers)."""
-    blank = _blank(s)
-    vals = pd.to_numeric(s.where(~blank).astype(object).map(lambda v: str(v).strip() if isinstance(v, str) else v),
-                         errors="coerce").to_numpy(dtype=float)
-    bad = ~blank & np.isnan(vals)
-    return vals, bad
-
-
-def _rows(mask: np.ndarray) -> list[int]:
-    return (np.flatnonzero(mask) + 1).tolist()
-
-
-def _check_text(raw: pd.DataFrame, col: str, f: str, problems: list[Problem]) -> None:
-    for r in _rows(_blank(raw[col])):
-        problems.append(Problem(f, r, col, "is empty; every record needs a value here"))
-
-
-INT_LIMITS = {"seed": 2**32, "step": 2**31, "steps": 2**31}  # seeds are uint32 (as in campaign specs)
-
-
-def _check_int(raw: pd.DataFrame, col: str, f: str, problems: list[Problem]) -> np.ndarray:
-    vals, bad = _numbers(raw[col])
-    blank = _blank(raw[col])
-    nonint = ~bad & ~blank & (np.isinf(vals) | (np.nan_to_num(vals) != np.floor(np.nan_to_num(vals))))
-    for r in _rows(blank):
-        problems.append(Problem(f, r, col, "is empty; expected an integer"))
-    for r in _rows(bad | nonint):
-        problems.append(Problem(f, r, col, f"{raw[col].iloc[r - 1]!r} is not an integer"))
-    hi = INT_LIMITS.get(col, 2**53)
-    finite = np.nan_to_num(vals, nan=0.0, posinf=0.0, neginf=0.0)
-    for r in _rows(~bad & ~blank & ~nonint & ((finite < 0) | (finite >= hi))):
-        problems.append(Problem(f, r, col, f"{raw[col].iloc[r - 1]!r} is out of range; must be >= 0 and < {hi}"))
-    return vals
-
-
-def _check_score(raw: pd.DataFrame, col: str, f: str, problems: list[Problem], hi: float = 100.0) -> np.ndarray:
-    vals, bad = _numbers(raw[col])
-    for r in _rows(bad):
-        problems.append(Problem(f, r, col, f"{raw[col].iloc[r - 1]!r} is not a number; "
-                                           "write a number, or leave the cell blank for a missing score"))
-    out = ~np.isnan(vals) & ((vals < 0) | (vals > hi) | np.isinf(vals))
-    for r in _rows(out):
-        problems.append(Problem(f, r, col, f"{vals[r - 1]!r} is outside [0, {hi:g}]"))
-    return vals
-
-
-CELL = ("campaign", "model", "policy", "regime", "step", "seed", "benchmark")
-
-
-def _is_missing(v: object) -> bool:
-    """None, NaN or pandas NA (scalars only)."""
-    try:
-        return bool(pd.isna(v))
-    except (TypeError, ValueError):  # a list or array cell: not missing
-        return False
-
-
-def _check_one_run_per_cell(raw: pd.DataFrame, cols: set[str] | list[str], key_col: str, f: str,
-                            problems: list[Problem]) -> None:
-    """Two runs of one cell (same campaign/model/policy/regime/step/seed/benchmark, different run) would be paired
-    arbitrarily: records of two generations of a changed spec, or a duplicated run. Refuse them, naming both."""
-    cell = [c for c in CELL if c in cols]
-    if key_col not in cols or not {"campaign", "model", "policy", "seed", "benchmark"} <= set(cell):
-        return
-    # a blank key cell (NaN seed in a Parquet file, "" in a CSV) is refused by the cell checks with its row and
-    # column; here it is text like any other value, never a float that `'/'.join` cannot take
-    keys = raw[cell + [key_col]].apply(lambda s: s.map(lambda v: "" if _is_missing(v) else str(v).strip()))
-    first = keys.groupby(cell, sort=False)[key_col].transform("first")
-    for r in _rows((keys[key_col] != first).to_numpy()):
-        problems.append(Problem(f, r, key_col, f"{keys[key_col].iloc[r - 1]!r} is a second run of the cell "
-                                              f"{'/'.join(keys[cell].iloc[r - 1])} (first: {first.iloc[r - 1]!r}): "
-                                              "records of two generations or a duplicated run; keep one generation "
-                                              "(a work dir's results/<campaign>/records.parquet holds only the current "
-                                              "one)"))
-
-
-def _check_duplicates(keys: pd.DataFrame, f: str, col: str, problems: list[Problem]) -> None:
-    dup = keys.duplicated(keep=False).to_numpy()
-    if not dup.any():
-        return
-    first: dict[tuple, int] = {}
-    for r, key in zip(_rows(dup), keys[dup].itertuples(index=False, name=None), strict=True):
-        if key in first:
-            problems.append(Problem(f, r, col, f"duplicate of row {first[key]} for "
-                                               f"{dict(zip(keys.columns, key, strict=True))}; keep one"))
-        else:
-            first[key] = r
-
-
-def _derive_mechanism(policies: pd.Series) -> np.ndarray:
-    mech = policies.map(mechanism_of).to_numpy(dtype=object)
-    unknown = sorted(set(policies[mech == "unknown"]))
-    if unknown:
-        warnings.warn(f"policies {unknown} are not in the study's policy table; mechanism set to 'unknown' "
-                      "(add a 'mechanism' column to set it)", UnknownPolicyWarning, stacklevel=3)
-    return mech
-
-
-def _check_mechanism(raw: pd.DataFrame, f: str, problems: list[Problem]) -> None:
-    bad = ~raw["mechanism"].astype(str).str.strip().isin(MECHANISMS).to_numpy()
-    for r in _rows(bad):
-        problems.append(Problem(f, r, "mechanism",
-                                f"{raw['mechanism'].iloc[r - 1]!r} is not one of {list(MECHANISMS)}"))
-
-
 def recover_n_correct(accuracy: np.ndarray, n_items: np.ndarray) -> np.ndarray:
     """Correct-item counts behind percentages, or NaN when not uniquely recoverable.
 
@@ -257,14 +146,14 @@ def _from_wide(raw: pd.DataFrame, f: str, suite: Suite) -> pd.DataFrame:
     present = [c for c in required if c in cols]
     for c in ("run_id", "campaign", "model", "method"):
         if c in present:
-            _check_text(raw, c, f, problems)
-    seed = _check_int(raw, "seed", f, problems) if "seed" in cols else None
-    steps = _check_int(raw, "steps", f, problems) if "steps" in cols else None
-    scores = {b: _check_score(raw, b, f, problems) for b in bench if b in cols}
+            check_text(raw, c, f, problems)
+    seed = check_int(raw, "seed", f, problems) if "seed" in cols else None
+    steps = check_int(raw, "steps", f, problems) if "steps" in cols else None
+    scores = {b: check_score(raw, b, f, problems) for b in bench if b in cols}
     if "mechanism" in cols:
-        _check_mechanism(raw, f, problems)
+        check_mechanism(raw, f, problems)
     if "run_id" in cols and "steps" in cols:
-        _check_duplicates(raw[["run_id", "steps"]].astype(str), f, "run_id", problems)
+        check_duplicates(raw[["run_id", "steps"]].astype(str), f, "run_id", problems)
     if problems:
         raise RecordsError(problems)
     assert seed is not None and steps is not None  # required columns: a missing one is a problem raised above
@@ -275,9 +164,9 @@ def _from_wide(raw: pd.DataFrame, f: str, suite: Suite) -> pd.DataFrame:
     run_id = text("run_id")
     policy = text("method")
     mech = (raw["mechanism"].astype(str).str.strip().to_numpy(dtype=object) if "mechanism" in cols
-            else _derive_mechanism(pd.Series(policy)))
-    regime = np.where(_blank(raw["regime"]), "", text("regime")) if "regime" in cols else text("regime")
-    run_key = np.where(_blank(raw["run_key"]), run_id, text("run_key")) if "run_key" in cols else run_id
+            else derive_mechanism(pd.Series(policy)))
+    regime = np.where(blank_cells(raw["regime"]), "", text("regime")) if "regime" in cols else text("regime")
+    run_key = np.where(blank_cells(raw["run_key"]), run_id, text("run_key")) if "run_key" in cols else run_id
     acc = np.column_stack([scores[b] for b in bench]).reshape(-1)  # run-major
     n_items = np.tile(np.array([suite.item_counts()[b] for b in bench]), n_runs)
     rep = lambda a: np.repeat(np.asarray(a, dtype=object), n_b)  # noqa: E731
@@ -308,52 +197,52 @@ def _from_long(raw: pd.DataFrame, f: str, suite: Suite) -> pd.DataFrame:
             problems.append(Problem(f, None, c, f"unknown column; Record columns are {', '.join(RECORD_COLUMNS)}"))
     for c in ("run_id", "campaign", "model", "policy", "benchmark"):
         if c in cols:
-            _check_text(raw, c, f, problems)
-    ints = {c: _check_int(raw, c, f, problems) for c in ("seed", "step") if c in cols}
+            check_text(raw, c, f, problems)
+    ints = {c: check_int(raw, c, f, problems) for c in ("seed", "step") if c in cols}
     if "n_items" in cols:
-        ints["n_items"] = _check_int(raw, "n_items", f, problems)
+        ints["n_items"] = check_int(raw, "n_items", f, problems)
     floats = {}
     if "accuracy" in cols:
-        floats["accuracy"] = _check_score(raw, "accuracy", f, problems)
+        floats["accuracy"] = check_score(raw, "accuracy", f, problems)
     for c in ("parse_rate", "truncation_rate"):
         if c in cols:
-            floats[c] = _check_score(raw, c, f, problems, hi=1.0)
+            floats[c] = check_score(raw, c, f, problems, hi=1.0)
     if "n_correct" in cols:
-        vals, bad = _numbers(raw["n_correct"])
-        for r in _rows(bad | (vals < 0)):
+        vals, bad = number_cells(raw["n_correct"])
+        for r in row_numbers(bad | (vals < 0)):
             problems.append(Problem(f, r, "n_correct", f"{raw['n_correct'].iloc[r - 1]!r} is not a count >= 0"))
         floats["n_correct"] = vals
     if "benchmark" in cols:
         bench = raw["benchmark"].astype(str).str.strip()
-        unknown = ~bench.isin(suite.benchmark_ids).to_numpy() & ~_blank(raw["benchmark"])
-        for r in _rows(unknown):
+        unknown = ~bench.isin(suite.benchmark_ids).to_numpy() & ~blank_cells(raw["benchmark"])
+        for r in row_numbers(unknown):
             problems.append(Problem(f, r, "benchmark", f"{bench.iloc[r - 1]!r} is not a benchmark of suite "
                                                        f"{suite.name!r} ({', '.join(suite.benchmark_ids)})"))
         if "domain" in cols:
             expect = bench.map(suite.domain_of())
             wrong = (~unknown & (raw["domain"].astype(str).str.strip() != expect)).to_numpy()
-            for r in _rows(wrong):
+            for r in row_numbers(wrong):
                 problems.append(Problem(f, r, "domain", f"{raw['domain'].iloc[r - 1]!r} but suite {suite.name!r} "
                                                         f"puts {bench.iloc[r - 1]!r} in {expect.iloc[r - 1]!r}"))
     if "mechanism" in cols:
-        _check_mechanism(raw, f, problems)
+        check_mechanism(raw, f, problems)
     key_col = "run_key" if "run_key" in cols else "run_id"
     if {key_col, "step", "benchmark"} <= set(cols):
-        _check_duplicates(raw[[key_col, "step", "benchmark"]].astype(str).apply(lambda s: s.str.strip()),
+        check_duplicates(raw[[key_col, "step", "benchmark"]].astype(str).apply(lambda s: s.str.strip()),
                           f, "benchmark", problems)
     if "n_items" in ints:
-        for r in _rows(~np.isnan(ints["n_items"]) & (ints["n_items"] <= 0)):
+        for r in row_numbers(~np.isnan(ints["n_items"]) & (ints["n_items"] <= 0)):
             problems.append(Problem(f, r, "n_items", f"{raw['n_items'].iloc[r - 1]!r} is not a positive item count"))
         if "n_correct" in floats:
             over = np.nan_to_num(floats["n_correct"]) > np.nan_to_num(ints["n_items"], nan=np.inf)
-            for r in _rows(over):
+            for r in row_numbers(over):
                 problems.append(Problem(f, r, "n_correct", f"{raw['n_correct'].iloc[r - 1]!r} exceeds n_items "
                                                            f"{raw['n_items'].iloc[r - 1]!r}"))
     if "accuracy" in cols and (raw["accuracy"].dtype == bool or raw["accuracy"].map(type).eq(bool).any()):
-        for r in _rows(raw["accuracy"].map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy()):
+        for r in row_numbers(raw["accuracy"].map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy()):
             problems.append(Problem(f, r, "accuracy", f"{raw['accuracy'].iloc[r - 1]!r} is a boolean; write the "
                                                       "accuracy in points (0-100)"))
-    _check_one_run_per_cell(raw, cols, key_col, f, problems)
+    check_one_run_per_cell(raw, cols, key_col, f, problems)
     if problems:
         raise RecordsError(problems)
 
@@ -364,10 +253,10 @@ def _from_long(raw: pd.DataFrame, f: str, suite: Suite) -> pd.DataFrame:
     for c in ("regime", "suite_version", "harness_version", "config_hash", "eval_hash", "run_key", "metric",
               "metrics"):
         if c in cols:
-            out[c] = np.where(_blank(raw[c]), "", out[c])
+            out[c] = np.where(blank_cells(raw[c]), "", out[c])
     out["run_key"] = np.where(out["run_key"] == "", out["run_id"], out["run_key"])
     if "mechanism" not in cols:
-        out["mechanism"] = _derive_mechanism(out["policy"])
+        out["mechanism"] = derive_mechanism(out["policy"])
     out["domain"] = out["benchmark"].map(suite.domain_of())
     out["seed"] = ints["seed"].astype(np.int64)
     out["step"] = ints["step"].astype(np.int64)
@@ -445,9 +334,9 @@ def write_records(df: pd.DataFrame, path: str | Path) -> Path:
                                                             "analysis.records.normalise_records") for c in missing])
     out = _typed(df.assign(**{c: "" for c in OPTIONAL_WRITE if c not in df.columns}))
     problems: list[Problem] = []
-    _check_duplicates(out[["run_key", "step", "benchmark"]], "<dataframe>", "benchmark", problems)
+    check_duplicates(out[["run_key", "step", "benchmark"]], "<dataframe>", "benchmark", problems)
     acc = out["accuracy"].to_numpy()
-    for r in _rows(~np.isnan(acc) & ((acc < 0) | (acc > 100))):
+    for r in row_numbers(~np.isnan(acc) & ((acc < 0) | (acc > 100))):
         problems.append(Problem("<dataframe>", r, "accuracy", f"{acc[r - 1]!r} is outside [0, 100]"))
     if problems:
         raise RecordsError(problems)
@@ -482,25 +371,3 @@ def write_wide(df: pd.DataFrame, path: str | Path, suite: Suite | str | None = N
         to_wide(df, suite).to_csv(tmp, index=False)
     return p
 
-
-def check_one_evaluation(df: pd.DataFrame, source: str = "<records>") -> None:
-    """Refuse (RecordsError naming both) records of one comparison group (campaign, model, regime, step) scored
-    under different evaluation settings or data (`eval_hash`, evaluation/settings.py): a paired difference would
-    mix an evaluation change into the policy effect. Records without a hash (released files, older runs) are one
-    "unknown" generation; a group of only those passes."""
-    if "eval_hash" not in df.columns or df.empty:
-        return
-    runs = df.drop_duplicates(["run_key", "step"])
-    problems: list[Problem] = []
-    for key, g in runs.groupby(list(GROUP_KEYS), sort=True):
-        counts = g["eval_hash"].replace("", "unknown").value_counts()
-        if len(counts) > 1:
-            named = ", ".join(f"{h} ({n} run{'s' if n > 1 else ''}, e.g. "
-                              f"{g.loc[g['eval_hash'].replace('', 'unknown') == h, 'run_id'].iloc[0]})"
-                              for h, n in counts.items())
-            problems.append(Problem(source, None, "eval_hash", f"{'/'.join(str(k) for k in key if k != '')}: records "
-                                    f"of {len(counts)} evaluation settings: {named}; re-evaluate the older runs "
-                                    "(`campaign submit` re-evaluates runs whose evaluation settings changed) or pass "
-                                    "--allow-mixed-evaluations to compare them anyway"))
-    if problems:
-        raise RecordsError(problems)

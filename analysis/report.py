@@ -21,13 +21,16 @@ from typing import Any
 import pandas as pd
 
 from analysis.aggregates import missing_report, run_table, score_matrix
-from analysis.figures import FORMATS, build_figures, render, within_group_correlations, write_figures
+from analysis.figure_data import within_group_correlations
+from analysis.figure_style import FORMATS, render
+from analysis.figures import build_figures, write_figures
 from analysis.intervention import (Tolerances, final_scores, flag_policies, flags_banner_html,
                                    intervention_section_html, run_summary)
-from analysis.paired import SMALL_N_NOTE, paired_comparisons
+from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
 from analysis.records import read_records
 from analysis.schema import GROUP_KEYS
-from analysis.tables import _cell, build_tables, numeric_columns
+from analysis.table_formats import _cell, numeric_columns
+from analysis.tables import build_tables
 from evaluation.suite import Suite, load_suite
 from wtcommon.atomic import atomic_write_text
 

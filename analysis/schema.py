@@ -7,6 +7,8 @@ Missing values are NaN, never 0: a 0.0 accuracy is a real score.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from policies import MECHANISMS as POLICY_MECHANISMS
 from wtcommon.errors import UserError
 
 # name -> logical dtype ("str" | "int" | "float"), in canonical column order.
@@ -51,7 +53,9 @@ WIDE_ID_COLUMNS = ("run_id", "campaign", "model", "method", "seed", "steps", "re
 # Optional extra identity columns a wide file may carry (our own wide export can add them).
 WIDE_OPTIONAL = ("mechanism", "run_key", "config_hash", "suite_version", "harness_version", "eval_hash")
 
-MECHANISMS = ("none", "select", "reweight", "mix", "unknown")
+# The policies' mechanisms plus "unknown", records only: a policy outside the study's table, imported without a
+# mechanism column (`study_mechanism`).
+MECHANISMS = (*POLICY_MECHANISMS, "unknown")
 
 # The study's policy table (STUDY.md §1.1). Used only when importing records that carry no mechanism
 # column (the released CSV's study policies); a campaign's records take the mechanism from each policy's YAML.
@@ -106,6 +110,7 @@ class RecordsError(UserError):
         super().__init__(f"{len(self.problems)} problem(s) in records:\n{shown}{tail}")
 
 
-def mechanism_of(policy: str) -> str:
-    """Mechanism of a study policy name; "unknown" for names outside the study's table."""
+def study_mechanism(policy: str) -> str:
+    """Mechanism of a study policy name; "unknown" for names outside the study's table. (A policy's own
+    mechanism comes from its YAML: `policies.mechanism_of`.)"""
     return POLICY_MECHANISM.get(policy, "unknown")

@@ -2,7 +2,7 @@
 +/- margin, or undecided, with the multiplicity-adjusted evidence behind it.
 
 Per comparison (one metric, default the suite's first aggregate) two hypotheses are tested:
-* superiority: two-sided paired t p (`p_t` of analysis.paired: the exact sign-flip p where the SD
+* superiority: two-sided paired t p (`p_t` of analysis.comparisons: the exact sign-flip p where the SD
   is below half the score resolution), H0: mean difference = 0;
 * equivalence: TOST p against +/- margin with the same (floored) SD, H0: |mean difference| >= margin.
 Holm's step-down procedure runs over all 2m hypotheses (m superiority + m equivalence) of one
@@ -13,7 +13,7 @@ can pass both; it is then "better"/"worse", and the evidence says it is also wit
 
 For "undecided": the seeds per arm needed for 80% power to detect a true difference of +/- margin
 with a two-sided paired t test at alpha/(2m) (the first Holm step, so conservative), at the
-floored SD, with the interval from the SD's chi-square 95% CI (analysis.paired.sd_interval).
+floored SD, with the interval from the SD's chi-square 95% CI (analysis.paired_stats.sd_interval).
 
 A/A noise floor: |mean difference| of the A/A row (static vs baseline: the same training
 recipe through two code paths) at the same model/regime/step. A margin below it asks the
@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.paired import adjust, sd_interval, seeds_needed
+from analysis.paired_stats import adjust, sd_interval, seeds_needed
 from analysis.schema import GROUP_KEYS
 
 VERDICTS = ("better", "worse", "equivalent", "undecided")

@@ -7,7 +7,7 @@ the default, or Bonferroni, the earlier default), and runs are weighted by each 
 plan. SDs of paired differences come from the released records the way `campaign plan --prior` takes them
 (`analysis.power`); a share P_REAL of comparisons has a real effect of +-2.5 DB-12 points; the comparisons of
 a cell share their reference arm (paired differences correlated, rho 0.5). Everything goes through
-`analysis.sequential_plan.evaluate`, the function `campaign plan --power` uses.
+`analysis.sequential.plan.evaluate`, the function `campaign plan --power` uses.
 
 Prints (1) the operating table at the defaults with GPU-hours per correct decision and its ratio to fixed 12
 (Holm); (2) the family-wise error of the procedures under the global null and under 20% real effects, with
@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from analysis.power import power_section  # noqa: E402
-from analysis.sequential_plan import campaign_comparisons, evaluate, headline, recommend  # noqa: E402
+from analysis.sequential.plan import campaign_comparisons, evaluate, headline, recommend  # noqa: E402
 from orchestrator.grid import accounting  # noqa: E402
 from orchestrator.session import plan  # noqa: E402
 

@@ -23,9 +23,10 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from analysis.paired import bootstrap_interval  # noqa: E402
+from analysis.paired_stats import bootstrap_interval  # noqa: E402
 from analysis.records import read_records, write_wide  # noqa: E402
-from analysis.tables import TABLE_NAMES, build_tables, render_tables  # noqa: E402
+from analysis.table_formats import render_tables  # noqa: E402
+from analysis.tables import TABLE_NAMES, build_tables  # noqa: E402
 from evaluation.suite import load_suite  # noqa: E402
 
 TARGET_S = 2.0
@@ -88,14 +89,14 @@ def synthetic_records(seed: int = 0) -> pd.DataFrame:
     wide = pd.concat([pd.DataFrame({"run_id": run_id}), runs], axis=1)
     wide = wide[["run_id", "campaign", "model", "method", "seed", "steps", "regime"]]
     wide["mechanism"] = wide["method"].map(lambda m: "select" if m.startswith(("matched", "alt_")) else None)
-    from analysis.schema import mechanism_of
-    wide["mechanism"] = wide["mechanism"].fillna(wide["method"].map(mechanism_of))
+    from analysis.schema import study_mechanism
+    wide["mechanism"] = wide["mechanism"].fillna(wide["method"].map(study_mechanism))
     return pd.concat([wide, pd.DataFrame(acc, columns=suite.benchmark_ids)], axis=1)
 
 
 def paired_shapes(recs: pd.DataFrame, suite) -> dict[int, int]:
     """{seed count n: number of comparison x metric columns with that n} of the paired analysis."""
-    from analysis.paired import paired_comparisons
+    from analysis.comparisons import paired_comparisons
 
     t = paired_comparisons(recs, suite, n_resamples=100).table
     return {int(n): int(c) for n, c in t["n"].value_counts().items()}

@@ -39,7 +39,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from analysis.paired import (  # noqa: E402
+from analysis.paired_stats import (  # noqa: E402
     RANGE_MAX_N,
     bootstrap_interval,
     range_coverage,
@@ -159,9 +159,9 @@ def run(reps: int, resamples: int, seed: int = 20261130) -> list[dict]:
                              "coverage": three_level_coverage(rng, noise, n, k, max(reps // 4, 200))})
     # sequential report section (looks after 3, 6, 9, 12 seeds, OBF): the repeated CI at the stopping look and
     # the bias-adjusted (median-unbiased, stage-wise) CI, true difference 0.5 sigma so some comparisons stop early
-    from analysis.sequential import SequentialDesign
-    from analysis.sequential_estimates import stagewise_estimate
-    from analysis.sequential_sim import simulate
+    from analysis.sequential.design import SequentialDesign
+    from analysis.sequential.estimates import stagewise_estimate
+    from analysis.sequential.simulation import simulate
 
     design = SequentialDesign(looks=(3, 6, 9, 12))
     crit = design.stat_bounds()

@@ -56,7 +56,7 @@ def _check(*problems: str | None) -> None:
 
 def _format(fmt: str, as_json: bool) -> str:
     """The output format: --json is an alias of --format json; anything unknown is exit 2."""
-    from analysis.tables import FORMATS
+    from analysis.table_formats import FORMATS
 
     if fmt not in FORMATS:
         _fail(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
@@ -100,7 +100,7 @@ def _emit(text: str, out: Path | None) -> None:
 
 def _write_tables(built: list, fmt: str, out: Path) -> None:
     from wtcommon.atomic import atomic_write_text
-    from analysis.tables import render_table
+    from analysis.table_formats import render_table
 
     out.mkdir(parents=True, exist_ok=True)
     for t in built:
@@ -112,7 +112,8 @@ def _load(records: Path, suite: str, campaign: str | None = None, model: str | N
           mixed_evaluations: bool = False):
     """Suite + validated records, filtered; every user error becomes exit 2 with a located message. Records of
     one comparison group scored under two evaluation settings are refused unless `mixed_evaluations`."""
-    from analysis.records import RecordsError, check_one_evaluation, read_records
+    from analysis.record_checks import check_one_evaluation
+    from analysis.records import RecordsError, read_records
     from evaluation.suite import SuiteError, load_suite
 
     try:
@@ -278,8 +279,9 @@ def tables(
               f"(aggregates: {', '.join(s.aggregate_names)})")
     import warnings
 
-    from analysis.paired import paired_comparisons
-    from analysis.tables import build_tables, render_tables
+    from analysis.comparisons import paired_comparisons
+    from analysis.table_formats import render_tables
+    from analysis.tables import build_tables
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -301,7 +303,7 @@ def tables(
 
 def _fitted(built: list) -> str:
     """Markdown tables fitted to the terminal, then one line naming the columns each left out."""
-    from analysis.tables import TERMINAL_WIDTH, _wrap, fit_table
+    from analysis.table_formats import TERMINAL_WIDTH, _wrap, fit_table
 
     parts, dropped = [], []
     for t in built:
@@ -317,7 +319,7 @@ def _fitted(built: list) -> str:
 
 def _tables_index(built: list, records: Path) -> str:
     """One screen: the verdict counts (the answer) and one line per table, with how to print them."""
-    from analysis.tables import TERMINAL_WIDTH, _wrap
+    from analysis.table_formats import TERMINAL_WIDTH, _wrap
 
     lines = []
     for t in built:
@@ -342,7 +344,7 @@ def _narrow_paired(pt, width: int, *, lead: bool = True, note: bool = True, item
     import textwrap
 
     from analysis.schema import GROUP_KEYS
-    from analysis.tables import _md, fit_columns
+    from analysis.table_formats import _md, fit_columns
 
     key = ["policy", "vs", "n", "Δ mean", "t 95% CI", *(["seed + item 95% CI"] if items else []), "p Holm",
            "range / bootstrap CI (coverage)", "P(d>0) seeds", "sd", "p (t)"]
@@ -439,8 +441,9 @@ def compare(
         _fail(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
     import warnings
 
-    from analysis.paired import SMALL_N_NOTE, paired_comparisons
-    from analysis.tables import TERMINAL_WIDTH, paired_table, render_table
+    from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
+    from analysis.table_formats import TERMINAL_WIDTH, render_table
+    from analysis.tables import paired_table
 
     item_df = _read_items(items)
     with warnings.catch_warnings():
@@ -486,13 +489,13 @@ def compare(
 
         from analysis.aggregates import run_table
         from analysis.items import BREAKDOWN, comparison_breakdown
-        from analysis.tables import _md
+        from analysis.table_formats import _md
 
         bd = comparison_breakdown(item_df, run_table(df, s), res.table)
         if not bd.empty:
             show = pd.DataFrame({"comparison": bd["policy"] + " vs " + bd["reference"],
                                  **{f"Δ {c.replace('_', ' ')}": bd[f"{c}_delta"].round(2) for c in BREAKDOWN}})
-            from analysis.tables import _wrap
+            from analysis.table_formats import _wrap
 
             parts.append("## Outcome breakdown from the item logs (Δ share of all items, points, method − reference)"
                          "\n\n" + _md(show.astype(str)) + "\n\n" + _wrap(
@@ -511,7 +514,7 @@ def _sensitivity_tables(rep: dict) -> list:
     group, `pooled` rows mix models and regimes), for csv/latex and --out."""
     import pandas as pd
 
-    from analysis.tables import Table
+    from analysis.table_formats import Table
 
     rows: dict[str, list[dict]] = {n: [] for n in SENSITIVITY_TABLES}
     for sc in [*rep["groups"], rep["pooled"]]:
@@ -574,7 +577,7 @@ def sensitivity(
 
     from analysis.aggregates import run_table
     from analysis.sensitivity import sensitivity_report
-    from analysis.tables import _md, render_tables
+    from analysis.table_formats import _md, render_tables
 
     rep = sensitivity_report(run_table(df, s), s, stability_aggregate=aggregate, n_resamples=resamples)
     if fmt == "json" and out is None and table is None:
@@ -644,7 +647,7 @@ def report(
     s, df = _load(records, suite, mixed_evaluations=allow_mixed)
     import warnings
 
-    from analysis.paired import paired_comparisons as _pc
+    from analysis.comparisons import paired_comparisons as _pc
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -652,8 +655,8 @@ def report(
     item_df = _read_items(items)
     from analysis.report import build_report
     from analysis.sequential import SequentialError
-    from analysis.sequential_looks import read_looks_file
-    from analysis.sequential_report import looks_section_html
+    from analysis.sequential.looks import read_looks_file
+    from analysis.sequential.report import looks_section_html
 
     looks_path = looks or (Path(records).parent / "sequential_looks.csv")
     lead = []
@@ -719,8 +722,9 @@ def verdicts(
         _fail(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
     import warnings
 
-    from analysis.paired import SMALL_N_NOTE, paired_comparisons
-    from analysis.tables import render_table, verdicts_table
+    from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
+    from analysis.table_formats import render_table
+    from analysis.tables import verdicts_table
     from analysis.verdicts import verdict_counts
 
     with warnings.catch_warnings():

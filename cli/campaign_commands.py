@@ -258,7 +258,7 @@ def register(app: typer.Typer) -> None:
             except ValueError as exc:  # RecordsError/SuiteError: located user errors
                 _fail(str(exc))
         if target_power is not None and effect is not None:  # sequential design for a target (sequential_plan)
-            from analysis.sequential_plan import campaign_comparisons, recommend
+            from analysis.sequential.plan import campaign_comparisons, recommend
 
             try:
                 comp = campaign_comparisons(rs, acc["power"]["comparisons"])
@@ -342,7 +342,7 @@ def register(app: typer.Typer) -> None:
 
             out.print(power_table(acc["power"]))
         if "sequential_plan" in acc:
-            from analysis.sequential_plan import plan_lines
+            from analysis.sequential.plan import plan_lines
 
             tab, lines = plan_lines(acc["sequential_plan"], acc["gpu_hours"], acc["total_runs"])
             out.print(tab)

@@ -71,8 +71,9 @@ def register(app: typer.Typer) -> None:
         """Test every comparison at this look; record it in the ledger DB; list who needs the next batch."""
         from analysis.aggregates import run_table
         from analysis.records import RecordsError, read_records
-        from analysis.sequential import SequentialDesign, SequentialError
-        from analysis.sequential_looks import look_at_runs, next_batch_seeds
+        from analysis.sequential import SequentialError
+        from analysis.sequential.design import SequentialDesign
+        from analysis.sequential.looks import look_at_runs, next_batch_seeds
         from orchestrator.looks import record_look
         from evaluation.suite import SuiteError, load_suite
         from orchestrator.ledger import default_url

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from campaigns import config_root
+from evaluation.graders import GRADERS
 from wtcommon.files import load_yaml_mapping
 from wtcommon.errors import UserError
 
@@ -20,7 +21,6 @@ SUITE_DIR = config_root() / "suite"
 
 AggregateKind = Literal["domain_mean", "mean", "item_weighted"]
 _AGG_KINDS = ("domain_mean", "mean", "item_weighted")
-_GRADERS = ("math", "multiple_choice", "knights_knaves")
 
 
 class SuiteError(UserError):
@@ -227,8 +227,8 @@ def parse_suite(raw: Any, path: Path | str = "<suite>") -> Suite:
             raise _err(path, f"{where}.domain", f"{b['domain']!r} is not one of the declared domains {list(domains)}")
         if not isinstance(b["n_items"], int) or isinstance(b["n_items"], bool) or b["n_items"] <= 0:
             raise _err(path, f"{where}.n_items", f"must be a positive integer, got {b['n_items']!r}")
-        if b["grader"] not in _GRADERS:
-            raise _err(path, f"{where}.grader", f"{b['grader']!r} is not a known grader; use one of {list(_GRADERS)}")
+        if b["grader"] not in GRADERS:
+            raise _err(path, f"{where}.grader", f"{b['grader']!r} is not a known grader; use one of {list(GRADERS)}")
         g = {**(gen.get(b["domain"]) or {}),
              **{k: b[k] for k in ("max_gen_toks", "temperature", "top_p", *DECODING_KEYS) if k in b}}
         max_gen = g.get("max_gen_toks", 8192)

@@ -2,7 +2,7 @@
 
 Why: twelve seeds for every comparison, decided or not, is the campaign's largest cost. A
 sequential campaign is planned with its first batch of seeds only; each time the scheduler has
-nothing left to run, `advance` takes the next group-sequential look (analysis.sequential_looks) over
+nothing left to run, `advance` takes the next group-sequential look (analysis.sequential.looks) over
 the recorded runs, writes it to the ledger database (table `sequential_looks`), and adds the
 next batch of seeds for the comparisons still open and their references only. Decided
 comparisons stop receiving seeds.
@@ -108,7 +108,7 @@ def advance(sess: Session, campaign: str) -> Advance:
     """
     from analysis.aggregates import run_table
     from analysis.records import read_records
-    from analysis.sequential_looks import look_at_runs, rejected_at_earlier_looks
+    from analysis.sequential.looks import look_at_runs, rejected_at_earlier_looks
     from orchestrator.looks import read_looks, record_look
     from evaluation.suite import load_suite
 
@@ -186,7 +186,7 @@ def export_looks(sess: Session, campaign: str) -> Path | None:
     """Write every recorded look to `results/<campaign>/sequential_looks.csv` (atomic), next to the
     records, where `campaign report` finds it and shows the adjusted intervals first."""
     from wtcommon.atomic import atomic_write_text
-    from analysis.sequential_looks import LOOK_COLUMNS
+    from analysis.sequential.looks import LOOK_COLUMNS
     from orchestrator.looks import read_looks
 
     looks = read_looks(sess.ledger, campaign)

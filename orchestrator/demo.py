@@ -26,10 +26,11 @@ def print_analysis(records: Path, *, out: Console, suite: str = "db12", n_resamp
     the decided comparisons (up to SCREEN_ROWS) and the small-n note once; `show_all` prints every table
     (per configuration and paired, every aggregate) instead. With the runs' item logs (`items_dir`), the
     comparisons use the seed + item CI too. A records file that cannot be read is a CampaignError (exit 2)."""
-    from analysis.paired import SMALL_N_NOTE, paired_comparisons
+    from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
     from analysis.records import read_records
     from analysis.schema import RecordsError
-    from analysis.tables import TABLE_NAMES, TERMINAL_WIDTH, _wrap, build_tables, fit_table, paired_table
+    from analysis.table_formats import TERMINAL_WIDTH, _wrap, fit_table
+    from analysis.tables import TABLE_NAMES, build_tables, paired_table
     from evaluation.suite import load_suite
 
     s = load_suite(suite)
@@ -79,7 +80,7 @@ def print_analysis(records: Path, *, out: Console, suite: str = "db12", n_resamp
 def _print_verdicts(tables: list, say, small_n: str, records: Path) -> None:
     """The verdict counts, the decided comparisons (better/worse/equivalent; SCREEN_ROWS at most) and the
     small-n note, fitted to the terminal."""
-    from analysis.tables import TERMINAL_WIDTH, _md, _wrap, fit_columns
+    from analysis.table_formats import TERMINAL_WIDTH, _md, _wrap, fit_columns
 
     v = next((t for t in tables if t.name == "verdicts"), None)
     if v is None:

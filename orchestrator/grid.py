@@ -16,6 +16,7 @@ from typing import Any
 
 from orchestrator.data import CorpusError, corpus_identity
 from orchestrator.spec import CampaignSpec, SpecError, check_name, shipped_config_root
+from policies import MECHANISMS, mechanism_of
 from wtcommon.files import load_yaml_mapping, short_hash as _short_hash
 
 
@@ -138,17 +139,13 @@ class _Resolver:
 
     def policy(self, name: str, key: str) -> tuple[dict[str, Any], str]:
         cfg = self._load("policy", name, key)
-        mech = _mechanism(cfg, name)
-        if mech not in ("none", "select", "reweight", "mix"):
+        mech = mechanism_of(cfg, name)
+        if mech not in MECHANISMS:
             raise SpecError(
                 f"{self.root / 'policy' / (name + '.yaml')}: key 'mechanism': '{mech}' is not one of "
-                "none|select|reweight|mix"
+                f"{'|'.join(MECHANISMS)}"
             )
         return cfg, mech
-
-
-def _mechanism(cfg: dict[str, Any], name: str) -> str:
-    return str(cfg.get("mechanism", "none" if name == "baseline" else ""))
 
 
 def run_gpus(spec: CampaignSpec, model: str, mcfg: dict[str, Any], where: str) -> int:
@@ -200,8 +197,8 @@ def policy_mechanism(policy: str, config_root: Path | None = None) -> str:
         candidates = [r / "policy" / f"{policy}.yaml" for r in [*roots, shipped_config_root()]]
     for c in candidates:
         if c.is_file():
-            mech = _mechanism(load_yaml_mapping(c, what="policy file", error=SpecError), p.stem)
-            return mech if mech in ("none", "select", "reweight", "mix") else "unknown"
+            mech = mechanism_of(load_yaml_mapping(c, what="policy file", error=SpecError), p.stem)
+            return mech if mech in MECHANISMS else "unknown"
     return "unknown"
 
 

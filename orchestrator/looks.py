@@ -1,6 +1,6 @@
 """Interim looks of sequential seed designs, kept in the ledger (table `sequential_looks`).
 
-analysis/sequential_looks.py takes a look and builds its rows and the immutability check as pure
+analysis/sequential/looks.py takes a look and builds its rows and the immutability check as pure
 functions; this module stores and reads them through the ledger (its WAL and busy-timeout settings,
 its schema version and migration), given a `Ledger` or a ledger URL.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analysis.sequential import SequentialDesign
-from analysis.sequential_looks import check_design, look_rows, looks_frame
+from analysis.sequential.design import SequentialDesign
+from analysis.sequential.looks import check_design, look_rows, looks_frame
 from orchestrator.ledger import open_ledger
 from orchestrator.ledger.base import Ledger
 

@@ -253,7 +253,7 @@ class CampaignSpec(_Strict):
         return v
 
     def sequential_design(self) -> Any:
-        """The `analysis.sequential.SequentialDesign` of a sequential `seeds:` block, else None."""
+        """The `analysis.sequential.design.SequentialDesign` of a sequential `seeds:` block, else None."""
         return _sequential(self.seed_design) if self.seed_design is not None else None
 
     def seed_pool(self) -> list[int]:
@@ -324,7 +324,7 @@ def check_evaluation_options(v: dict[str, Any]) -> None:
 
 def _sequential(raw: dict[str, Any]) -> Any:
     """Parse a sequential seeds block; SequentialError (a ValueError) names the key."""
-    from analysis.sequential import SequentialDesign
+    from analysis.sequential.design import SequentialDesign
 
     return SequentialDesign.from_mapping(raw, where="seeds")
 

@@ -1,4 +1,5 @@
-"""`DataPolicy`: mechanism + scorer + actuator + options, built by name from a YAML block.
+"""`DataPolicy`: mechanism + scorer + actuator + options, applied to one step's batch; `policies.loader`
+builds it by name from a YAML block.
 
 YAML (one file per configuration in `campaigns/policy/`, a plain mapping so it is also a Hydra
 config-group member):
@@ -19,51 +20,21 @@ config-group member):
 
 from __future__ import annotations
 
-import copy
-import importlib
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
-from policies import actuators as _actuators  # noqa: F401  (registers actuators)
-from policies import controls, scorers as _scorers  # importing registers the scorers
+from policies import controls, scorers as _scorers
 from policies import signals
 from policies.actuators.base import Selector
 from policies.actuators.mix import DomainStats, Mixer
+from policies.advantages import grpo_advantages
 from policies.batch import StepBatch
-from policies.errors import PolicyConfigError
-from policies.registry import Entry, lookup, validate_params
-from wtcommon.files import load_yaml_mapping
-
-MECHANISMS = ("none", "select", "reweight", "mix")
-TOP_KEYS = {
-    "name", "description", "mechanism", "scorer", "actuator", "loss_norm", "recompute_advantages",
-    "norm_adv_by_std", "warmup_step", "control", "domains", "search_space", "plugins",
-}
-
-
-def _import_plugins(cfg: Mapping[str, Any], where: str) -> None:
-    """Import the modules a policy YAML names under `plugins:` so their @register_* classes exist.
-
-    This is how a researcher's own scorer/actuator reaches every process that trains (a Ray job, a verl
-    worker): the YAML carries the import, not a hand-edited entry point."""
-    mods = cfg.get("plugins", [])
-    if isinstance(mods, str):
-        mods = [mods]
-    if not isinstance(mods, list) or not all(isinstance(m, str) and m for m in mods):
-        raise PolicyConfigError(f"{where}: plugins: expected a list of importable module names, got {mods!r}")
-    for mod in mods:
-        try:
-            importlib.import_module(mod)
-        except Exception as e:  # an import failure must be loud, never a silent fallback
-            raise PolicyConfigError(
-                f"{where}: plugins: cannot import {mod!r} ({type(e).__name__}: {e}); "
-                "make it importable (installed package or on PYTHONPATH)") from e
+from policies.registry import Entry
 
 
 @dataclass
@@ -100,30 +71,6 @@ def _weight_stats(w_seq: Tensor | None, w_tok: Tensor | None, batch: StepBatch) 
             mean = std = mx = math.nan
         update = float((length * (w > 0).float()).sum())
     return {"update_tokens": update, "valid_tokens": n_tok, "weight_mean": mean, "weight_std": std, "weight_max": mx}
-
-
-def grpo_advantages(batch: StepBatch, keep: Tensor, by_std: bool = True, eps: float = 1e-6) -> Tensor:
-    """(B, L) GRPO outcome advantages recomputed over the kept members of each group only, with verl's
-    conventions (`compute_grpo_outcome_advantage`): unbiased std, a group of one gets mean 0 / std 1,
-    (r - mean) / (std + eps); dropped and padding rows get 0."""
-    g = batch.group
-    n_g = batch.n_groups
-    k = keep & batch.valid
-    r = batch.rewards.double()
-    cnt = torch.bincount(g[k], minlength=n_g).double()
-    s1 = torch.zeros(n_g, dtype=torch.float64, device=g.device).index_add_(0, g[k], r[k])
-    s2 = torch.zeros(n_g, dtype=torch.float64, device=g.device).index_add_(0, g[k], r[k] ** 2)
-    mean = s1 / cnt.clamp_min(1)
-    var = (s2 - cnt * mean**2) / (cnt - 1).clamp_min(1)
-    std = var.clamp_min(0).sqrt()
-    single = cnt <= 1
-    mean = torch.where(single, torch.zeros_like(mean), mean)
-    std = torch.where(single, torch.ones_like(std), std)
-    a = r - mean[g]
-    if by_std:
-        a = a / (std[g] + eps)
-    a = torch.where(k, a, torch.zeros_like(a)).float()
-    return a[:, None] * batch.mask
 
 
 class DataPolicy:
@@ -282,192 +229,3 @@ class DataPolicy:
         self._props = None if state["props"] is None else torch.as_tensor(state["props"], dtype=torch.float32)
         if self.stats is not None and state.get("stats") is not None:
             self.stats.load_state_dict(state["stats"])
-
-
-# ---- loading and validation --------------------------------------------------------------------
-def _read(source: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any], str]:
-    if isinstance(source, Mapping):
-        return copy.deepcopy(dict(source)), "<mapping>"
-    path = Path(source)
-    if not path.is_file():
-        raise PolicyConfigError(f"{path}: policy file not found")
-    return load_yaml_mapping(path, what="policy file", error=PolicyConfigError), str(path)
-
-
-def _block(cfg: dict, key: str, policy: str) -> tuple[str | None, dict]:
-    blk = cfg.get(key)
-    if blk is None:
-        return None, {}
-    if not isinstance(blk, Mapping) or "name" not in blk or set(blk) - {"name", "params"}:
-        raise PolicyConfigError(f"policy {policy!r}: {key}: expected {{name: ..., params: {{...}}}}, got {blk!r}")
-    params = blk.get("params") or {}
-    if not isinstance(params, Mapping):
-        raise PolicyConfigError(f"policy {policy!r}: {key}.params: expected a mapping, got {params!r}")
-    return blk["name"], dict(params)
-
-
-def _check_search_space(space: Any, policy: str, entries: dict[str, Entry | None]) -> None:
-    if space is None:
-        return
-    if not isinstance(space, Mapping):
-        raise PolicyConfigError(f"policy {policy!r}: search_space: expected a mapping of 'scorer.P' / 'actuator.P' to "
-                                "ranges")
-    for key, spec in space.items():
-        where = f"policy {policy!r}: search_space.{key}"
-        part, _, pname = str(key).partition(".")
-        entry = entries.get(part)
-        if entry is None or pname not in entry.params:
-            known = [f"{k}.{p}" for k, e in entries.items() if e for p in e.params]
-            raise PolicyConfigError(f"{where}: no such parameter; known: {known}")
-        param = entry.params[pname]
-        if not isinstance(spec, Mapping) or set(spec) - {"low", "high", "log", "choices", "step"}:
-            raise PolicyConfigError(f"{where}: expected {{low, high[, log, step]}} or {{choices: [...]}}, got {spec!r}")
-        if "choices" in spec:
-            for c in spec["choices"]:
-                param.check(c, f"{where}.choices")
-            continue
-        if "low" not in spec or "high" not in spec:
-            raise PolicyConfigError(f"{where}: needs low and high (or choices)")
-        lo, hi = spec["low"], spec["high"]
-        numbers = isinstance(lo, (int, float)) and isinstance(hi, (int, float))
-        if param.type not in (int, float) or not numbers or lo > hi:
-            raise PolicyConfigError(f"{where}: low/high must be numbers with low <= high for a numeric parameter")
-        if param.type is int and not (isinstance(lo, int) and isinstance(hi, int)):
-            raise PolicyConfigError(f"{where}: {pname} is an integer parameter; low/high must be integers")
-        if not param.contains_range(lo, hi):
-            raise PolicyConfigError(f"{where}: [{lo}, {hi}] leaves the allowed range {param.allowed()}")
-        if spec.get("log") and lo <= 0:
-            raise PolicyConfigError(f"{where}: log scale needs low > 0")
-
-
-def load_policy(
-    source: str | Path | Mapping[str, Any],
-    *,
-    seed: int = 0,
-    domains: Sequence[str] | None = None,
-    rollout_n: int | None = None,
-) -> DataPolicy:
-    """Validate a policy YAML (path) or mapping and build the `DataPolicy`.
-
-    Strict: unknown keys, unknown scorer/actuator names, unknown or out-of-range parameters, a scorer whose
-    granularity the actuator cannot take, and recipe conflicts (gfpo k >= rollout_n, K * floor > 1) raise
-    `PolicyConfigError` naming the file/policy and the field."""
-    try:
-        return _load_policy(source, seed=seed, domains=domains, rollout_n=rollout_n)
-    except PolicyConfigError as exc:
-        origin = str(source) if isinstance(source, (str, Path)) else "<mapping>"
-        if origin != "<mapping>" and origin not in str(exc):  # registry errors name the policy, not its file
-            raise PolicyConfigError(f"{origin}: {exc}") from exc
-        raise
-
-
-def _load_policy(
-    source: str | Path | Mapping[str, Any],
-    *,
-    seed: int,
-    domains: Sequence[str] | None,
-    rollout_n: int | None,
-) -> DataPolicy:
-    cfg, origin = _read(source)
-    raw_name = cfg.get("name")
-    if raw_name is not None and not isinstance(raw_name, str):  # `name: [1, 2]` or `name: 7` is no name
-        raise PolicyConfigError(f"{origin}: name: got {raw_name!r}; give the policy's name as text (e.g. name: gfpo)")
-    policy = str(raw_name or (Path(origin).stem if origin != "<mapping>" else ""))
-    if not policy:
-        raise PolicyConfigError(f"{origin}: name: missing (give the policy a name)")
-    cfg["name"] = policy
-    where = f"{origin}: policy {policy!r}"
-    unknown = sorted(set(cfg) - TOP_KEYS)
-    if unknown:
-        raise PolicyConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(TOP_KEYS)}")
-    _import_plugins(cfg, where)
-    mech = cfg.get("mechanism")
-    if mech not in MECHANISMS:
-        raise PolicyConfigError(f"{where}: mechanism: got {mech!r}; allowed: {list(MECHANISMS)}")
-    sname, sparams = _block(cfg, "scorer", policy)
-    aname, aparams = _block(cfg, "actuator", policy)
-    s_entry = a_entry = None
-    if mech == "none":
-        if sname or aname:
-            raise PolicyConfigError(f"{where}: mechanism none takes no scorer/actuator")
-    else:
-        if aname is None:
-            raise PolicyConfigError(f"{where}: actuator: required for mechanism {mech!r}")
-        a_entry = lookup("actuator", aname, policy)
-        if a_entry.cls.mechanism != mech:
-            raise PolicyConfigError(f"{where}: actuator.name: {aname!r} is a {a_entry.cls.mechanism} actuator, not "
-                                    f"{mech}")
-        if mech == "mix":
-            if sname is not None:
-                raise PolicyConfigError(f"{where}: scorer: mixers declare their own statistics; remove the scorer "
-                                        "block")
-        else:
-            if sname is None:
-                raise PolicyConfigError(f"{where}: scorer: required for mechanism {mech!r}")
-            s_entry = lookup("scorer", sname, policy)
-            if s_entry.cls.granularity not in a_entry.cls.accepts_granularity:
-                raise PolicyConfigError(
-                    f"{where}: scorer.name: {sname!r} gives {s_entry.cls.granularity}-level scores; actuator "
-                    f"{aname!r} takes {list(a_entry.cls.accepts_granularity)}")
-    sp = validate_params(s_entry, sparams, policy) if s_entry else {}
-    ap = validate_params(a_entry, aparams, policy) if a_entry else {}
-    # options
-    def opt(key: str, default: Any, ok: tuple | type) -> Any:
-        v = cfg.get(key, default)
-        if isinstance(ok, tuple):
-            if v not in ok:
-                raise PolicyConfigError(f"{where}: {key}: got {v!r}; allowed: {list(ok)}")
-        elif not isinstance(v, ok) or (ok is int and isinstance(v, bool)):
-            raise PolicyConfigError(f"{where}: {key}: got {v!r}; expected {ok.__name__}")
-        return v
-    cfg["warmup_step"] = opt("warmup_step", 0, int)
-    if cfg["warmup_step"] < 0:
-        raise PolicyConfigError(f"{where}: warmup_step: got {cfg['warmup_step']}; must be >= 0")
-    cfg["loss_norm"] = opt("loss_norm", "all_tokens", ("all_tokens", "kept_tokens"))
-    cfg["recompute_advantages"] = opt("recompute_advantages", False, bool)
-    cfg["norm_adv_by_std"] = opt("norm_adv_by_std", True, bool)
-    if mech != "select" and (cfg["loss_norm"] != "all_tokens" or cfg["recompute_advantages"]):
-        raise PolicyConfigError(f"{where}: loss_norm / recompute_advantages apply to selection only (mechanism {mech})")
-    ctl = cfg.get("control")
-    if ctl is not None:
-        if mech != "select":
-            raise PolicyConfigError(f"{where}: control: controls wrap a selector; mechanism is {mech}")
-        if not isinstance(ctl, Mapping) or ctl.get("name") not in controls.CONTROLS:
-            raise PolicyConfigError(f"{where}: control.name: got {ctl!r}; allowed: {sorted(controls.CONTROLS)}")
-        schema = controls.CONTROLS[ctl["name"]]
-        for k, v in ctl.items():
-            if k == "name":
-                continue
-            if k not in schema or v not in schema[k]:
-                raise PolicyConfigError(f"{where}: control.{k}: got {v!r}; allowed keys/values: {schema}")
-        cfg["control"] = dict(ctl)
-    # domains
-    doms = list(domains) if domains else list(cfg.get("domains") or [])
-    if mech == "mix":
-        if not doms:
-            raise PolicyConfigError(f"{where}: domains: a mixer needs the domain list (YAML `domains:` or "
-                                    "load_policy(domains=...))")
-        if len(set(doms)) != len(doms):
-            raise PolicyConfigError(f"{where}: domains: duplicates in {doms}")
-        floor = ap.get("floor", 0.0)
-        if len(doms) * floor > 1.0 + 1e-12:
-            raise PolicyConfigError(f"{where}: actuator.params.floor: K * floor = {len(doms)} * {floor} > 1; lower the "
-                                    "floor")
-    # recipe cross-checks
-    if rollout_n is not None:
-        if aname == "gfpo" and ap["k"] >= rollout_n:
-            raise PolicyConfigError(
-                f"{where}: actuator.params.k: k = {ap['k']} >= rollout.n = {rollout_n} keeps every rollout (plain "
-                "GRPO); "
-                f"use k < {rollout_n}")
-    if aname in ("threshold_band",) and ap["low"] > ap["high"]:
-        raise PolicyConfigError(f"{where}: actuator.params.low: {ap['low']} > high {ap['high']}")
-    if aname == "difficulty_band" and ap["low_q"] > ap["high_q"]:
-        raise PolicyConfigError(f"{where}: actuator.params.low_q: {ap['low_q']} > high_q {ap['high_q']}")
-    _check_search_space(cfg.get("search_space"), policy, {"scorer": s_entry, "actuator": a_entry})
-    if s_entry:
-        cfg["scorer"] = {"name": sname, "params": sp}
-    if a_entry:
-        cfg["actuator"] = {"name": aname, "params": ap}
-    return DataPolicy(cfg, seed=seed, domains=doms, rollout_n=rollout_n, scorer_entry=s_entry, scorer_params=sp,
-                      actuator_entry=a_entry, actuator_params=ap)

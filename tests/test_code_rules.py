@@ -372,3 +372,28 @@ def test_every_exception_class_is_in_the_windtunnel_error_tree() -> None:
         "\n".join(found)
     assert all(issubclass(c, WindtunnelError) for c in (CampaignError, ClusterUnreachable, SpecError))
     assert (SpecError.exit_code, ClusterUnreachable.exit_code) == (2, 3) and issubclass(SpecError, ValueError)
+
+
+# ---------------------------------------------------------------- one job per module in analysis/
+
+MAX_ANALYSIS_LINES = 400
+
+
+def long_modules(files: dict[str, str], limit: int = MAX_ANALYSIS_LINES) -> list[str]:
+    """`path: n lines` for each module of `files` (relative path -> source) under analysis/, at any depth, that
+    has more than `limit` lines: a module that long is doing more than one job (issue 23)."""
+    return sorted(f"{p}: {n} lines" for p, src in files.items()
+                  if Path(p).parts[0] == "analysis" and (n := len(src.splitlines())) > limit)
+
+
+def test_the_module_length_checker() -> None:
+    files = {"analysis/a.py": "x = 1\n" * 401, "analysis/sequential/b.py": "x = 1\n" * 500,
+             "analysis/c.py": "x = 1\n" * 400, "orchestrator/d.py": "x = 1\n" * 900}
+    assert long_modules(files) == ["analysis/a.py: 401 lines", "analysis/sequential/b.py: 500 lines"]
+
+
+def test_no_analysis_module_is_over_400_lines() -> None:
+    files = {str(p): (ROOT / p).read_text() for p in product_files() if p.parts[0] == "analysis"}
+    assert any("/" in f.removeprefix("analysis/") for f in files), "the check must see analysis/ subpackages"
+    assert long_modules(files) == [], "split the module by the jobs it does (issue 23):\n" + \
+        "\n".join(long_modules(files))

@@ -3,9 +3,10 @@
 `grade(grader, response, gold)` -> `GradeResult(score, parsed, status)`;
 `grade_batch(...)` grades many items. Every grader runs under a time budget (`BUDGET_S`) enforced by the
 parent of a process pool (`evaluation.graders.pool`): an output that exceeds it is status `timeout`.
-Each grader module states its final-answer rules in its docstring and carries a `GRADER_VERSION`
-(`GRADER_VERSIONS`), which the evaluator writes into its records and item logs so scores graded under
-different rules can be told apart.
+Each grader module states its final-answer rules in its docstring and registers its grading function with
+`@register_grader` (`evaluation.graders.registry`: name, version, budget), the one declaration `GRADERS`,
+`GRADER_VERSIONS` and `BUDGET_S` are read from. The evaluator writes the version into its records and item
+logs so scores graded under different rules can be told apart.
 """
 
 from __future__ import annotations
@@ -13,26 +14,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
-from evaluation.graders import knights_knaves as _kk
-from evaluation.graders import math as _math
-from evaluation.graders import multiple_choice as _mc
+# Importing each grader module registers it (`@register_grader`); this order is the order of `GRADERS`.
+from evaluation.graders import math as _math  # noqa: F401
+from evaluation.graders import multiple_choice as _mc  # noqa: F401
+from evaluation.graders import knights_knaves as _kk  # noqa: F401
 from evaluation.graders.pool import grade_inprocess, shared_pool
+from evaluation.graders.registry import REGISTRY, get_grader
 from evaluation.graders.result import STATUSES, GradeResult
 
-GRADERS: tuple[str, ...] = ("math", "multiple_choice", "knights_knaves")
-GRADER_VERSIONS: dict[str, str] = {
-    "math": _math.GRADER_VERSION,
-    "multiple_choice": _mc.GRADER_VERSION,
-    "knights_knaves": _kk.GRADER_VERSION,
-}
-# seconds per item; the regex graders take < 50 ms on any 20,000-character string
-# (benchmarks/grading_throughput.py), so their budget only guards against a defect
-BUDGET_S: dict[str, float] = {"math": _math.BUDGET_S, "multiple_choice": 2.0, "knights_knaves": 2.0}
+# Views of the registry (one declaration per grader, in its module), kept as plain values for callers
+GRADERS: tuple[str, ...] = tuple(REGISTRY)
+GRADER_VERSIONS: dict[str, str] = {name: g.version for name, g in REGISTRY.items()}
+BUDGET_S: dict[str, float] = {name: g.budget_s for name, g in REGISTRY.items()}  # seconds per item
 
 
 def _check(grader: str) -> None:
-    if grader not in GRADERS:
-        raise ValueError(f"unknown grader {grader!r}; use one of {list(GRADERS)}")
+    get_grader(grader)  # a ValueError naming the known graders
 
 
 def grader_version(grader: str) -> str:

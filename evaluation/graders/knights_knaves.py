@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 
+from evaluation.graders.registry import register_grader
 from evaluation.graders.result import GradeResult
 
 GRADER_VERSION = "3"
@@ -309,6 +310,7 @@ def _offers_alternatives(text: str, stmts: list[Statement], names: set[str]) -> 
     return bool(words) and _ALTERNATIVE.search(" ".join(words)) is not None and set(words) <= _JOINING
 
 
+@register_grader("knights_knaves", version=GRADER_VERSION, budget_s=2.0)  # a regex grader (multiple_choice)
 def grade_knights_knaves(response: str, gold: str) -> GradeResult:
     truth = parse_gold(gold)
     if not truth:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import re
 
+from evaluation.graders.registry import register_grader
 from evaluation.graders.result import GradeResult
 
 GRADER_VERSION = "3"
@@ -111,6 +112,10 @@ def _quiet() -> None:
     logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 
+BUDGET_S = 5.0  # parent-enforced time budget per item (math-verify can run for minutes on power towers)
+
+
+@register_grader("math", version=GRADER_VERSION, budget_s=BUDGET_S)
 def grade_math_inprocess(response: str, gold: str) -> GradeResult:
     """Grade one item in this process, without any timeout (callers enforce the budget)."""
     _quiet()
@@ -140,9 +145,6 @@ def grade_math_inprocess(response: str, gold: str) -> GradeResult:
         return GradeResult(1.0 if ok else 0.0, str(pred[-1]), "ok")
     except Exception:
         return GradeResult(0.0, None, "error")
-
-
-BUDGET_S = 5.0  # parent-enforced time budget per item (math-verify can run for minutes on power towers)
 
 
 # Budgeted grading (a spawned pool per process) is `evaluation.graders.grade`/`grade_batch`; the pool imports

@@ -19,26 +19,16 @@ import threading
 import types
 from collections.abc import Sequence
 
+from evaluation.graders.registry import get_grader
 from evaluation.graders.result import GradeResult
 
 Item = tuple[str, str, str, int | None]  # (grader, response, gold, n_options)
 
 
 def grade_inprocess(grader: str, response: str, gold: str, n_options: int | None = None) -> GradeResult:
-    """Grade one item in this process without a budget (pool workers; floors measured by benchmarks)."""
-    if grader == "math":
-        from evaluation.graders.math import grade_math_inprocess
-
-        return grade_math_inprocess(response, gold)
-    if grader == "multiple_choice":
-        from evaluation.graders.multiple_choice import grade_multiple_choice
-
-        return grade_multiple_choice(response, gold, n_options)
-    if grader == "knights_knaves":
-        from evaluation.graders.knights_knaves import grade_knights_knaves
-
-        return grade_knights_knaves(response, gold)
-    raise ValueError(f"unknown grader {grader!r}")
+    """Grade one item in this process without a budget (pool workers; floors measured by benchmarks). The
+    graders are registered: importing this module runs `evaluation.graders`, which imports each of them."""
+    return get_grader(grader).grade_inprocess(response, gold, n_options)
 
 
 def _worker(item: Item) -> tuple[float, str | None, str]:

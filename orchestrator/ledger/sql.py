@@ -97,7 +97,7 @@ events_t = sa.Table(
     sa.Column("dst", sa.String, nullable=False, default=""),
     sa.Column("detail", sa.Text, nullable=False, default=""),
 )
-# Interim looks of sequential seed designs (analysis/sequential.py decides; the ledger keeps them
+# Interim looks of sequential seed designs (analysis/sequential/ decides; the ledger keeps them
 # immutable per named design). Same table and columns as the one older versions created inline.
 looks_t = sa.Table(
     "sequential_looks", meta,

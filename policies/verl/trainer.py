@@ -36,7 +36,8 @@ from verl.utils.dataset.rl_dataset import collate_fn
 from verl.workers.utils.padding import response_to_nested
 
 from policies.errors import PolicyConfigError
-from policies.policy import DataPolicy, load_policy
+from policies.loader import load_policy
+from policies.policy import DataPolicy
 from policies.sampler import DomainSampler, is_inert
 from policies.verl.bridge import apply_in_canonical_order, build_step_batch, rolled_out_prompts, to_list
 

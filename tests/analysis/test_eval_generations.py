@@ -11,7 +11,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from analysis.records import check_one_evaluation, read_records, write_records
+from analysis.record_checks import check_one_evaluation
+from analysis.records import read_records, write_records
 from analysis.schema import RecordsError
 from evaluation.settings import evaluation_hash, evaluation_key
 from cli import analysis_commands

@@ -1,4 +1,4 @@
-"""Report figures (analysis/figures.py) and the report built around them (issue 17).
+"""Report figures (analysis/figures.py and the figure_* modules) and the report built around them (issue 17).
 
 A tiny synthetic campaign (4 policies x 3 seeds, records + each run's metrics.jsonl and
 train_done.json in the orchestrator's layout) stands in for a user's own campaign such as the demo;
@@ -23,14 +23,14 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from analysis.aggregates import run_table
-from analysis.figures import (
+from analysis.figure_data import (
     _stratified_indices,
     aa_floor,
     aggregate_estimates,
     improvement_probabilities,
     relative_scores,
 )
-from analysis.paired import paired_comparisons
+from analysis.comparisons import paired_comparisons
 from analysis.records import read_records
 from analysis.report import build_report
 from evaluation.suite import load_suite
@@ -273,7 +273,8 @@ def test_report_screenshot_in_headless_chromium_is_not_blank(mine: Path, tmp_pat
 
 
 def test_forest_draws_the_seed_plus_item_interval_only_when_present(tables) -> None:
-    from analysis.figures import forest_figure, render
+    from analysis.figure_style import render
+    from analysis.figures import forest_figure
 
     _, paired = tables
     without = render(forest_figure(paired, "DB-12", 1.0), ("svg",))["svg"].decode()
@@ -322,7 +323,7 @@ def test_no_figure_clips_a_label(which: str, tmp_path: Path) -> None:
         pytest.skip("released records not present")
     import io
 
-    from analysis.figures import FORMATS, render
+    from analysis.figure_style import FORMATS, render
 
     rec = _campaign(tmp_path)[0] if which == "mine" else RELEASED
     for f in _figures_of(rec):
@@ -341,7 +342,8 @@ def test_colours_carry_the_mechanism_and_profiles_show_the_top_policies_only() -
     performance profile; captions state the resamples used (and the command's when capped)."""
     import matplotlib.pyplot as plt
 
-    from analysis.figures import MECHANISM_COLOR, OKABE_ITO, PROFILE_TOP, REFERENCE_COLOR, policy_styles
+    from analysis.figure_style import MECHANISM_COLOR, OKABE_ITO, REFERENCE_COLOR, policy_styles
+    from analysis.figures import PROFILE_TOP
 
     st_ = policy_styles(["baseline", "topk", "gfpo", "ar", "static", "reward_gap"],
                         {"topk": "select", "gfpo": "select", "ar": "reweight", "reward_gap": "mix"})

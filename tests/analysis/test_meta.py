@@ -14,7 +14,7 @@ from scipy import stats
 from statsmodels.stats.meta_analysis import combine_effects
 
 from analysis.meta import dersimonian_laird, random_effects_table
-from analysis.paired import paired_comparisons
+from analysis.comparisons import paired_comparisons
 from analysis.records import read_records
 from evaluation.suite import load_suite
 

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from analysis.tables import LATEX_REQUIRES, MISSING, Table, _md, latex_escape, render_table
+from analysis.table_formats import LATEX_REQUIRES, MISSING, Table, _md, latex_escape, render_table
 from cli import analysis_commands
 
 REPO = Path(__file__).resolve().parents[2]
@@ -248,7 +248,7 @@ def test_help_metavars_read_as_values(cmd: str) -> None:
 
 
 def test_csv_writes_counts_as_integers_and_floats_without_binary_noise() -> None:
-    from analysis.tables import clean_csv
+    from analysis.table_formats import clean_csv
 
     data = pd.DataFrame({"n": [3.0, 2.0, float("nan")], "mean": [53.120000000000005, 0.1 + 0.2, float("nan")],
                          "sd": [0.524213696883412, 1.0, 2.5]})
@@ -260,7 +260,7 @@ def test_csv_writes_counts_as_integers_and_floats_without_binary_noise() -> None
 
 @given(st.floats(min_value=-1e6, max_value=1e6, allow_nan=False))
 def test_clean_csv_round_trips_every_float_to_12_significant_digits(v: float) -> None:
-    from analysis.tables import clean_csv
+    from analysis.table_formats import clean_csv
 
     back = float(clean_csv(pd.DataFrame({"x": [v, 0.5]})).splitlines()[1])
     assert back == pytest.approx(v, rel=1e-11, abs=1e-300)

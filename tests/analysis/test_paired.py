@@ -19,12 +19,11 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 from statsmodels.stats.weightstats import ttost_paired
 
-from analysis.paired import (
-    UnpairedWarning,
+from analysis.comparisons import UnpairedWarning, paired_comparisons
+from analysis.paired_stats import (
     adjust,
     bootstrap_interval,
     mde,
-    paired_comparisons,
     percentile_is_range,
     range_coverage,
     sd_interval,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from statsmodels.stats.power import TTestPower
 
-from analysis.paired import paired_comparisons
+from analysis.comparisons import paired_comparisons
 from analysis.power import plan_power, power_section, prior_sd
 from analysis.records import read_records
 from evaluation.suite import load_suite

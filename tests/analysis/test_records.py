@@ -11,14 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.records import (
-    UnknownPolicyWarning,
-    read_records,
-    recover_n_correct,
-    to_wide,
-    write_records,
-    write_wide,
-)
+from analysis.record_checks import UnknownPolicyWarning
+from analysis.records import read_records, recover_n_correct, to_wide, write_records, write_wide
 from analysis.schema import RECORD_COLUMNS, RecordsError
 from evaluation.suite import load_suite
 

@@ -1,6 +1,6 @@
-"""Group-sequential boundaries, spending, decisions and error rates (analysis/sequential.py), with the
-simulation, the estimate after an early stop, looks over run records and the report section built on it
-(analysis/sequential_sim.py, sequential_estimates.py, sequential_looks.py, sequential_report.py)."""
+"""Group-sequential boundaries, spending, decisions and error rates (analysis/sequential/: boundaries, design,
+decisions), with the simulation, the estimate after an early stop, looks over run records and the report section
+built on it (analysis/sequential/: simulation, estimates, looks, report)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from analysis.sequential import (
-    SequentialDesign,
-    SequentialError,
-    constant_bounds,
-    crossing_probs,
-    efficacy_bounds,
-    interim_decision,
-    spend,
-)
-from analysis.sequential_sim import simulate
+from analysis.sequential import SequentialError
+from analysis.sequential.boundaries import constant_bounds, crossing_probs, efficacy_bounds, spend
+from analysis.sequential.decisions import interim_decision
+from analysis.sequential.design import SequentialDesign
+from analysis.sequential.simulation import simulate
 
 EQ5 = np.arange(1, 6) / 5
 
@@ -193,7 +188,7 @@ def test_median_unbiased_estimate_after_early_stop_by_simulation():
     """Stage-wise ordering MUE (issue 12 build 5), checked by an independent fixed-seed simulation:
     theta_hat is median-unbiased for delta/sigma with ~95% CI coverage, and on the score scale it
     removes most of the early-stop bias of the naive mean."""
-    from analysis.sequential_estimates import stagewise_estimate
+    from analysis.sequential.estimates import stagewise_estimate
 
     d = SequentialDesign(looks=(3, 6, 9, 12))
     rng = np.random.default_rng(5)
@@ -239,7 +234,7 @@ def test_bonferroni_family_controls_any_false_decision_across_comparisons():
 def test_looks_are_immutable_unless_a_new_named_design(tmp_path):
     import pandas as pd
 
-    from analysis.sequential_looks import look_at_runs
+    from analysis.sequential.looks import look_at_runs
     from orchestrator.looks import read_looks, record_look
 
     rng = np.random.default_rng(0)
@@ -274,9 +269,9 @@ def test_looks_are_immutable_unless_a_new_named_design(tmp_path):
 def test_report_section_shows_the_bias_adjusted_estimate_of_an_early_stop(tmp_path):
     import pandas as pd
 
-    from analysis.sequential_estimates import stagewise_estimate
-    from analysis.sequential_looks import LOOK_COLUMNS, look_at_runs
-    from analysis.sequential_report import looks_section_html
+    from analysis.sequential.estimates import stagewise_estimate
+    from analysis.sequential.looks import LOOK_COLUMNS, look_at_runs
+    from analysis.sequential.report import looks_section_html
     from orchestrator.looks import read_looks, record_look
 
     rng = np.random.default_rng(1)

@@ -1,6 +1,6 @@
-"""Family-wise control for sequential seeds (analysis/sequential_family.py): the Holm step-down over
+"""Family-wise control for sequential seeds (analysis/sequential/family.py): the Holm step-down over
 group-sequential boundaries, its invariants, and its family-wise error on simulated campaigns whose comparisons
-share a reference arm (analysis/sequential_plan.py)."""
+share a reference arm (analysis/sequential/plan.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from analysis.sequential import SequentialDesign, t_bounds_mc
-from analysis.sequential_family import familywise_look, fixed_holm, holm_table, level_bounds, simulate_family
-from analysis.sequential_plan import Comparisons, operating, simulate_diffs
+from analysis.sequential.boundaries import t_bounds_mc
+from analysis.sequential.design import SequentialDesign
+from analysis.sequential.family import familywise_look, fixed_holm, holm_table, level_bounds, simulate_family
+from analysis.sequential.plan import Comparisons, operating, simulate_diffs
 
 ONE_LOOK = SequentialDesign(looks=(6,), small_sample="nominal")
 FOUR = SequentialDesign(looks=(3, 6, 9, 12), small_sample="nominal")

@@ -1,4 +1,4 @@
-"""What a campaign can decide under sequential seeds (analysis/sequential_plan.py) and `campaign plan --power`."""
+"""What a campaign can decide under sequential seeds (analysis/sequential/plan.py) and `campaign plan --power`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.sequential_plan import Comparisons, campaign_cost, recommend
+from analysis.sequential.plan import Comparisons, campaign_cost, recommend
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = Comparisons(cell=np.repeat(np.arange(2), 3), sd=np.full(6, 1.5), gh_policy=np.full(6, 2.0),

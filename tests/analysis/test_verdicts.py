@@ -14,7 +14,7 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 from typer.testing import CliRunner
 
-from analysis.paired import paired_comparisons
+from analysis.comparisons import paired_comparisons
 from analysis.records import normalise_records
 from analysis.verdicts import VERDICTS, verdict_counts, verdict_table
 from evaluation.suite import load_suite

@@ -129,3 +129,18 @@ def test_mc_any_answer_style_round_trips(letter_idx, n, style, prefix):
     letter = "ABCDEFGHIJ"[letter_idx % n]
     res = grade("multiple_choice", prefix + " " + style.format(letter), letter, n_options=n)
     assert res == GradeResult(1.0, letter, "ok")
+
+
+def test_each_grader_is_declared_once_by_its_decorator():
+    """Issue 23: the graders, their versions and budgets come from one registration per grader module."""
+    from evaluation.graders import BUDGET_S, GRADER_VERSIONS, GRADERS
+    from evaluation.graders.registry import REGISTRY, get_grader, register_grader
+
+    assert GRADERS == ("math", "multiple_choice", "knights_knaves") == tuple(REGISTRY)
+    assert GRADER_VERSIONS == {g: get_grader(g).version for g in GRADERS}
+    assert BUDGET_S == {g: get_grader(g).budget_s for g in GRADERS}
+    with pytest.raises(ValueError, match="already registered"):
+        register_grader("math", version="9", budget_s=1.0)(lambda response, gold: GradeResult(0.0, None, "ok"))
+    with pytest.raises(ValueError, match=r"unknown grader 'regex'; use one of \['math', 'multiple_choice'"):
+        get_grader("regex")
+    assert REGISTRY["math"].version == GRADER_VERSIONS["math"]  # the refused registration changed nothing

@@ -16,8 +16,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.sequential import SequentialDesign
-from analysis.sequential_family import familywise_look
+from analysis.sequential.design import SequentialDesign
+from analysis.sequential.family import familywise_look
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))

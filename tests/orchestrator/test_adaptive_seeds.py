@@ -10,8 +10,9 @@ import pytest
 
 from analysis.aggregates import run_table
 from analysis.records import read_records
-from analysis.sequential import SequentialDesign, interim_decision
-from analysis.sequential_looks import look_at_runs, next_batch_seeds
+from analysis.sequential.decisions import interim_decision
+from analysis.sequential.design import SequentialDesign
+from analysis.sequential.looks import look_at_runs, next_batch_seeds
 from orchestrator.looks import read_looks, record_look
 from evaluation.suite import load_suite
 

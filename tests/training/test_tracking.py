@@ -258,7 +258,7 @@ def test_a_real_verl_runs_metrics_reach_mlflow_per_step(uri, tmp_path: Path) -> 
 def test_a_real_verl_runs_metrics_reach_the_intervention_check_and_the_training_curves(tmp_path: Path) -> None:
     """The report's intervention check reads verl's file: gfpo's kept_frac < 1 is the selector acting (no
     "no kept_frac logged" flag), the mixer's realised proportions are there, and the training curves have both."""
-    from analysis.figures import training_frame
+    from analysis.figure_data import training_frame
     from analysis.intervention import flag_policies, flags_banner_html, run_summary
 
     ident = {"campaign": "c", "model": "tiny_qwen2", "regime": ""}

@@ -30,7 +30,10 @@ from functools import lru_cache
 import numpy as np
 from scipy import special, stats
 
-from analysis.sequential import Decision, SequentialDesign, SequentialError, interim_decision, spend
+from analysis.sequential import SequentialError
+from analysis.sequential.boundaries import spend
+from analysis.sequential.decisions import Decision, interim_decision
+from analysis.sequential.design import SequentialDesign
 
 FAMILYWISE = ("none", "bonferroni", "holm")
 
@@ -51,7 +54,7 @@ def _null_t(looks: tuple[int, ...], n_paths: int, seed: int) -> np.ndarray:
 
 def level_bounds(looks: tuple[int, ...], max_seeds: int, alphas: Sequence[float], spending: str,
                  n_paths: int = 300_000, seed: int = 20_261_129) -> np.ndarray:
-    """`analysis.sequential.t_bounds_mc` at many levels at once, (len(alphas), K): the same null paths and
+    """`analysis.sequential.boundaries.t_bounds_mc` at many levels at once, (len(alphas), K): the same null paths and
     order-statistic rule, vectorised over levels (each look sorts the paths once for every level)."""
     tt = _null_t(tuple(looks), n_paths, seed)
     a = np.asarray(alphas, dtype=float)

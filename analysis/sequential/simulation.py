@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from analysis.sequential import SequentialDesign, SequentialError
+from analysis.sequential import SequentialError
+from analysis.sequential.design import SequentialDesign
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from analysis.sequential import SequentialDesign, SequentialError
-from analysis.sequential_estimates import stagewise_estimate
+from analysis.sequential import SequentialError
+from analysis.sequential.design import SequentialDesign
+from analysis.sequential.estimates import stagewise_estimate
 
 if TYPE_CHECKING:  # annotations only: pandas is imported where it is used, not at module import
     import pandas as pd

@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from analysis.sequential import SequentialDesign, SequentialError, interim_decision
-from analysis.sequential_estimates import stagewise_estimate
+from analysis.sequential import SequentialError
+from analysis.sequential.decisions import interim_decision
+from analysis.sequential.design import SequentialDesign
+from analysis.sequential.estimates import stagewise_estimate
 
 if TYPE_CHECKING:  # annotations only: pandas is imported where it is used, not at module import
     from pathlib import Path
@@ -35,14 +37,14 @@ def look_at_runs(runs: pd.DataFrame, design: SequentialDesign, look: int, aggreg
     used). references: mechanism -> reference policy (default: select/reweight -> baseline,
     mix -> static). The family is every comparison of the campaign present in `runs` (or the design's
     family_size); rejected_before: how many of the family were rejected at earlier looks (the Holm step-down
-    of `analysis.sequential_family` starts from the level they freed). Returns one row per comparison:
+    of `analysis.sequential.family` starts from the level they freed). Returns one row per comparison:
     identity, n, mean, sd, stat, critical, repeated CI, equivalence RCI, decision, the level it was tested
     at (`alpha_comparison`) and `needs_seeds` (True while undecided) so a scheduler knows which
     configurations get the next batch.
     """
     import pandas as pd
 
-    from analysis.sequential_family import familywise_look
+    from analysis.sequential.family import familywise_look
 
     refs = dict(references or {"select": "baseline", "reweight": "baseline", "mix": "static"})
     if not 0 <= look < len(design.looks):

@@ -9,7 +9,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from analysis.sequential import SequentialDesign
+from analysis.sequential.design import SequentialDesign
 
 _THETA = np.linspace(-8.0, 8.0, 321)  # standardised effect delta/sigma per seed
 

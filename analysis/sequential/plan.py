@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from analysis.sequential import SequentialDesign
-from analysis.sequential_family import fixed_holm, simulate_family
+from analysis.sequential.design import SequentialDesign
+from analysis.sequential.family import fixed_holm, simulate_family
 
 #: the design family `campaign plan --power` searches: batches of 3 seeds, equivalence margin 1 point and
 #: futility below conditional power 0.15 (the benchmark's headline design), maximum seeds varied

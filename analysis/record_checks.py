@@ -1,0 +1,154 @@
+"""Cell-by-cell checks of raw records, each appending a `Problem` (file, 1-based row, column, fix) to a
+list instead of raising, so analysis.records reports every problem of a file in one pass; and the refusal of
+records that mix evaluation settings within one comparison group.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from analysis.schema import GROUP_KEYS, MECHANISMS, Problem, RecordsError, study_mechanism
+
+
+_MISSING_TOKENS = {"", "nan", "na", "none", "null"}
+
+
+class UnknownPolicyWarning(UserWarning):
+    """A policy outside the study's table got mechanism "unknown"."""
+
+
+def blank_cells(s: pd.Series) -> np.ndarray:
+    txt = s.astype(str).str.strip().str.lower()
+    return (s.isna() | txt.isin(_MISSING_TOKENS)).to_numpy()
+
+
+def number_cells(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(values with NaN for blanks, mask of non-blank cells that are not numbers)."""
+    blank = blank_cells(s)
+    vals = pd.to_numeric(s.where(~blank).astype(object).map(lambda v: str(v).strip() if isinstance(v, str) else v),
+                         errors="coerce").to_numpy(dtype=float)
+    bad = ~blank & np.isnan(vals)
+    return vals, bad
+
+
+def row_numbers(mask: np.ndarray) -> list[int]:
+    return (np.flatnonzero(mask) + 1).tolist()
+
+
+def check_text(raw: pd.DataFrame, col: str, f: str, problems: list[Problem]) -> None:
+    for r in row_numbers(blank_cells(raw[col])):
+        problems.append(Problem(f, r, col, "is empty; every record needs a value here"))
+
+
+INT_LIMITS = {"seed": 2**32, "step": 2**31, "steps": 2**31}  # seeds are uint32 (as in campaign specs)
+
+
+def check_int(raw: pd.DataFrame, col: str, f: str, problems: list[Problem]) -> np.ndarray:
+    vals, bad = number_cells(raw[col])
+    blank = blank_cells(raw[col])
+    nonint = ~bad & ~blank & (np.isinf(vals) | (np.nan_to_num(vals) != np.floor(np.nan_to_num(vals))))
+    for r in row_numbers(blank):
+        problems.append(Problem(f, r, col, "is empty; expected an integer"))
+    for r in row_numbers(bad | nonint):
+        problems.append(Problem(f, r, col, f"{raw[col].iloc[r - 1]!r} is not an integer"))
+    hi = INT_LIMITS.get(col, 2**53)
+    finite = np.nan_to_num(vals, nan=0.0, posinf=0.0, neginf=0.0)
+    for r in row_numbers(~bad & ~blank & ~nonint & ((finite < 0) | (finite >= hi))):
+        problems.append(Problem(f, r, col, f"{raw[col].iloc[r - 1]!r} is out of range; must be >= 0 and < {hi}"))
+    return vals
+
+
+def check_score(raw: pd.DataFrame, col: str, f: str, problems: list[Problem], hi: float = 100.0) -> np.ndarray:
+    vals, bad = number_cells(raw[col])
+    for r in row_numbers(bad):
+        problems.append(Problem(f, r, col, f"{raw[col].iloc[r - 1]!r} is not a number; "
+                                           "write a number, or leave the cell blank for a missing score"))
+    out = ~np.isnan(vals) & ((vals < 0) | (vals > hi) | np.isinf(vals))
+    for r in row_numbers(out):
+        problems.append(Problem(f, r, col, f"{vals[r - 1]!r} is outside [0, {hi:g}]"))
+    return vals
+
+
+CELL = ("campaign", "model", "policy", "regime", "step", "seed", "benchmark")
+
+
+def _is_missing(v: object) -> bool:
+    """None, NaN or pandas NA (scalars only)."""
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):  # a list or array cell: not missing
+        return False
+
+
+def check_one_run_per_cell(raw: pd.DataFrame, cols: set[str] | list[str], key_col: str, f: str,
+                            problems: list[Problem]) -> None:
+    """Two runs of one cell (same campaign/model/policy/regime/step/seed/benchmark, different run) would be paired
+    arbitrarily: records of two generations of a changed spec, or a duplicated run. Refuse them, naming both."""
+    cell = [c for c in CELL if c in cols]
+    if key_col not in cols or not {"campaign", "model", "policy", "seed", "benchmark"} <= set(cell):
+        return
+    # a blank key cell (NaN seed in a Parquet file, "" in a CSV) is refused by the cell checks with its row and
+    # column; here it is text like any other value, never a float that `'/'.join` cannot take
+    keys = raw[cell + [key_col]].apply(lambda s: s.map(lambda v: "" if _is_missing(v) else str(v).strip()))
+    first = keys.groupby(cell, sort=False)[key_col].transform("first")
+    for r in row_numbers((keys[key_col] != first).to_numpy()):
+        problems.append(Problem(f, r, key_col, f"{keys[key_col].iloc[r - 1]!r} is a second run of the cell "
+                                              f"{'/'.join(keys[cell].iloc[r - 1])} (first: {first.iloc[r - 1]!r}): "
+                                              "records of two generations or a duplicated run; keep one generation "
+                                              "(a work dir's results/<campaign>/records.parquet holds only the current "
+                                              "one)"))
+
+
+def check_duplicates(keys: pd.DataFrame, f: str, col: str, problems: list[Problem]) -> None:
+    dup = keys.duplicated(keep=False).to_numpy()
+    if not dup.any():
+        return
+    first: dict[tuple, int] = {}
+    for r, key in zip(row_numbers(dup), keys[dup].itertuples(index=False, name=None), strict=True):
+        if key in first:
+            problems.append(Problem(f, r, col, f"duplicate of row {first[key]} for "
+                                               f"{dict(zip(keys.columns, key, strict=True))}; keep one"))
+        else:
+            first[key] = r
+
+
+def derive_mechanism(policies: pd.Series) -> np.ndarray:
+    mech = policies.map(study_mechanism).to_numpy(dtype=object)
+    unknown = sorted(set(policies[mech == "unknown"]))
+    if unknown:
+        warnings.warn(f"policies {unknown} are not in the study's policy table; mechanism set to 'unknown' "
+                      "(add a 'mechanism' column to set it)", UnknownPolicyWarning, stacklevel=3)
+    return mech
+
+
+def check_mechanism(raw: pd.DataFrame, f: str, problems: list[Problem]) -> None:
+    bad = ~raw["mechanism"].astype(str).str.strip().isin(MECHANISMS).to_numpy()
+    for r in row_numbers(bad):
+        problems.append(Problem(f, r, "mechanism",
+                                f"{raw['mechanism'].iloc[r - 1]!r} is not one of {list(MECHANISMS)}"))
+
+
+def check_one_evaluation(df: pd.DataFrame, source: str = "<records>") -> None:
+    """Refuse (RecordsError naming both) records of one comparison group (campaign, model, regime, step) scored
+    under different evaluation settings or data (`eval_hash`, evaluation/settings.py): a paired difference would
+    mix an evaluation change into the policy effect. Records without a hash (released files, older runs) are one
+    "unknown" generation; a group of only those passes."""
+    if "eval_hash" not in df.columns or df.empty:
+        return
+    runs = df.drop_duplicates(["run_key", "step"])
+    problems: list[Problem] = []
+    for key, g in runs.groupby(list(GROUP_KEYS), sort=True):
+        counts = g["eval_hash"].replace("", "unknown").value_counts()
+        if len(counts) > 1:
+            named = ", ".join(f"{h} ({n} run{'s' if n > 1 else ''}, e.g. "
+                              f"{g.loc[g['eval_hash'].replace('', 'unknown') == h, 'run_id'].iloc[0]})"
+                              for h, n in counts.items())
+            problems.append(Problem(source, None, "eval_hash", f"{'/'.join(str(k) for k in key if k != '')}: records "
+                                    f"of {len(counts)} evaluation settings: {named}; re-evaluate the older runs "
+                                    "(`campaign submit` re-evaluates runs whose evaluation settings changed) or pass "
+                                    "--allow-mixed-evaluations to compare them anyway"))
+    if problems:
+        raise RecordsError(problems)
