@@ -198,7 +198,12 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
                   highlight=False, soft_wrap=True)  # one line: the command is copied as printed
         print_analysis(records, out=out, suite=spec.suite, items_dir=workdir / "runs" / spec.name,
                        show_all=show_all)
-        write_report(records, workdir, out=out, err=err, suite=spec.suite)
+        report = write_report(records, workdir, out=out, err=err, suite=spec.suite)
+        if report is not None:
+            try:  # the campaign's MLflow parent run carries the report next to its verdicts
+                sess.tracker(spec.name).attach_report(report)
+            except Exception as exc:  # tracking is a view: the report on disk stands on its own
+                err.print(f"warning: report not attached to MLflow: {type(exc).__name__}: {exc}", markup=False)
         out.print(f"[bold]demo finished in {time.time() - t0:.0f} s[/]")
         if counts.get(RunState.failed):
             raise CampaignError(f"{counts[RunState.failed]} run(s) failed", 1)
