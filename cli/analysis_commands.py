@@ -34,7 +34,7 @@ FormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help=(
 JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="same as --format json")]
 WideOpt = Annotated[bool, typer.Option("--wide", metavar="",
                                        help="every column; by default terminal tables keep the key "
-                                       "columns so that they fit 120 characters")]
+                                       "columns so that they fit the terminal (120 characters when not a terminal)")]
 OUT_FILE_HELP = ("write the output to this FILE instead of stdout (atomic; --force replaces it). --out is a file "
                  "for single-output commands (compare, verdicts, report) and a folder for multi-table commands "
                  "(tables, sensitivity)")
@@ -256,7 +256,8 @@ def tables(
     """Print the study's tables regenerated from RECORDS (Markdown, CSV, LaTeX or JSON).
 
     On a terminal (Markdown, no --table) the verdict counts and an index of the tables; --table NAME or --all
-    prints them, each fitted to 120 characters naming the columns it leaves out (--wide: every column).
+    prints them, each fitted to the terminal's width (120 when piped) naming the columns it leaves out (--wide:
+    every column).
     CSV holds one table: on stdout pass --table NAME, or --out FOLDER for one file per table."""
     from analysis.tables import TABLE_NAMES
 
@@ -303,36 +304,40 @@ def tables(
 
 def _fitted(built: list) -> str:
     """Markdown tables fitted to the terminal, then one line naming the columns each left out."""
-    from analysis.table_formats import TERMINAL_WIDTH, _wrap, fit_table
+    from analysis.table_formats import _wrap, fit_table
+    from wtcommon.terminal import terminal_width
 
+    width = terminal_width()  # the terminal's; 120 when not a terminal
     parts, dropped = [], []
     for t in built:
-        text, hidden = fit_table(t, TERMINAL_WIDTH)
+        text, hidden = fit_table(t, width)
         parts.append(text)
         if hidden:
             dropped.append(f"{t.name}: {', '.join(hidden)}")
     if dropped:
-        parts.append(_wrap(f"columns left out to fit {TERMINAL_WIDTH} characters (--wide prints every column; "
-                           f"--format csv|json every number): {'; '.join(dropped)}", TERMINAL_WIDTH) + "\n")
+        parts.append(_wrap(f"columns left out to fit {width} characters (--wide prints every column; "
+                           f"--format csv|json every number): {'; '.join(dropped)}", width) + "\n")
     return "\n".join(parts)
 
 
 def _tables_index(built: list, records: Path) -> str:
     """One screen: the verdict counts (the answer) and one line per table, with how to print them."""
-    from analysis.table_formats import TERMINAL_WIDTH, _wrap
+    from analysis.table_formats import _wrap
+    from wtcommon.terminal import terminal_width
 
+    width = terminal_width()
     lines = []
     for t in built:
         if t.name == "verdicts":
-            lines += [_wrap(f"verdicts: {t.lead}", TERMINAL_WIDTH), ""]
+            lines += [_wrap(f"verdicts: {t.lead}", width), ""]
     lines.append(f"{len(built)} tables of {records}:")
-    width = max(len(t.name) for t in built)
+    name_w = max(len(t.name) for t in built)
     for t in built:
         rows = f"{len(t.display)} rows" if not t.display.empty else "empty"
-        lines.append(f"  {t.name:<{width}}  {rows:>8}  {t.title}"[:TERMINAL_WIDTH])
-    lines.append(_wrap(f"print them: --table NAME[,NAME] or --all (fitted to {TERMINAL_WIDTH} characters; --wide "
+        lines.append(f"  {t.name:<{name_w}}  {rows:>8}  {t.title}"[:width])
+    lines.append(_wrap(f"print them: --table NAME[,NAME] or --all (fitted to {width} characters; --wide "
                        "for every column); --out FOLDER writes one file per table (--format md|csv|latex|json)",
-                       TERMINAL_WIDTH))
+                       width))
     return "\n".join(lines) + "\n"
 
 
@@ -430,8 +435,8 @@ def compare(
 ) -> None:
     """Seed-paired comparison of every policy with its campaign-local reference.
 
-    md prints one table per aggregate, grouped by campaign/model/regime/step, 120 characters wide (--wide: all
-    columns); csv is the comparisons table with every column (one row per comparison and metric)."""
+    md prints one table per aggregate, grouped by campaign/model/regime/step, as wide as the terminal (120 when
+    piped; --wide: all columns); csv is the comparisons table with every column (one row per comparison and metric)."""
     fmt = _format(fmt, as_json)
     refs = _parse_map(reference_map)
     _check(check_points("--margin", margin), check_points("--effect", effect), check_seed("--seed", seed))
@@ -442,8 +447,11 @@ def compare(
     import warnings
 
     from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
-    from analysis.table_formats import TERMINAL_WIDTH, render_table
+    from analysis.table_formats import render_table
     from analysis.tables import paired_table
+    from wtcommon.terminal import terminal_width
+
+    width = terminal_width()  # the terminal's; 120 when not a terminal
 
     item_df = _read_items(items)
     with warnings.catch_warnings():
@@ -474,7 +482,7 @@ def compare(
         if fmt == "md" and not wide:
             if i == len(shown) - 1 and len(shown) > 1:  # the footnote once, for every metric
                 pt.note = pt.note.replace(f"{m}: ", "every metric: ", 1)
-            parts.append(_narrow_paired(pt, TERMINAL_WIDTH, lead=i == 0, note=i == len(shown) - 1,
+            parts.append(_narrow_paired(pt, width, lead=i == 0, note=i == len(shown) - 1,
                                         items=item_df is not None))
         else:
             if fmt == "latex" and not wide:
@@ -500,7 +508,7 @@ def compare(
             parts.append("## Outcome breakdown from the item logs (Δ share of all items, points, method − reference)"
                          "\n\n" + _md(show.astype(str)) + "\n\n" + _wrap(
                              "_wrong = parsed answer graded wrong; parse failure = no answer extracted; truncated = "
-                             "hit the generation limit (any status)_", TERMINAL_WIDTH) + "\n")
+                             "hit the generation limit (any status)_", width) + "\n")
     _emit("\n".join(parts), out)
     for msg in res.dropped:
         err.print(f"warning: {msg}", markup=False, soft_wrap=True)

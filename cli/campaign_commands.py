@@ -170,6 +170,17 @@ def _drive(sess, campaign: str, *, timeout_s: float | None = None, max_parallel:
         raise typer.Exit(1)
 
 
+def _stop_own_head(workdir: Path, started_here: bool, keep_head: bool) -> None:
+    """Stop the work dir's local Ray head when this command started it (`submit`, `resume`), unless --keep-head;
+    a head that was running before the command is left alone."""
+    from orchestrator.executor.local_head import running_head, stop_head
+
+    if started_here and not keep_head and running_head(workdir) is not None:
+        pids = stop_head(workdir)
+        err.print(f"stopped the local Ray head this command started ({len(pids)} processes; --keep-head keeps it)",
+                  highlight=False)
+
+
 def _print_summary(summary, *, dry_run: bool, as_json: bool) -> None:
     """`submit`'s summary (orchestrator.submit_summary): the same words with and without --dry-run; --json: one
     JSON object on stdout."""
@@ -412,16 +423,13 @@ def register(app: typer.Typer) -> None:
         _print_summary(summary, dry_run=False, as_json=as_json)
         if not wait:
             return
-        from orchestrator.executor.local_head import running_head, stop_head
+        from orchestrator.executor.local_head import running_head
 
         started_here = target is None and running_head(workdir) is None
         try:
             _drive(sess, spec.name, max_parallel=max_parallel, matrix=not as_json)
         finally:
-            if started_here and not keep_head and running_head(workdir) is not None:
-                pids = stop_head(workdir)
-                err.print(f"stopped the local Ray head this command started ({len(pids)} processes; --keep-head "
-                          "keeps it)", highlight=False)
+            _stop_own_head(workdir, started_here, keep_head)
 
     @app.command("resume")
     def resume_cmd(
@@ -431,13 +439,25 @@ def register(app: typer.Typer) -> None:
         ledger_url: str | None = typer.Option(None, "--ledger-url"),
         max_parallel: int | None = typer.Option(None, "--max-parallel", min=1),
         timeout: float | None = typer.Option(None, "--timeout", min=0.1, help="stop driving after this many seconds"),
+        keep_head: bool = typer.Option(False, "--keep-head", help="leave the local Ray head this command started "
+                                       "running when it finishes (`campaign head stop` stops it later)"),
     ) -> None:
-        """Pick up a campaign after a crash: reattach to running jobs, resubmit lost ones, continue."""
+        """Pick up a campaign after a crash: reattach to running jobs, resubmit lost ones, continue.
+
+        A local Ray head this command started is stopped when it finishes, as `submit` does (--keep-head keeps
+        it); a head that was already running is left as it was."""
+        from orchestrator.campaign import cluster_address
+        from orchestrator.executor.local_head import running_head
+
         campaign = _campaign_name(campaign)
         _existing_workdir(workdir, ledger_url, campaign)
         sess = _session(workdir, ledger_url, ray_address)
         _require_campaign(sess, campaign)
-        _drive(sess, campaign, timeout_s=timeout, max_parallel=max_parallel)
+        started_here = cluster_address(workdir, ray_address) is None and running_head(workdir) is None
+        try:
+            _drive(sess, campaign, timeout_s=timeout, max_parallel=max_parallel)
+        finally:
+            _stop_own_head(workdir, started_here, keep_head)
 
     @app.command("status")
     def status_cmd(

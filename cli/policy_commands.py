@@ -87,16 +87,23 @@ def register(app: typer.Typer) -> None:
         out.print(t)
 
     @policies_app.command("show")
-    def show(name: Annotated[str, typer.Argument(help="configuration name or YAML path")], folder: DirOpt = DEFAULT_DIR,
+    def show(name: Annotated[str, typer.Argument(help="configuration name or YAML path")],
+             folder: Annotated[Path | None, typer.Option("--dir", help="look the name up in this folder only")] = None,
+             campaign: Annotated[str | None, typer.Option(
+                 "--campaign", help="resolve the name as this campaign's submit does (default: the current folder's "
+                 "project)")] = None,
              as_json: Annotated[bool, typer.Option("--json",
                                                    help="print the resolved config as JSON")] = False) -> None:
-        """Show one configuration fully resolved (defaults filled), with its semantics."""
+        """Show one configuration fully resolved (defaults filled), with its semantics. A name resolves as
+        `submit` resolves it: the project's `policy/` folder first, then the shipped policies."""
+        from orchestrator.policy_resolve import locate_policy
+        from orchestrator.spec import SpecError
         from policies import PolicyConfigError, load_policy
 
-        path = Path(name) if name.endswith((".yaml", ".yml")) else folder / f"{name}.yaml"
-        if not path.is_file():
-            known = sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
-            _fail(f"{path}: no such policy configuration; known: {', '.join(known)}")
+        try:
+            path = locate_policy(name, folder=folder, campaign=campaign)
+        except SpecError as exc:
+            _fail(str(exc))
         from orchestrator.plugins import add_project_path, project_root_of_policy
 
         add_project_path(project_root_of_policy(path))
@@ -123,21 +130,25 @@ def register(app: typer.Typer) -> None:
     def validate(files: Annotated[list[Path], typer.Argument(help="policy YAML files")],
                  rollout_n: Annotated[int | None, typer.Option("--rollout-n",
                                                                help="cross-check against rollout.n")] = None) -> None:
-        """Validate policy YAMLs strictly (exit 2 naming the file and field on the first error). A policy's
-        `plugins:` modules are imported (that runs their code) from its project directory: the folder above
-        `policy/` (or the YAML's own folder)."""
+        """Validate policy YAMLs strictly: every problem of every file is listed (exit 2), each naming the file
+        and field. A policy's `plugins:` modules are imported (that runs their code) from its project
+        directory: the folder above `policy/` (or the YAML's own folder)."""
         from orchestrator.plugins import add_project_path, project_root_of_policy
-        from policies import PolicyConfigError, load_policy
+        from policies import load_policy
+        from policies.problems import policy_problems
 
         if rollout_n is not None and rollout_n < 2:
             _fail(f"--rollout-n: got {rollout_n}; GRPO needs at least 2 samples per prompt")
+        problems = []
         for f in files:
             add_project_path(project_root_of_policy(f))
-            try:
+            found = policy_problems(f, rollout_n=rollout_n)
+            problems += found
+            if not found:
                 p = load_policy(f, rollout_n=rollout_n)
-            except PolicyConfigError as exc:
-                _fail(str(exc))
-            out.print(f"ok {f} ({p.name}, {p.mechanism})")
+                out.print(f"ok {f} ({p.name}, {p.mechanism})")
+        if problems:
+            _fail(f"{len(problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in problems))
 
     @policies_app.command("check")
     def check() -> None:

@@ -198,10 +198,17 @@ def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | 
                             "`campaign resume`", 3) from None
     sess.ingest(campaign)
     try:
-        sess.collect_records(campaign)
+        records = sess.collect_records(campaign)
     except RecordsMissing as exc:
         raise CampaignError(f"{exc}; `campaign resume {campaign} --workdir {sess.workdir}` re-runs their record "
                             "stage") from None
+    try:  # the campaign's MLflow parent run: its verdicts and records, once nothing is pending
+        sess.conclude(campaign, records)
+    except LeaseLost as exc:
+        raise CampaignError(str(exc), 4) from None
+    except Exception as exc:  # tracking is a view of the ledger: a failure here never fails the campaign
+        console.print(f"warning: MLflow campaign run not updated: {type(exc).__name__}: {exc}", markup=False,
+                      highlight=False)
     make_private(sess.workdir)
     return counts
 

@@ -29,9 +29,10 @@ def print_analysis(records: Path, *, out: Console, suite: str = "db12", n_resamp
     from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
     from analysis.records import read_records
     from analysis.schema import RecordsError
-    from analysis.table_formats import TERMINAL_WIDTH, _wrap, fit_table
+    from analysis.table_formats import _wrap, fit_table
     from analysis.tables import TABLE_NAMES, build_tables, paired_table
     from evaluation.suite import load_suite
+    from wtcommon.terminal import terminal_width
 
     s = load_suite(suite)
     try:
@@ -49,6 +50,7 @@ def print_analysis(records: Path, *, out: Console, suite: str = "db12", n_resamp
         except RecordsError as exc:
             out.print(f"_item logs not used: {exc}_", markup=False, highlight=False, soft_wrap=True)
     say = lambda text: out.print(text, markup=False, highlight=False, soft_wrap=True)  # noqa: E731
+    width = terminal_width(out.file)  # the terminal's; 120 when not a terminal
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         paired = paired_comparisons(df, s, n_resamples=n_resamples, items=items)
@@ -64,23 +66,23 @@ def print_analysis(records: Path, *, out: Console, suite: str = "db12", n_resamp
               soft_wrap=True)
     if show_all:
         for t in tables:
-            say(fit_table(t, TERMINAL_WIDTH)[0])
+            say(fit_table(t, width)[0])
         for metric in s.aggregate_names:
-            say(fit_table(paired_table(paired.table, metric), TERMINAL_WIDTH)[0])
+            say(fit_table(paired_table(paired.table, metric), width)[0])
     else:
-        _print_verdicts(tables, say, SMALL_N_NOTE, records)
+        _print_verdicts(tables, say, SMALL_N_NOTE, records, width)
     for b in broken:
         say(f"_table not built: {b}_")
     if paired.dropped:
-        say(_wrap(f"_dropped: {len(paired.dropped)} (e.g. {paired.dropped[0]})_", TERMINAL_WIDTH))
+        say(_wrap(f"_dropped: {len(paired.dropped)} (e.g. {paired.dropped[0]})_", width))
     for msg in list(dict.fromkeys(str(w.message) for w in caught))[:2]:  # each warning once
-        say(_wrap(f"_warning: {msg}_", TERMINAL_WIDTH))
+        say(_wrap(f"_warning: {msg}_", width))
 
 
-def _print_verdicts(tables: list, say, small_n: str, records: Path) -> None:
+def _print_verdicts(tables: list, say, small_n: str, records: Path, width: int) -> None:
     """The verdict counts, the decided comparisons (better/worse/equivalent; SCREEN_ROWS at most) and the
     small-n note, fitted to the terminal."""
-    from analysis.table_formats import TERMINAL_WIDTH, _md, _wrap, fit_columns
+    from analysis.table_formats import _md, _wrap, fit_columns
 
     v = next((t for t in tables if t.name == "verdicts"), None)
     if v is None:
@@ -88,14 +90,14 @@ def _print_verdicts(tables: list, say, small_n: str, records: Path) -> None:
     if v.data.empty:
         say("no method-vs-reference comparison: the records hold no policy whose reference is present")
         return
-    say(_wrap(f"verdicts: {v.lead}", TERMINAL_WIDTH))
+    say(_wrap(f"verdicts: {v.lead}", width))
     # decided comparisons first, then the undecided with the largest |Δ|, SCREEN_ROWS rows in all
     order = v.data.assign(_u=v.data["verdict"].eq("undecided"), _a=-v.data["mean_diff"].abs().fillna(0))
     idx = order.sort_values(["_u", "_a"], kind="stable").index[:SCREEN_ROWS]
     disp = v.display.loc[idx]
     key = [c for c in ("policy", "vs", "Δ mean [t 95% CI]", "verdict", "model", "campaign", "n", "regime", "step")
            if c in disp.columns]
-    shown, hidden = fit_columns(disp, key, TERMINAL_WIDTH)
+    shown, hidden = fit_columns(disp, key, width)
     say(_md(shown))
     hidden = [c for c in hidden if c in key]
     n_decided = int(v.data["verdict"].ne("undecided").sum())
@@ -104,9 +106,9 @@ def _print_verdicts(tables: list, say, small_n: str, records: Path) -> None:
          else "none decided at this n; largest |Δ| first")
         + (f"; {rest} more comparisons not listed" if rest > 0 else "")
         + (f"; columns left out: {', '.join(hidden)}" if hidden else ""))
-    say(_wrap(small_n, TERMINAL_WIDTH))
+    say(_wrap(small_n, width))
     say(_wrap(f"every comparison and table: campaign verdicts {records}; campaign tables {records} --all "
-              f"(or this command with --all)", TERMINAL_WIDTH))
+              f"(or this command with --all)", width))
 
 
 def write_report(records: Path, workdir: Path, *, out: Console, err: Console, suite: str = "db12",
@@ -197,7 +199,12 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
                   highlight=False, soft_wrap=True)  # one line: the command is copied as printed
         print_analysis(records, out=out, suite=spec.suite, items_dir=workdir / "runs" / spec.name,
                        show_all=show_all)
-        write_report(records, workdir, out=out, err=err, suite=spec.suite)
+        report = write_report(records, workdir, out=out, err=err, suite=spec.suite)
+        if report is not None:
+            try:  # the campaign's MLflow parent run carries the report next to its verdicts
+                sess.tracker(spec.name).attach_report(report)
+            except Exception as exc:  # tracking is a view: the report on disk stands on its own
+                err.print(f"warning: report not attached to MLflow: {type(exc).__name__}: {exc}", markup=False)
         out.print(f"[bold]demo finished in {time.time() - t0:.0f} s[/]")
         if counts.get(RunState.failed):
             raise CampaignError(f"{counts[RunState.failed]} run(s) failed", 1)

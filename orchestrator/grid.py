@@ -137,15 +137,12 @@ class _Resolver:
     def recipe(self, name: str, key: str) -> dict[str, Any]:
         return self._load("recipe", name, key)
 
-    def policy(self, name: str, key: str) -> tuple[dict[str, Any], str]:
-        cfg = self._load("policy", name, key)
-        mech = mechanism_of(cfg, name)
-        if mech not in MECHANISMS:
-            raise SpecError(
-                f"{self.root / 'policy' / (name + '.yaml')}: key 'mechanism': '{mech}' is not one of "
-                f"{'|'.join(MECHANISMS)}"
-            )
-        return cfg, mech
+    def policy(self, entry: Any, key: str) -> tuple[str, tuple[dict[str, Any], str]]:
+        """(name, (config, mechanism)) of a `policies:` entry: a name, a YAML path or an inline variant."""
+        from orchestrator.policy_resolve import resolve_policy
+
+        name, cfg, mech = resolve_policy(entry, self.spec, key)
+        return name, (cfg, mech)
 
 
 def run_gpus(spec: CampaignSpec, model: str, mcfg: dict[str, Any], where: str) -> int:
@@ -219,7 +216,7 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
             seeds = g.seeds if g.seeds is not None else spec.seeds
             steps = g.steps or spec.steps
             save_freq = g.save_freq or spec.save_freq or steps
-            pols = {p: res.policy(p, f"{gkey}.policies" if gkey else "policies") for p in g.policies}
+            pols = dict(res.policy(p, f"{gkey}.policies" if gkey else "policies") for p in g.policies)
             for model in g.models:
                 mcfg = res.model(model, f"{gkey}.models" if gkey else "models")
                 mcomp = spec.compute.for_model(model)

@@ -175,6 +175,25 @@ class Session:
             return 0
         return self.tracker(campaign).sync()
 
+    def conclude(self, campaign: str, records: Path | None, report: Path | None = None) -> str | None:
+        """End the campaign's MLflow parent run with its verdicts, records and report (`CampaignTracker.conclude`)
+        once nothing is pending; the parent's run id, or None when runs are still pending, tracking is off or
+        another live orchestrator drives the campaign (it is the store's writer then)."""
+        import time
+
+        from orchestrator.scheduler import orchestrator_id
+
+        if not self.track:
+            return None
+        held = self.ledger.driver(campaign)
+        if held and held[0] != orchestrator_id() and held[1] > time.time():
+            return None
+        done = (RunState.recorded, RunState.failed, RunState.cancelled)
+        if any(r.state not in done for r in self.ledger.runs(campaign)):
+            return None
+        spec = CampaignSpec.model_validate_json(self.ledger.campaign_spec(campaign) or "{}")
+        return self.tracker(campaign).conclude(records, spec.suite, report=report)
+
     def collect_records(self, campaign: str) -> Path | None:
         """`results/<campaign>/records.parquet` from every recorded run of the current generation
         (superseded runs never), rebuilt atomically, tagged with the spec hash it came from.

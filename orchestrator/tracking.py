@@ -17,6 +17,10 @@ ends the run with
 its status (recorded → FINISHED with per-benchmark scores and the suite's aggregates such as DB-12
 per checkpoint step, failed → FAILED, cancelled/superseded → KILLED) at the time the ledger recorded it.
 
+A campaign also has one parent run (`<campaign> · campaign`, tagged `windtunnel.campaign_run`): every cell's run is
+nested under it (`mlflow.parentRunId`), and when nothing is pending it ends with the campaign's verdicts (counts as
+metrics, decided claims as tags, the table as `verdicts.csv`), its records and, when one is written, the report.
+
 All helpers take an explicit tracking URI and use `MlflowClient`, never the fluent global state.
 """
 
@@ -337,6 +341,29 @@ def eval_metric_rows(records_path: str | Path, suite: str) -> list[dict[str, Any
 
 
 _TERMINAL_STATUS = {RunState.recorded: "FINISHED", RunState.failed: "FAILED", RunState.cancelled: "KILLED"}
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's own tag: the UI nests a run under this parent
+CAMPAIGN_RUN_TAG = "windtunnel.campaign_run"  # "true" on a campaign's parent run
+
+
+def verdict_summary(records: str | Path, suite: str, *, margin: float = 1.0, alpha: float = 0.05,
+                    n_resamples: int = 1000) -> Any:
+    """The campaign's verdict table (analysis.verdicts, the suite's first aggregate) from its records, or None
+    when the records hold no method-vs-reference pair yet."""
+    import warnings
+
+    from analysis.paired import paired_comparisons
+    from analysis.records import read_records
+    from analysis.verdicts import verdict_table
+    from evaluation.suite import load_suite
+
+    s = load_suite(suite)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = paired_comparisons(read_records(records, suite=s), s, n_resamples=n_resamples)
+        if res.table.empty:
+            return None
+        v = verdict_table(res.table, s.aggregate_names[0], margin, alpha)
+    return None if v.empty else v
 
 
 class CampaignTracker:
@@ -347,6 +374,69 @@ class CampaignTracker:
         self._known: dict[str, dict[str, Any]] = {}  # run_key -> {"id", "status", "offsets", "superseded"}
         self._skip: set[str] = set()  # untracked earlier generations: never looked up again
         self._reported: set[str] = set()
+        self._parent: dict[str, Any] | None = None  # {"id", "status"} of the campaign's parent run
+
+    def parent(self) -> dict[str, Any]:
+        """The campaign's parent run (created once, found again by its run-key tag): every cell's run nests under
+        it, and it carries the campaign's verdicts and report (`conclude`)."""
+        if self._parent is None:
+            c = client(self.uri)
+            self._fence()
+            exp = experiment_id(self.uri, self.campaign, (self.workdir / "mlartifacts" / self.campaign).as_uri())
+            # found by its own tag, not RUN_KEY_TAG: whatever counts the cells' runs by run_key never counts it
+            found = c.search_runs([exp], filter_string=f"tags.`{CAMPAIGN_RUN_TAG}` = 'true'", max_results=1)
+            if found:
+                self._parent = {"id": found[0].info.run_id, "status": found[0].info.status}
+            else:
+                run = c.create_run(exp, run_name=f"{self.campaign} · campaign",
+                                   tags={CAMPAIGN_RUN_TAG: "true", "windtunnel.campaign": self.campaign})
+                self._parent = {"id": run.info.run_id, "status": run.info.status}
+        return self._parent
+
+    def conclude(self, records: str | Path | None, suite: str, *, report: str | Path | None = None) -> str:
+        """End the parent run when the campaign has nothing pending: its verdicts (counts as metrics and a tag,
+        the table as `verdicts.csv`), the records, the report (`report.html`) when given; FAILED when a run
+        failed. Returns the parent's MLflow run id. Called again (a resumed or grown campaign) it replaces them."""
+        from mlflow.entities import RunTag
+
+        par = self.parent()
+        rows = self.ledger.runs(self.campaign)
+        counts = {st: sum(1 for r in rows if r.state == st) for st in (RunState.recorded, RunState.failed)}
+        metrics: list[dict[str, Any]] = [{"step": 0, "runs/recorded": counts[RunState.recorded],
+                                          "runs/failed": counts[RunState.failed], "runs/total": len(rows)}]
+        tags = [RunTag("windtunnel.runs", f"{counts[RunState.recorded]} recorded, {counts[RunState.failed]} failed "
+                                          f"of {len(rows)}")]
+        c = client(self.uri)
+        v = verdict_summary(records, suite) if records is not None and Path(records).exists() else None
+        self._fence()
+        if v is not None:
+            from analysis.verdicts import VERDICTS, verdict_counts
+
+            vc = verdict_counts(v)
+            metrics[0] |= {f"verdicts/{k}": vc.get(k, 0) for k in VERDICTS}
+            tags.append(RunTag("windtunnel.verdicts", ", ".join(f"{vc.get(k, 0)} {k}" for k in VERDICTS)))
+            for r in v.itertuples():
+                if r.verdict != "undecided":  # the claims, readable in the run's tags
+                    regime = f"@{r.regime}" if isinstance(r.regime, str) and r.regime else ""
+                    tags.append(RunTag(mlflow_key(f"verdict/{r.policy} vs {r.reference}/{r.model}{regime}"),
+                                       f"{r.verdict} ({r.mean_diff:+.2f} {r.metric}, n={r.n})"))
+            c.log_text(par["id"], v.to_csv(index=False), "verdicts.csv")
+        if records is not None and Path(records).exists():
+            c.log_artifact(par["id"], str(records))
+        if report is not None:
+            c.log_artifact(par["id"], str(report))
+        _log_batches(self.uri, par["id"], metric_rows(metrics), tags=tags)
+        status = "FAILED" if counts[RunState.failed] else "FINISHED"
+        finish(self.uri, par["id"], status)
+        par["status"] = status
+        return str(par["id"])
+
+    def attach_report(self, report: str | Path) -> str:
+        """Log a report written after the campaign ended (`campaign demo`, `campaign report`) to the parent run."""
+        par = self.parent()
+        self._fence()
+        client(self.uri).log_artifact(par["id"], str(report))
+        return str(par["id"])
 
     def _spec(self, row: RunRow) -> RunSpec:
         from orchestrator.grid import RunSpec
@@ -378,13 +468,18 @@ class CampaignTracker:
                 return None  # an earlier generation never tracked: do not create it now
             attempts = self.ledger.attempts(self.campaign, row.run_key)
             started = attempts[0]["started_at"] if attempts else time.time()
+            parent = self.parent()["id"]
             self._fence()
             rid = ensure_run(self.uri, self.campaign, row.run_key, cell_run_name(spec), params=cell_params(spec),
-                             tags=cell_tags(spec), start_time=started,
+                             tags={**cell_tags(spec), PARENT_TAG: parent}, start_time=started,
                              artifact_location=(self.workdir / "mlartifacts" / self.campaign).as_uri())
         if row.mlflow_run_id != rid:
             self.ledger.update(self.campaign, row.run_key, mlflow_run_id=rid)
         run = c.get_run(rid)
+        if PARENT_TAG not in run.data.tags:  # a run tracked before campaigns had a parent run: nest it now
+            parent = self.parent()["id"]
+            self._fence()
+            c.set_tag(rid, PARENT_TAG, parent)
         offsets = json.loads(run.data.tags.get(OFFSET_TAG, "{}"))
         return {"id": rid, "status": run.info.status, "offsets": offsets if isinstance(offsets, dict) else {},
                 "superseded": run.data.tags.get("windtunnel.superseded_by", "")}
@@ -463,6 +558,8 @@ class CampaignTracker:
             if row.run_key in self._skip:
                 continue
             try:
+                if row.state not in _TERMINAL_STATUS and not row.superseded_by:
+                    self._reopen_parent()
                 changed += self._sync_row(row)
             except LeaseLost:
                 raise
@@ -475,6 +572,14 @@ class CampaignTracker:
                     self.ledger.event(self.campaign, "tracking_error", msg, row.run_key)
                     print(f"warning: {msg}", file=sys.stderr)
         return changed
+
+    def _reopen_parent(self) -> None:
+        """The parent runs while any cell does (a resumed or grown campaign reopens a concluded one)."""
+        par = self.parent()
+        if par["status"] != "RUNNING":
+            self._fence()
+            client(self.uri).update_run(par["id"], status="RUNNING")
+            par["status"] = "RUNNING"
 
     def _sync_row(self, row: RunRow) -> int:
         changed = 0

@@ -96,7 +96,11 @@ def test_resubmit_with_changed_recipe_collects_only_the_new_generation(tree: Pat
     from orchestrator import tracking  # MLflow: the new generation FINISHED, every old run ended and tagged
 
     ml = tracking.client(tracking.default_uri(tmp_path / "wd"))
-    cells = ml.search_runs([ml.get_experiment_by_name("gen").experiment_id])
+    every = ml.search_runs([ml.get_experiment_by_name("gen").experiment_id])
+    parents = [r for r in every if r.data.tags.get(tracking.CAMPAIGN_RUN_TAG) == "true"]
+    cells = [r for r in every if r.data.tags.get(tracking.CAMPAIGN_RUN_TAG) != "true"]
+    assert len(parents) == 1  # the campaign's parent run, every cell's run nested under it
+    assert {r.data.tags.get(tracking.PARENT_TAG) for r in cells} == {parents[0].info.run_id}
     status = {r.data.tags[tracking.RUN_KEY_TAG]: (r.info.status, r.data.tags.get("windtunnel.superseded_by", ""))
               for r in cells}
     assert {k: v for k, v in status.items() if k in new_keys} == {k: ("FINISHED", "") for k in new_keys}

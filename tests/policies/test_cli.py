@@ -61,3 +61,61 @@ def test_check_passes_with_the_installed_plugin():
     r = CliRunner().invoke(_app(), ["policies", "check"], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     assert "windtunnel_sync" in r.output
+
+
+def test_validate_lists_every_problem_of_every_file_at_once(tmp_path):
+    """Three mistakes in one file and one in another: all four are listed in one run (before: the first only)."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nmechanism: select\ncolour: red\nscorer: {name: advantage_magnitude}\n"
+                   "actuator: {name: topk_fraction, params: {fraction: 1.5, scope: everywhere}}\nloss_norm: kept\n")
+    worse = tmp_path / "worse.yaml"
+    worse.write_text("name: worse\nmechanism: select\nscorer: {name: advantage_magnitud}\n"
+                     "actuator: {name: topk_fraction}\n")
+    r = CliRunner().invoke(_app(), ["policies", "validate", str(bad), str(POLICY_DIR / "gfpo.yaml"), str(worse)],
+                           env={"COLUMNS": "300"})
+    assert r.exit_code == 2, r.output
+    text = " ".join(r.output.split())
+    assert "5 problem(s)" in text
+    for needle in ("unknown key(s) ['colour']", "actuator.params.fraction (actuator 'topk_fraction'): got 1.5",
+                   "actuator.params.scope (actuator 'topk_fraction'): got 'everywhere'", "loss_norm: got 'kept'",
+                   "unknown scorer 'advantage_magnitud'"):
+        assert needle in text, needle
+    assert f"ok {POLICY_DIR / 'gfpo.yaml'}" in text  # a good file among bad ones is still said to be good
+    assert str(bad) in text and str(worse) in text
+
+
+def _project(tmp_path: Path) -> Path:
+    proj = tmp_path / "proj"
+    (proj / "policy").mkdir(parents=True)
+    (proj / "policy" / "brevity.yaml").write_text(
+        "name: brevity\nmechanism: select\nscorer: {name: advantage_magnitude}\n"
+        "actuator: {name: topk_fraction, params: {fraction: 0.4}}\n")
+    (proj / "policy" / "gfpo.yaml").write_text(  # the project's own gfpo shadows the shipped one, as in submit
+        "name: gfpo\nmechanism: select\nscorer: {name: reward_difficulty}\nactuator: {name: gfpo, params: {k: 2}}\n")
+    (proj / "c.yaml").write_text("name: c\nmodels: [tiny_qwen2]\nrecipe: cpu_tiny\npolicies: [baseline, brevity]\n")
+    return proj
+
+
+def test_show_resolves_names_as_submit_does(tmp_path, monkeypatch):
+    proj = _project(tmp_path)
+    monkeypatch.chdir(proj)  # a project folder: its policies first, then the shipped ones
+    r = CliRunner().invoke(_app(), ["policies", "show", "brevity"])
+    assert r.exit_code == 0 and "fraction=0.4" in r.output, r.output
+    r = CliRunner().invoke(_app(), ["policies", "show", "gfpo"])
+    assert r.exit_code == 0 and "k=2" in r.output, r.output
+    r = CliRunner().invoke(_app(), ["policies", "show", "maxvar"])  # shipped, not in the project
+    assert r.exit_code == 0 and "rounding=python_round" in r.output
+    monkeypatch.chdir(tmp_path)  # outside the project: --campaign names it
+    r = CliRunner().invoke(_app(), ["policies", "show", "brevity", "--campaign", str(proj / "c.yaml")])
+    assert r.exit_code == 0 and "fraction=0.4" in r.output, r.output
+    r = CliRunner().invoke(_app(), ["policies", "show", "gfpo", "--campaign", str(proj / "c.yaml")])
+    assert "k=2" in r.output
+    r = CliRunner().invoke(_app(), ["policies", "show", "gfpo"])
+    assert r.exit_code == 0 and "k=3" in r.output  # no project here: the shipped gfpo
+
+
+def test_an_unknown_name_suggests_from_project_and_shipped_policies(tmp_path, monkeypatch):
+    monkeypatch.chdir(_project(tmp_path))
+    for typo, close in (("brevty", "brevity"), ("maxvr", "maxvar")):
+        r = CliRunner().invoke(_app(), ["policies", "show", typo], env={"COLUMNS": "300"})
+        assert r.exit_code == 2 and f"did you mean {close}" in " ".join(r.output.split()), r.output

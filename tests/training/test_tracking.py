@@ -67,9 +67,11 @@ def _tree(root: Path, name: str = "trk") -> Path:
 
 
 def _cell_runs(uri: str, campaign: str) -> list:
+    """The grid cells' runs (the campaign's parent run aside)."""
     c = tracking.client(uri)
     exp = c.get_experiment_by_name(campaign)
-    return [] if exp is None else c.search_runs([exp.experiment_id])
+    runs = [] if exp is None else c.search_runs([exp.experiment_id])
+    return [r for r in runs if r.data.tags.get(tracking.CAMPAIGN_RUN_TAG) != "true"]
 
 
 def test_campaign_cells_are_tracked_live_once_each_with_final_status(uri, tmp_path: Path) -> None:
@@ -283,3 +285,86 @@ def test_experiments_open_on_the_training_runs_view(uri) -> None:
     """MLflow 3 opens an experiment of unknown kind on its empty GenAI Traces page (issue 27)."""
     eid = tracking.experiment_id(uri, "kind")
     assert tracking.client(uri).get_experiment(eid).tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"
+
+
+def test_a_campaign_has_a_parent_run_with_its_verdicts_and_report_and_its_cells_nest_under_it(
+        uri, tmp_path: Path) -> None:
+    """Issue 27 item 8: MLflow opens a campaign as one parent run (its verdicts, records and report) with the grid
+    cells nested under it (`mlflow.parentRunId`); a campaign that grows again reopens it."""
+    from analysis.paired import paired_comparisons
+    from analysis.records import read_records
+    from analysis.verdicts import verdict_counts, verdict_table
+    from evaluation.suite import load_suite
+    from orchestrator.grid import RunSpec
+    from orchestrator.session import Session, plan
+    from orchestrator.stages import stage_evaluate, stage_train
+
+    root = tmp_path / "campaigns"
+    shutil.copytree(REPO / "campaigns" / "policy", root / "policy")
+    (root / "model").mkdir()
+    (root / "model" / "m0.yaml").write_text(yaml.safe_dump({"name": "m0", "path": "hf/m0"}))
+    (root / "recipe").mkdir()
+    (root / "recipe" / "sim.yaml").write_text(yaml.safe_dump(
+        {"name": "sim", "simulate": {"base": 50.0, "effects": {"gfpo": 5.0, "topk": 0.0}}}))
+    camp = root / "par.yaml"
+    camp.write_text(yaml.safe_dump({
+        "name": "par", "backend": "noop", "models": ["m0"], "recipe": "sim", "steps": 2,
+        "policies": ["baseline", "gfpo", "topk"], "seeds": [1, 2, 3],
+        "compute": {"nodes": 1, "gpus_per_node": 0, "gpus_per_run": 0, "hours_per_run": 0.01}}))
+    spec, runs = plan(camp)
+    wd = tmp_path / "wd"
+    sess = Session(wd, mlflow_uri=uri)
+    sess.submit(spec, runs)
+    led, tracker = sess.ledger, sess.tracker("par")
+    rows = led.runs("par")
+    for r in rows:
+        led.transition("par", r.run_key, "queued")
+        led.start_attempt("par", r.run_key, "queued", "training", "train", f"sid-{r.run_key}")
+    tracker.sync()
+    assert sess.conclude("par", None) is None  # runs pending: the parent stays open
+    parent = tracker.parent()["id"]
+    assert tracking.client(uri).get_run(parent).info.status == "RUNNING"
+    for r in rows:
+        rs = RunSpec.from_dict(json.loads(r.spec_json))
+        stage_train(rs, wd)
+        led.transition("par", r.run_key, "trained")
+        led.start_attempt("par", r.run_key, "trained", "evaluating", "evaluate", f"sid-{r.run_key}-e")
+        ev = stage_evaluate(rs, wd)
+        led.transition("par", r.run_key, "recorded", outputs={"records": ev["records"]})
+    tracker.sync()
+    records = sess.collect_records("par")
+    report = wd / "report.html"
+    report.write_text("<html><body><h1>par</h1></body></html>")
+    assert sess.conclude("par", records, report) == parent
+
+    c = tracking.client(uri)
+    pr = c.get_run(parent)
+    assert pr.info.status == "FINISHED" and pr.data.tags[tracking.CAMPAIGN_RUN_TAG] == "true"
+    cells = _cell_runs(uri, "par")
+    assert len(cells) == 9 and {r.data.tags[tracking.PARENT_TAG] for r in cells} == {parent}
+    # the verdicts, as `campaign verdicts` computes them from the same records
+    s = load_suite("db12")
+    expect = verdict_table(paired_comparisons(read_records(records, suite=s), s, n_resamples=200).table,
+                           s.aggregate_names[0], 1.0)
+    counts = verdict_counts(expect)
+    assert counts.get("better", 0) >= 1  # gfpo's simulated +5 points over three seeds
+    assert {k: pr.data.metrics[f"verdicts/{k}"] for k in counts} == {k: float(v) for k, v in counts.items()}
+    assert pr.data.metrics["runs/recorded"] == 9 and pr.data.metrics["runs/failed"] == 0
+    assert any(k.startswith("verdict/gfpo vs baseline") and v.startswith("better") for k, v in pr.data.tags.items())
+    arts = {f.path for f in c.list_artifacts(parent)}
+    assert {"verdicts.csv", "records.parquet", "report.html"} <= arts
+    got = pd.read_csv(c.download_artifacts(parent, "verdicts.csv", str(tmp_path / "dl")))
+    pairs = lambda d: sorted(zip(d["policy"], d["verdict"], strict=True))  # noqa: E731
+    assert pairs(got) == pairs(expect)
+
+    # the campaign grows (a new seed): its parent runs again while a cell does, the same run, never a second
+    spec2, runs2 = plan(camp, ["seeds=[1,2,3,4]"])
+    sess.submit(spec2, runs2)
+    new = [r for r in led.runs("par") if r.state == "planned"]
+    led.transition("par", new[0].run_key, "queued")
+    led.start_attempt("par", new[0].run_key, "queued", "training", "train", f"sid-{new[0].run_key}")
+    fresh = Session(wd, mlflow_uri=uri).tracker("par")
+    fresh.sync()
+    assert c.get_run(parent).info.status == "RUNNING" and fresh.parent()["id"] == parent
+    assert c.get_run(led.get("par", new[0].run_key).mlflow_run_id).data.tags[tracking.PARENT_TAG] == parent
+    sess.close()

@@ -1,0 +1,117 @@
+"""Inline policy variants and policies named by path in a campaign's `policies:` list (issue 27 items 3 and 5).
+
+A variant (`{name, base, params}`) runs under its own name everywhere (run ids, the run's config, the plan);
+its overrides are checked against the registry's schemas, so a bad one exits 2 naming the campaign file, the
+variant and the field before anything runs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrator.grid import expand
+from orchestrator.spec import SpecError, load_campaign
+
+
+def _campaign(tree: Path, helpers, policies: list, name: str = "variants") -> Path:
+    return helpers.write_yaml(tree / f"{name}.yaml", {
+        "name": name, "backend": "noop", "models": ["m0"], "recipe": "noop", "steps": 2, "seeds": [1, 2],
+        "policies": policies,
+        "compute": {"nodes": 1, "gpus_per_node": 0, "gpus_per_run": 0, "hours_per_run": 0.01},
+    })
+
+
+VARIANTS = ["baseline",
+            {"name": "topk_f03", "base": "topk", "params": {"fraction": 0.3}},
+            {"name": "topk_f07", "base": "topk", "params": {"actuator.fraction": 0.7, "actuator.scope": "per_group"}}]
+
+
+def test_two_variants_of_one_base_plan_with_their_own_names_and_configs(tree: Path, helpers) -> None:
+    runs = expand(load_campaign(_campaign(tree, helpers, VARIANTS)))
+    by = {r.run_id: r for r in runs}
+    assert sorted(by) == sorted(f"variants/m0/{p}/s{s}" for p in ("baseline", "topk_f03", "topk_f07") for s in (1, 2))
+    f03, f07 = by["variants/m0/topk_f03/s1"], by["variants/m0/topk_f07/s1"]
+    assert f03.policy == "topk_f03" and f03.policy_cfg["name"] == "topk_f03"
+    assert f03.policy_cfg["actuator"]["params"]["fraction"] == 0.3
+    assert f07.policy_cfg["actuator"]["params"] == {**f03.policy_cfg["actuator"]["params"], "fraction": 0.7,
+                                                   "scope": "per_group"}
+    assert f03.mechanism == f07.mechanism == "select" and f03.reference == "baseline"
+    assert len({r.run_key for r in runs}) == len(runs)
+    # the base policy itself is untouched: planning it alone gives the shipped fraction
+    plain = expand(load_campaign(_campaign(tree, helpers, ["baseline", "topk"], name="plain")))
+    assert next(r for r in plain if r.policy == "topk").policy_cfg["actuator"]["params"]["fraction"] == 0.5
+
+
+def test_plan_lists_each_variant_and_the_preflight_loads_it(tree: Path, helpers) -> None:
+    path = _campaign(tree, helpers, VARIANTS)
+    res = subprocess.run([*helpers.campaign, "plan", str(path), "--json", "--runs"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    acc = json.loads(res.stdout)
+    assert acc["by_policy"] == {"baseline": 2, "topk_f03": 2, "topk_f07": 2}
+    assert len({r["run_key"] for r in acc["runs"]}) == 6
+
+
+@pytest.mark.parametrize("variant, needle", [
+    ({"name": "topk_bad", "base": "topk", "params": {"fraction": 1.7}}, "params.fraction: got 1.7"),
+    ({"name": "topk_bad", "base": "topk", "params": {"fracton": 0.3}}, "params.fracton: base 'topk' has no such"),
+    ({"name": "topk_bad", "base": "topk", "params": {"actuator.scope": "everywhere"}}, "params.actuator.scope: got"),
+    ({"name": "topk_bad", "base": "topkk", "params": {}}, "did you mean topk"),
+])
+def test_a_bad_override_exits_2_naming_the_file_the_variant_and_the_field(tree: Path, helpers, variant,
+                                                                          needle: str) -> None:
+    path = _campaign(tree, helpers, ["baseline", variant])
+    with pytest.raises(SpecError) as exc:
+        expand(load_campaign(path))
+    assert str(path) in str(exc.value) and needle in str(exc.value)
+    res = subprocess.run([*helpers.campaign, "plan", str(path)], capture_output=True, text=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert str(path) in res.stderr and "topk_bad" in res.stderr and needle in " ".join(res.stderr.split())
+
+
+@pytest.mark.parametrize("entry, needle", [
+    ({"name": "v1", "params": {"fraction": 0.3}}, "policy variant 'v1': base: Field required"),
+    ({"name": "v1", "base": "topk", "overrides": {}}, "unknown key"),
+    ({"name": "a/b", "base": "topk"}, "is not a safe name"),
+    ({"name": "topk", "base": "topk"}, "listed more than once"),
+])
+def test_a_malformed_variant_names_its_field(tree: Path, helpers, entry, needle: str) -> None:
+    path = _campaign(tree, helpers, ["topk", entry])
+    with pytest.raises(SpecError) as exc:
+        load_campaign(path)
+    assert str(path) in str(exc.value) and "policies" in str(exc.value) and needle in str(exc.value)
+
+
+def test_a_policy_named_by_path_relative_to_the_campaign_file(tree: Path, helpers, tmp_path: Path) -> None:
+    other = tmp_path / "other_project" / "policy"
+    helpers.write_yaml(other / "narrow.yaml", {
+        "name": "narrow", "mechanism": "select", "scorer": {"name": "advantage_magnitude"},
+        "actuator": {"name": "topk_fraction", "params": {"fraction": 0.25}}})
+    path = _campaign(tree, helpers, ["baseline", "../other_project/policy/narrow.yaml",
+                                     {"name": "narrow_f04", "base": "../other_project/policy/narrow.yaml",
+                                      "params": {"fraction": 0.4}}])
+    runs = {r.run_id: r for r in expand(load_campaign(path))}
+    assert runs["variants/m0/narrow/s1"].policy_cfg["actuator"]["params"]["fraction"] == 0.25
+    assert runs["variants/m0/narrow_f04/s1"].policy_cfg["actuator"]["params"]["fraction"] == 0.4
+    missing = _campaign(tree, helpers, ["baseline", "../nowhere/policy/narrow.yaml"], name="missing")
+    with pytest.raises(SpecError, match="narrow.yaml not found at .*relative to the campaign file"):
+        expand(load_campaign(missing))
+
+
+def test_an_unknown_name_suggests_from_project_and_shipped_policies(tmp_path: Path, helpers) -> None:
+    """A project with its own policy folder: a typo of a shipped name and of a project name both get a
+    suggestion (before, only the project's own policies were listed)."""
+    proj = tmp_path / "proj"
+    helpers.write_yaml(proj / "policy" / "brevity.yaml", {
+        "name": "brevity", "mechanism": "select", "scorer": {"name": "advantage_magnitude"},
+        "actuator": {"name": "topk_fraction", "params": {"fraction": 0.4}}})
+    for typo, close in (("gfp0", "gfpo"), ("brevty", "brevity")):
+        path = helpers.write_yaml(proj / "c.yaml", {
+            "name": "c", "backend": "noop", "models": ["tiny_qwen2"], "recipe": "cpu_tiny", "steps": 2,
+            "policies": ["baseline", typo],
+            "compute": {"nodes": 1, "gpus_per_node": 0, "gpus_per_run": 0, "hours_per_run": 0.01}})
+        with pytest.raises(SpecError, match=f"policy '{typo}' not found .*did you mean {close}"):
+            expand(load_campaign(path))
