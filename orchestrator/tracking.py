@@ -351,7 +351,7 @@ def verdict_summary(records: str | Path, suite: str, *, margin: float = 1.0, alp
     when the records hold no method-vs-reference pair yet."""
     import warnings
 
-    from analysis.paired import paired_comparisons
+    from analysis.comparisons import paired_comparisons
     from analysis.records import read_records
     from analysis.verdicts import verdict_table
     from evaluation.suite import load_suite

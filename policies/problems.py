@@ -16,7 +16,9 @@ from typing import Any
 
 from policies import controls
 from policies.errors import PolicyConfigError
-from policies.policy import MECHANISMS, TOP_KEYS, _block, _check_search_space, _import_plugins, _read, load_policy
+from policies.loader import TOP_KEYS, _block, _check_search_space, _read, load_policy
+from policies.mechanisms import MECHANISMS
+from policies.plugins import import_plugins
 from policies.registry import Entry, lookup
 
 OPTIONS: dict[str, tuple[Any, tuple | type]] = {  # option: (default, allowed values or type), as load_policy
@@ -82,7 +84,7 @@ def policy_problems(source: str | Path, *, rollout_n: int | None = None) -> list
     if unknown:
         problems.append(f"{where}: unknown key(s) {unknown}; allowed: {sorted(TOP_KEYS)}")
     before = len(problems)
-    _collect(problems, lambda: _import_plugins(cfg, where))
+    _collect(problems, lambda: import_plugins(cfg, where))
     if len(problems) > before:
         return problems  # the scorer/actuator names below may come from the plugin: they cannot be judged
     mech = cfg.get("mechanism")

@@ -291,7 +291,7 @@ def test_a_campaign_has_a_parent_run_with_its_verdicts_and_report_and_its_cells_
         uri, tmp_path: Path) -> None:
     """Issue 27 item 8: MLflow opens a campaign as one parent run (its verdicts, records and report) with the grid
     cells nested under it (`mlflow.parentRunId`); a campaign that grows again reopens it."""
-    from analysis.paired import paired_comparisons
+    from analysis.comparisons import paired_comparisons
     from analysis.records import read_records
     from analysis.verdicts import verdict_counts, verdict_table
     from evaluation.suite import load_suite
