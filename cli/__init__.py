@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from cli.errors import exits_cleanly
 from cli import (
                  analysis_commands,
                  campaign_commands,
@@ -65,6 +66,9 @@ def _default_metavars(typer_app: typer.Typer) -> None:
                 continue
             sig = inspect.signature(cmd.callback)
             hints = typing.get_type_hints(cmd.callback, include_extras=True)
+            # the annotations are strings (`from __future__ import annotations`): each evaluation makes a new
+            # `typer.Option(...)`, so keep this one, or Typer would read a fresh one without the metavar set here
+            cmd.callback.__annotations__.update(hints)
             for name, par in sig.parameters.items():
                 ann = hints.get(name, par.annotation)
                 infos = [m for m in getattr(ann, "__metadata__", ()) if isinstance(m, (OptionInfo, ArgumentInfo))]
@@ -91,7 +95,42 @@ def _default_metavars(typer_app: typer.Typer) -> None:
                     info.metavar = name.upper()
 
 
+def _no_type_tags() -> None:
+    """Typer prints a type column beside every parameter (`<str>`, `<list[str]>`, `<bool>`) that our metavars do
+    not reach: an argument's (its name column already shows its metavar, `CAMPAIGN`, `RUN...`) and the flags
+    Typer adds itself (`--help`, `--version`). Those show none; an option with a value keeps its metavar, and a
+    choice its choices."""
+    from typer.core import TyperArgument, TyperOption
+
+    arg_type, opt_type = TyperArgument.display_type_rich, TyperOption.display_type_rich
+
+    def argument_type(self: TyperArgument, ctx: typer.Context) -> str | None:
+        return arg_type(self, ctx) if self.type_descriptor.is_choice else None
+
+    def option_type(self: TyperOption, ctx: typer.Context) -> str | None:
+        return None if self.is_flag and self.metavar is None else opt_type(self, ctx)
+
+    TyperArgument.display_type_rich = argument_type  # type: ignore[method-assign,assignment]
+    TyperOption.display_type_rich = option_type  # type: ignore[method-assign,assignment]
+
+
 _default_metavars(app)
+_no_type_tags()
+
+
+def _exit_codes(typer_app: typer.Typer) -> None:
+    """Every command and group callback behind the one error-to-exit-code mapping (cli/errors.py)."""
+    groups = [typer_app] + [g.typer_instance for g in typer_app.registered_groups if g.typer_instance]
+    for grp in groups:
+        for cmd in grp.registered_commands:
+            if cmd.callback is not None:
+                cmd.callback = exits_cleanly(cmd.callback)
+        cb = grp.registered_callback
+        if grp is not typer_app and cb is not None and cb.callback is not None:
+            cb.callback = exits_cleanly(cb.callback)
+
+
+_exit_codes(app)
 
 
 def main() -> None:

@@ -13,13 +13,19 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from cli.console import err, fail as _fail, out
+from cli.errors import as_user_error
 from cli.groups import subgroup
+from cli.options import CampaignArg, LedgerUrlOpt, RayAddressOpt, RunsArg, WorkdirOpt
+from wtcommon.errors import ClusterError, UserError
 from wtcommon.jsonsafe import dumps as json_dumps  # strict JSON: NaN/Infinity are null
 
 
@@ -27,41 +33,27 @@ from campaigns import config_root
 
 DEMO_CAMPAIGN = config_root() / "demo.yaml"
 DEMO_CAMPAIGNS = {"local": DEMO_CAMPAIGN, "verl": config_root() / "demo_verl.yaml"}
-WORKDIR_HELP = ("work directory holding ledger.db, mlflow.db, the local Ray head and run outputs "
-                "(default: $WINDTUNNEL_WORKDIR)")
 
 
 def _plan(campaign: str, overrides: list[str] | None, data_root: Path | None = None):
-    """Compose, validate and expand a campaign (exit 2 naming file and key on a bad spec)."""
-    from orchestrator.data import CorpusError
+    """Compose, validate and expand a campaign (SpecError/CorpusError, exit 2, naming file and key)."""
     from orchestrator.session import plan
-    from orchestrator.spec import SpecError
 
-    try:
-        return plan(campaign, overrides or [], data_root=data_root)
-    except (SpecError, CorpusError) as exc:
-        _fail(str(exc))
+    return plan(campaign, overrides or [], data_root=data_root)
 
 
 def _preflight(spec, runs, eval_data: Path | None, *, local_head: bool, ray_address: str | None = None,
                workdir: Path | None = None, runs_on_local_head: bool = False) -> None:
     """Policies, seeds, recipes, resources and (when `eval_data` is given) the evaluation data, before any
     compute; every problem is listed at once and nothing is written (exit 2). With `ray_address`, runs are
-    checked against the live cluster's nodes (an unreachable cluster exits 3)."""
-    from orchestrator.executor import ClusterUnreachable
-    from orchestrator.preflight import Context, PreflightError, preflight
+    checked against the live cluster's nodes (an unreachable cluster exits 3, a refused token 2)."""
+    from orchestrator.preflight import Context, preflight
 
     nodes, where = None, f"the live cluster at {ray_address}" if ray_address else ""
     if ray_address:
-        from orchestrator.executor.ray_jobs import ClusterAuthError
         from orchestrator.session import cluster_executor
 
-        try:
-            nodes = cluster_executor(ray_address, workdir).nodes()
-        except ClusterAuthError as exc:  # the cluster answered: a token to fix (exit 2), not an outage
-            _fail(str(exc))
-        except ClusterUnreachable as exc:
-            _fail(str(exc), 3)
+        nodes = cluster_executor(ray_address, workdir).nodes()
     elif runs_on_local_head:
         # `submit` without --ray-address runs on the work dir's local head, which has no GPUs (CPU campaigns)
         from orchestrator.placement import Node
@@ -69,30 +61,18 @@ def _preflight(spec, runs, eval_data: Path | None, *, local_head: bool, ray_addr
         cpus = float(os.cpu_count() or 1)
         nodes, where = [Node("local-head", 0.0, 0.0, cpus, cpus)], ("the work dir's local head, which has no GPUs "
                                                                      "(GPU runs go to your cluster: --ray-address)")
-    try:
-        preflight(spec, runs, Context(data_dir=eval_data, local_cpus=os.cpu_count() if local_head else None,
-                                      nodes=nodes, cluster_address=where))
-    except PreflightError as exc:
-        _fail(str(exc))
+    preflight(spec, runs, Context(data_dir=eval_data, local_cpus=os.cpu_count() if local_head else None,
+                                  nodes=nodes, cluster_address=where))
 
 
 def _cluster_checks(address: str, workdir: Path, runs) -> None:
     """`campaign doctor`'s quick part before any compute on a user's cluster: every node's versions against this
     machine's, the work dir shared with every node, and room for each run shape; exit 2 listing the problems."""
-    from orchestrator.cluster_doctor import DoctorError, cheap_checks
-    from orchestrator.executor import ClusterUnreachable
-    from orchestrator.executor.ray_jobs import ClusterAuthError
+    from orchestrator.cluster_doctor import cheap_checks
     from orchestrator.session import cluster_executor
 
     needs = sorted({(f"model {r.model}", r.gpus_per_node, r.nnodes) for r in runs if r.gpus_per_node})
-    try:
-        bad = cheap_checks(cluster_executor(address, workdir), workdir.resolve(), needs=needs)
-    except ClusterAuthError as exc:  # a refused token is the user's to fix (exit 2), not an outage
-        _fail(str(exc))
-    except ClusterUnreachable as exc:
-        _fail(str(exc), 3)
-    except DoctorError as exc:
-        _fail(str(exc), exc.exit_code)
+    bad = cheap_checks(cluster_executor(address, workdir), workdir.resolve(), needs=needs)
     if bad:
         _fail(f"{len(bad)} problem(s) with the cluster at {address} found before any compute (`campaign doctor "
               f"--workdir {workdir}` shows every check):\n" + "\n".join(f"  - {r.node}: {r.check}: {r.result}; "
@@ -101,47 +81,50 @@ def _cluster_checks(address: str, workdir: Path, runs) -> None:
 
 def _session(workdir: Path, ledger_url: str | None = None, ray_address: str | None = None, *,
              remember: bool = False):
-    """`orchestrator.campaign.open_session`; a ledger that cannot be opened is bad input (exit 2)."""
+    """`orchestrator.campaign.open_session`; a ledger that cannot be opened (LedgerError) is bad input (exit 2)."""
     from orchestrator.campaign import open_session
-    from orchestrator.ledger.base import LedgerError
-    from orchestrator.ray_address import RayAddressError
 
-    try:
-        return open_session(workdir, ledger_url, ray_address, remember=remember)
-    except (LedgerError, RayAddressError) as exc:
-        _fail(str(exc))
+    return open_session(workdir, ledger_url, ray_address, remember=remember)
 
 
 def _check_ray_address(ray_address: str | None) -> None:
     """A malformed --ray-address is bad input (exit 2), found before the campaign is planned or anything written."""
-    from orchestrator.ray_address import RayAddressError, parse_ray_address
+    from orchestrator.ray_address import parse_ray_address
 
     if ray_address is not None:
-        try:
-            parse_ray_address(ray_address)
-        except RayAddressError as exc:
-            _fail(str(exc))
+        parse_ray_address(ray_address)
 
 
 def _existing_workdir(workdir: Path, ledger_url: str | None, campaign: str | None = None) -> None:
     """Commands that act on a submitted campaign never create a work directory (a mistyped --workdir
     would otherwise leave an empty ledger behind). The message names the campaign first: the user typed it."""
-    if not ledger_url and not (workdir / "ledger.db").exists():
-        who = f"campaign {campaign!r}: " if campaign else ""
-        _fail(f"{who}--workdir {workdir}: no ledger in this work directory ({workdir / 'ledger.db'} does not exist); "
-              "pass the --workdir where `campaign submit` ran (or --ledger-url)")
+    from orchestrator.workdir import Workdir
+
+    Workdir(workdir, ledger_url).require_ledger(workdir, campaign)
+
+
+@contextmanager
+def _cluster_context(what: str) -> Iterator[None]:
+    """An unreachable cluster's error (exit 3) with what it means for this command added; a refused token
+    (exit 2, the user's to fix) as it is."""
+    from orchestrator.executor import ClusterUnreachable
+    from orchestrator.executor.ray_jobs import ClusterAuthError
+
+    try:
+        yield
+    except ClusterAuthError:
+        raise
+    except ClusterUnreachable as exc:
+        raise ClusterError(f"{exc}; {what}") from exc
 
 
 def _campaign_name(arg: str) -> str:
     """A campaign name from the one argument convention: a ledger name, or the campaign file/directory
     `submit` was given (its `name`)."""
     if arg.endswith((".yaml", ".yml")) or os.sep in arg or Path(arg).is_dir():
-        from orchestrator.spec import SpecError, load_campaign
+        from orchestrator.spec import load_campaign
 
-        try:
-            return load_campaign(arg).name
-        except SpecError as exc:
-            _fail(str(exc))
+        return load_campaign(arg).name
     return arg
 
 
@@ -156,14 +139,11 @@ def _drive(sess, campaign: str, *, timeout_s: float | None = None, max_parallel:
            matrix: bool = True) -> None:
     """Drive the campaign to the end (progress on stderr), print its matrix (unless `matrix` is False: stdout
     then holds only what the caller printed, e.g. `submit --json`); exit 1 when runs ended failed."""
-    from orchestrator.campaign import CampaignError, drive_campaign
+    from orchestrator.campaign import drive_campaign
     from orchestrator.ledger.states import RunState
     from orchestrator.progress import status_matrix
 
-    try:
-        counts = drive_campaign(sess, campaign, out=out, err=err, timeout_s=timeout_s, max_parallel=max_parallel)
-    except CampaignError as exc:
-        _fail(str(exc), exc.exit_code)
+    counts = drive_campaign(sess, campaign, out=out, err=err, timeout_s=timeout_s, max_parallel=max_parallel)
     if matrix:
         out.print(status_matrix(sess, campaign))
     if counts.get(RunState.failed):
@@ -191,508 +171,489 @@ def _print_summary(summary, *, dry_run: bool, as_json: bool) -> None:
         out.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
-def register(app: typer.Typer) -> None:
-    """Attach this area's commands to the main app."""
+def plan_cmd(
+    campaign: str = typer.Argument(..., help="campaign file or directory, e.g. campaigns/paper"),
+    overrides: list[str] | None = typer.Argument(None, help="Hydra overrides, e.g. seeds=[1,2,3]"),
+    fmt: str = typer.Option("table", "--format", help="table | json | csv (csv: one row per run)"),
+    as_json: bool = typer.Option(False, "--json", help="same as --format json"),
+    runs: bool = typer.Option(False, "--runs", help="also list every run (id, run_key, sub-campaign)"),
+    matrix: bool = typer.Option(False, "--matrix", help="also show the policy × model matrix of seeds"),
+    gpus: int | None = typer.Option(None, "--gpus", min=1, help="GPUs available for the duration estimate "
+                                       "(default: the campaign's compute.nodes × gpus_per_node)"),
+    workdir: Path | None = typer.Option(None, "--workdir", help="also check the evaluation data this work "
+                                           "directory's campaign would read"),
+    data_dir: Path | None = typer.Option(None, "--data-dir", help="also check this evaluation data directory"),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="also check every run fits the live "
+                                           "cluster's nodes (GPUs per node × nnodes)"),
+    prior: Path | None = typer.Option(None, "--prior", help="records of earlier runs: SD for the power table"),
+    sd: float | None = typer.Option(None, "--sd", help="stated SD of paired differences (points): power table"),
+    margin: float = typer.Option(1.0, "--margin", help="effect of interest (points) for the power table"),
+    target_power: float | None = typer.Option(None, "--power", help="with --prior/--sd and --effect: recommend "
+                                              "the sequential seed design reaching this power, family-wise"),
+    effect: float | None = typer.Option(None, "--effect", help="real effect (points) the --power target is for"),
+    gpu_budget: float | None = typer.Option(None, "--gpu-hours", help="GPU-hour budget: say whether the --power "
+                                            "target is within it"),
+    familywise: str = typer.Option("holm", "--familywise", help="family-wise procedure the --power design is "
+                                   "simulated under: holm (default) | bonferroni"),
+    sims: int = typer.Option(400, "--sims", min=50, help="simulated campaigns per design for --power"),
+) -> None:
+    """Expand a campaign into runs, check it (policies, seeds, recipes, resources, evaluation data) and print
+    the accounting: runs, GPU-hours per sub-campaign and model, evaluation GPU-hours, the duration on the
+    cluster, and every assumption the campaign declares (submits nothing)."""
+    from orchestrator.grid import accounting, makespan_hours
+    from orchestrator.preflight import eval_data_dir
+    from orchestrator.ranges import check_open_probability, check_points, check_positive
+    from training.registry import get_backend
 
-    @app.command("plan")
-    def plan_cmd(
-        campaign: str = typer.Argument(..., help="campaign file or directory, e.g. campaigns/paper"),
-        overrides: list[str] | None = typer.Argument(None, help="Hydra overrides, e.g. seeds=[1,2,3]"),
-        fmt: str = typer.Option("table", "--format", help="table | json | csv (csv: one row per run)"),
-        as_json: bool = typer.Option(False, "--json", help="same as --format json"),
-        runs: bool = typer.Option(False, "--runs", help="also list every run (id, run_key, sub-campaign)"),
-        matrix: bool = typer.Option(False, "--matrix", help="also show the policy × model matrix of seeds"),
-        gpus: int | None = typer.Option(None, "--gpus", min=1, help="GPUs available for the duration estimate "
-                                           "(default: the campaign's compute.nodes × gpus_per_node)"),
-        workdir: Path | None = typer.Option(None, "--workdir", help="also check the evaluation data this work "
-                                               "directory's campaign would read"),
-        data_dir: Path | None = typer.Option(None, "--data-dir", help="also check this evaluation data directory"),
-        ray_address: str | None = typer.Option(None, "--ray-address", help="also check every run fits the live "
-                                               "cluster's nodes (GPUs per node × nnodes)"),
-        prior: Path | None = typer.Option(None, "--prior", help="records of earlier runs: SD for the power table"),
-        sd: float | None = typer.Option(None, "--sd", help="stated SD of paired differences (points): power table"),
-        margin: float = typer.Option(1.0, "--margin", help="effect of interest (points) for the power table"),
-        target_power: float | None = typer.Option(None, "--power", help="with --prior/--sd and --effect: recommend "
-                                                  "the sequential seed design reaching this power, family-wise"),
-        effect: float | None = typer.Option(None, "--effect", help="real effect (points) the --power target is for"),
-        gpu_budget: float | None = typer.Option(None, "--gpu-hours", help="GPU-hour budget: say whether the --power "
-                                                "target is within it"),
-        familywise: str = typer.Option("holm", "--familywise", help="family-wise procedure the --power design is "
-                                       "simulated under: holm (default) | bonferroni"),
-        sims: int = typer.Option(400, "--sims", min=50, help="simulated campaigns per design for --power"),
-    ) -> None:
-        """Expand a campaign into runs, check it (policies, seeds, recipes, resources, evaluation data) and print
-        the accounting: runs, GPU-hours per sub-campaign and model, evaluation GPU-hours, the duration on the
-        cluster, and every assumption the campaign declares (submits nothing)."""
-        from orchestrator.grid import accounting, makespan_hours
-        from orchestrator.preflight import eval_data_dir
-        from orchestrator.ranges import check_open_probability, check_points, check_positive
-        from training.registry import get_backend
+    fmt = "json" if as_json else fmt
+    if fmt not in ("table", "json", "csv"):
+        _fail(f"--format: got {fmt!r}; choose table, json or csv")
+    _check_ray_address(ray_address)
+    for problem in (check_points("--sd", sd), check_points("--margin", margin), check_points("--effect", effect),
+                    check_positive("--gpu-hours", gpu_budget), check_open_probability("--power", target_power)):
+        if problem:
+            _fail(problem)
+    if (target_power is None) != (effect is None) or (target_power is not None and prior is None and sd is None):
+        _fail("--power and --effect go together, with --prior RECORDS or --sd S (the seed SD the simulation "
+              "needs), e.g. --prior ../shared/data/released_runs_171.csv --power 0.8 --effect 2.5")
+    if gpu_budget is not None and target_power is None:
+        _fail("--gpu-hours: give --power and --effect too (the budget is checked against the recommended design)")
+    if familywise not in ("holm", "bonferroni"):
+        _fail(f"--familywise: got {familywise!r}; choose holm or bonferroni")
+    spec, rs = _plan(campaign, overrides, data_root=workdir / "data" if workdir else None)
+    eval_dir = data_dir or (eval_data_dir(spec, workdir.resolve()) if workdir else None)
+    _preflight(spec, rs, eval_dir, local_head=not ray_address, ray_address=ray_address, workdir=workdir)
+    if eval_dir is None and get_backend(spec.backend).needs_eval_data and fmt == "table":
+        err.print("note: evaluation data not checked (pass --workdir or --data-dir to check it too)")
+    acc = accounting(spec, rs)
+    n_gpus = gpus or spec.compute.nodes * spec.compute.gpus_per_node
+    span = makespan_hours(rs, n_gpus)
+    acc["duration"] = {"gpus": n_gpus, "hours": span, "days": None if span is None else round(span / 24, 1),
+                       "method": "longest-first list scheduling of the runs' estimated hours on the GPUs; "
+                                 "no failures, retries or evaluation time"}
+    run_rows = [{"run_id": r.run_id, "run_key": r.run_key, "sub_campaign": r.sub_campaign, "model": r.model,
+                 "policy": r.policy, "seed": r.seed, "gpus": r.gpus, "est_hours": round(r.est_hours, 3)}
+                for r in rs]
+    if runs:
+        acc["runs"] = run_rows
+    if prior is not None or sd is not None:  # power at plan time (analysis/power.py)
+        from analysis.power import power_section
 
-        fmt = "json" if as_json else fmt
-        if fmt not in ("table", "json", "csv"):
-            _fail(f"--format: got {fmt!r}; choose table, json or csv")
-        _check_ray_address(ray_address)
-        for problem in (check_points("--sd", sd), check_points("--margin", margin), check_points("--effect", effect),
-                        check_positive("--gpu-hours", gpu_budget), check_open_probability("--power", target_power)):
-            if problem:
-                _fail(problem)
-        if (target_power is None) != (effect is None) or (target_power is not None and prior is None and sd is None):
-            _fail("--power and --effect go together, with --prior RECORDS or --sd S (the seed SD the simulation "
-                  "needs), e.g. --prior ../shared/data/released_runs_171.csv --power 0.8 --effect 2.5")
-        if gpu_budget is not None and target_power is None:
-            _fail("--gpu-hours: give --power and --effect too (the budget is checked against the recommended design)")
-        if familywise not in ("holm", "bonferroni"):
-            _fail(f"--familywise: got {familywise!r}; choose holm or bonferroni")
-        spec, rs = _plan(campaign, overrides, data_root=workdir / "data" if workdir else None)
-        eval_dir = data_dir or (eval_data_dir(spec, workdir.resolve()) if workdir else None)
-        _preflight(spec, rs, eval_dir, local_head=not ray_address, ray_address=ray_address, workdir=workdir)
-        if eval_dir is None and get_backend(spec.backend).needs_eval_data and fmt == "table":
-            err.print("note: evaluation data not checked (pass --workdir or --data-dir to check it too)")
-        acc = accounting(spec, rs)
-        n_gpus = gpus or spec.compute.nodes * spec.compute.gpus_per_node
-        span = makespan_hours(rs, n_gpus)
-        acc["duration"] = {"gpus": n_gpus, "hours": span, "days": None if span is None else round(span / 24, 1),
-                           "method": "longest-first list scheduling of the runs' estimated hours on the GPUs; "
-                                     "no failures, retries or evaluation time"}
-        run_rows = [{"run_id": r.run_id, "run_key": r.run_key, "sub_campaign": r.sub_campaign, "model": r.model,
-                     "policy": r.policy, "seed": r.seed, "gpus": r.gpus, "est_hours": round(r.est_hours, 3)}
-                    for r in rs]
-        if runs:
-            acc["runs"] = run_rows
-        if prior is not None or sd is not None:  # power at plan time (analysis/power.py)
-            from analysis.power import power_section
+        with as_user_error():  # RecordsError/SuiteError are ours; a library's ValueError on the records too
+            acc["power"] = power_section(rs, margin=margin, sd=sd, prior_path=str(prior) if prior else None,
+                                         suite=spec.suite)
+    if target_power is not None and effect is not None:  # sequential design for a target (sequential_plan)
+        from analysis.sequential.plan import campaign_comparisons, recommend
 
-            try:
-                acc["power"] = power_section(rs, margin=margin, sd=sd, prior_path=str(prior) if prior else None,
-                                             suite=spec.suite)
-            except ValueError as exc:  # RecordsError/SuiteError: located user errors
-                _fail(str(exc))
-        if target_power is not None and effect is not None:  # sequential design for a target (sequential_plan)
-            from analysis.sequential.plan import campaign_comparisons, recommend
+        with as_user_error():
+            comp = campaign_comparisons(rs, acc["power"]["comparisons"])
+        sp = recommend(comp, power=target_power, effect=effect, budget=gpu_budget, n_sims=sims,
+                       familywise=familywise)
+        sp["plan_gpu_h"], sp["plan_runs"] = acc["gpu_hours"], acc["total_runs"]
+        sp["ratio_to_plan_gpu_h"] = (sp["recommended"]["gpu_h"] / acc["gpu_hours"]
+                                     if sp["recommended"] and acc["gpu_hours"] else None)
+        acc["sequential_plan"] = sp
+    if fmt == "json":
+        typer.echo(json_dumps(acc, indent=2))
+        return
+    if fmt == "csv":
+        import csv
+        import sys
 
-            try:
-                comp = campaign_comparisons(rs, acc["power"]["comparisons"])
-            except ValueError as exc:
-                _fail(str(exc))
-            sp = recommend(comp, power=target_power, effect=effect, budget=gpu_budget, n_sims=sims,
-                           familywise=familywise)
-            sp["plan_gpu_h"], sp["plan_runs"] = acc["gpu_hours"], acc["total_runs"]
-            sp["ratio_to_plan_gpu_h"] = (sp["recommended"]["gpu_h"] / acc["gpu_hours"]
-                                         if sp["recommended"] and acc["gpu_hours"] else None)
-            acc["sequential_plan"] = sp
-        if fmt == "json":
-            typer.echo(json_dumps(acc, indent=2))
-            return
-        if fmt == "csv":
-            import csv
-            import sys
+        w = csv.DictWriter(sys.stdout, fieldnames=list(run_rows[0]) if run_rows else ["run_id"])
+        w.writeheader()
+        w.writerows(run_rows)
+        return
+    where = f"{n_gpus} GPUs" if any(r.gpus for r in rs) else "2 CPU job slots"
+    dur = ("cannot be scheduled (a run needs more GPUs than available)" if span is None
+           else f"≈{span:,.1f} h ({span / 24:,.1f} days) on {where}")
+    ev = ("evaluation GPU-hours not declared (compute.eval_gpu_hours_per_checkpoint)"
+          if acc["eval_gpu_hours"] is None
+          else f"evaluation ≈{acc['eval_gpu_hours']:,} GPU-hours for {acc['eval_checkpoints']} checkpoints"
+          + ("" if acc["eval_sample_factor"] in (None, 1.0)
+             else f" (sampled decoding: ×{acc['eval_sample_factor']:.2f} the tokens of one greedy pass)"))
+    if not any(r.gpus for r in rs):  # a CPU campaign: its cost is CPU-hours, not "0.0 GPU-hours"
+        from orchestrator.progress import format_duration
 
-            w = csv.DictWriter(sys.stdout, fieldnames=list(run_rows[0]) if run_rows else ["run_id"])
-            w.writeheader()
-            w.writerows(run_rows)
-            return
-        where = f"{n_gpus} GPUs" if any(r.gpus for r in rs) else "2 CPU job slots"
-        dur = ("cannot be scheduled (a run needs more GPUs than available)" if span is None
-               else f"≈{span:,.1f} h ({span / 24:,.1f} days) on {where}")
-        ev = ("evaluation GPU-hours not declared (compute.eval_gpu_hours_per_checkpoint)"
-              if acc["eval_gpu_hours"] is None
-              else f"evaluation ≈{acc['eval_gpu_hours']:,} GPU-hours for {acc['eval_checkpoints']} checkpoints"
-              + ("" if acc["eval_sample_factor"] in (None, 1.0)
-                 else f" (sampled decoding: ×{acc['eval_sample_factor']:.2f} the tokens of one greedy pass)"))
-        if not any(r.gpus for r in rs):  # a CPU campaign: its cost is CPU-hours, not "0.0 GPU-hours"
-            from orchestrator.progress import format_duration
+        run_h = sum(r.est_hours for r in rs)
+        cpu_h = run_h * spec.compute.cpus_per_run
+        dur = f"≈{format_duration(run_h * 3600 / 2)} on 2 CPU job slots"
+        cost = (f"{cpu_h:,.1f} training CPU-hours" if cpu_h >= 1
+                else f"{format_duration(cpu_h * 3600)} of training CPU")
+        out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs on CPU, ≈{cost} ({spec.compute.cpus_per_run} "
+                  f"CPU per run, compute.hours_per_run); duration {dur}", highlight=False)
+    else:
+        out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs, ≈{acc['gpu_hours']:,} training GPU-hours; "
+                  f"{ev}; duration {dur}", highlight=False)
+    for title, key in (("sub-campaign", "by_sub_campaign"), ("model", "by_model"),
+                       ("record campaign", "by_campaign_label"),
+                       ("policy", "by_policy"), ("seed", "by_seed"), ("regime", "by_regime")):
+        t = Table(title=f"runs by {title}")
+        t.add_column(title)
+        t.add_column("runs", justify="right")
+        gh = {"by_sub_campaign": acc["gpu_hours_by_sub_campaign"], "by_model": acc["gpu_hours_by_model"]}.get(key)
+        if gh is not None:
+            t.add_column("GPU-h", justify="right")
+        for k, v in acc[key].items():
+            t.add_row(str(k), str(v), *([f"{gh.get(k, 0):,}"] if gh is not None else []))
+        out.print(t)
+    if matrix:
+        models = sorted({r.model for r in rs})
+        t = Table(title="seeds by policy × model")
+        t.add_column("policy")
+        for m in models:
+            t.add_column(m)
+        for pol, by_m in acc["matrix"].items():
+            t.add_row(pol, *[",".join(map(str, by_m.get(m, []))) or "—" for m in models])
+        out.print(t)
+    if runs:
+        t = Table(title="runs")
+        for c in ("run_id", "run_key", "sub_campaign", "gpus", "est_hours"):
+            t.add_column(c, justify="right" if c in ("gpus", "est_hours") else "left")
+        for r in run_rows:
+            t.add_row(r["run_id"], r["run_key"], r["sub_campaign"], str(r["gpus"]), f"{r['est_hours']:.2f}")
+        out.print(t)
+    if acc["assumptions"]:
+        t = Table(title="assumptions (from the campaign YAMLs)")
+        for c in ("where", "key", "value", "basis", "note"):
+            t.add_column(c)
+        for a in acc["assumptions"]:
+            t.add_row(a["where"], a["key"], "" if a["value"] is None else str(a["value"]), a["basis"], a["note"])
+        out.print(t)
+    if "power" in acc:
+        from analysis.power import power_table
 
-            run_h = sum(r.est_hours for r in rs)
-            cpu_h = run_h * spec.compute.cpus_per_run
-            dur = f"≈{format_duration(run_h * 3600 / 2)} on 2 CPU job slots"
-            cost = (f"{cpu_h:,.1f} training CPU-hours" if cpu_h >= 1
-                    else f"{format_duration(cpu_h * 3600)} of training CPU")
-            out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs on CPU, ≈{cost} ({spec.compute.cpus_per_run} "
-                      f"CPU per run, compute.hours_per_run); duration {dur}", highlight=False)
-        else:
-            out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs, ≈{acc['gpu_hours']:,} training GPU-hours; "
-                      f"{ev}; duration {dur}", highlight=False)
-        for title, key in (("sub-campaign", "by_sub_campaign"), ("model", "by_model"),
-                           ("record campaign", "by_campaign_label"),
-                           ("policy", "by_policy"), ("seed", "by_seed"), ("regime", "by_regime")):
-            t = Table(title=f"runs by {title}")
-            t.add_column(title)
-            t.add_column("runs", justify="right")
-            gh = {"by_sub_campaign": acc["gpu_hours_by_sub_campaign"], "by_model": acc["gpu_hours_by_model"]}.get(key)
-            if gh is not None:
-                t.add_column("GPU-h", justify="right")
-            for k, v in acc[key].items():
-                t.add_row(str(k), str(v), *([f"{gh.get(k, 0):,}"] if gh is not None else []))
-            out.print(t)
-        if matrix:
-            models = sorted({r.model for r in rs})
-            t = Table(title="seeds by policy × model")
-            t.add_column("policy")
-            for m in models:
-                t.add_column(m)
-            for pol, by_m in acc["matrix"].items():
-                t.add_row(pol, *[",".join(map(str, by_m.get(m, []))) or "—" for m in models])
-            out.print(t)
-        if runs:
-            t = Table(title="runs")
-            for c in ("run_id", "run_key", "sub_campaign", "gpus", "est_hours"):
-                t.add_column(c, justify="right" if c in ("gpus", "est_hours") else "left")
-            for r in run_rows:
-                t.add_row(r["run_id"], r["run_key"], r["sub_campaign"], str(r["gpus"]), f"{r['est_hours']:.2f}")
-            out.print(t)
-        if acc["assumptions"]:
-            t = Table(title="assumptions (from the campaign YAMLs)")
-            for c in ("where", "key", "value", "basis", "note"):
-                t.add_column(c)
-            for a in acc["assumptions"]:
-                t.add_row(a["where"], a["key"], "" if a["value"] is None else str(a["value"]), a["basis"], a["note"])
-            out.print(t)
-        if "power" in acc:
-            from analysis.power import power_table
+        out.print(power_table(acc["power"]))
+    if "sequential_plan" in acc:
+        from analysis.sequential.plan import plan_lines
 
-            out.print(power_table(acc["power"]))
-        if "sequential_plan" in acc:
-            from analysis.sequential.plan import plan_lines
+        tab, lines = plan_lines(acc["sequential_plan"], acc["gpu_hours"], acc["total_runs"])
+        out.print(tab)
+        for line in lines:
+            out.print(line, highlight=False)
+    if acc["missing_references"]:
+        err.print(f"warning: {len(acc['missing_references'])} runs lack their campaign-local reference, "
+                  f"e.g. {acc['missing_references'][:3]}")
+    for where, m in acc["expected_runs_mismatch"].items():
+        err.print(f"warning: {where}: declares {m['expected']} runs, the overridden grid has {m['planned']}",
+                  highlight=False)
 
-            tab, lines = plan_lines(acc["sequential_plan"], acc["gpu_hours"], acc["total_runs"])
-            out.print(tab)
-            for line in lines:
-                out.print(line, highlight=False)
-        if acc["missing_references"]:
-            err.print(f"warning: {len(acc['missing_references'])} runs lack their campaign-local reference, "
-                      f"e.g. {acc['missing_references'][:3]}")
-        for where, m in acc["expected_runs_mismatch"].items():
-            err.print(f"warning: {where}: declares {m['expected']} runs, the overridden grid has {m['planned']}",
-                      highlight=False)
 
-    @app.command("submit")
-    def submit_cmd(
-        campaign: str = typer.Argument(..., help="campaign file or directory"),
-        overrides: list[str] | None = typer.Argument(None, help="Hydra overrides"),
-        workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
-        ray_address: str | None = typer.Option(None, "--ray-address",
-                                               help="Ray dashboard address; default: a local head"),
-        ledger_url: str | None = typer.Option(None, "--ledger-url",
-                                              help="SQLAlchemy URL; default sqlite:///<workdir>/ledger.db"),
-        wait: bool = typer.Option(True, "--wait/--no-wait", help="drive the campaign to completion"),
-        max_parallel: int | None = typer.Option(None, "--max-parallel", min=1, help="cap on concurrent jobs"),
-        dry_run: bool = typer.Option(False, "--dry-run", help="print what submitting would do (new, changed with "
-                                     "the fields that changed, unchanged, removed) without writing"),
-        as_json: bool = typer.Option(False, "--json", help="print that summary as one JSON object (counts under "
-                                     "new/changed/unchanged/removed, run ids, changed fields)"),
-        doctor: bool = typer.Option(True, "--doctor/--no-doctor", help="on a cluster (--ray-address), first check "
-                                    "every node's versions, the shared work dir and GPUs per node (campaign doctor's "
-                                    "quick part, one small Ray job)"),
-        data_dir: Path | None = typer.Option(None, "--data-dir", help="evaluation data directory (default: the "
-                                                "campaign's evaluation.data_dir, relative to the work directory)"),
-        keep_head: bool = typer.Option(False, "--keep-head", help="leave the local Ray head this command started "
-                                       "running when the campaign finishes (`campaign head stop` stops it later)"),
-    ) -> None:
-        """Check a campaign before any compute, register it in the ledger (idempotent by run_key) and run it.
+def submit_cmd(
+    workdir: WorkdirOpt,
+    campaign: Annotated[str, typer.Argument(metavar="CAMPAIGN", help="campaign file or directory")],
+    overrides: list[str] | None = typer.Argument(None, help="Hydra overrides"),
+    ray_address: RayAddressOpt = None,
+    ledger_url: LedgerUrlOpt = None,
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="drive the campaign to completion"),
+    max_parallel: int | None = typer.Option(None, "--max-parallel", min=1, help="cap on concurrent jobs"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print what submitting would do (new, changed with "
+                                 "the fields that changed, unchanged, removed) without writing"),
+    as_json: bool = typer.Option(False, "--json", help="print that summary as one JSON object (counts under "
+                                 "new/changed/unchanged/removed, run ids, changed fields)"),
+    doctor: bool = typer.Option(True, "--doctor/--no-doctor", help="on a cluster (--ray-address), first check "
+                                "every node's versions, the shared work dir and GPUs per node (campaign doctor's "
+                                "quick part, one small Ray job)"),
+    data_dir: Path | None = typer.Option(None, "--data-dir", help="evaluation data directory (default: the "
+                                            "campaign's evaluation.data_dir, relative to the work directory)"),
+    keep_head: bool = typer.Option(False, "--keep-head", help="leave the local Ray head this command started "
+                                   "running when the campaign finishes (`campaign head stop` stops it later)"),
+) -> None:
+    """Check a campaign before any compute, register it in the ledger (idempotent by run_key) and run it.
 
-        A local Ray head this command started is stopped when the campaign finishes (--keep-head keeps it); a head
-        that was already running is left as it was."""
-        from orchestrator.campaign import submit, submit_preview, with_data_dir
-        from orchestrator.preflight import eval_data_dir
+    A local Ray head this command started is stopped when the campaign finishes (--keep-head keeps it); a head
+    that was already running is left as it was."""
+    from orchestrator.campaign import submit, submit_preview, with_data_dir
+    from orchestrator.preflight import eval_data_dir
 
-        _check_ray_address(ray_address)
-        spec, rs = _plan(campaign, overrides, data_root=workdir / "data")
-        if data_dir is not None:
-            spec, rs = with_data_dir(spec, rs, data_dir)
-        from orchestrator.campaign import cluster_address
+    _check_ray_address(ray_address)
+    spec, rs = _plan(campaign, overrides, data_root=workdir / "data")
+    if data_dir is not None:
+        spec, rs = with_data_dir(spec, rs, data_dir)
+    from orchestrator.campaign import cluster_address
 
-        target = cluster_address(workdir, ray_address)  # where the runs will go: given, remembered or local
-        _preflight(spec, rs, eval_data_dir(spec, workdir.resolve()), local_head=not target,
-                   ray_address=target, workdir=workdir, runs_on_local_head=not target)
-        from orchestrator.ledger.base import LedgerError
+    target = cluster_address(workdir, ray_address)  # where the runs will go: given, remembered or local
+    _preflight(spec, rs, eval_data_dir(spec, workdir.resolve()), local_head=not target,
+               ray_address=target, workdir=workdir, runs_on_local_head=not target)
+    summary = submit_preview(spec, rs, workdir, ledger_url)  # before anything is written: the old specs
+    if dry_run:
+        _print_summary(summary, dry_run=True, as_json=as_json)
+        return
+    if target and doctor:
+        _cluster_checks(target, workdir, rs)
+    sess = _session(workdir, ledger_url, ray_address, remember=True)
+    diff, removed = submit(sess, spec, rs)
+    summary.runs.update(new=diff.new, changed=diff.changed, unchanged=diff.unchanged, removed=removed,
+                        reevaluate=diff.reevaluate)
+    _print_summary(summary, dry_run=False, as_json=as_json)
+    if not wait:
+        return
+    from orchestrator.executor.local_head import running_head
 
-        try:
-            summary = submit_preview(spec, rs, workdir, ledger_url)  # before anything is written: the old specs
-        except LedgerError as exc:
-            _fail(str(exc))
-        if dry_run:
-            _print_summary(summary, dry_run=True, as_json=as_json)
-            return
-        if target and doctor:
-            _cluster_checks(target, workdir, rs)
-        sess = _session(workdir, ledger_url, ray_address, remember=True)
-        diff, removed = submit(sess, spec, rs)
-        summary.runs.update(new=diff.new, changed=diff.changed, unchanged=diff.unchanged, removed=removed,
-                            reevaluate=diff.reevaluate)
-        _print_summary(summary, dry_run=False, as_json=as_json)
-        if not wait:
-            return
-        from orchestrator.executor.local_head import running_head
+    started_here = target is None and running_head(workdir) is None
+    try:
+        _drive(sess, spec.name, max_parallel=max_parallel, matrix=not as_json)
+    finally:
+        _stop_own_head(workdir, started_here, keep_head)
 
-        started_here = target is None and running_head(workdir) is None
-        try:
-            _drive(sess, spec.name, max_parallel=max_parallel, matrix=not as_json)
-        finally:
-            _stop_own_head(workdir, started_here, keep_head)
 
-    @app.command("resume")
-    def resume_cmd(
-        campaign: str = typer.Argument(..., help="campaign name, or its spec file/directory"),
-        workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
-        ray_address: str | None = typer.Option(None, "--ray-address"),
-        ledger_url: str | None = typer.Option(None, "--ledger-url"),
-        max_parallel: int | None = typer.Option(None, "--max-parallel", min=1),
-        timeout: float | None = typer.Option(None, "--timeout", min=0.1, help="stop driving after this many seconds"),
-        keep_head: bool = typer.Option(False, "--keep-head", help="leave the local Ray head this command started "
-                                       "running when it finishes (`campaign head stop` stops it later)"),
-    ) -> None:
-        """Pick up a campaign after a crash: reattach to running jobs, resubmit lost ones, continue.
+def resume_cmd(
+    workdir: WorkdirOpt,
+    campaign: CampaignArg,
+    ray_address: RayAddressOpt = None,
+    ledger_url: LedgerUrlOpt = None,
+    max_parallel: int | None = typer.Option(None, "--max-parallel", min=1),
+    timeout: float | None = typer.Option(None, "--timeout", min=0.1, help="stop driving after this many seconds"),
+    keep_head: bool = typer.Option(False, "--keep-head", help="leave the local Ray head this command started "
+                                   "running when it finishes (`campaign head stop` stops it later)"),
+) -> None:
+    """Pick up a campaign after a crash: reattach to running jobs, resubmit lost ones, continue.
 
-        A local Ray head this command started is stopped when it finishes, as `submit` does (--keep-head keeps
-        it); a head that was already running is left as it was."""
-        from orchestrator.campaign import cluster_address
-        from orchestrator.executor.local_head import running_head
+    A local Ray head this command started is stopped when it finishes, as `submit` does (--keep-head keeps
+    it); a head that was already running is left as it was."""
+    from orchestrator.campaign import cluster_address
+    from orchestrator.executor.local_head import running_head
 
+    campaign = _campaign_name(campaign)
+    _existing_workdir(workdir, ledger_url, campaign)
+    sess = _session(workdir, ledger_url, ray_address)
+    _require_campaign(sess, campaign)
+    started_here = cluster_address(workdir, ray_address) is None and running_head(workdir) is None
+    try:
+        _drive(sess, campaign, timeout_s=timeout, max_parallel=max_parallel)
+    finally:
+        _stop_own_head(workdir, started_here, keep_head)
+
+
+def status_cmd(
+    workdir: WorkdirOpt,
+    campaign: str | None = typer.Argument(None, help="campaign name or spec file; default: all in the ledger"),
+    ledger_url: LedgerUrlOpt = None,
+    as_json: bool = typer.Option(False, "--json", help="same as --format json"),
+    fmt: str = typer.Option("table", "--format", metavar="FORMAT",
+                            help="table (the matrix, for a terminal) | json (counts, runs, driver; stable keys)"),
+) -> None:
+    """Counts by state and a policies × seeds matrix per campaign (reads the ledger only)."""
+    from orchestrator.ledger.states import RunState
+    from orchestrator.progress import (
+        LEGEND,
+        campaign_progress,
+        counts_line,
+        driver_line,
+        run_activity,
+        status_matrix,
+    )
+
+    if fmt not in ("table", "json"):
+        _fail(f"--format {fmt!r}: use table or json")
+    as_json = as_json or fmt == "json"
+    if campaign:
         campaign = _campaign_name(campaign)
-        _existing_workdir(workdir, ledger_url, campaign)
-        sess = _session(workdir, ledger_url, ray_address)
+    _existing_workdir(workdir, ledger_url, campaign)
+    sess = _session(workdir, ledger_url)
+    names = [campaign] if campaign else sess.ledger.campaigns()
+    if campaign:
         _require_campaign(sess, campaign)
-        started_here = cluster_address(workdir, ray_address) is None and running_head(workdir) is None
-        try:
-            _drive(sess, campaign, timeout_s=timeout, max_parallel=max_parallel)
-        finally:
-            _stop_own_head(workdir, started_here, keep_head)
-
-    @app.command("status")
-    def status_cmd(
-        campaign: str | None = typer.Argument(None, help="campaign name or spec file; default: all in the ledger"),
-        workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
-        ledger_url: str | None = typer.Option(None, "--ledger-url"),
-        as_json: bool = typer.Option(False, "--json", help="same as --format json"),
-        fmt: str = typer.Option("table", "--format", metavar="FORMAT",
-                                help="table (the matrix, for a terminal) | json (counts, runs, driver; stable keys)"),
-    ) -> None:
-        """Counts by state and a policies × seeds matrix per campaign (reads the ledger only)."""
-        from orchestrator.ledger.states import RunState
-        from orchestrator.progress import (
-            LEGEND,
-            campaign_progress,
-            counts_line,
-            driver_line,
-            run_activity,
-            status_matrix,
-        )
-
-        if fmt not in ("table", "json"):
-            _fail(f"--format {fmt!r}: use table or json")
-        as_json = as_json or fmt == "json"
-        if campaign:
-            campaign = _campaign_name(campaign)
-        _existing_workdir(workdir, ledger_url, campaign)
-        sess = _session(workdir, ledger_url)
-        names = [campaign] if campaign else sess.ledger.campaigns()
-        if campaign:
-            _require_campaign(sess, campaign)
-        if as_json:
-            res = []
-            for n in names:
-                st = sess.status(n)
-                st["runs"] = [{"run_id": r.run_id, "run_key": r.run_key, "state": r.state, "stage": r.stage,
-                               "reason": r.reason, "attempts": r.attempts, "compute": r.compute,
-                               "doing": run_activity(sess, r)}
-                              for r in sess.ledger.runs(n)]
-                st.update(campaign_progress(sess, n))
-                res.append(st)
-            typer.echo(json_dumps(res if not campaign else res[0], indent=2, default=str))
-            return
+    if as_json:
+        res = []
         for n in names:
             st = sess.status(n)
-            out.print(f"[bold]{n}[/]: {st['total']} runs  {counts_line(st['states'])}")
-            out.print(status_matrix(sess, n))
-            out.print(LEGEND, highlight=False, markup=False)
-            out.print(driver_line(sess, n), highlight=False)
-            from rich.text import Text
+            st["runs"] = [{"run_id": r.run_id, "run_key": r.run_key, "state": r.state, "stage": r.stage,
+                           "reason": r.reason, "attempts": r.attempts, "compute": r.compute,
+                           "doing": run_activity(sess, r)}
+                          for r in sess.ledger.runs(n)]
+            st.update(campaign_progress(sess, n))
+            res.append(st)
+        typer.echo(json_dumps(res if not campaign else res[0], indent=2, default=str))
+        return
+    for n in names:
+        st = sess.status(n)
+        out.print(f"[bold]{n}[/]: {st['total']} runs  {counts_line(st['states'])}")
+        out.print(status_matrix(sess, n))
+        out.print(LEGEND, highlight=False, markup=False)
+        out.print(driver_line(sess, n), highlight=False)
+        from rich.text import Text
 
-            for r in sess.ledger.runs(n, [RunState.training, RunState.evaluating]):  # what each active run does
-                doing = run_activity(sess, r)
-                if doing:
-                    out.print(Text.assemble("  ", ("now", "yellow"), f" {r.run_id}: {doing}"), highlight=False)
+        for r in sess.ledger.runs(n, [RunState.training, RunState.evaluating]):  # what each active run does
+            doing = run_activity(sess, r)
+            if doing:
+                out.print(Text.assemble("  ", ("now", "yellow"), f" {r.run_id}: {doing}"), highlight=False)
 
-            for r in sess.ledger.runs(n, [RunState.failed]):  # the reason as written (no markup read in it)
-                out.print(Text.assemble("  ", (RunState.failed.value, "red"),
-                                        f" {r.run_id} ({r.stage}, {r.failure_class or 'error'}): {r.reason}"),
+        for r in sess.ledger.runs(n, [RunState.failed]):  # the reason as written (no markup read in it)
+            out.print(Text.assemble("  ", (RunState.failed.value, "red"),
+                                    f" {r.run_id} ({r.stage}, {r.failure_class or 'error'}): {r.reason}"),
+                      highlight=False)
+        for r in sess.ledger.runs(n, [RunState.queued]):
+            if r.reason.startswith("waiting:"):  # the scheduler cannot place it on the cluster (placement)
+                out.print(Text.assemble("  ", ("waiting", "yellow"), f" {r.run_id}: {r.reason[9:]}"),
                           highlight=False)
-            for r in sess.ledger.runs(n, [RunState.queued]):
-                if r.reason.startswith("waiting:"):  # the scheduler cannot place it on the cluster (placement)
-                    out.print(Text.assemble("  ", ("waiting", "yellow"), f" {r.run_id}: {r.reason[9:]}"),
-                              highlight=False)
 
-    @app.command("watch")
-    def watch_cmd(
-        campaign: str = typer.Argument(..., help="campaign name, or its spec file/directory"),
-        workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
-        ledger_url: str | None = typer.Option(None, "--ledger-url"),
-        interval: float = typer.Option(2.0, "--interval", min=0.1),
-        once: bool = typer.Option(False, "--once", help="render once and exit"),
-    ) -> None:
-        """Live status matrix (read-only; the orchestrator driving the campaign is `submit`/`resume`)."""
-        from rich.live import Live
 
-        from orchestrator.ledger.states import PENDING
-        from orchestrator.progress import counts_line, status_matrix
+def watch_cmd(
+    workdir: WorkdirOpt,
+    campaign: CampaignArg,
+    ledger_url: LedgerUrlOpt = None,
+    interval: float = typer.Option(2.0, "--interval", min=0.1),
+    once: bool = typer.Option(False, "--once", help="render once and exit"),
+) -> None:
+    """Live status matrix (read-only; the orchestrator driving the campaign is `submit`/`resume`)."""
+    from rich.live import Live
 
-        campaign = _campaign_name(campaign)
+    from orchestrator.ledger.states import PENDING
+    from orchestrator.progress import counts_line, status_matrix
 
-        _existing_workdir(workdir, ledger_url, campaign)
-        sess = _session(workdir, ledger_url)
-        _require_campaign(sess, campaign)
-        if not out.is_terminal:  # a pipe or a log file: one plain line per change, no live redraw
-            last = None
-            while True:
-                st = sess.status(campaign)["states"]
-                line = f"{time.strftime('%H:%M:%S')} {campaign}: {counts_line(st)}"
-                if line.split(" ", 1)[1] != last:
-                    typer.echo(line)
-                    last = line.split(" ", 1)[1]
-                if once or not any(st.get(k) for k in PENDING):
-                    return
-                time.sleep(interval)
-        with Live(status_matrix(sess, campaign), console=out, refresh_per_second=1) as live:
-            while not once:
-                st = sess.status(campaign)["states"]
-                if not any(st.get(k) for k in PENDING):
-                    break
-                time.sleep(interval)
-                live.update(status_matrix(sess, campaign))
+    campaign = _campaign_name(campaign)
 
-    def _select(sess, campaign: str, runs: list[str] | None):
-        _require_campaign(sess, campaign)
-        if not runs:
-            return sess.ledger.runs(campaign)
-        picked = []
-        for ident in runs:
-            found = sess.ledger.find(campaign, ident)
-            if not found:
-                _fail(f"run '{ident}' matches no run_key or run_id in campaign {campaign}")
-            picked += found
-        return picked
-
-    @app.command("cancel")
-    def cancel_cmd(
-        campaign: str = typer.Argument(..., help="campaign name, or its spec file/directory"),
-        runs: list[str] | None = typer.Argument(None, help="run ids/keys or id prefixes; default all"),
-        workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
-        ray_address: str | None = typer.Option(None, "--ray-address"),
-        ledger_url: str | None = typer.Option(None, "--ledger-url"),
-    ) -> None:
-        """Cancel runs (stopping their jobs); they can be brought back with `campaign retry`."""
-        campaign = _campaign_name(campaign)
-        from orchestrator.executor import ClusterUnreachable
-        from orchestrator.executor.ray_jobs import ClusterAuthError
-
-        _existing_workdir(workdir, ledger_url, campaign)
-        sess = _session(workdir, ledger_url, ray_address)
-        rows = _select(sess, campaign, runs)
-        try:
-            n = sess.scheduler(campaign).cancel(rows)
-        except ClusterAuthError as exc:  # the cluster answered: a token to fix, not an outage
-            _fail(str(exc), 2)
-        except ClusterUnreachable as exc:
-            _fail(f"{exc}; nothing was cancelled", 3)
-        out.print(f"cancelled {n} run(s)")
-
-    @app.command("retry")
-    def retry_cmd(
-        campaign: str = typer.Argument(..., help="campaign name, or its spec file/directory"),
-        runs: list[str] | None = typer.Argument(None, help="run ids/keys; default every failed/cancelled run"),
-        workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
-        ray_address: str | None = typer.Option(None, "--ray-address"),
-        ledger_url: str | None = typer.Option(None, "--ledger-url"),
-        wait: bool = typer.Option(True, "--wait/--no-wait"),
-    ) -> None:
-        """Requeue failed or cancelled runs with a fresh retry budget (verified stages are skipped)."""
-        campaign = _campaign_name(campaign)
-        _existing_workdir(workdir, ledger_url, campaign)
-        sess = _session(workdir, ledger_url, ray_address)
-        rows = _select(sess, campaign, runs)
-        n = sess.scheduler(campaign).retry(rows) if rows else 0
-        out.print(f"requeued {n} run(s)")
-        if wait and n:
-            _drive(sess, campaign)
-
-    @app.command("logs")
-    def logs_cmd(
-        campaign: str = typer.Argument(..., help="campaign name, or its spec file/directory"),
-        run: str = typer.Argument(..., help="run id or run_key"),
-        workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR", help=WORKDIR_HELP),
-        ray_address: str | None = typer.Option(None, "--ray-address"),
-        ledger_url: str | None = typer.Option(None, "--ledger-url"),
-        attempt: int | None = typer.Option(None, "--attempt", help="attempt number; default the latest"),
-    ) -> None:
-        """Attempts and events of a run from the ledger, and its job's log: from the cluster the campaign ran
-        on, or from the stopped local head's log files. Never starts a Ray head."""
-        campaign = _campaign_name(campaign)
-        from orchestrator.executor import ClusterUnreachable
-        from orchestrator.executor.local_head import head_temp_dir, running_head
-        from orchestrator.executor.ray_jobs import ClusterAuthError
-
-        _existing_workdir(workdir, ledger_url, campaign)
-        sess = _session(workdir, ledger_url, ray_address)
-        rows = _select(sess, campaign, [run])
-        row = rows[0]
-        atts = sess.ledger.attempts(campaign, row.run_key)
-        for a in atts:
-            out.print(f"attempt {a['attempt']} {a['stage']} {a['submission_id']}: {a['status']} "
-                      f"{a['failure_class']} {a['reason']}", highlight=False)
-        _print_training_metrics(workdir, row)
-        chosen = [a for a in atts if attempt is None or a["attempt"] == attempt]
-        if not chosen:
-            _fail(f"run {row.run_id} has no attempt {attempt}")
-        sub = chosen[-1]["submission_id"]
-        if sess.ray_address is None and running_head(workdir) is None:  # the local head is gone: read its files
-            tmp = head_temp_dir(workdir)
-            logs = sorted(tmp.glob(f"session_*/logs/job-driver-{sub}.log")) if tmp else []
-            if not logs:
-                _fail(f"no log of job {sub}: the work directory's local Ray head is stopped and its log files "
-                      f"are gone ({tmp or 'no temp dir'}); the ledger's attempts are shown above", 3)
-            typer.echo(logs[-1].read_text(errors="replace"))
-            return
-        try:
-            typer.echo(sess.executor.logs(sub))
-        except ClusterAuthError as exc:  # the cluster answered: a token to fix, not an outage
-            _fail(str(exc), 2)
-        except ClusterUnreachable as exc:
-            _fail(f"{exc}; the ledger's attempts are shown above", 3)
-
-    @app.command("demo")
-    def demo_cmd(
-        workdir: Path | None = typer.Option(None, "--workdir", help="default: a fresh temporary directory"),
-        records: Path | None = typer.Option(None, "--records",
-                                            help="only print the analysis tables of this records file"),
-        campaign_file: Path | None = typer.Option(None, "--campaign", help="campaign file to run (default: "
-                                                  "campaigns/demo.yaml, or demo_verl.yaml with --backend verl)"),
-        backend: str = typer.Option("local", "--backend", metavar="BACKEND", help="local (the CPU GRPO trainer, "
-                                    "about 3 min) | verl (verl's own trainer on CPU, 2 policies × 2 seeds, about "
-                                    "10-15 min)"),
-        overrides: list[str] | None = typer.Argument(None, help="Hydra overrides of the demo campaign"),
-        keep_ray: bool = typer.Option(False, "--keep-ray", help="leave the local Ray head running"),
-        show_all: bool = typer.Option(False, "--all", help="print the status matrix and every table (by default "
-                                      "one screen: the verdicts, flags and where the files are)"),
-    ) -> None:
-        """Run campaigns/demo.yaml (or demo_verl.yaml with --backend verl) end to end on CPU and print its answer in
-        one screen: the verdicts, the flagged policies and where the records, report and MLflow store are (--all:
-        every table)."""
-        from orchestrator.campaign import CampaignError
-        from orchestrator.demo import print_analysis, run_demo
-
-        try:
-            if records is not None:
-                print_analysis(records, out=out, show_all=show_all)
+    _existing_workdir(workdir, ledger_url, campaign)
+    sess = _session(workdir, ledger_url)
+    _require_campaign(sess, campaign)
+    if not out.is_terminal:  # a pipe or a log file: one plain line per change, no live redraw
+        last = None
+        while True:
+            st = sess.status(campaign)["states"]
+            line = f"{time.strftime('%H:%M:%S')} {campaign}: {counts_line(st)}"
+            if line.split(" ", 1)[1] != last:
+                typer.echo(line)
+                last = line.split(" ", 1)[1]
+            if once or not any(st.get(k) for k in PENDING):
                 return
-            if backend not in DEMO_CAMPAIGNS:
-                _fail(f"--backend {backend!r}: choose one of {', '.join(DEMO_CAMPAIGNS)}", 2)
-            wd = workdir or Path(tempfile.mkdtemp(prefix="windtunnel-demo-"))
-            run_demo(wd, campaign_file or DEMO_CAMPAIGNS[backend], overrides or [], out=out, err=err,
-                     keep_ray=keep_ray, show_all=show_all)
-        except CampaignError as exc:
-            _fail(str(exc), exc.exit_code)
+            time.sleep(interval)
+    with Live(status_matrix(sess, campaign), console=out, refresh_per_second=1) as live:
+        while not once:
+            st = sess.status(campaign)["states"]
+            if not any(st.get(k) for k in PENDING):
+                break
+            time.sleep(interval)
+            live.update(status_matrix(sess, campaign))
 
+
+def _select(sess, campaign: str, runs: list[str] | None):
+    _require_campaign(sess, campaign)
+    if not runs:
+        return sess.ledger.runs(campaign)
+    picked = []
+    for ident in runs:
+        found = sess.ledger.find(campaign, ident)
+        if not found:
+            _fail(f"run '{ident}' matches no run_key or run_id in campaign {campaign}")
+        picked += found
+    return picked
+
+
+def cancel_cmd(
+    workdir: WorkdirOpt,
+    campaign: CampaignArg,
+    runs: RunsArg = None,
+    ray_address: RayAddressOpt = None,
+    ledger_url: LedgerUrlOpt = None,
+) -> None:
+    """Cancel runs (stopping their jobs); they can be brought back with `campaign retry`."""
+    campaign = _campaign_name(campaign)
+    _existing_workdir(workdir, ledger_url, campaign)
+    sess = _session(workdir, ledger_url, ray_address)
+    rows = _select(sess, campaign, runs)
+    with _cluster_context("nothing was cancelled"):
+        n = sess.scheduler(campaign).cancel(rows)
+    out.print(f"cancelled {n} run(s)")
+
+
+def retry_cmd(
+    workdir: WorkdirOpt,
+    campaign: CampaignArg,
+    runs: list[str] | None = typer.Argument(None, help="run ids/keys; default every failed/cancelled run"),
+    ray_address: RayAddressOpt = None,
+    ledger_url: LedgerUrlOpt = None,
+    wait: bool = typer.Option(True, "--wait/--no-wait"),
+) -> None:
+    """Requeue failed or cancelled runs with a fresh retry budget (verified stages are skipped)."""
+    campaign = _campaign_name(campaign)
+    _existing_workdir(workdir, ledger_url, campaign)
+    sess = _session(workdir, ledger_url, ray_address)
+    rows = _select(sess, campaign, runs)
+    n = sess.scheduler(campaign).retry(rows) if rows else 0
+    out.print(f"requeued {n} run(s)")
+    if wait and n:
+        _drive(sess, campaign)
+
+
+def logs_cmd(
+    workdir: WorkdirOpt,
+    campaign: CampaignArg,
+    run: str = typer.Argument(..., help="run id or run_key"),
+    ray_address: RayAddressOpt = None,
+    ledger_url: LedgerUrlOpt = None,
+    attempt: int | None = typer.Option(None, "--attempt", help="attempt number; default the latest"),
+) -> None:
+    """Attempts and events of a run from the ledger, and its job's log: from the cluster the campaign ran
+    on, or from the stopped local head's log files. Never starts a Ray head."""
+    campaign = _campaign_name(campaign)
+    from orchestrator.executor.local_head import head_temp_dir, running_head
+
+    _existing_workdir(workdir, ledger_url, campaign)
+    sess = _session(workdir, ledger_url, ray_address)
+    rows = _select(sess, campaign, [run])
+    row = rows[0]
+    atts = sess.ledger.attempts(campaign, row.run_key)
+    for a in atts:
+        out.print(f"attempt {a['attempt']} {a['stage']} {a['submission_id']}: {a['status']} "
+                  f"{a['failure_class']} {a['reason']}", highlight=False)
+    _print_training_metrics(workdir, row)
+    chosen = [a for a in atts if attempt is None or a["attempt"] == attempt]
+    if not chosen:
+        _fail(f"run {row.run_id} has no attempt {attempt}")
+    sub = chosen[-1]["submission_id"]
+    if sess.ray_address is None and running_head(workdir) is None:  # the local head is gone: read its files
+        tmp = head_temp_dir(workdir)
+        logs = sorted(tmp.glob(f"session_*/logs/job-driver-{sub}.log")) if tmp else []
+        if not logs:
+            _fail(f"no log of job {sub}: the work directory's local Ray head is stopped and its log files "
+                  f"are gone ({tmp or 'no temp dir'}); the ledger's attempts are shown above", 3)
+        typer.echo(logs[-1].read_text(errors="replace"))
+        return
+    with _cluster_context("the ledger's attempts are shown above"):
+        typer.echo(sess.executor.logs(sub))
+
+
+def demo_cmd(
+    workdir: Path | None = typer.Option(None, "--workdir", help="default: a fresh temporary directory"),
+    records: Path | None = typer.Option(None, "--records",
+                                        help="only print the analysis tables of this records file"),
+    campaign_file: Path | None = typer.Option(None, "--campaign", help="campaign file to run (default: "
+                                              "campaigns/demo.yaml, or demo_verl.yaml with --backend verl)"),
+    backend: str = typer.Option("local", "--backend", metavar="BACKEND", help="local (the CPU GRPO trainer, "
+                                "about 3 min) | verl (verl's own trainer on CPU, 2 policies × 2 seeds, about "
+                                "10-15 min)"),
+    overrides: list[str] | None = typer.Argument(None, help="Hydra overrides of the demo campaign"),
+    keep_ray: bool = typer.Option(False, "--keep-ray", help="leave the local Ray head running"),
+    show_all: bool = typer.Option(False, "--all", help="print the status matrix and every table (by default "
+                                  "one screen: the verdicts, flags and where the files are)"),
+) -> None:
+    """Run campaigns/demo.yaml (or demo_verl.yaml with --backend verl) end to end on CPU and print its answer in
+    one screen: the verdicts, the flagged policies and where the records, report and MLflow store are (--all:
+    every table)."""
+    from orchestrator.demo import print_analysis, run_demo
+
+    if records is not None:
+        print_analysis(records, out=out, show_all=show_all)
+        return
+    if backend not in DEMO_CAMPAIGNS:
+        _fail(f"--backend {backend!r}: choose one of {', '.join(DEMO_CAMPAIGNS)}", 2)
+    wd = workdir or Path(tempfile.mkdtemp(prefix="windtunnel-demo-"))
+    run_demo(wd, campaign_file or DEMO_CAMPAIGNS[backend], overrides or [], out=out, err=err,
+             keep_ray=keep_ray, show_all=show_all)
+
+
+def register(app: typer.Typer) -> None:
+    """Attach this area's commands to the main app."""
+    app.command("plan")(plan_cmd)
+    app.command("submit")(submit_cmd)
+    app.command("resume")(resume_cmd)
+    app.command("status")(status_cmd)
+    app.command("watch")(watch_cmd)
+    app.command("cancel")(cancel_cmd)
+    app.command("retry")(retry_cmd)
+    app.command("logs")(logs_cmd)
+    app.command("demo")(demo_cmd)
     _register_data(app)
 
 
@@ -723,46 +684,44 @@ def _print_training_metrics(workdir: Path, row) -> None:
               highlight=False, markup=False)
 
 
+def data_train_cmd(
+    out_dir: Path = typer.Option(..., "--out", help="data root; corpora go to <out>/multidomain_3/<regime>/"),
+    regimes: list[str] = typer.Option(["sub25_25pct_data_subset", "noise20_20pct_label_noise"], "--regime"),
+    per_domain: int = typer.Option(5000, "--per-domain"),
+    test_per_domain: int = typer.Option(200, "--test-per-domain"),
+    seed: int = typer.Option(42, "--seed"),
+    sources_dir: Path | None = typer.Option(None, "--sources",
+                                            help="directory of <source>.jsonl files instead of downloading"),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="datasets cache"),
+) -> None:
+    """Build the study's 15,000-prompt multidomain_3 corpus and its regime variants (content-hashed)."""
+    from orchestrator.data import build_multidomain, build_variants, load_sources, parse_regime
+
+    for r in regimes:
+        parse_regime(r)  # CorpusError (exit 2) on a bad regime
+    if sources_dir is not None:
+        sources = {}
+        for name in ("gsm8k", "deepscaler", "kk_train", "kk_test", "sciq_train", "sciq_val"):
+            p = sources_dir / f"{name}.jsonl"
+            if not p.exists():
+                _fail(f"{p}: missing source file; provide one JSON object per line")
+            sources[name] = [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
+    else:
+        try:
+            sources = load_sources(cache_dir)
+        except Exception as exc:  # the hub, the network, a cache: any of them, and the fix is the same
+            raise UserError(f"cannot load the public sources ({type(exc).__name__}: {str(exc)[:200]}); "
+                            "use --sources DIR with local jsonl files or a populated --cache-dir") from exc
+    train, test = build_multidomain(sources, per_domain=per_domain, test_per_domain=test_per_domain, seed=seed)
+    mans = build_variants(train, test, out_dir, "multidomain_3", regimes, seed)
+    for name, m in mans.items():
+        out.print(f"{name}: {m['train_rows']} train rows, sha256 {m['train_sha256'][:16]}…")
+
+
 def _register_data(app: typer.Typer) -> None:
     """`campaign data train` — attached to an existing `data` group (the training area's) if any."""
     group = subgroup(app, "data", "Build training corpora and evaluation data.")
-
-    @group.command("train")
-    def data_train_cmd(
-        out_dir: Path = typer.Option(..., "--out", help="data root; corpora go to <out>/multidomain_3/<regime>/"),
-        regimes: list[str] = typer.Option(["sub25_25pct_data_subset", "noise20_20pct_label_noise"], "--regime"),
-        per_domain: int = typer.Option(5000, "--per-domain"),
-        test_per_domain: int = typer.Option(200, "--test-per-domain"),
-        seed: int = typer.Option(42, "--seed"),
-        sources_dir: Path | None = typer.Option(None, "--sources",
-                                                help="directory of <source>.jsonl files instead of downloading"),
-        cache_dir: Path | None = typer.Option(None, "--cache-dir", help="datasets cache"),
-    ) -> None:
-        """Build the study's 15,000-prompt multidomain_3 corpus and its regime variants (content-hashed)."""
-        from orchestrator.data import CorpusError, build_multidomain, build_variants, load_sources, parse_regime
-
-        try:
-            for r in regimes:
-                parse_regime(r)
-            if sources_dir is not None:
-                sources = {}
-                for name in ("gsm8k", "deepscaler", "kk_train", "kk_test", "sciq_train", "sciq_val"):
-                    p = sources_dir / f"{name}.jsonl"
-                    if not p.exists():
-                        _fail(f"{p}: missing source file; provide one JSON object per line")
-                    sources[name] = [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
-            else:
-                try:
-                    sources = load_sources(cache_dir)
-                except Exception as exc:
-                    _fail(f"cannot load the public sources ({type(exc).__name__}: {str(exc)[:200]}); "
-                          "use --sources DIR with local jsonl files or a populated --cache-dir")
-            train, test = build_multidomain(sources, per_domain=per_domain, test_per_domain=test_per_domain, seed=seed)
-            mans = build_variants(train, test, out_dir, "multidomain_3", regimes, seed)
-        except CorpusError as exc:
-            _fail(str(exc))
-        for name, m in mans.items():
-            out.print(f"{name}: {m['train_rows']} train rows, sha256 {m['train_sha256'][:16]}…")
+    group.command("train")(data_train_cmd)
 
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

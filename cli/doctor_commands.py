@@ -14,6 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from cli.console import err, fail, out
+from wtcommon.errors import UserError
+from cli.options import RayAddressOpt, WorkdirOpt
 
 _STYLE = {"ok": "green", "warning": "yellow", "FAIL": "bold red"}
 
@@ -32,57 +34,47 @@ def _executor(workdir: Path, ray_address: str | None):
     return Session(workdir=workdir, ray_address=ray_address).executor
 
 
+def doctor_cmd(
+    workdir: WorkdirOpt,
+    ray_address: RayAddressOpt = None,
+    timeout: float = typer.Option(300.0, "--timeout", min=1.0, help="seconds the nodes' checks may take"),
+    as_json: bool = typer.Option(False, "--json", help="the findings as JSON (node, check, result, status, "
+                                                        "fix)"),
+) -> None:
+    """Check every alive node of the cluster: Python/Windtunnel/torch/verl/vLLM/Ray versions against this
+    machine's, GPUs and CPUs, the shared work directory (a nonce file written on each node and read back
+    here), the token, and every verl internal the plugin relies on. Exit 2 listing each problem and its fix.
+    The work directory is the one the campaign will use: one shared filesystem, at the same path on every node."""
+    from orchestrator.cluster_doctor import as_dicts, check, problems
+    from orchestrator.executor.ray_jobs import ClusterAuthError
+    from orchestrator.ray_address import parse_ray_address
+
+    if ray_address is not None:
+        parse_ray_address(ray_address)  # bad input (exit 2), before anything is written
+    workdir = workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        rows = check(_executor(workdir, ray_address), workdir, deep=True, timeout_s=timeout)
+    except ClusterAuthError as exc:  # the cluster answered: a token to fix (exit 2); unreachable exits 3
+        raise UserError(f"token: {exc}") from exc
+    bad = problems(rows)
+    if as_json:
+        typer.echo(json.dumps({"ok": not bad, "findings": as_dicts(rows)}, indent=2))
+    else:
+        t = Table(title=f"campaign doctor: {len({r.node for r in rows if r.node != 'cluster'})} nodes")
+        for c in ("node", "check", "result", "fix"):
+            t.add_column(c, overflow="fold")
+        for r in rows:
+            t.add_row(r.node, r.check, Text(f"{r.status}: {r.result}" if r.status != "ok" else r.result,
+                                             style=_STYLE.get(r.status, "")), r.fix)
+        out.print(t)
+    if bad:
+        for r in bad:
+            err.print(Text.assemble(("problem:", "bold red"), f" {r.node}: {r.check}: {r.result} — fix: {r.fix}"),
+                      highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+
+
 def register(app: typer.Typer) -> None:
     """Attach `campaign doctor` to the main app."""
-
-    @app.command("doctor")
-    def doctor_cmd(
-        workdir: Path = typer.Option(..., "--workdir", envvar="WINDTUNNEL_WORKDIR",
-                                     help="the work directory the campaign will use; it must be one shared "
-                                          "filesystem, mounted at the same path on every node"),
-        ray_address: str | None = typer.Option(None, "--ray-address",
-                                               help="Ray dashboard address; default: the work directory's cluster"),
-        timeout: float = typer.Option(300.0, "--timeout", min=1.0, help="seconds the nodes' checks may take"),
-        as_json: bool = typer.Option(False, "--json", help="the findings as JSON (node, check, result, status, "
-                                                            "fix)"),
-    ) -> None:
-        """Check every alive node of the cluster: Python/Windtunnel/torch/verl/vLLM/Ray versions against this
-        machine's, GPUs and CPUs, the shared work directory (a nonce file written on each node and read back
-        here), the token, and every verl internal the plugin relies on. Exit 2 listing each problem and its fix."""
-        from orchestrator.cluster_doctor import DoctorError, as_dicts, check, problems
-        from orchestrator.executor import ClusterUnreachable
-        from orchestrator.executor.ray_jobs import ClusterAuthError
-
-        from orchestrator.ray_address import RayAddressError, parse_ray_address
-
-        if ray_address is not None:
-            try:
-                parse_ray_address(ray_address)  # bad input, before anything is written
-            except RayAddressError as exc:
-                fail(str(exc), 2)
-        workdir = workdir.resolve()
-        workdir.mkdir(parents=True, exist_ok=True)
-        try:
-            rows = check(_executor(workdir, ray_address), workdir, deep=True, timeout_s=timeout)
-        except ClusterAuthError as exc:
-            fail(f"token: {exc}", 2)
-        except ClusterUnreachable as exc:
-            fail(str(exc), 3)
-        except DoctorError as exc:
-            fail(str(exc), exc.exit_code)
-        bad = problems(rows)
-        if as_json:
-            typer.echo(json.dumps({"ok": not bad, "findings": as_dicts(rows)}, indent=2))
-        else:
-            t = Table(title=f"campaign doctor: {len({r.node for r in rows if r.node != 'cluster'})} nodes")
-            for c in ("node", "check", "result", "fix"):
-                t.add_column(c, overflow="fold")
-            for r in rows:
-                t.add_row(r.node, r.check, Text(f"{r.status}: {r.result}" if r.status != "ok" else r.result,
-                                                 style=_STYLE.get(r.status, "")), r.fix)
-            out.print(t)
-        if bad:
-            for r in bad:
-                err.print(Text.assemble(("problem:", "bold red"), f" {r.node}: {r.check}: {r.result} — fix: {r.fix}"),
-                          highlight=False, soft_wrap=True)
-            raise typer.Exit(2)
+    app.command("doctor")(doctor_cmd)

@@ -10,6 +10,8 @@ import typer
 from rich.table import Table
 
 from cli.console import err, fail as _fail, out
+from cli.errors import as_user_error
+from wtcommon.errors import RunFailed, UserError
 from cli.groups import subgroup
 
 
@@ -28,12 +30,10 @@ def _fmt(x: float, pct: bool = False) -> str:
 
 
 def _suite_or_fail(name: str, max_gen_toks: int | None):
-    from evaluation.suite import SuiteError, load_suite, with_max_gen_toks
+    from evaluation.suite import load_suite, with_max_gen_toks
 
-    try:
+    with as_user_error():  # SuiteError, or a bad --max-gen-toks
         return with_max_gen_toks(load_suite(name), max_gen_toks)
-    except (SuiteError, ValueError) as e:
-        _fail(str(e))
 
 
 def _data_dir_or_fail(data_dir: Path) -> Path:
@@ -53,259 +53,251 @@ def export_command(task_dir: Path, tasks: list[str], checkpoint: str = "CHECKPOI
             "--batch_size", str(batch_size), "--device", "cpu", "--output_path", output_path, "--log_samples"]
 
 
-def register(app: typer.Typer) -> None:
-    """Attach this area's commands to the main app."""
+def eval_cmd(
+    checkpoint: Path = typer.Argument(..., help="HF-format checkpoint directory"),
+    suite: str = typer.Option("db12", "--suite", help="suite name (campaigns/suite/<name>.yaml) or path"),
+    backend: str = typer.Option("hf", "--backend", help="hf (CPU/GPU) or vllm (GPU, needs the gpu extra)"),
+    data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir", help="directory of <benchmark>.parquet files"),
+    out_path: Path | None = typer.Option(None, "--out",
+                                         help="records file (.parquet or .csv); item logs go beside it"),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="first N items per benchmark (smoke runs)"),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="generation cache (reruns regenerate nothing)"),
+    benchmark: list[str] = typer.Option([], "--benchmark", help="evaluate only these benchmark ids (repeatable)"),
+    max_gen_toks: int | None = typer.Option(None, "--max-gen-toks", help="override every generation limit"),
+    run_id: str | None = typer.Option(None, "--run-id"),
+    run_key: str | None = typer.Option(None, "--run-key"),
+    campaign: str = typer.Option("adhoc", "--campaign"),
+    model: str | None = typer.Option(None, "--model"),
+    policy: str = typer.Option("unknown", "--policy"),
+    mechanism: str | None = typer.Option(None, "--mechanism"),
+    seed: int = typer.Option(0, "--seed"),
+    step: int | None = typer.Option(None, "--step", help="default: parsed from 'global_step_N' in the path"),
+    regime: str = typer.Option("", "--regime"),
+    config_hash: str = typer.Option("", "--config-hash"),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, help="HF backend generation batch"),
+) -> None:
+    """Evaluate one checkpoint on the suite (one model load) and write Records."""
+    from analysis.records import write_records
+    from evaluation.backends.vllm import VLLMUnavailableError
+    from evaluation.evaluator import evaluate_checkpoint
+    from orchestrator.grid import policy_mechanism
 
-    @app.command("eval")
-    def eval_cmd(
-        checkpoint: Path = typer.Argument(..., help="HF-format checkpoint directory"),
-        suite: str = typer.Option("db12", "--suite", help="suite name (campaigns/suite/<name>.yaml) or path"),
-        backend: str = typer.Option("hf", "--backend", help="hf (CPU/GPU) or vllm (GPU, needs the gpu extra)"),
-        data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir", help="directory of <benchmark>.parquet files"),
-        out_path: Path | None = typer.Option(None, "--out",
-                                             help="records file (.parquet or .csv); item logs go beside it"),
-        limit: int | None = typer.Option(None, "--limit", min=1, help="first N items per benchmark (smoke runs)"),
-        cache_dir: Path | None = typer.Option(None, "--cache-dir", help="generation cache (reruns regenerate nothing)"),
-        benchmark: list[str] = typer.Option([], "--benchmark", help="evaluate only these benchmark ids (repeatable)"),
-        max_gen_toks: int | None = typer.Option(None, "--max-gen-toks", help="override every generation limit"),
-        run_id: str | None = typer.Option(None, "--run-id"),
-        run_key: str | None = typer.Option(None, "--run-key"),
-        campaign: str = typer.Option("adhoc", "--campaign"),
-        model: str | None = typer.Option(None, "--model"),
-        policy: str = typer.Option("unknown", "--policy"),
-        mechanism: str | None = typer.Option(None, "--mechanism"),
-        seed: int = typer.Option(0, "--seed"),
-        step: int | None = typer.Option(None, "--step", help="default: parsed from 'global_step_N' in the path"),
-        regime: str = typer.Option("", "--regime"),
-        config_hash: str = typer.Option("", "--config-hash"),
-        batch_size: int = typer.Option(32, "--batch-size", min=1, help="HF backend generation batch"),
-    ) -> None:
-        """Evaluate one checkpoint on the suite (one model load) and write Records."""
-        from analysis.records import write_records
-        from evaluation.backends.vllm import VLLMUnavailableError
-        from evaluation.evaluator import EvaluationError, evaluate_checkpoint
-        from orchestrator.grid import policy_mechanism
+    from orchestrator.ranges import check_count, check_seed
 
-        from orchestrator.ranges import check_count, check_seed
-
-        if backend not in ("hf", "vllm"):
-            _fail(f"--backend {backend!r}: use hf or vllm")
-        for problem in (check_seed("--seed", seed), check_count("--step", step, minimum=0),
-                        check_count("--max-gen-toks", max_gen_toks)):
-            if problem:
-                _fail(problem)
-        if not checkpoint.exists():
-            _fail(f"{checkpoint}: checkpoint not found")
-        s = _suite_or_fail(suite, max_gen_toks)
-        _data_dir_or_fail(data_dir)
-        meta = {"run_id": run_id or checkpoint.resolve().name, "campaign": campaign, "model": model or checkpoint.name,
-                "policy": policy, "seed": seed, "step": _step_from_path(checkpoint) if step is None else step,
-                "regime": regime, "config_hash": config_hash}
-        if run_key:
-            meta["run_key"] = run_key
-        meta["mechanism"] = mechanism or policy_mechanism(policy, Path.cwd())  # from the policy's YAML
-        try:
+    if backend not in ("hf", "vllm"):
+        _fail(f"--backend {backend!r}: use hf or vllm")
+    for problem in (check_seed("--seed", seed), check_count("--step", step, minimum=0),
+                    check_count("--max-gen-toks", max_gen_toks)):
+        if problem:
+            _fail(problem)
+    if not checkpoint.exists():
+        _fail(f"{checkpoint}: checkpoint not found")
+    s = _suite_or_fail(suite, max_gen_toks)
+    _data_dir_or_fail(data_dir)
+    meta = {"run_id": run_id or checkpoint.resolve().name, "campaign": campaign, "model": model or checkpoint.name,
+            "policy": policy, "seed": seed, "step": _step_from_path(checkpoint) if step is None else step,
+            "regime": regime, "config_hash": config_hash}
+    if run_key:
+        meta["run_key"] = run_key
+    meta["mechanism"] = mechanism or policy_mechanism(policy, Path.cwd())  # from the policy's YAML
+    try:
+        with as_user_error():  # EvaluationError: exit 1; bad records or settings: 2
             rec = evaluate_checkpoint(checkpoint, suite=s, data_dir=data_dir, backend=backend, run_meta=meta,
                                       out=out_path, limit=limit, cache_dir=cache_dir, benchmarks=benchmark or None,
                                       batch_size=batch_size)
             if out_path:
                 write_records(rec, rec.attrs["records_path"])
-        except EvaluationError as e:
-            _fail(str(e), code=1)
-        except ValueError as e:
-            _fail(str(e))
-        except VLLMUnavailableError as e:  # --backend vllm without the gpu extra
-            _fail(str(e))
-        t = Table(title=f"{checkpoint} on {s.name}")
-        for c in ("benchmark", "domain", "n", "accuracy", "parse", "trunc"):
-            t.add_column(c, justify="left" if c in ("benchmark", "domain") else "right")
-        for r in rec.itertuples():
-            t.add_row(r.benchmark, r.domain, str(r.n_items), _fmt(r.accuracy, True), _fmt(r.parse_rate),
-                      _fmt(r.truncation_rate))
-        out.print(t)
-        if out_path:
-            out.print(f"records: {out_path}\nitem log: {rec.attrs['items_path']}")
+    except VLLMUnavailableError as e:  # --backend vllm without the gpu extra: the user's to install (exit 2)
+        raise UserError(str(e)) from e
+    t = Table(title=f"{checkpoint} on {s.name}")
+    for c in ("benchmark", "domain", "n", "accuracy", "parse", "trunc"):
+        t.add_column(c, justify="left" if c in ("benchmark", "domain") else "right")
+    for r in rec.itertuples():
+        t.add_row(r.benchmark, r.domain, str(r.n_items), _fmt(r.accuracy, True), _fmt(r.parse_rate),
+                  _fmt(r.truncation_rate))
+    out.print(t)
+    if out_path:
+        out.print(f"records: {out_path}\nitem log: {rec.attrs['items_path']}")
 
-    @app.command("export-tasks")
-    def export_tasks_cmd(
-        out_dir: Path = typer.Argument(..., help="directory to write the lm-eval task YAMLs and their data into"),
-        suite: str = typer.Option("db12", "--suite", help="suite name (campaigns/suite/<name>.yaml) or path"),
-        data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir", help="directory of <benchmark>.parquet files"),
-        max_gen_toks: int | None = typer.Option(None, "--max-gen-toks", min=1,
-                                                   help="override every generation limit (as `campaign eval`)"),
-        benchmark: list[str] = typer.Option([], "--benchmark", help="only these benchmark ids (repeatable)"),
-        force: bool = typer.Option(False, "--force", help="replace task files already in OUT_DIR"),
-    ) -> None:
-        """Write the suite's lm-eval tasks (YAML + data copy) so plain `lm_eval --include_path OUT_DIR` reproduces
-        `campaign eval` (the command to run is written to OUT_DIR/README.md and printed)."""
-        import shutil
 
-        from evaluation.benchmark_data import BenchmarkDataError, read_benchmark
-        from evaluation.tasks.build import write_task_dir
+def export_tasks_cmd(
+    out_dir: Path = typer.Argument(..., help="directory to write the lm-eval task YAMLs and their data into"),
+    suite: str = typer.Option("db12", "--suite", help="suite name (campaigns/suite/<name>.yaml) or path"),
+    data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir", help="directory of <benchmark>.parquet files"),
+    max_gen_toks: int | None = typer.Option(None, "--max-gen-toks", min=1,
+                                               help="override every generation limit (as `campaign eval`)"),
+    benchmark: list[str] = typer.Option([], "--benchmark", help="only these benchmark ids (repeatable)"),
+    force: bool = typer.Option(False, "--force", help="replace task files already in OUT_DIR"),
+) -> None:
+    """Write the suite's lm-eval tasks (YAML + data copy) so plain `lm_eval --include_path OUT_DIR` reproduces
+    `campaign eval` (the command to run is written to OUT_DIR/README.md and printed)."""
+    import shutil
 
-        s = _suite_or_fail(suite, max_gen_toks)
-        _data_dir_or_fail(data_dir)
-        ids = benchmark or s.benchmark_ids
-        unknown = sorted(set(ids) - set(s.benchmark_ids))
-        if unknown:
-            _fail(f"--benchmark {unknown}: not in suite {s.name}; known: {s.benchmark_ids}")
-        if out_dir.exists() and any(out_dir.glob("*.yaml")) and not force:
-            _fail(f"{out_dir}: already holds task YAMLs; pass --force to replace them or choose another directory")
-        for bid in ids:  # the same schema checks as the evaluator, before anything is written
-            try:
-                read_benchmark(data_dir, bid, s.benchmark(bid).grader)
-            except BenchmarkDataError as e:
-                _fail(f"benchmark {bid}: {e}")
-        data_out = (out_dir / "data").resolve()
-        data_out.mkdir(parents=True, exist_ok=True)
-        for bid in ids:
-            shutil.copy2(data_dir / f"{bid}.parquet", data_out / f"{bid}.parquet")
-        if (data_dir / "manifest.json").exists():
-            shutil.copy2(data_dir / "manifest.json", data_out / "manifest.json")
-        names = write_task_dir(s, data_out, out_dir, ids)
-        cmd = export_command(out_dir.resolve(), list(names.values()))
-        sampled = [f"{b} ({s.benchmark(b).samples} samples, temperature {s.benchmark(b).temperature})"
-                   for b in ids if not s.benchmark(b).decoding.greedy]
-        note = ("" if not sampled else
-                "\n\nSampled benchmarks (`repeats: k`, a `take_first_k` filter; `acc` is avg@k, `outcomes` lists each "
-                f"sample): {', '.join(sampled)}. lm-eval seeds its generator once per run, `campaign eval` once per "
-                "item, so their samples (not their configuration) differ.")
-        (out_dir / "README.md").write_text(
-            f"# lm-eval tasks of the Windtunnel suite {s.name}\n\nGreedy generation unless noted, graded by "
-            "Windtunnel's graders (`evaluation.tasks.functions`, so the windtunnel package must be installed). "
-            "Reproduce `campaign eval CHECKPOINT` with:\n\n```bash\n" + " ".join(cmd) + "\n```\n" + note + "\n")
-        out.print(f"wrote {len(names)} tasks to {out_dir} (data copied to {data_out})")
-        typer.echo(" ".join(cmd))
+    from evaluation.benchmark_data import BenchmarkDataError, read_benchmark
+    from evaluation.tasks.build import write_task_dir
 
-    @app.command("calibrate")
-    def calibrate_cmd(
-        model: Path = typer.Argument(..., help="HF-format model directory to smoke-test"),
-        suite: str = typer.Option("db12", "--suite"),
-        data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir"),
-        n: int = typer.Option(3, "--n", min=1, help="items per benchmark"),
-        backend: str = typer.Option("hf", "--backend"),
-        benchmark: list[str] = typer.Option([], "--benchmark", help="only these benchmark ids (repeatable)"),
-        max_gen_toks: int | None = typer.Option(None, "--max-gen-toks", help="override every generation limit"),
-    ) -> None:
-        """Pre-campaign smoke test: task support, answer-format alignment, parse and truncation rates."""
-        from evaluation.calibrate import calibrate
-        from evaluation.evaluator import EvaluationError
-
-        if not model.exists():
-            _fail(f"{model}: model not found")
-        s = _suite_or_fail(suite, max_gen_toks)
-        _data_dir_or_fail(data_dir)
+    s = _suite_or_fail(suite, max_gen_toks)
+    _data_dir_or_fail(data_dir)
+    ids = benchmark or s.benchmark_ids
+    unknown = sorted(set(ids) - set(s.benchmark_ids))
+    if unknown:
+        _fail(f"--benchmark {unknown}: not in suite {s.name}; known: {s.benchmark_ids}")
+    if out_dir.exists() and any(out_dir.glob("*.yaml")) and not force:
+        _fail(f"{out_dir}: already holds task YAMLs; pass --force to replace them or choose another directory")
+    for bid in ids:  # the same schema checks as the evaluator, before anything is written
         try:
-            df = calibrate(model, suite=s, data_dir=data_dir, n=n, backend=backend, benchmarks=benchmark or None)
-        except EvaluationError as e:
-            _fail(str(e), code=1)
-        t = Table(title=f"calibrate {model} on {s.name} ({n} items each)")
-        for c in ("benchmark", "task", "format", "parse", "trunc", "acc", "verdict", "problem"):
-            t.add_column(c)
-        for r in df.itertuples():
-            t.add_row(r.benchmark, "ok" if r.task_ok else "MISSING", "ok" if r.format_ok else "MISMATCH",
-                      _fmt(r.parse_rate), _fmt(r.truncation_rate), _fmt(r.accuracy, True),
-                      "[green]pass[/green]" if r.passed else "[red]FAIL[/red]", r.problem)
-        out.print(t)
-        failed = int((~df["passed"]).sum())
-        if failed:
-            for r in df[~df["passed"]].itertuples():
-                err.print(f"FAIL {r.benchmark}: {r.problem}", highlight=False, soft_wrap=True)
-            err.print(f"[red]calibration failed for {failed} of {len(df)} benchmarks[/red]")
-            raise typer.Exit(1)
-        out.print(f"[green]calibration passed for all {len(df)} benchmarks[/green]")
+            read_benchmark(data_dir, bid, s.benchmark(bid).grader)
+        except BenchmarkDataError as e:
+            raise UserError(f"benchmark {bid}: {e}") from e
+    data_out = (out_dir / "data").resolve()
+    data_out.mkdir(parents=True, exist_ok=True)
+    for bid in ids:
+        shutil.copy2(data_dir / f"{bid}.parquet", data_out / f"{bid}.parquet")
+    if (data_dir / "manifest.json").exists():
+        shutil.copy2(data_dir / "manifest.json", data_out / "manifest.json")
+    names = write_task_dir(s, data_out, out_dir, ids)
+    cmd = export_command(out_dir.resolve(), list(names.values()))
+    sampled = [f"{b} ({s.benchmark(b).samples} samples, temperature {s.benchmark(b).temperature})"
+               for b in ids if not s.benchmark(b).decoding.greedy]
+    note = ("" if not sampled else
+            "\n\nSampled benchmarks (`repeats: k`, a `take_first_k` filter; `acc` is avg@k, `outcomes` lists each "
+            f"sample): {', '.join(sampled)}. lm-eval seeds its generator once per run, `campaign eval` once per "
+            "item, so their samples (not their configuration) differ.")
+    (out_dir / "README.md").write_text(
+        f"# lm-eval tasks of the Windtunnel suite {s.name}\n\nGreedy generation unless noted, graded by "
+        "Windtunnel's graders (`evaluation.tasks.functions`, so the windtunnel package must be installed). "
+        "Reproduce `campaign eval CHECKPOINT` with:\n\n```bash\n" + " ".join(cmd) + "\n```\n" + note + "\n")
+    out.print(f"wrote {len(names)} tasks to {out_dir} (data copied to {data_out})")
+    typer.echo(" ".join(cmd))
 
+
+def calibrate_cmd(
+    model: Path = typer.Argument(..., help="HF-format model directory to smoke-test"),
+    suite: str = typer.Option("db12", "--suite"),
+    data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir"),
+    n: int = typer.Option(3, "--n", min=1, help="items per benchmark"),
+    backend: str = typer.Option("hf", "--backend"),
+    benchmark: list[str] = typer.Option([], "--benchmark", help="only these benchmark ids (repeatable)"),
+    max_gen_toks: int | None = typer.Option(None, "--max-gen-toks", help="override every generation limit"),
+) -> None:
+    """Pre-campaign smoke test: task support, answer-format alignment, parse and truncation rates."""
+    from evaluation.calibrate import calibrate
+
+    if not model.exists():
+        _fail(f"{model}: model not found")
+    s = _suite_or_fail(suite, max_gen_toks)
+    _data_dir_or_fail(data_dir)
+    df = calibrate(model, suite=s, data_dir=data_dir, n=n, backend=backend, benchmarks=benchmark or None)
+    t = Table(title=f"calibrate {model} on {s.name} ({n} items each)")
+    for c in ("benchmark", "task", "format", "parse", "trunc", "acc", "verdict", "problem"):
+        t.add_column(c)
+    for r in df.itertuples():
+        t.add_row(r.benchmark, "ok" if r.task_ok else "MISSING", "ok" if r.format_ok else "MISMATCH",
+                  _fmt(r.parse_rate), _fmt(r.truncation_rate), _fmt(r.accuracy, True),
+                  "[green]pass[/green]" if r.passed else "[red]FAIL[/red]", r.problem)
+    out.print(t)
+    failed = int((~df["passed"]).sum())
+    if failed:
+        for r in df[~df["passed"]].itertuples():
+            err.print(f"FAIL {r.benchmark}: {r.problem}", highlight=False, soft_wrap=True)
+        err.print(f"[red]calibration failed for {failed} of {len(df)} benchmarks[/red]")
+        raise typer.Exit(1)
+    out.print(f"[green]calibration passed for all {len(df)} benchmarks[/green]")
+
+
+def data_benchmarks_cmd(
+    out_dir: Path = typer.Option(..., "--out", help="directory for <benchmark>.parquet + manifest.json"),
+    suite: str = typer.Option("db12", "--suite"),
+    only: list[str] = typer.Option([], "--only", help="build only these benchmark ids (repeatable)"),
+    revision: list[str] = typer.Option([], "--revision", help="pin a source: ID=SHA (repeatable)"),
+) -> None:
+    """Download the suite's benchmarks from the HF hub, subset/sample as the study did, write Parquet +
+    checksums."""
+    from evaluation.benchmark_data import write_benchmark, write_manifest
+    from evaluation.builders import BUILDERS, BuildError, download_rows
+
+    s = _suite_or_fail(suite, None)
+    ids = only or s.benchmark_ids
+    unknown = [b for b in ids if b not in BUILDERS or b not in s.benchmark_ids]
+    if unknown:
+        _fail(f"--only {unknown}: no builder or not in suite {s.name}; known: {sorted(BUILDERS)}")
+    revs = {}
+    for r in revision:
+        if "=" not in r:
+            _fail(f"--revision {r!r}: expected ID=SHA")
+        k, v = r.split("=", 1)
+        revs[k] = v
+    sources = {}
+    for bid in ids:
+        b = s.benchmark(bid)
+        try:
+            rows, prov = download_rows(bid, revs.get(bid))
+            df = BUILDERS[bid](rows)
+        except BuildError as e:  # the source changed under the builder: the build failed (exit 1)
+            raise RunFailed(str(e)) from e
+        except Exception as e:  # the hub, the network, a gated set: any of them
+            raise RunFailed(f"{bid}: download failed ({type(e).__name__}: {e}); gated sets (GPQA) need "
+                            "`huggingface-cli login`") from e
+        if len(df) != b.n_items:
+            _fail(f"{bid}: built {len(df)} items, the suite expects {b.n_items} (source revision changed?)", 1)
+        write_benchmark(df, out_dir, bid, b.grader)
+        sources[bid] = prov
+        out.print(f"{bid}: {len(df)} items")
+    man = write_manifest(out_dir, ids, kind="benchmarks", sources=sources)
+    out.print(f"manifest: {man}")
+
+
+def contamination_cmd(
+    train: Path = typer.Option(..., "--train", help="training Parquet (verl schema: a `prompt` column)"),
+    suite: str = typer.Option("db12", "--suite"),
+    data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir"),
+    out_path: Path | None = typer.Option(None, "--out", help="write all matches (.csv)"),
+    threshold: float = typer.Option(0.5, "--threshold", help="13-gram Jaccard above which two texts match"),
+    fail_on_match: bool = typer.Option(False, "--fail-on-match", help="exit 1 when any item matches"),
+) -> None:
+    """Exact, normalised and 13-gram-Jaccard matches between training prompts and benchmark items."""
+    import time
+
+    from evaluation.contamination import audit, bench_items_frame, read_train_prompts, summarise
+
+    s = _suite_or_fail(suite, None)
+    _data_dir_or_fail(data_dir)
+    if not 0.0 < threshold < 1.0:
+        _fail(f"--threshold {threshold}: must be between 0 and 1")
+    texts = read_train_prompts(train)  # AuditError, BenchmarkDataError: exit 2
+    items = bench_items_frame(data_dir, s.benchmark_ids)
+    t0 = time.perf_counter()
+    matches = audit(texts, items, threshold=threshold)
+    secs = time.perf_counter() - t0
+    summary = summarise(matches, items)
+    t = Table(title=f"contamination: {train.name} ({len(texts)} prompts) vs {s.name} ({len(items)} items), "
+                    f"{secs:.1f} s")
+    for c in ("benchmark", "n_items", "exact", "normalised", "ngram", "contaminated"):
+        t.add_column(c, justify="left" if c == "benchmark" else "right")
+    for r in summary.itertuples():
+        t.add_row(r.benchmark,
+                  *(str(getattr(r, c)) for c in ("n_items", "exact", "normalised", "ngram", "contaminated")))
+    out.print(t)
+    if out_path:
+        from wtcommon.atomic import atomic_path
+
+        with atomic_path(out_path) as tmp:
+            matches.to_csv(tmp, index=False)
+        out.print(f"matches: {out_path}")
+    if fail_on_match and len(matches):
+        err.print(f"[red]{summary['contaminated'].sum()} benchmark items match training prompts[/red]")
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Attach this area's commands to the main app."""
+    app.command("eval")(eval_cmd)
+    app.command("export-tasks")(export_tasks_cmd)
+    app.command("calibrate")(calibrate_cmd)
     data_app = subgroup(app, "data", "Build training corpora and evaluation data.")
-
-    @data_app.command("benchmarks")
-    def data_benchmarks_cmd(
-        out_dir: Path = typer.Option(..., "--out", help="directory for <benchmark>.parquet + manifest.json"),
-        suite: str = typer.Option("db12", "--suite"),
-        only: list[str] = typer.Option([], "--only", help="build only these benchmark ids (repeatable)"),
-        revision: list[str] = typer.Option([], "--revision", help="pin a source: ID=SHA (repeatable)"),
-    ) -> None:
-        """Download the suite's benchmarks from the HF hub, subset/sample as the study did, write Parquet +
-        checksums."""
-        from evaluation.benchmark_data import write_benchmark, write_manifest
-        from evaluation.builders import BUILDERS, BuildError, download_rows
-
-        s = _suite_or_fail(suite, None)
-        ids = only or s.benchmark_ids
-        unknown = [b for b in ids if b not in BUILDERS or b not in s.benchmark_ids]
-        if unknown:
-            _fail(f"--only {unknown}: no builder or not in suite {s.name}; known: {sorted(BUILDERS)}")
-        revs = {}
-        for r in revision:
-            if "=" not in r:
-                _fail(f"--revision {r!r}: expected ID=SHA")
-            k, v = r.split("=", 1)
-            revs[k] = v
-        sources = {}
-        for bid in ids:
-            b = s.benchmark(bid)
-            try:
-                rows, prov = download_rows(bid, revs.get(bid))
-                df = BUILDERS[bid](rows)
-            except BuildError as e:
-                _fail(str(e), code=1)
-            except Exception as e:
-                _fail(f"{bid}: download failed ({type(e).__name__}: {e}); gated sets (GPQA) need `huggingface-cli "
-                      "login`", 1)
-            if len(df) != b.n_items:
-                _fail(f"{bid}: built {len(df)} items, the suite expects {b.n_items} (source revision changed?)", 1)
-            write_benchmark(df, out_dir, bid, b.grader)
-            sources[bid] = prov
-            out.print(f"{bid}: {len(df)} items")
-        man = write_manifest(out_dir, ids, kind="benchmarks", sources=sources)
-        out.print(f"manifest: {man}")
-
+    data_app.command("benchmarks")(data_benchmarks_cmd)
     audit_app = subgroup(app, "audit", "Audits of data and runs.")
-
-    @audit_app.command("contamination")
-    def contamination_cmd(
-        train: Path = typer.Option(..., "--train", help="training Parquet (verl schema: a `prompt` column)"),
-        suite: str = typer.Option("db12", "--suite"),
-        data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir"),
-        out_path: Path | None = typer.Option(None, "--out", help="write all matches (.csv)"),
-        threshold: float = typer.Option(0.5, "--threshold", help="13-gram Jaccard above which two texts match"),
-        fail_on_match: bool = typer.Option(False, "--fail-on-match", help="exit 1 when any item matches"),
-    ) -> None:
-        """Exact, normalised and 13-gram-Jaccard matches between training prompts and benchmark items."""
-        import time
-
-        from evaluation.benchmark_data import BenchmarkDataError
-        from evaluation.contamination import AuditError, audit, bench_items_frame, read_train_prompts, summarise
-
-        s = _suite_or_fail(suite, None)
-        _data_dir_or_fail(data_dir)
-        if not 0.0 < threshold < 1.0:
-            _fail(f"--threshold {threshold}: must be between 0 and 1")
-        try:
-            texts = read_train_prompts(train)
-            items = bench_items_frame(data_dir, s.benchmark_ids)
-        except (AuditError, BenchmarkDataError) as e:
-            _fail(str(e))
-        t0 = time.perf_counter()
-        matches = audit(texts, items, threshold=threshold)
-        secs = time.perf_counter() - t0
-        summary = summarise(matches, items)
-        t = Table(title=f"contamination: {train.name} ({len(texts)} prompts) vs {s.name} ({len(items)} items), "
-                        f"{secs:.1f} s")
-        for c in ("benchmark", "n_items", "exact", "normalised", "ngram", "contaminated"):
-            t.add_column(c, justify="left" if c == "benchmark" else "right")
-        for r in summary.itertuples():
-            t.add_row(r.benchmark,
-                      *(str(getattr(r, c)) for c in ("n_items", "exact", "normalised", "ngram", "contaminated")))
-        out.print(t)
-        if out_path:
-            from wtcommon.atomic import atomic_path
-
-            with atomic_path(out_path) as tmp:
-                matches.to_csv(tmp, index=False)
-            out.print(f"matches: {out_path}")
-        if fail_on_match and len(matches):
-            err.print(f"[red]{summary['contaminated'].sum()} benchmark items match training prompts[/red]")
-            raise typer.Exit(1)
+    audit_app.command("contamination")(contamination_cmd)
 
 
 __all__ = ["register"]

@@ -44,122 +44,125 @@ def _configs(folder: Path):
     return rows
 
 
+def list_all(ctx: typer.Context, folder: DirOpt = DEFAULT_DIR) -> None:
+    """List scorers, actuators (with parameter schemas) and the named configurations."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from policies import ACTUATORS, SCORERS
+
+    rows = _configs(folder)
+    t = Table(title="Scorers")
+    for c in ("name", "granularity", "reads", "parameters"):
+        t.add_column(c, no_wrap=c in ("name", "mechanism"), overflow="fold")
+    for name, e in sorted(SCORERS.items()):
+        t.add_row(name, e.cls.granularity, ", ".join(e.cls.reads), _schema(e))
+    out.print(t)
+    t = Table(title="Actuators")
+    for c in ("name", "mechanism", "granularity", "parameters"):
+        t.add_column(c, no_wrap=c in ("name", "mechanism"), overflow="fold")
+    for name, e in sorted(ACTUATORS.items(), key=lambda kv: (kv[1].cls.mechanism, kv[0])):
+        t.add_row(name, e.cls.mechanism, e.cls.granularity, _schema(e))
+    out.print(t)
+    t = Table(title=f"Configurations ({folder})")
+    for c in ("name", "mechanism", "scorer", "actuator", "params", "options"):
+        t.add_column(c, no_wrap=c in ("name", "mechanism"), overflow="fold")
+    for _path, p in rows:
+        c = p.config
+        opts = []
+        if p.mechanism == "select":
+            opts += [f"loss_norm={p.loss_norm}"] + (["recompute_advantages"] if p.recompute_advantages else [])
+        if p.control:
+            opts.append(f"control={p.control['name']}")
+        if p.warmup_step:
+            opts.append(f"warmup={p.warmup_step}")
+        t.add_row(p.name, p.mechanism, (c.get("scorer") or {}).get("name", "-"),
+                  (c.get("actuator") or {}).get("name", "-"),
+                  _params((c.get("actuator") or {}).get("params", {})), ", ".join(opts) or "-")
+    out.print(t)
+
+
+def show(name: Annotated[str, typer.Argument(help="configuration name or YAML path")],
+         folder: Annotated[Path | None, typer.Option("--dir", help="look the name up in this folder only")] = None,
+         campaign: Annotated[str | None, typer.Option(
+             "--campaign", help="resolve the name as this campaign's submit does (default: the current folder's "
+             "project)")] = None,
+         as_json: Annotated[bool, typer.Option("--json",
+                                               help="print the resolved config as JSON")] = False) -> None:
+    """Show one configuration fully resolved (defaults filled), with its semantics. A name resolves as
+    `submit` resolves it: the project's `policy/` folder first, then the shipped policies."""
+    from orchestrator.policy_resolve import locate_policy
+    from orchestrator.spec import SpecError
+    from policies import PolicyConfigError, load_policy
+
+    try:
+        path = locate_policy(name, folder=folder, campaign=campaign)
+    except SpecError as exc:
+        _fail(str(exc))
+    from orchestrator.plugins import add_project_path, project_root_of_policy
+
+    add_project_path(project_root_of_policy(path))
+    try:
+        p = load_policy(path)
+    except PolicyConfigError as exc:
+        _fail(str(exc))
+    if as_json:
+        out.print_json(json.dumps(p.config, default=str))
+        return
+    out.print(f"[bold]{p.name}[/bold] ({p.mechanism}) - {p.config.get('description', '')}")
+    for key in ("scorer", "actuator"):
+        blk = p.config.get(key)
+        if blk:
+            obj = getattr(p, key)
+            out.print(f"  {key}: {blk['name']}({_params(blk['params'])})")
+            out.print(f"    {(type(obj).__doc__ or '').strip().splitlines()[0]}", markup=False)
+    for key in ("loss_norm", "recompute_advantages", "warmup_step", "control", "domains", "search_space"):
+        if p.config.get(key) not in (None, [], {}):
+            out.print(f"  {key}: {p.config[key]}", markup=False)
+    out.print(f"  passes over (B, L) per step: {p.passes:g}")
+
+
+def validate(files: Annotated[list[Path], typer.Argument(help="policy YAML files")],
+             rollout_n: Annotated[int | None, typer.Option("--rollout-n",
+                                                           help="cross-check against rollout.n")] = None) -> None:
+    """Validate policy YAMLs strictly: every problem of every file is listed (exit 2), each naming the file
+    and field. A policy's `plugins:` modules are imported (that runs their code) from its project
+    directory: the folder above `policy/` (or the YAML's own folder)."""
+    from orchestrator.plugins import add_project_path, project_root_of_policy
+    from policies import load_policy
+    from policies.problems import policy_problems
+
+    if rollout_n is not None and rollout_n < 2:
+        _fail(f"--rollout-n: got {rollout_n}; GRPO needs at least 2 samples per prompt")
+    problems = []
+    for f in files:
+        add_project_path(project_root_of_policy(f))
+        found = policy_problems(f, rollout_n=rollout_n)
+        problems += found
+        if not found:
+            p = load_policy(f, rollout_n=rollout_n)
+            out.print(f"ok {f} ({p.name}, {p.mechanism})")
+    if problems:
+        _fail(f"{len(problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def check() -> None:
+    """Import the verl plugin the way verl does and assert `windtunnel_sync` is registered (exit 1 if not)."""
+    from policies.verl.checks import PluginCheckError, self_check
+
+    try:
+        lines = self_check()
+    except PluginCheckError as exc:
+        _fail(f"verl plugin self-check failed: {exc}", code=1)
+    for line in lines:
+        out.print(f"ok  {line}", markup=False)
+
+
 def register(app: typer.Typer) -> None:
     """Attach `campaign policies ...`."""
     policies_app = typer.Typer(help="Data policies: list scorers, actuators and named configurations; plugin check.",
                                invoke_without_command=True, no_args_is_help=False)
-
-    @policies_app.callback()
-    def list_all(ctx: typer.Context, folder: DirOpt = DEFAULT_DIR) -> None:
-        """List scorers, actuators (with parameter schemas) and the named configurations."""
-        if ctx.invoked_subcommand is not None:
-            return
-        from policies import ACTUATORS, SCORERS
-
-        rows = _configs(folder)
-        t = Table(title="Scorers")
-        for c in ("name", "granularity", "reads", "parameters"):
-            t.add_column(c, no_wrap=c in ("name", "mechanism"), overflow="fold")
-        for name, e in sorted(SCORERS.items()):
-            t.add_row(name, e.cls.granularity, ", ".join(e.cls.reads), _schema(e))
-        out.print(t)
-        t = Table(title="Actuators")
-        for c in ("name", "mechanism", "granularity", "parameters"):
-            t.add_column(c, no_wrap=c in ("name", "mechanism"), overflow="fold")
-        for name, e in sorted(ACTUATORS.items(), key=lambda kv: (kv[1].cls.mechanism, kv[0])):
-            t.add_row(name, e.cls.mechanism, e.cls.granularity, _schema(e))
-        out.print(t)
-        t = Table(title=f"Configurations ({folder})")
-        for c in ("name", "mechanism", "scorer", "actuator", "params", "options"):
-            t.add_column(c, no_wrap=c in ("name", "mechanism"), overflow="fold")
-        for _path, p in rows:
-            c = p.config
-            opts = []
-            if p.mechanism == "select":
-                opts += [f"loss_norm={p.loss_norm}"] + (["recompute_advantages"] if p.recompute_advantages else [])
-            if p.control:
-                opts.append(f"control={p.control['name']}")
-            if p.warmup_step:
-                opts.append(f"warmup={p.warmup_step}")
-            t.add_row(p.name, p.mechanism, (c.get("scorer") or {}).get("name", "-"),
-                      (c.get("actuator") or {}).get("name", "-"),
-                      _params((c.get("actuator") or {}).get("params", {})), ", ".join(opts) or "-")
-        out.print(t)
-
-    @policies_app.command("show")
-    def show(name: Annotated[str, typer.Argument(help="configuration name or YAML path")],
-             folder: Annotated[Path | None, typer.Option("--dir", help="look the name up in this folder only")] = None,
-             campaign: Annotated[str | None, typer.Option(
-                 "--campaign", help="resolve the name as this campaign's submit does (default: the current folder's "
-                 "project)")] = None,
-             as_json: Annotated[bool, typer.Option("--json",
-                                                   help="print the resolved config as JSON")] = False) -> None:
-        """Show one configuration fully resolved (defaults filled), with its semantics. A name resolves as
-        `submit` resolves it: the project's `policy/` folder first, then the shipped policies."""
-        from orchestrator.policy_resolve import locate_policy
-        from orchestrator.spec import SpecError
-        from policies import PolicyConfigError, load_policy
-
-        try:
-            path = locate_policy(name, folder=folder, campaign=campaign)
-        except SpecError as exc:
-            _fail(str(exc))
-        from orchestrator.plugins import add_project_path, project_root_of_policy
-
-        add_project_path(project_root_of_policy(path))
-        try:
-            p = load_policy(path)
-        except PolicyConfigError as exc:
-            _fail(str(exc))
-        if as_json:
-            out.print_json(json.dumps(p.config, default=str))
-            return
-        out.print(f"[bold]{p.name}[/bold] ({p.mechanism}) - {p.config.get('description', '')}")
-        for key in ("scorer", "actuator"):
-            blk = p.config.get(key)
-            if blk:
-                obj = getattr(p, key)
-                out.print(f"  {key}: {blk['name']}({_params(blk['params'])})")
-                out.print(f"    {(type(obj).__doc__ or '').strip().splitlines()[0]}", markup=False)
-        for key in ("loss_norm", "recompute_advantages", "warmup_step", "control", "domains", "search_space"):
-            if p.config.get(key) not in (None, [], {}):
-                out.print(f"  {key}: {p.config[key]}", markup=False)
-        out.print(f"  passes over (B, L) per step: {p.passes:g}")
-
-    @policies_app.command("validate")
-    def validate(files: Annotated[list[Path], typer.Argument(help="policy YAML files")],
-                 rollout_n: Annotated[int | None, typer.Option("--rollout-n",
-                                                               help="cross-check against rollout.n")] = None) -> None:
-        """Validate policy YAMLs strictly: every problem of every file is listed (exit 2), each naming the file
-        and field. A policy's `plugins:` modules are imported (that runs their code) from its project
-        directory: the folder above `policy/` (or the YAML's own folder)."""
-        from orchestrator.plugins import add_project_path, project_root_of_policy
-        from policies import load_policy
-        from policies.problems import policy_problems
-
-        if rollout_n is not None and rollout_n < 2:
-            _fail(f"--rollout-n: got {rollout_n}; GRPO needs at least 2 samples per prompt")
-        problems = []
-        for f in files:
-            add_project_path(project_root_of_policy(f))
-            found = policy_problems(f, rollout_n=rollout_n)
-            problems += found
-            if not found:
-                p = load_policy(f, rollout_n=rollout_n)
-                out.print(f"ok {f} ({p.name}, {p.mechanism})")
-        if problems:
-            _fail(f"{len(problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in problems))
-
-    @policies_app.command("check")
-    def check() -> None:
-        """Import the verl plugin the way verl does and assert `windtunnel_sync` is registered (exit 1 if not)."""
-        from policies.verl.checks import PluginCheckError, self_check
-
-        try:
-            lines = self_check()
-        except PluginCheckError as exc:
-            _fail(f"verl plugin self-check failed: {exc}", code=1)
-        for line in lines:
-            out.print(f"ok  {line}", markup=False)
-
+    policies_app.callback()(list_all)
+    policies_app.command("show")(show)
+    policies_app.command("validate")(validate)
+    policies_app.command("check")(check)
     app.add_typer(policies_app, name="policies")

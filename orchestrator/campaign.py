@@ -22,13 +22,14 @@ from rich.table import Table
 from orchestrator.executor import ClusterUnreachable
 from orchestrator.executor.cluster_record import load_cluster, save_cluster
 from orchestrator.executor.ray_jobs import ClusterAuthError
-from orchestrator.ledger import LeaseLost, UpsertDiff, default_url, open_ledger
+from orchestrator.ledger import LeaseLost, UpsertDiff, open_ledger
 from orchestrator.ledger.base import RunRow
 from orchestrator.ledger.states import RunState
 from orchestrator.plugins import add_project_path, plugin_names, plugin_paths
 from orchestrator.progress import counts_line
 from orchestrator.session import RecordsMissing, Session
 from orchestrator.submit_summary import SubmitSummary, field_changes, summarise
+from orchestrator.workdir import Workdir
 from wtcommon.errors import WindtunnelError
 
 if TYPE_CHECKING:
@@ -79,13 +80,9 @@ def open_session(workdir: Path, ledger_url: str | None = None, ray_address: str 
     return sess
 
 
-PRIVATE_FILES = ("ledger.db", "ledger.db-wal", "ledger.db-shm", "mlflow.db", "mlflow.db-wal", "mlflow.db-shm")
-
-
 def make_private(workdir: Path) -> None:
     """The work directory's databases are readable by this user only (they hold every run's paths and reasons)."""
-    for name in PRIVATE_FILES:
-        p = Path(workdir) / name
+    for p in Workdir(workdir).private_files:
         if p.exists() and p.stat().st_uid == os.getuid():
             os.chmod(p, 0o600)
 
@@ -102,10 +99,10 @@ def submit_preview(spec: CampaignSpec, runs: list[RunSpec], workdir: Path, ledge
     it; `submit` prints the same summary, computed before it writes."""
     from orchestrator.session import to_reevaluate
 
-    url = ledger_url or default_url(workdir)
+    wd = Workdir(workdir, ledger_url)
     rows: list[RunRow] = []
-    if ledger_url or (workdir / "ledger.db").exists():
-        led = open_ledger(url)
+    if wd.has_ledger():
+        led = open_ledger(wd)
         try:
             rows = led.runs(spec.name)
         finally:

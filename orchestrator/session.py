@@ -26,6 +26,7 @@ from orchestrator.ledger.base import RunRow
 from orchestrator.ledger.states import RunState
 from orchestrator.scheduler import Scheduler, SchedulerConfig
 from orchestrator.spec import CampaignSpec, load_campaign
+from orchestrator.workdir import Workdir
 from wtcommon.errors import WindtunnelError
 
 
@@ -101,14 +102,15 @@ class Session:
     track: bool = True  # keep MLflow in step while driving (False: only `ingest` writes it)
 
     def __post_init__(self) -> None:
-        self.workdir = Path(self.workdir).resolve()
+        self.wd = Workdir.of(self.workdir, self.ledger_url)
+        self.workdir = self.wd.root
         self._ledger: Ledger | None = None
         self._executor: RayJobsExecutor | None = None
 
     @property
     def ledger(self) -> Ledger:
         if self._ledger is None:
-            self._ledger = open_ledger(self.ledger_url or self.workdir)
+            self._ledger = open_ledger(self.wd)
         return self._ledger
 
     @property
@@ -158,9 +160,9 @@ class Session:
 
     def tracker(self, campaign: str):
         """The campaign's MLflow tracker (one run per cell, kept in step with the ledger)."""
-        from orchestrator.tracking import CampaignTracker, default_uri
+        from orchestrator.tracking import CampaignTracker
 
-        return CampaignTracker(self.mlflow_uri or default_uri(self.workdir), self.ledger, campaign, self.workdir)
+        return CampaignTracker(self.mlflow_uri or self.wd.mlflow_uri, self.ledger, campaign, self.workdir)
 
     def ingest(self, campaign: str) -> int:
         """Bring the campaign's MLflow runs up to date with the ledger (idempotent; the scheduler does the
@@ -221,11 +223,9 @@ class Session:
                                  "to re-run their record stage")
         if not frames:
             return None
-        from orchestrator.paths import inside
-
         from analysis.records import RUNS_EXPECTED_KEY, RUNS_RECORDED_KEY
 
-        out = inside(self.workdir, "results", campaign, "records.parquet")
+        out = self.wd.records(campaign)
         out.parent.mkdir(parents=True, exist_ok=True)
         # validated into a private file, then the tagged table replaces `out` in one rename: a reader (compare
         # while the campaign runs) sees the previous complete file or the new one, never a part

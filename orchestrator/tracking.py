@@ -53,7 +53,9 @@ MAX_BATCH = 1000  # MLflow's log_batch limit on metrics per call
 
 def default_uri(workdir: str | Path) -> str:
     """`sqlite:///<workdir>/mlflow.db` (absolute), the embedded default store."""
-    return f"sqlite:///{(Path(workdir).resolve() / 'mlflow.db')}"
+    from orchestrator.workdir import Workdir
+
+    return Workdir(Path(workdir)).mlflow_uri
 
 
 _READY: set[str] = set()  # sqlite stores known to be complete in this process

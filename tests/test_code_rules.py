@@ -397,3 +397,56 @@ def test_no_analysis_module_is_over_400_lines() -> None:
     assert any("/" in f.removeprefix("analysis/") for f in files), "the check must see analysis/ subpackages"
     assert long_modules(files) == [], "split the module by the jobs it does (issue 23):\n" + \
         "\n".join(long_modules(files))
+
+
+# ---------------------------------------------------------------- CLI commands are module-level functions
+
+def nested_commands(source: str) -> list[tuple[int, str]]:
+    """(line, name) of each function decorated as a command (`@<app>.command(...)`, `@<app>.callback(...)`, with
+    or without the call) that is defined inside another function: a closure cannot be imported or tested."""
+    def is_command(d: ast.expr) -> bool:
+        f = d.func if isinstance(d, ast.Call) else d
+        return isinstance(f, ast.Attribute) and f.attr in ("command", "callback")
+
+    found: list[tuple[int, str]] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            is_fn = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if is_fn and in_function and any(is_command(d) for d in child.decorator_list):
+                found.append((child.lineno, child.name))
+            visit(child, in_function or is_fn)
+
+    visit(ast.parse(source), False)
+    return found
+
+
+def test_the_nested_command_checker() -> None:
+    src = ("def register(app):\n"
+           "    @app.command('a')\n"
+           "    def a(): pass\n"
+           "    @group.callback()\n"
+           "    def b(): pass\n"
+           "    if True:\n"
+           "        @app.command\n"
+           "        def c(): pass\n")
+    assert nested_commands(src) == [(3, "a"), (5, "b"), (8, "c")]
+    assert nested_commands("@app.command('a')\ndef a():\n    def helper(): pass\n"
+                           "def register(app):\n    app.command('a')(a)\n    @functools.wraps(a)\n"
+                           "    def w(): pass\n"
+                           "class K:\n    @app.command()\n    def m(self): pass\n") == []
+
+
+def test_cli_commands_are_module_level_functions() -> None:
+    """Issue 23: each command a plain function that a test can import; `register()` only attaches them."""
+    found = [f"{p}:{line} {name}" for p in product_files() for line, name in
+             nested_commands((ROOT / p).read_text())]
+    assert found == [], "define the command at module level and attach it in register():\n" + "\n".join(found)
+
+
+def test_the_ledger_file_name_is_decided_in_one_place() -> None:
+    """Issue 23: where a work dir's ledger lives is `orchestrator.workdir.Workdir`'s to say."""
+    found = [str(p) for p in product_files() if p != Path("orchestrator/workdir.py")
+             and any(isinstance(n, ast.Constant) and n.value == "ledger.db" for n in ast.walk(ast.parse((ROOT / p)
+                                                                                                       .read_text())))]
+    assert found == []

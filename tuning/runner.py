@@ -23,9 +23,10 @@ import pandas as pd
 
 from orchestrator.executor.base import NoJobAgent
 from orchestrator.grid import RunSpec, expand
-from orchestrator.ledger import default_url
 from orchestrator.ledger.states import TERMINAL, RunState
+from orchestrator.paths import run_dir
 from orchestrator.spec import CampaignSpec, load_campaign
+from orchestrator.workdir import Workdir
 from tuning.intermediate import _heldout_values, _Intermediate, paired_intermediate, paired_score
 from tuning.report import DEFAULT_ATTR, _storage, report, study_name
 from tuning.request import TuneError, TuneRequest
@@ -60,8 +61,9 @@ class _Runner:
         from orchestrator.session import Session
 
         self.req, self.spec, self.campaign = req, spec, campaign
-        self.session = Session(Path(req.workdir) / "tune", ledger_url=req.ledger_url or default_url(req.workdir),
-                               ray_address=req.ray_address)
+        # the tuning campaigns' run dirs go under <workdir>/tune; their rows go in the work dir's own ledger
+        tune_wd = Workdir(Path(req.workdir), req.ledger_url).sub("tune")
+        self.session = Session(tune_wd.root, ledger_url=tune_wd.ledger_url, ray_address=req.ray_address)
         self.rows: dict[str, dict[str, Any]] = {}
         self.retried: set[str] = set()
 
@@ -126,10 +128,7 @@ class _Runner:
 
         rows = []
         for r in runs:
-            # run directories are <workdir>/runs/<campaign>/<run_key> (older layout: runs/<run_key>)
-            cands = [self.session.workdir / "runs" / r.campaign / r.run_key / "train_done.json",
-                     self.session.workdir / "runs" / r.run_key / "train_done.json"]
-            man = next((c for c in cands if c.is_file()), cands[0])
+            man = run_dir(self.session.workdir, r) / "train_done.json"
             if not man.is_file():
                 raise TuneError(f"run {r.run_id}: no verified training manifest at {man}")
             for step, value in _heldout_values(Path(json.loads(man.read_text())["metrics_path"])):
@@ -191,7 +190,7 @@ def tune(req: TuneRequest) -> dict[str, dict[str, Any]]:
         raise TuneError(f"--prune-warmup-steps: must be >= 0 training steps, got {req.prune_warmup_steps}")
     spec = load_campaign(req.campaign, list(req.overrides))
     vsuite, veval, agg = _check_validation(spec, req)
-    url = req.ledger_url or default_url(req.workdir)
+    url = Workdir(Path(req.workdir), req.ledger_url).ledger_url
     Path(req.workdir).mkdir(parents=True, exist_ok=True)
     data_root = Path(req.workdir) / "data"
     say = req.on_event or (lambda _m: None)

@@ -12,14 +12,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from orchestrator.workdir import Workdir
 from wtcommon.atomic import atomic_write_bytes
-
-FILE = "cluster.json"
 
 
 def save_cluster(workdir: Path, address: str, token_path: str | None) -> Path:
     """Record the cluster (atomic write, 0600)."""
-    path = Path(workdir).resolve() / FILE
+    path = Workdir(workdir).cluster_file
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"address": address, "token_path": str(Path(token_path).resolve()) if token_path else None}
     atomic_write_bytes(path, json.dumps(body, indent=2).encode(), mode=0o600)
@@ -28,7 +27,7 @@ def save_cluster(workdir: Path, address: str, token_path: str | None) -> Path:
 
 def load_cluster(workdir: Path) -> dict[str, Any] | None:
     """The recorded cluster, or None when the campaign ran on the work directory's own local head."""
-    path = Path(workdir).resolve() / FILE
+    path = Workdir(workdir).cluster_file
     if not path.exists():
         return None
     try:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.executor.base import ClusterUnreachable
+from orchestrator.workdir import Workdir
 from wtcommon.atomic import atomic_write_text
 from wtcommon.files import short_hash
 from wtcommon.polling import wait_until
@@ -116,7 +117,7 @@ def running_head(workdir: Path) -> str | None:
 
 def head_temp_dir(workdir: Path) -> Path | None:
     """The temp dir of this workdir's (running or stopped) head, where Ray keeps its job logs."""
-    state = Path(workdir).resolve() / "ray_head.json"
+    state = Workdir(workdir).head_state_file
     if state.exists():
         try:
             return Path(json.loads(state.read_text())["temp_dir"])
@@ -153,7 +154,7 @@ def _worker_range() -> tuple[int, int]:
 
 
 def _state_path(workdir: Path) -> Path:
-    return Path(workdir).resolve() / "ray_head.json"
+    return Workdir(workdir).head_state_file
 
 
 def read_state(workdir: Path) -> dict | None:

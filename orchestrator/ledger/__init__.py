@@ -4,22 +4,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from orchestrator.workdir import Workdir
 from orchestrator.ledger.base import CampaignBusy, Ledger, LedgerError, LeaseLost, RunRow, UpsertDiff
 from orchestrator.ledger.sql import SQLLedger
 from orchestrator.ledger.states import IllegalTransition, RunState
 
 __all__ = ["CampaignBusy", "LedgerError", "LeaseLost", "Ledger", "RunRow", "UpsertDiff", "SQLLedger",
-           "IllegalTransition", "RunState", "open_ledger", "default_url"]
+           "IllegalTransition", "RunState", "open_ledger"]
 
 
-def default_url(workdir: Path) -> str:
-    return f"sqlite:///{Path(workdir).resolve() / 'ledger.db'}"
-
-
-def open_ledger(url_or_workdir: str | Path) -> Ledger:
-    """A ledger from an SQLAlchemy URL, or the default SQLite file inside a work directory."""
-    s = str(url_or_workdir)
-    if "://" in s:
-        return SQLLedger(s)
-    Path(s).mkdir(parents=True, exist_ok=True)
-    return SQLLedger(default_url(Path(s)))
+def open_ledger(where: str | Path | Workdir | Ledger) -> Ledger:
+    """The one ledger opener, in the shape of Optuna's `get_storage`: a `Ledger` is returned as it is; an
+    SQLAlchemy URL opens that database; a `Workdir` opens its ledger (the URL it was given, else its SQLite
+    file, creating the directory); a path is a work directory."""
+    if isinstance(where, Ledger):
+        return where
+    if isinstance(where, str) and "://" in where:
+        return SQLLedger(where)
+    wd = Workdir.of(where)
+    if wd.given_ledger_url is None:
+        wd.root.mkdir(parents=True, exist_ok=True)
+    return SQLLedger(wd.ledger_url)

@@ -3,7 +3,10 @@ and a legend under `status` (in-process, Typer's CliRunner: no terminal)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import pytest
 
 from typer.testing import CliRunner
 
@@ -58,3 +61,23 @@ def test_option_metavars_read_as_values():
     assert "--workdir" in r.output and " DIR " in r.output and " URL " in r.output
     ours = [ln for ln in r.output.splitlines() if "Show this message" not in ln]  # Typer's own --help line
     assert not any("<bool>" in ln or "<int>" in ln for ln in ours)
+
+
+def _command_paths() -> list[list[str]]:
+    """Every `campaign` command and sub-command, as the words that reach it."""
+    paths: list[list[str]] = [[c.name] for c in app.registered_commands if c.name]
+    for g in app.registered_groups:
+        if g.typer_instance is not None:
+            paths += [[g.name, c.name] for c in g.typer_instance.registered_commands if c.name and g.name]
+            paths.append([g.name] if g.name else [])
+    return paths
+
+
+@pytest.mark.parametrize("words", _command_paths(), ids=" ".join)
+def test_help_shows_no_type_tags(words):
+    """Issue 23: help shows metavars (`CAMPAIGN`, `DIR`, `N`), never Typer's type tags (`<str>`, `<bool>`,
+    `<list[str]>`), for arguments, options and the `--help` flag alike."""
+    r = runner.invoke(app, [*words, "--help"], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    tags = re.findall(r"<(?:str|bool|int|float|list\[[a-z]+\]|path|file|dir)>", r.output)
+    assert tags == [], f"{' '.join(words)} --help shows {tags}"
