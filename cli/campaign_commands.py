@@ -245,7 +245,7 @@ def register(app: typer.Typer) -> None:
                            "method": "longest-first list scheduling of the runs' estimated hours on the GPUs; "
                                      "no failures, retries or evaluation time"}
         run_rows = [{"run_id": r.run_id, "run_key": r.run_key, "sub_campaign": r.sub_campaign, "model": r.model,
-                     "policy": r.policy, "seed": r.seed, "gpus": r.gpus, "est_hours": round(r.est_hours, 3)}
+                     "policy": r.policy.name, "seed": r.seed, "gpus": r.gpus, "est_hours": round(r.est_hours, 3)}
                     for r in rs]
         if runs:
             acc["runs"] = run_rows
@@ -683,11 +683,10 @@ _HEADLINE = ("reward/mean", "critic/score/mean", "kept_frac", "weight_std", "gra
 
 def _print_training_metrics(workdir: Path, row) -> None:
     """The run's latest training step as its backend logged it (local rows or verl's), read while it trains."""
-    from orchestrator.grid import RunSpec
     from orchestrator.paths import run_dir
     from wtcommon.metrics import MetricsFileError, training_rows
 
-    train = run_dir(workdir, RunSpec.from_dict(json.loads(row.spec_json))) / "train"
+    train = run_dir(workdir, row.spec) / "train"
     try:
         rows = training_rows(train)
     except MetricsFileError as exc:

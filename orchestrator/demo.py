@@ -163,7 +163,7 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
         spec, runs = plan(campaign_file, overrides, data_root=workdir / "data")
     except SpecError as exc:
         raise CampaignError(str(exc)) from None
-    out.print(f"[bold]demo[/]: {len(runs)} runs ({', '.join(dict.fromkeys(r.policy for r in runs))} × seeds "
+    out.print(f"[bold]demo[/]: {len(runs)} runs ({', '.join(dict.fromkeys(r.policy.name for r in runs))} × seeds "
               f"{sorted({r.seed for r in runs})}) in {workdir}", highlight=False)
     workdir.mkdir(parents=True, exist_ok=True)
     data_dir = prepare_data(workdir, spec)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import abc
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Iterable
 
 from orchestrator.ledger.states import AttemptStatus, RunState
 from wtcommon.errors import RunFailed, WindtunnelError
+
+if TYPE_CHECKING:
+    from orchestrator.grid import RunSpec
 
 
 @dataclass
@@ -34,6 +37,18 @@ class RunRow:
     outputs: dict[str, Any] = field(default_factory=dict)
     updated_at: float = 0.0
     superseded_by: str = ""  # run_key of the row that replaced this one (a changed spec); "" = current
+
+    @property
+    def spec(self) -> RunSpec:
+        """The run's `RunSpec`, parsed once from the stored `spec_json` (the one place a stored run spec is read:
+        callers take this, never the JSON)."""
+        cached = self.__dict__.get("_spec")
+        if cached is None or cached[0] is not self.spec_json:
+            from orchestrator.grid import RunSpec
+
+            cached = (self.spec_json, RunSpec.from_json(self.spec_json))
+            self.__dict__["_spec"] = cached
+        return cached[1]
 
 
 class LedgerError(WindtunnelError, RuntimeError):
