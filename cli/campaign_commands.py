@@ -253,15 +253,15 @@ def register(app: typer.Typer) -> None:
             from analysis.power import power_section
 
             try:
-                acc["power"] = power_section(rs, margin=margin, sd=sd, prior_path=str(prior) if prior else None,
-                                             suite=spec.suite)
+                acc["power"] = power_section([r.flat() for r in rs], margin=margin, sd=sd,
+                                             prior_path=str(prior) if prior else None, suite=spec.suite)
             except ValueError as exc:  # RecordsError/SuiteError: located user errors
                 _fail(str(exc))
         if target_power is not None and effect is not None:  # sequential design for a target (sequential_plan)
             from analysis.sequential_plan import campaign_comparisons, recommend
 
             try:
-                comp = campaign_comparisons(rs, acc["power"]["comparisons"])
+                comp = campaign_comparisons([r.flat() for r in rs], acc["power"]["comparisons"])
             except ValueError as exc:
                 _fail(str(exc))
             sp = recommend(comp, power=target_power, effect=effect, budget=gpu_budget, n_sims=sims,

@@ -12,6 +12,7 @@ import json
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from orchestrator.data import CorpusError, corpus_identity
@@ -119,6 +120,11 @@ class RunSpec:
 
     def to_json(self) -> str:
         return canonical_json(self.to_dict())
+
+    def flat(self) -> SimpleNamespace:
+        """The stored form as attributes (`policy` the name): what `analysis/` reads of a planned run, since it
+        cannot import this type (analysis.power.plan_power, analysis.sequential_plan.campaign_comparisons)."""
+        return SimpleNamespace(**self.to_dict())
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunSpec:
