@@ -40,15 +40,12 @@ class RunRow:
 
     @property
     def spec(self) -> RunSpec:
-        """The run's `RunSpec`, parsed once from the stored `spec_json` (the one place a stored run spec is read:
-        callers take this, never the JSON)."""
-        cached = self.__dict__.get("_spec")
-        if cached is None or cached[0] is not self.spec_json:
-            from orchestrator.grid import RunSpec
+        """The run's `RunSpec`, parsed from the stored `spec_json` (the one place a stored run spec is read:
+        callers take this, never the JSON). Not cached: a row's fields stay its only state (`RunRow(**vars(row))`
+        copies it)."""
+        from orchestrator.grid import RunSpec
 
-            cached = (self.spec_json, RunSpec.from_json(self.spec_json))
-            self.__dict__["_spec"] = cached
-        return cached[1]
+        return RunSpec.from_json(self.spec_json)
 
 
 class LedgerError(WindtunnelError, RuntimeError):
