@@ -27,7 +27,7 @@ from analysis.paired_stats import (
     sign_flip_floor,
     stats_block,
 )
-from analysis.schema import DEFAULT_REFERENCE, GROUP_KEYS
+from analysis.schema import DEFAULT_AA_PAIR, DEFAULT_REFERENCE, GROUP_KEYS
 from evaluation.suite import Suite
 
 SMALL_N_NOTE = ("small n: at n <= 5 the second CI is the seed range [min d, max d] with its exact coverage "
@@ -101,8 +101,8 @@ def _pair(mrows: np.ndarray, rrows: np.ndarray, seeds: np.ndarray, run_ids: np.n
     return m[im], r[ir], common
 
 
-def _jobs(runs: pd.DataFrame, overrides: dict[str, str],
-          dropped: list[str]) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+def _jobs(runs: pd.DataFrame, overrides: dict[str, str], dropped: list[str],
+          aa_pair: tuple[str, str] = DEFAULT_AA_PAIR) -> list[tuple[dict, np.ndarray, np.ndarray]]:
     """(identity, method run rows, reference run rows) for every comparison, plus the A/A rows."""
     cfg = runs.groupby(list(GROUP_KEYS) + ["policy"], sort=True).indices
     groups: dict[tuple, dict[str, np.ndarray]] = {}
@@ -129,15 +129,17 @@ def _jobs(runs: pd.DataFrame, overrides: dict[str, str],
                 continue
             jobs.append(({**ident, "policy": pol, "reference": ref, "reference_campaign": ident["campaign"],
                           "mechanism": mech, "kind": "effect"}, rows, pols[ref]))
-    # A/A noise floor: static (mixer trainer) vs baseline at the same model/regime/step, any campaign.
+    # A/A noise floor: `aa_pair` (by default static, the mixer trainer, vs baseline) at the same
+    # model/regime/step, any campaign.
+    a, b = aa_pair
     for gkey, pols in groups.items():
-        if "static" not in pols:
+        if a not in pols:
             continue
         ident = dict(zip(GROUP_KEYS, gkey, strict=True))
         for hkey, hpols in groups.items():
-            if hkey[1:] == gkey[1:] and "baseline" in hpols:
-                jobs.append(({**ident, "policy": "static", "reference": "baseline", "reference_campaign": hkey[0],
-                              "mechanism": "mix", "kind": "aa_noise_floor"}, pols["static"], hpols["baseline"]))
+            if hkey[1:] == gkey[1:] and b in hpols:
+                jobs.append(({**ident, "policy": a, "reference": b, "reference_campaign": hkey[0],
+                              "mechanism": mech_col[pols[a][0]], "kind": "aa_noise_floor"}, pols[a], hpols[b]))
     return jobs
 
 
@@ -181,12 +183,14 @@ def _item_block(block: dict, items: pd.DataFrame, suite: Suite, metrics: list[tu
 def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: dict[str, str] | None = None,
                        aggregates: list[str] | None = None, margin: float | None = None, effect: float = 1.0,
                        n_resamples: int = 10_000, level: float = 0.95, seed: int = 0,
-                       runs: pd.DataFrame | None = None, items: pd.DataFrame | None = None) -> PairedResult:
+                       runs: pd.DataFrame | None = None, items: pd.DataFrame | None = None,
+                       aa_pair: tuple[str, str] = DEFAULT_AA_PAIR) -> PairedResult:
     """Every policy vs its campaign-local reference, per aggregate, domain and benchmark.
 
     reference_map: policy -> reference policy, overriding the default by mechanism
-    (select/reweight -> baseline, mix -> static). `static` vs `baseline` at the same
-    (model, regime, step) is added as kind="aa_noise_floor", never as a method effect.
+    (select/reweight -> baseline, mix -> static). `aa_pair` (method, reference; a campaign's `aa_pair`,
+    by default `static` vs `baseline`) at the same (model, regime, step) is added as
+    kind="aa_noise_floor", never as a method effect.
     Unpaired runs are dropped, listed in `.dropped` and warned about (UnpairedWarning).
     `runs` (a precomputed `run_table`) skips recomputing the per-run aggregates.
     `items` (analysis.items layer: run_id, benchmark, item_id, score, ...) adds the seed + item
@@ -197,7 +201,7 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
     cols = [name for _, name in metrics]
     n_m = len(cols)
     dropped: list[str] = []
-    jobs = _jobs(runs, reference_map or {}, dropped)
+    jobs = _jobs(runs, reference_map or {}, dropped, aa_pair)
     values = runs[cols].to_numpy(float)
     resolution = metric_resolution(suite, metrics)
     seeds = runs["seed"].to_numpy()

@@ -42,7 +42,7 @@ def prior_sd(paired: pd.DataFrame, metric: str) -> dict[str, tuple[float, int]]:
 def plan_power(runs: Iterable[Any], *, margin: float, sd: float | None = None,
                prior: dict[str, tuple[float, int]] | None = None, alpha: float = 0.05, power: float = 0.8
                ) -> list[dict[str, Any]]:
-    """runs: objects with group, model, regime, policy, reference, seed (orchestrator.grid.RunSpec).
+    """runs: objects with group, model, regime, policy (its name), reference, seed (`RunSpec.flat()`).
     One row per comparison: n seed pairs, sigma and its source, MDE at 80% power with its interval,
     whether it can detect ±margin, and the seeds it would need for the margin."""
     if sd is None and prior is None:

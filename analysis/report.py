@@ -28,7 +28,7 @@ from analysis.intervention import (Tolerances, final_scores, flag_policies, flag
                                    intervention_section_html, run_summary)
 from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
 from analysis.records import read_records
-from analysis.schema import GROUP_KEYS
+from analysis.schema import DEFAULT_AA_PAIR, GROUP_KEYS
 from analysis.table_formats import _cell, numeric_columns
 from analysis.tables import build_tables
 from evaluation.suite import Suite, load_suite
@@ -104,7 +104,8 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
                  extra_sections: Sequence[tuple[str, str]] = (), lead_sections: Sequence[str] = (),
                  n_resamples: int = 10_000, title: str = "Windtunnel analysis report", margin: float = 1.0,
                  items: pd.DataFrame | None = None, figures_dir: str | Path | None = None,
-                 training_runs: Sequence[Mapping[str, Any]] | None = None) -> Path:
+                 training_runs: Sequence[Mapping[str, Any]] | None = None,
+                 aa_pair: tuple[str, str] = DEFAULT_AA_PAIR) -> Path:
     """Write the report atomically to out_path and return it.
 
     records: long Records (DataFrame) or a path read with `read_records`. extra_sections:
@@ -113,12 +114,12 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
     The first table is the verdict table (one verdict per comparison at ±margin points). items: the
     item-level layer (analysis.items) for the seed + item CI beside the seed-only one. figures_dir:
     also write every figure there as <name>.svg/.pdf/.png. training_runs: runs with `metrics_path`
-    (`analysis.intervention.runs_from_dir`) for the training curves.
+    (`analysis.intervention.runs_from_dir`) for the training curves. aa_pair: the campaign's A/A pair.
     """
     s = load_suite(suite) if isinstance(suite, str) else suite
     recs = read_records(records, s) if isinstance(records, (str, Path)) else records
     runs = run_table(recs, s)
-    paired = paired_comparisons(recs, s, runs=runs, n_resamples=n_resamples, items=items)
+    paired = paired_comparisons(recs, s, runs=runs, n_resamples=n_resamples, items=items, aa_pair=aa_pair)
     tables = [t for t in build_tables(recs, s, paired=paired, runs=runs, margin=margin) if not t.display.empty]
     by_name = {t.name: t for t in tables}
     config_means = runs.groupby(list(GROUP_KEYS) + ["policy"], sort=True)[s.aggregate_names].mean()

@@ -65,8 +65,8 @@ def main() -> None:
         sys.exit(f"{RECORDS}: released records not found; expected shared/ beside the repository")
     t0 = time.perf_counter()
     spec, rs = plan(args.campaign, [])
-    ps = power_section(rs, margin=1.0, prior_path=str(RECORDS), suite=spec.suite)
-    comp = campaign_comparisons(rs, ps["comparisons"])
+    ps = power_section([r.flat() for r in rs], margin=1.0, prior_path=str(RECORDS), suite=spec.suite)
+    comp = campaign_comparisons([r.flat() for r in rs], ps["comparisons"])
     acc = accounting(spec, rs)
     sources = sorted({r["sd_source"] for r in ps["comparisons"]})
     print(f"{spec.name}: {acc['total_runs']} runs, {acc['gpu_hours']:,} GPU-h planned; {comp.m} comparisons in "

@@ -169,8 +169,7 @@ def main() -> None:
         cluster_mb = _cluster_rss_mb(cluster)
         ledger_b = sum(p.stat().st_size for p in wd.glob("ledger.db*"))
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        two_rec = sum(1 for r in recorded if int(__import__("json").loads(r.spec_json)["model_cfg"].get("nnodes")
-                                                or 1) >= 2)
+        two_rec = sum(1 for r in recorded if r.spec.nnodes >= 2)
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -41,7 +41,7 @@ def measure(target: Path, td: Path) -> tuple[int, float, float, float]:
     spec, runs = plan(target)
     t1 = time.perf_counter()
     led = open_ledger(td / f"wd-{spec.name}")
-    rows = [{"run_key": r.run_key, "run_id": r.run_id, "gpus": r.gpus, "spec_json": r.to_json()} for r in runs]
+    rows = [r.ledger_row() for r in runs]
     led.upsert_campaign(spec.name, spec.model_dump_json(), rows)
     t2 = time.perf_counter()
     diff = led.upsert_campaign(spec.name, spec.model_dump_json(), rows)

@@ -80,8 +80,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as td:
         led = open_ledger(Path(td))
         led.upsert_campaign(spec.name, spec.model_dump_json(),
-                            [{"run_key": r.run_key, "run_id": r.run_id, "gpus": r.gpus, "spec_json": r.to_json()}
-                             for r in runs])
+                            [r.ledger_row() for r in runs])
         ex = SimExecutor(durations)
         ok = lambda spec, wd: {"compute": {}, "records": ""}  # noqa: E731 - simulated outputs verify
         sched = Scheduler(led, spec.name, ex, Path(td),

@@ -61,7 +61,7 @@ def main() -> None:
     for name, backend, recipe in (("local", LocalBackend(), lrec), ("verl", VerlBackend(), vrec)):
         req = TrainRequest(run_id=f"bench/{name}", run_key=name, policy=policy, seed=a.seed, out_dir=out / name,
                            recipe=recipe, model_path="builtin:tiny_qwen2", total_steps=a.steps, save_freq=a.steps,
-                           extra={"model": model, "mlflow_uri": f"sqlite:///{out / name}.db"})
+                           model=model, mlflow_uri=f"sqlite:///{out / name}.db")
         t0 = time.time()
         result = backend.train(req)
         total = time.time() - t0

@@ -232,7 +232,7 @@ def plan_cmd(
                        "method": "longest-first list scheduling of the runs' estimated hours on the GPUs; "
                                  "no failures, retries or evaluation time"}
     run_rows = [{"run_id": r.run_id, "run_key": r.run_key, "sub_campaign": r.sub_campaign, "model": r.model,
-                 "policy": r.policy, "seed": r.seed, "gpus": r.gpus, "est_hours": round(r.est_hours, 3)}
+                 "policy": r.policy.name, "seed": r.seed, "gpus": r.gpus, "est_hours": round(r.est_hours, 3)}
                 for r in rs]
     if runs:
         acc["runs"] = run_rows
@@ -240,13 +240,14 @@ def plan_cmd(
         from analysis.power import power_section
 
         with as_user_error():  # RecordsError/SuiteError are ours; a library's ValueError on the records too
-            acc["power"] = power_section(rs, margin=margin, sd=sd, prior_path=str(prior) if prior else None,
+            acc["power"] = power_section([r.flat() for r in rs], margin=margin, sd=sd,
+                                         prior_path=str(prior) if prior else None,
                                          suite=spec.suite)
     if target_power is not None and effect is not None:  # sequential design for a target (sequential_plan)
         from analysis.sequential.plan import campaign_comparisons, recommend
 
         with as_user_error():
-            comp = campaign_comparisons(rs, acc["power"]["comparisons"])
+            comp = campaign_comparisons([r.flat() for r in rs], acc["power"]["comparisons"])
         sp = recommend(comp, power=target_power, effect=effect, budget=gpu_budget, n_sims=sims,
                        familywise=familywise)
         sp["plan_gpu_h"], sp["plan_runs"] = acc["gpu_hours"], acc["total_runs"]
@@ -664,11 +665,10 @@ _HEADLINE = ("reward/mean", "critic/score/mean", "kept_frac", "weight_std", "gra
 
 def _print_training_metrics(workdir: Path, row) -> None:
     """The run's latest training step as its backend logged it (local rows or verl's), read while it trains."""
-    from orchestrator.grid import RunSpec
     from orchestrator.paths import run_dir
     from wtcommon.metrics import MetricsFileError, training_rows
 
-    train = run_dir(workdir, RunSpec.from_dict(json.loads(row.spec_json))) / "train"
+    train = run_dir(workdir, row.spec) / "train"
     try:
         rows = training_rows(train)
     except MetricsFileError as exc:

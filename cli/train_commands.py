@@ -42,15 +42,11 @@ def build_request(
         raise TrainingError(f"model {model_name!r}: path: missing (an HF id/directory or builtin:<name>)")
     run_key = content_hash({"policy": pol, "seed": seed, "recipe": rec, "model": mcfg,
                             "train_files": train_files or []})
-    extra: dict = {"model": mcfg, "policy_path": str(policy.resolve())}
-    if mlflow_uri:
-        extra["mlflow_uri"] = mlflow_uri
-    if cache_dir:
-        extra["cache_dir"] = str(cache_dir)
     return TrainRequest(
         run_id=f"{pol['name']}_s{seed}", run_key=run_key, policy=pol, seed=seed, out_dir=out_dir, recipe=rec,
         model_path=str(mcfg["path"]), train_files=list(train_files or []), total_steps=int(steps or 0),
-        save_freq=int(save_freq or 0), extra=extra,
+        save_freq=int(save_freq or 0), model=mcfg, mlflow_uri=mlflow_uri or None,
+        cache_dir=str(cache_dir) if cache_dir else None,
     )
 
 

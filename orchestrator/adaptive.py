@@ -80,9 +80,9 @@ def _wanted_runs(spec: CampaignSpec, open_: set[tuple[str, str, str, str]], seed
                  data_root: Path) -> list[RunSpec]:
     """Runs of the open policies and of their references for `seeds` (the next batch)."""
     pool = expand(spec.model_copy(update={"seeds": spec.seed_pool()}), data_root=data_root)
-    mech = {(r.group, r.model, r.regime, r.policy): r.mechanism for r in pool}
+    mech = {(r.group, r.model, r.regime, r.policy.name): r.policy.mechanism for r in pool}
     want = _with_references(open_, mech, spec.baselines)
-    return [r for r in pool if r.seed in seeds and (r.group, r.model, r.regime, r.policy) in want]
+    return [r for r in pool if r.seed in seeds and (r.group, r.model, r.regime, r.policy.name) in want]
 
 
 def _add_runs(sess: Session, spec: CampaignSpec, runs: list[RunSpec]) -> list[str]:
@@ -92,8 +92,7 @@ def _add_runs(sess: Session, spec: CampaignSpec, runs: list[RunSpec]) -> list[st
     new = [r for r in runs if r.run_key not in have]
     if not new:
         return []
-    rows = [{"run_key": r.run_key, "run_id": r.run_id, "gpus": r.gpus, "spec_json": r.spec_json} for r in existing]
-    rows += [{"run_key": r.run_key, "run_id": r.run_id, "gpus": r.gpus, "spec_json": r.to_json()} for r in new]
+    rows = [r.spec.ledger_row() for r in existing] + [r.ledger_row() for r in new]
     stored = sess.ledger.campaign_spec(spec.name) or spec.model_dump_json()
     sess.ledger.upsert_campaign(spec.name, stored, rows)
     return [r.run_id for r in new]

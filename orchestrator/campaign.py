@@ -107,17 +107,17 @@ def submit_preview(spec: CampaignSpec, runs: list[RunSpec], workdir: Path, ledge
             rows = led.runs(spec.name)
         finally:
             led.close()
-    current = [(r.run_id, r.run_key, r.spec_json) for r in rows]  # current generation
+    current = [(r.run_id, r.run_key, r.spec.to_dict()) for r in rows]  # current generation
     summary = summarise(spec.name, current, [(r.run_id, r.run_key, r.to_dict()) for r in runs])
     if spec.seed_design is not None:  # a sequential design's later batches are the seed pool's, not "removed"
         pool = set(spec.seed_pool())
         summary.runs["removed"] = [rid for rid, _, sj in current
-                                   if rid in summary.runs["removed"] and json.loads(sj)["seed"] not in pool]
+                                   if rid in summary.runs["removed"] and sj["seed"] not in pool]
     recorded, failed = to_reevaluate(rows, runs, Path(workdir).resolve())
-    old = {r.run_key: r.spec_json for r in rows}
+    old = {r.run_key: r.spec.to_dict() for r in rows}
     for r in recorded + failed:
         summary.runs["reevaluate"].append(r.run_id)
-        summary.changes[r.run_id] = [c for c in field_changes(json.loads(old[r.run_key]), r.to_dict())
+        summary.changes[r.run_id] = [c for c in field_changes(old[r.run_key], r.to_dict())
                                      if c[0].startswith("evaluation.")]
     return summary
 
@@ -129,7 +129,7 @@ def submit(sess: Session, spec: CampaignSpec, runs: list[RunSpec]) -> tuple[Upse
     make_private(sess.workdir)
     removed = diff.removed
     if spec.seed_design is not None:
-        later = {r.run_id for r in sess.ledger.runs(spec.name) if json.loads(r.spec_json)["seed"] in spec.seed_pool()}
+        later = {r.run_id for r in sess.ledger.runs(spec.name) if r.spec.seed in spec.seed_pool()}
         removed = [rid for rid in removed if rid not in later]
     return diff, removed
 
@@ -138,7 +138,7 @@ def ship_plugins(sess: Session, campaign: str) -> None:
     """Make the campaign's plugin modules importable here and ship them to its jobs (runtime_env py_modules)."""
     spec_json = sess.ledger.campaign_spec(campaign)
     add_project_path(json.loads(spec_json).get("config_root") if spec_json else None)
-    names = plugin_names(json.loads(r.spec_json).get("policy_cfg", {}) for r in sess.ledger.runs(campaign))
+    names = plugin_names(r.spec.policy.cfg for r in sess.ledger.runs(campaign))
     if not names:
         return
     try:

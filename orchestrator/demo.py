@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.console import Console
 
+from analysis.schema import DEFAULT_AA_PAIR
 from orchestrator.campaign import CampaignError, drive
 from orchestrator.progress import status_matrix
 from orchestrator.tracking import default_uri
@@ -21,11 +22,13 @@ SCREEN_ROWS = 15  # decided comparisons listed on the terminal; the rest are cou
 
 
 def print_analysis(records: Path, *, out: Console, suite: str = "db12", n_resamples: int = 2000,
-                   items_dir: Path | None = None, show_all: bool = False) -> None:
+                   items_dir: Path | None = None, show_all: bool = False,
+                   aa_pair: tuple[str, str] = DEFAULT_AA_PAIR) -> None:
     """The answer of a records file in one terminal screen: the verdict counts of the suite's first aggregate,
     the decided comparisons (up to SCREEN_ROWS) and the small-n note once; `show_all` prints every table
     (per configuration and paired, every aggregate) instead. With the runs' item logs (`items_dir`), the
-    comparisons use the seed + item CI too. A records file that cannot be read is a CampaignError (exit 2)."""
+    comparisons use the seed + item CI too; `aa_pair` is the campaign's A/A pair. A records file that cannot be
+    read is a CampaignError (exit 2)."""
     from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
     from analysis.records import read_records
     from analysis.schema import RecordsError
@@ -53,7 +56,7 @@ def print_analysis(records: Path, *, out: Console, suite: str = "db12", n_resamp
     width = terminal_width(out.file)  # the terminal's; 120 when not a terminal
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        paired = paired_comparisons(df, s, n_resamples=n_resamples, items=items)
+        paired = paired_comparisons(df, s, n_resamples=n_resamples, items=items, aa_pair=aa_pair)
         names = [n for n in TABLE_NAMES if n != "paired"] if show_all else ["verdicts"]
         tables, broken = [], []
         for name in names:  # one at a time: a table that cannot be built is reported, not fatal
@@ -112,7 +115,7 @@ def _print_verdicts(tables: list, say, small_n: str, records: Path, width: int) 
 
 
 def write_report(records: Path, workdir: Path, *, out: Console, err: Console, suite: str = "db12",
-                 n_resamples: int = 2000) -> Path | None:
+                 n_resamples: int = 2000, aa_pair: tuple[str, str] = DEFAULT_AA_PAIR) -> Path | None:
     """`<workdir>/report.html`: the analysis report with the intervention evidence of every run
     (flagged policies listed before any score comparison) and training curves; its figures also as
     SVG/PDF/PNG in `<workdir>/figures/`. A report that cannot be built is
@@ -127,7 +130,7 @@ def write_report(records: Path, workdir: Path, *, out: Console, err: Console, su
             warnings.simplefilter("ignore")
             path, flags = build_report_with_evidence(df, workdir / "report.html", suite=suite,
                                                      runs=runs_from_dir(df, workdir / "runs"), n_resamples=n_resamples,
-                                                     figures_dir=workdir / "figures")
+                                                     figures_dir=workdir / "figures", aa_pair=aa_pair)
     except (InterventionError, ValueError, KeyError) as exc:
         err.print(f"report not written: {exc}", markup=False, highlight=False)
         return None
@@ -166,7 +169,7 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
         spec, runs = plan(campaign_file, overrides, data_root=workdir / "data")
     except SpecError as exc:
         raise CampaignError(str(exc)) from None
-    out.print(f"[bold]demo[/]: {len(runs)} runs ({', '.join(dict.fromkeys(r.policy for r in runs))} × seeds "
+    out.print(f"[bold]demo[/]: {len(runs)} runs ({', '.join(dict.fromkeys(r.policy.name for r in runs))} × seeds "
               f"{sorted({r.seed for r in runs})}) in {workdir}", highlight=False)
     workdir.mkdir(parents=True, exist_ok=True)
     data_dir = prepare_data(workdir, spec)
@@ -198,8 +201,8 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
         out.print(f"records: {records}\nMLflow: mlflow ui --backend-store-uri {default_uri(workdir)}",
                   highlight=False, soft_wrap=True)  # one line: the command is copied as printed
         print_analysis(records, out=out, suite=spec.suite, items_dir=workdir / "runs" / spec.name,
-                       show_all=show_all)
-        report = write_report(records, workdir, out=out, err=err, suite=spec.suite)
+                       show_all=show_all, aa_pair=spec.aa_pair)
+        report = write_report(records, workdir, out=out, err=err, suite=spec.suite, aa_pair=spec.aa_pair)
         if report is not None:
             try:  # the campaign's MLflow parent run carries the report next to its verdicts
                 sess.tracker(spec.name).attach_report(report)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from orchestrator.data import CorpusError, corpus_identity
@@ -30,6 +31,32 @@ def short_hash(obj: Any, n: int = 16) -> str:
 
 
 @dataclass(frozen=True)
+class PolicyRef:
+    """A run's policy: its name, its YAML's content (`cfg`) and its mechanism, resolved once by `expand`.
+
+    Stored in a run spec as the three keys `policy` (the name), `mechanism` and `policy_cfg` (run keys hash
+    that JSON, so its shape never changes)."""
+
+    name: str
+    mechanism: str
+    cfg: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The mapping `policies.load_policy` takes and run keys hash: the YAML with its name first (the YAML's
+        own `name`, when it has one, wins, as it always did)."""
+        return {"name": self.name, **self.cfg}
+
+    def with_cfg(self, cfg: dict[str, Any]) -> PolicyRef:
+        """The same policy with another configuration (a tuning trial's parameters)."""
+        return replace(self, cfg=cfg)
+
+
+# where RunSpec.to_dict puts the policy's three stored keys (the JSON run keys hash and ledgers hold)
+_POLICY_KEYS = ("policy", "mechanism", "policy_cfg")
+
+
+@dataclass(frozen=True)
 class RunSpec:
     """One grid cell: everything a stage needs to train, evaluate and record one run."""
 
@@ -39,8 +66,7 @@ class RunSpec:
     sub_campaign: str
     group: str  # record `campaign` column
     model: str
-    policy: str
-    mechanism: str
+    policy: PolicyRef
     reference: str  # campaign-local reference policy for paired comparison
     seed: int
     steps: int
@@ -53,7 +79,6 @@ class RunSpec:
     est_hours: float
     model_cfg: dict[str, Any] = field(default_factory=dict)
     recipe_cfg: dict[str, Any] = field(default_factory=dict)
-    policy_cfg: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     evaluation: dict[str, Any] = field(default_factory=dict)
 
@@ -81,14 +106,40 @@ class RunSpec:
         return short_hash(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The stored form: every field, the policy as its three keys in their old places (`policy` the name,
+        then `mechanism`; `policy_cfg` after `recipe_cfg`)."""
+        out: dict[str, Any] = {}
+        for k, v in asdict(self).items():
+            if k == "policy":
+                out.update(policy=v["name"], mechanism=v["mechanism"])
+                cfg = v["cfg"]
+            else:
+                out[k] = v
+            if k == "recipe_cfg":
+                out["policy_cfg"] = cfg
+        return out
 
     def to_json(self) -> str:
         return canonical_json(self.to_dict())
 
+    def flat(self) -> SimpleNamespace:
+        """The stored form as attributes (`policy` the name): what `analysis/` reads of a planned run, since it
+        cannot import this type (analysis.power.plan_power, analysis.sequential_plan.campaign_comparisons)."""
+        return SimpleNamespace(**self.to_dict())
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunSpec:
-        return cls(**d)
+        rest = {k: v for k, v in d.items() if k not in _POLICY_KEYS}
+        return cls(policy=PolicyRef(d["policy"], d["mechanism"], dict(d.get("policy_cfg") or {})), **rest)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        """The spec `to_json` wrote (a ledger row's `spec_json`, a run dir's `spec.json`)."""
+        return cls.from_dict(json.loads(text))
+
+    def ledger_row(self) -> dict[str, Any]:
+        """The row `Ledger.upsert_campaign` stores for this run (its key, id, GPUs and spec JSON)."""
+        return {"run_key": self.run_key, "run_id": self.run_id, "gpus": self.gpus, "spec_json": self.to_json()}
 
 
 class _Resolver:
@@ -233,8 +284,9 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
                             data = corpus_identity(spec.data, g.regime, data_root)
                         except CorpusError as exc:
                             raise SpecError(f"{spec.file_for(gkey)}: key '{gkey}.regime': {exc}") from None
+                        pref = PolicyRef(pol, mech, pcfg)
                         key_obj = {
-                            "model": mcfg, "recipe": rcfg, "policy": {"name": pol, **pcfg}, "seed": seed,
+                            "model": mcfg, "recipe": rcfg, "policy": pref.config, "seed": seed,
                             "data": data, "steps": steps, "save_freq": save_freq, "regime": g.regime,
                         }
                         run_key = short_hash(key_obj)
@@ -248,11 +300,11 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
                         seen[run_key] = where
                         runs.append(RunSpec(
                             run_key=run_key, run_id=run_id, campaign=spec.name, sub_campaign=sub_name,
-                            group=g.campaign, model=model, policy=pol, mechanism=mech, reference=ref,
+                            group=g.campaign, model=model, policy=pref, reference=ref,
                             seed=seed, steps=steps, save_freq=save_freq, regime=g.regime, recipe_name=recipe,
                             backend=spec.backend, suite=spec.suite, gpus=gpus,
                             est_hours=mcomp.hours * steps / spec.compute.hours_at_steps,
-                            model_cfg=mcfg, recipe_cfg=rcfg, policy_cfg=pcfg, data=data,
+                            model_cfg=mcfg, recipe_cfg=rcfg, data=data,
                             evaluation=dict(spec.evaluation),
                         ))
                         n_sub += 1
@@ -273,7 +325,7 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
 
 def missing_references(runs: list[RunSpec]) -> list[str]:
     """Runs whose campaign-local reference (same group, model, regime, steps, seed) is not planned."""
-    have = {(r.group, r.model, r.regime, r.steps, r.seed, r.policy) for r in runs}
+    have = {(r.group, r.model, r.regime, r.steps, r.seed, r.policy.name) for r in runs}
     return [
         r.run_id for r in runs
         if r.reference and (r.group, r.model, r.regime, r.steps, r.seed, r.reference) not in have
@@ -304,7 +356,7 @@ def accounting(spec: CampaignSpec, runs: list[RunSpec]) -> dict[str, Any]:
     factor = eval_sample_factor(spec.suite)
     matrix: dict[str, dict[str, list[int]]] = {}
     for r in runs:
-        matrix.setdefault(r.policy, {}).setdefault(r.model, []).append(r.seed)
+        matrix.setdefault(r.policy.name, {}).setdefault(r.model, []).append(r.seed)
     assumptions = [{"where": "campaign", **a.model_dump()} for a in spec.assumptions]
     for name, sub in spec.sub_campaigns.items():
         assumptions += [{"where": f"sub_campaigns.{name}", **a.model_dump()} for a in sub.assumptions]
@@ -315,7 +367,7 @@ def accounting(spec: CampaignSpec, runs: list[RunSpec]) -> dict[str, Any]:
         "expected_runs_mismatch": mismatch,
         "by_campaign_label": by("group"),
         "by_model": by("model"),
-        "by_policy": by("policy"),
+        "by_policy": dict(sorted(Counter(r.policy.name for r in runs).items())),
         "by_seed": {str(k): v for k, v in by("seed").items()},
         "by_regime": {k or "standard": v for k, v in by("regime").items()},
         "gpu_hours": round(sum(gpu_h.values()), 1),

@@ -56,19 +56,19 @@ def check_policies(runs: list[RunSpec], root: Path) -> list[str]:
     problems: list[str] = []
     seen: set[tuple[str, str]] = set()
     for r in runs:
-        if (r.policy, r.recipe_name) in seen:
+        if (r.policy.name, r.recipe_name) in seen:
             continue
-        seen.add((r.policy, r.recipe_name))
-        path = root / "policy" / f"{r.policy}.yaml"
-        domains = (r.policy_cfg.get("domains") or (r.recipe_cfg.get("data") or {}).get("domains")
+        seen.add((r.policy.name, r.recipe_name))
+        path = root / "policy" / f"{r.policy.name}.yaml"
+        domains = (r.policy.cfg.get("domains") or (r.recipe_cfg.get("data") or {}).get("domains")
                    or list(STUDY_DOMAINS))
         try:
-            load_policy({"name": r.policy, **r.policy_cfg}, seed=r.seed, domains=domains,
+            load_policy(r.policy.config, seed=r.seed, domains=domains,
                         rollout_n=_recipe_rollout_n(r.recipe_cfg))
         except PolicyConfigError as exc:
             problems.append(f"{path}: {exc} (recipe {r.recipe_name})")
         except Exception as exc:
-            problems.append(f"{path}: policy {r.policy!r} cannot be loaded: {type(exc).__name__}: {exc}")
+            problems.append(f"{path}: policy {r.policy.name!r} cannot be loaded: {type(exc).__name__}: {exc}")
     return problems
 
 
@@ -77,7 +77,7 @@ def check_references(spec: CampaignSpec, runs: list[RunSpec], root: Path) -> lis
     from orchestrator.spec import shipped_config_root
 
     problems = []
-    for mech, ref in sorted({(r.mechanism, r.reference) for r in runs if r.mechanism != "none"}):
+    for mech, ref in sorted({(r.policy.mechanism, r.reference) for r in runs if r.policy.mechanism != "none"}):
         if not any((d / "policy" / f"{ref}.yaml").exists() for d in (root, shipped_config_root())):
             problems.append(f"{spec.source}: key 'baselines.{mech}': reference policy {ref!r} has no YAML in "
                             f"{root / 'policy'} or the shipped campaigns/policy; name an existing policy")

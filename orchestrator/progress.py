@@ -8,7 +8,6 @@ attempts give an estimate of the time left.
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from typing import TYPE_CHECKING, Any
@@ -84,17 +83,17 @@ def status_matrix(sess: Session, campaign: str) -> Table:
                              S.evaluating: "[yellow]E[/]", S.recorded: "[green]✓[/]", S.failed: "[red]✗[/]",
                              S.cancelled: "[dim]c[/]"}
     rows = [r for r in sess.ledger.runs(campaign) if not (r.state == S.cancelled and "superseded" in r.reason)]
-    specs = [json.loads(r.spec_json) for r in rows]
-    seeds = sorted({s["seed"] for s in specs})
+    seeds = sorted({r.spec.seed for r in rows})
     t = Table(title=f"{campaign}: states by policy × seed", show_lines=False)
     t.add_column("group / model / regime")
     t.add_column("policy")
     for s in seeds:
         t.add_column(f"s{s}", justify="center")
     cells: dict[tuple, dict[int, str]] = {}
-    for r, s in zip(rows, specs, strict=True):
-        key = (f"{s['group']}/{s['model']}{'/' + s['regime'] if s['regime'] else ''}", s["policy"])
-        cells.setdefault(key, {})[s["seed"]] = glyph.get(r.state, r.state)
+    for r in rows:
+        sp = r.spec
+        key = (f"{sp.group}/{sp.model}{'/' + sp.regime if sp.regime else ''}", sp.policy.name)
+        cells.setdefault(key, {})[sp.seed] = glyph.get(r.state, r.state)
     for (grp, pol), by_seed in cells.items():
         t.add_row(grp, pol, *[by_seed.get(s, "") for s in seeds])
     return t
@@ -103,7 +102,7 @@ def status_matrix(sess: Session, campaign: str) -> Table:
 def planned_eta_seconds(rows: Iterable[RunRow], parallel: int) -> float | None:
     """Seconds left from the plan's estimate of each pending run (`est_hours`, training only), before any
     attempt has finished; None when the plan estimates nothing."""
-    hours = [float(json.loads(r.spec_json).get("est_hours") or 0.0) for r in rows if r.state in PENDING]
+    hours = [float(r.spec.est_hours or 0.0) for r in rows if r.state in PENDING]
     return sum(hours) * 3600 / max(1, parallel) if any(hours) else None
 
 
@@ -114,14 +113,13 @@ def run_activity(sess: Session, row: RunRow, now: float | None = None) -> str | 
     """What an active run does now, in words: "training step 3 of 8", "building the base model (2m10s)",
     "waiting on the base model's lock", "evaluating: 40 of 192 generations"; None for an inactive run.
     Read from the run dir (training metrics, the stage's `phase.json`), never from the cluster."""
-    from orchestrator.grid import RunSpec
     from orchestrator.paths import run_dir
     from wtcommon.metrics import MetricsFileError, training_rows
     from wtcommon.phase import read_phase
 
     if row.state not in (RunState.training, RunState.evaluating):
         return None
-    spec = RunSpec.from_dict(json.loads(row.spec_json))
+    spec = row.spec
     rd = run_dir(sess.workdir, spec)
     phase = read_phase(rd)
     now = time.time() if now is None else now

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from orchestrator.executor.base import (
     ClusterUnreachable,
@@ -92,10 +92,10 @@ _INFRA_HINTS = ("node died", "node has died", "marked dead", "node was terminate
                 "job_supervisor_actor_start_timeout", "unexpectedly exited", "worker died")
 
 
-def config_identity(spec_json: str) -> str:
+def config_identity(spec: Mapping[str, Any]) -> str:
     """A run's configuration without its seed (run_key and run_id contain the seed): runs with equal
     identities differ only by seed, so a deterministic configuration error in one holds for all."""
-    d = {k: v for k, v in json.loads(spec_json).items() if k not in ("seed", "run_key", "run_id")}
+    d = {k: v for k, v in spec.items() if k not in ("seed", "run_key", "run_id")}
     return json.dumps(d, sort_keys=True, default=str)
 
 
@@ -157,7 +157,7 @@ class Scheduler:
 
     # -- helpers ---------------------------------------------------------------------------
     def _spec(self, row: RunRow) -> RunSpec:
-        return RunSpec.from_dict(json.loads(row.spec_json))
+        return row.spec
 
     def _need(self, row: RunRow, stage: str) -> int:
         return row.gpus if stage == "train" else min(self.cfg.eval_gpus, row.gpus)
@@ -460,10 +460,10 @@ class Scheduler:
         """A deterministic configuration error fails every not-yet-started run of the same configuration (the
         same spec but for the seed) without submitting it: each would fail the same way after its own start-up
         (on the paper program, GPU-hours apiece). `campaign retry` brings them back once the cause is fixed."""
-        key = config_identity(failed.spec_json)
+        key = config_identity(failed.spec.to_dict())
         waiting = [S.planned, S.queued] + ([S.trained] if stage == "evaluate" else [])
         for r in self.ledger.runs(self.campaign, waiting):
-            if r.run_key == failed.run_key or config_identity(r.spec_json) != key:
+            if r.run_key == failed.run_key or config_identity(r.spec.to_dict()) != key:
                 continue
             why = (f"not started: {failed.run_id}, the same configuration at another seed, failed with a "
                    f"deterministic configuration error ({reason[:300]}); fix it, then `campaign retry`")

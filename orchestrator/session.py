@@ -64,8 +64,6 @@ def to_reevaluate(rows: list[RunRow], runs: list[RunSpec], workdir: Path) -> tup
     """Runs whose training stays but whose evaluation settings changed: (recorded runs scored with other
     settings — the scheduler's repair reopens them to `trained`; runs that failed their evaluate stage under
     other settings — `submit` queues them again with a fresh retry budget). Read-only."""
-    import json
-
     from orchestrator.stages import evaluated_key
 
     current = {r.run_key: r for r in rows if not r.superseded_by}
@@ -79,7 +77,7 @@ def to_reevaluate(rows: list[RunRow], runs: list[RunSpec], workdir: Path) -> tup
             if done is not None and done != spec.eval_key:
                 recorded.append(spec)
         elif row.state == RunState.failed and row.stage == "evaluate":
-            if RunSpec.from_dict(json.loads(row.spec_json)).eval_key != spec.eval_key:
+            if row.spec.eval_key != spec.eval_key:
                 failed.append(spec)
     return recorded, failed
 
@@ -131,7 +129,7 @@ class Session:
         checkpoints and are re-evaluated: recorded ones by the scheduler's repair (their records no longer
         verify against the new settings), failed-at-evaluation ones queued again here."""
         recorded, failed = to_reevaluate(self.ledger.runs(spec.name), runs, self.workdir)
-        rows = [{"run_key": r.run_key, "run_id": r.run_id, "gpus": r.gpus, "spec_json": r.to_json()} for r in runs]
+        rows = [r.ledger_row() for r in runs]
         diff = self.ledger.upsert_campaign(spec.name, spec.model_dump_json(), rows)
         for r in failed:
             row = self.ledger.get(spec.name, r.run_key)

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
-from analysis.schema import DEFAULT_REFERENCE  # the one default reference per mechanism (campaigns and analysis)
+from analysis.schema import DEFAULT_AA_PAIR, DEFAULT_REFERENCE  # one default each (campaigns and analysis)
 from orchestrator.ranges import SEED_LIMIT, check_backoff, check_steps
 from wtcommon.errors import UserError
 
@@ -152,6 +152,7 @@ ModelNames = Annotated[list[str], AfterValidator(lambda v: _unique_names(v, "mod
 # names, YAML paths (relative to the campaign file) or inline variants (PolicyVariant)
 PolicyNames = Annotated[list[str | PolicyVariant], BeforeValidator(_policy_entries)]
 RecipeName = Annotated[str, AfterValidator(lambda v: check_name(v, "recipe"))]
+PolicyName = Annotated[str, AfterValidator(lambda v: check_name(v, "policy"))]
 
 
 def _steps(v: Any) -> Any:
@@ -279,6 +280,7 @@ class CampaignSpec(_Strict):
     regime: str = ""
     backend: Literal["local", "verl", "noop"] = "verl"  # noop: no model, same job path (tests)
     baselines: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_REFERENCE))
+    aa_pair: tuple[PolicyName, PolicyName] = DEFAULT_AA_PAIR  # (method, reference) of the A/A noise-floor rows
     data: DataSpec = Field(default_factory=DataSpec)
     compute: ComputeSpec = Field(default_factory=ComputeSpec)
     retries: RetrySpec = Field(default_factory=RetrySpec)

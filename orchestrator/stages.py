@@ -154,8 +154,9 @@ def _atomic_json(path: Path, obj: Any) -> None:
 
 def write_run_spec(spec: RunSpec, workdir: Path) -> Path:
     path = run_dir(workdir, spec) / "run_spec.json"
-    if not path.exists() or json.loads(path.read_text()) != spec.to_dict():
-        _atomic_json(path, spec.to_dict())
+    text = json.dumps(spec.to_dict(), indent=2, sort_keys=True, default=str)  # as _atomic_json writes it
+    if not path.exists() or path.read_text() != text:
+        atomic_write_text(path, text)
     return path
 
 
@@ -222,14 +223,13 @@ def stage_train(spec: RunSpec, workdir: Path, attempt: str = "") -> dict[str, An
     try:
         backend = get_backend(spec.backend)
         req = TrainRequest(
-            run_id=spec.run_id, run_key=spec.run_key, policy=dict(spec.policy_cfg), seed=spec.seed, out_dir=out,
+            run_id=spec.run_id, run_key=spec.run_key, policy=dict(spec.policy.cfg), seed=spec.seed, out_dir=out,
             recipe=dict(spec.recipe_cfg), model_path=str(spec.model_cfg.get("path", f"builtin:{spec.model}")),
             train_files=_train_files(spec, workdir) if backend.needs_train_files else [], total_steps=spec.steps,
-            save_freq=spec.save_freq,
+            save_freq=spec.save_freq, model=dict(spec.model_cfg),
             # base models and synthetic corpora are content-addressed: share them across work
             # directories (WINDTUNNEL_CACHE, else the training backend's ~/.cache/windtunnel)
-            extra={"model": dict(spec.model_cfg), "policy_name": spec.policy, "regime": spec.regime,
-                   **({"cache_dir": os.environ["WINDTUNNEL_CACHE"]} if os.environ.get("WINDTUNNEL_CACHE") else {})},
+            cache_dir=os.environ.get("WINDTUNNEL_CACHE") or None,
         )
         result = backend.train(req).to_json()
     except TrainingConfigError as exc:  # deterministic: no retry
@@ -276,7 +276,7 @@ def verify_train(spec: RunSpec, workdir: Path) -> dict[str, Any] | None:
 
 def run_meta(spec: RunSpec, step: int) -> dict[str, Any]:
     return {"run_key": spec.run_key, "run_id": spec.run_id, "campaign": spec.group, "model": spec.model,
-            "policy": spec.policy, "mechanism": spec.mechanism, "seed": spec.seed, "step": step,
+            "policy": spec.policy.name, "mechanism": spec.policy.mechanism, "seed": spec.seed, "step": step,
             "regime": spec.regime, "config_hash": spec.config_hash}
 
 
@@ -361,7 +361,7 @@ STAGES = {"train": (stage_train, verify_train), "evaluate": (stage_evaluate, ver
 def load_run_spec(arg: str) -> RunSpec:
     """`--run-spec` is a path to the run's JSON or the JSON itself."""
     text = arg if arg.lstrip().startswith("{") else Path(arg).read_text()
-    return RunSpec.from_dict(json.loads(text))
+    return RunSpec.from_json(text)
 
 
 def main(argv: list[str] | None = None) -> int:

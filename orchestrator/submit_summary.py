@@ -83,9 +83,9 @@ def field_changes(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, A
     return [(k, a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
 
 
-def summarise(campaign: str, current: list[tuple[str, str, str]], runs: list[tuple[str, str, dict[str, Any]]],
-              removed: list[str] | None = None) -> SubmitSummary:
-    """`current`: (run_id, run_key, spec_json) of the ledger's current generation; `runs`: (run_id, run_key,
+def summarise(campaign: str, current: list[tuple[str, str, dict[str, Any]]],
+              runs: list[tuple[str, str, dict[str, Any]]], removed: list[str] | None = None) -> SubmitSummary:
+    """`current`: (run_id, run_key, spec dict) of the ledger's current generation; `runs`: (run_id, run_key,
     spec dict) of the spec being submitted; `removed`: run ids no longer in the spec (default: those of
     `current` not in `runs`)."""
     have = {rid: (key, sj) for rid, key, sj in current}
@@ -97,7 +97,7 @@ def summarise(campaign: str, current: list[tuple[str, str, str]], runs: list[tup
             s.runs["unchanged"].append(rid)
         else:
             s.runs["changed"].append(rid)
-            s.changes[rid] = field_changes(json.loads(have[rid][1]), spec)
+            s.changes[rid] = field_changes(have[rid][1], spec)
     ids = {rid for rid, _, _ in runs}
     s.runs["removed"] = list(removed) if removed is not None else [rid for rid in have if rid not in ids]
     return s

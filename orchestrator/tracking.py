@@ -254,7 +254,7 @@ def finish(uri: str, run_id: str, status: str = "FINISHED", end_time: float | No
 
 def start_training_run(uri: str, req: TrainRequest, experiment: str | None = None) -> str:
     """The run of a standalone training request, created (RUNNING) before its first step."""
-    exp = experiment or req.extra.get("experiment") or "windtunnel-train"
+    exp = experiment or req.experiment or "windtunnel-train"
     params = {"policy": req.policy, "seed": req.seed, "recipe": req.recipe, "model_path": req.model_path,
               "config_hash": req.config_hash()}
     rid = ensure_run(uri, exp, req.run_key, req.run_id, params=params,
@@ -308,18 +308,18 @@ class MlflowTrainingSink:
 
 def cell_params(spec: RunSpec) -> dict[str, Any]:
     return {"run_key": spec.run_key, "config_hash": spec.config_hash, "model": spec.model_cfg,
-            "recipe": spec.recipe_cfg, "policy": spec.policy_cfg, "seed": spec.seed, "steps": spec.steps,
+            "recipe": spec.recipe_cfg, "policy": spec.policy.cfg, "seed": spec.seed, "steps": spec.steps,
             "regime": spec.regime, "data": spec.data}
 
 
 def cell_run_name(spec: RunSpec) -> str:
     """The MLflow run name: policy and seed first, as a reader scans them (`topk s1 · ux_small/tiny_qwen2`),
     then group/model and regime; MLflow's list truncates names from the right. The run_id is a tag."""
-    return f"{spec.policy} s{spec.seed} · {spec.group}/{spec.model}" + (f" @{spec.regime}" if spec.regime else "")
+    return f"{spec.policy.name} s{spec.seed} · {spec.group}/{spec.model}" + (f" @{spec.regime}" if spec.regime else "")
 
 
 def cell_tags(spec: RunSpec) -> dict[str, str]:
-    return {"windtunnel.policy": spec.policy, "windtunnel.model": spec.model, "windtunnel.seed": str(spec.seed),
+    return {"windtunnel.policy": spec.policy.name, "windtunnel.model": spec.model, "windtunnel.seed": str(spec.seed),
             "windtunnel.group": spec.group, "windtunnel.regime": spec.regime, "windtunnel.run_id": spec.run_id}
 
 
@@ -441,9 +441,7 @@ class CampaignTracker:
         return str(par["id"])
 
     def _spec(self, row: RunRow) -> RunSpec:
-        from orchestrator.grid import RunSpec
-
-        return RunSpec.from_dict(json.loads(row.spec_json))
+        return row.spec
 
     def _metrics_files(self, spec: RunSpec) -> list[Path]:
         """The files a cell's training metrics stream from: verl's per-launch files while they exist

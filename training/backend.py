@@ -61,7 +61,11 @@ class TrainRequest:
     `policy` is the policy YAML content (a mapping); `recipe` the recipe YAML content;
     `model_path` an HF directory or a built-in name such as `builtin:tiny_qwen2`;
     `train_files` Parquet files in the study's schema (empty: the recipe's synthetic corpus).
-    `extra` carries backend options (e.g. `cache_dir`, `mlflow_uri` (verl's own logger), `policy_path`, `model`).
+    The rest are backend options that do not change the weights: `model` the model file's content (nodes, GPUs;
+    None: looked up from a `builtin:` name), `cache_dir` the shared cache of base models and synthetic corpora
+    (None: `training.warmup.default_cache_root()`), `val_files` held-out prompts (empty: the synthetic corpus's
+    or, for verl, the train files), `domains` the policy's domains when its YAML lists none, `mlflow_uri` /
+    `mlflow_run_id` / `experiment` verl's own MLflow logger, `resume_mode` verl's `trainer.resume_mode`.
     """
 
     run_id: str
@@ -74,7 +78,14 @@ class TrainRequest:
     train_files: list[str] = field(default_factory=list)
     total_steps: int = 0
     save_freq: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, Any] | None = None
+    cache_dir: str | None = None
+    val_files: list[str] = field(default_factory=list)
+    domains: list[str] | None = None
+    mlflow_uri: str | None = None
+    mlflow_run_id: str | None = None
+    experiment: str | None = None
+    resume_mode: str = "auto"  # auto: resume this run's own dir
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
@@ -85,7 +96,7 @@ class TrainRequest:
                                       "(0 = take the recipe's value)")
 
     def config_hash(self) -> str:
-        """Short hash of what changes the trained weights (not out_dir, run_id or extras)."""
+        """Short hash of what changes the trained weights (not out_dir, run_id or the backend options)."""
         payload = {
             "policy": self.policy,
             "seed": self.seed,

@@ -159,7 +159,7 @@ def _load_policy(req: TrainRequest, domains: list[str], n: int):
 def _resolve_model(req: TrainRequest, recipe: dict, cache_root: Path) -> Path:
     mp = req.model_path
     if mp.startswith("builtin:"):
-        model_cfg = req.extra.get("model") or load_model_config(mp.split(":", 1)[1])
+        model_cfg = req.model or load_model_config(mp.split(":", 1)[1])
         return warmup.base_model(model_cfg, recipe, cache_root)
     p = Path(mp)
     if not (p / "config.json").exists():
@@ -250,12 +250,12 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(_step_seed(req.seed, 0, 0))
 
-    cache_root = Path(req.extra.get("cache_dir") or warmup.default_cache_root())
+    cache_root = Path(req.cache_dir or warmup.default_cache_root())
     domains = list(data_cfg.get("domains", ["math", "logic", "science"]))
-    need_corpus = not req.train_files or not req.extra.get("val_files")
+    need_corpus = not req.train_files or not req.val_files
     corpus = warmup.synthetic_corpus(data_cfg, cache_root) if need_corpus else {}
     train_files = list(req.train_files) or [str(corpus["train"])]
-    val_files = list(req.extra.get("val_files") or [str(corpus["test"])])
+    val_files = list(req.val_files or [str(corpus["test"])])
     pool, heldout = PromptPool(train_files, domains), PromptPool(val_files, domains)
 
     n = int(roll_cfg.get("n", 8))

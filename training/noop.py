@@ -45,7 +45,7 @@ class NoopBackend(TrainingBackend):
 
         r = req.recipe
         log_execution(req.out_dir.parent, "train")
-        with reserved_nodes(req.extra.get("model") or {}, req.out_dir, req.run_key):  # a multi-node run's nodes
+        with reserved_nodes(req.model or {}, req.out_dir, req.run_key):  # a multi-node run's nodes
             time.sleep(float(r.get("sleep_s", 0)))
         if r.get("fail") == "config":
             raise TrainingConfigError(f"noop recipe configured to fail deterministically (run {req.run_id})")

@@ -116,11 +116,11 @@ def build_command(req: TrainRequest, *, python: str | None = None, write_policy:
         raise TrainingError("train_files: empty; the verl backend needs Parquet files in the study schema (campaign "
                             "data train)")
     dirs = run_dirs(req.out_dir)
-    model = dict(req.extra.get("model") or {})
+    model = dict(req.model or {})
     ov: dict[str, Any] = dict(recipe["overrides"])
     ov.update({
         "data.train_files": [str(Path(f).resolve()) for f in req.train_files],
-        "data.val_files": [str(Path(f).resolve()) for f in (req.extra.get("val_files") or req.train_files)],
+        "data.val_files": [str(Path(f).resolve()) for f in (req.val_files or req.train_files)],
         "actor_rollout_ref.model.path": req.model_path,
     })
     ov.update(seed_overrides(req.seed))
@@ -134,11 +134,11 @@ def build_command(req: TrainRequest, *, python: str | None = None, write_policy:
         "trainer.total_epochs": max(int(ov.get("trainer.total_epochs") or 1), total),
         "trainer.save_freq": int(req.save_freq or ov.get("trainer.save_freq") or total),
         "trainer.default_local_dir": str(dirs["verl"]),
-        "trainer.resume_mode": str(req.extra.get("resume_mode", "auto")),  # auto: resume this run's own dir
+        "trainer.resume_mode": req.resume_mode,
         # MLflow only with an explicit store: without one verl falls back to one SQLite file in the temp dir
         # that every concurrent run would write (stage jobs never write MLflow; the orchestrator ingests)
-        "trainer.logger": ["console", "mlflow", "file"] if req.extra.get("mlflow_uri") else ["console", "file"],
-        "trainer.project_name": str(req.extra.get("experiment") or recipe.get("project_name") or "windtunnel"),
+        "trainer.logger": ["console", "mlflow", "file"] if req.mlflow_uri else ["console", "file"],
+        "trainer.project_name": str(req.experiment or recipe.get("project_name") or "windtunnel"),
         "trainer.experiment_name": req.run_id.replace("/", "__"),
     })
     if model.get("gpus_per_node"):
@@ -150,7 +150,7 @@ def build_command(req: TrainRequest, *, python: str | None = None, write_policy:
     if write_policy:
         dirs["out"].mkdir(parents=True, exist_ok=True)
         dirs["policy"].write_text(yaml.safe_dump(req.policy, sort_keys=False))
-    domains = req.policy.get("domains") or req.extra.get("domains")
+    domains = list(req.policy.get("domains") or req.domains or [])  # passed: the plugin need not re-read the file
     pol_args, pol_env = policy_overrides(dirs["policy"], req.seed, domains)
     argv = [python or sys.executable, "-m", "verl.trainer.main_ppo"]
     argv += [f"{k}={hydra_value(v)}" for k, v in ov.items()]
@@ -164,10 +164,10 @@ def build_command(req: TrainRequest, *, python: str | None = None, write_policy:
     env["VERL_FILE_LOGGER_PATH"] = str(dirs["metrics"])
     if private_address is None:
         env.update(LOOPBACK_ENV)
-    if req.extra.get("mlflow_uri"):
-        env["MLFLOW_TRACKING_URI"] = str(req.extra["mlflow_uri"])
-    if req.extra.get("mlflow_run_id"):
-        env["MLFLOW_RUN_ID"] = str(req.extra["mlflow_run_id"])
+    if req.mlflow_uri:
+        env["MLFLOW_TRACKING_URI"] = req.mlflow_uri
+    if req.mlflow_run_id:
+        env["MLFLOW_RUN_ID"] = req.mlflow_run_id
     return argv, env
 
 
@@ -407,10 +407,10 @@ def resolve_inputs(req: TrainRequest) -> TrainRequest:
     from training import warmup
     from training.config import load_model_config
 
-    cache_root = Path(req.extra.get("cache_dir") or warmup.default_cache_root())
-    model_path, train, extra = req.model_path, list(req.train_files), dict(req.extra)
+    cache_root = Path(req.cache_dir or warmup.default_cache_root())
+    model_path, train, val = req.model_path, list(req.train_files), list(req.val_files)
     if model_path.startswith("builtin:"):
-        cfg = req.extra.get("model") or load_model_config(model_path.split(":", 1)[1])
+        cfg = req.model or load_model_config(model_path.split(":", 1)[1])
         model_path = str(warmup.base_model(cfg, req.recipe, cache_root))
     if not train:
         if not isinstance(req.recipe.get("data"), dict):
@@ -418,8 +418,8 @@ def resolve_inputs(req: TrainRequest) -> TrainRequest:
                                 "synthetic corpus")
         corpus = warmup.synthetic_corpus(req.recipe["data"], cache_root)
         train = [str(corpus["train"])]
-        extra.setdefault("val_files", [str(corpus["test"])])
-    return dataclasses.replace(req, model_path=model_path, train_files=train, extra=extra)
+        val = val or [str(corpus["test"])]
+    return dataclasses.replace(req, model_path=model_path, train_files=train, val_files=val)
 
 
 @register_backend("verl")
@@ -451,7 +451,7 @@ class VerlBackend(TrainingBackend):
             with open(dirs["log"], "a") as fh:
                 fh.write(line + "\n")
 
-        model = req.extra.get("model") or {}
+        model = req.model or {}
         launch_file = _next_launch_file(attempts)
         with reserved_nodes(model, dirs["out"], req.run_key, log=note) as res:
             if res is None:
@@ -489,7 +489,7 @@ class VerlBackend(TrainingBackend):
                 save_checkpoint_meta(tmp, step, {"run_id": req.run_id, "run_key": req.run_key, "seed": req.seed})
                 os.replace(tmp, dirs["hf"] / d.name)
         checkpoints = [Checkpoint(int(d.name.rsplit("_", 1)[1]), dirs["hf"] / d.name) for d in steps]
-        model = req.extra.get("model") or {}
+        model = req.model or {}
         n_gpus = int(model.get("gpus_per_node", 8)) * int(model.get("nnodes", 1))
         ov = req.recipe["overrides"]
         seqs = float(ov.get("data.train_batch_size", math.nan)) * float(ov.get("actor_rollout_ref.rollout.n", math.nan))

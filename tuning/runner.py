@@ -37,13 +37,13 @@ from tuning.validation import HELDOUT, HELDOUT_AGG, _check_validation, _suite_ta
 def _base_runs(spec: CampaignSpec, policy: str, seeds: Sequence[int] | None,
                data_root: Path) -> tuple[list[RunSpec], list[RunSpec]]:
     runs = expand(spec, data_root=data_root)
-    mine = [r for r in runs if r.policy == policy]
+    mine = [r for r in runs if r.policy.name == policy]
     if not mine:
         raise TuneError(f"{spec.source}: policy {policy!r} is not in the campaign's grid; add it to `policies:`")
     ref_name = mine[0].reference
     if ref_name == policy:
         raise TuneError(f"policy {policy!r} is a reference (mechanism none); tune the policies compared against it")
-    refs = [r for r in runs if r.policy == ref_name]
+    refs = [r for r in runs if r.policy.name == ref_name]
     if not refs:
         raise TuneError(f"{spec.source}: reference {ref_name!r} of {policy!r} is not in the campaign; add it to "
                         "`policies:`")
@@ -81,8 +81,7 @@ class _Runner:
         from evaluation.suite import load_suite
 
         for r in runs:
-            self.rows.setdefault(r.run_key, {"run_key": r.run_key, "run_id": r.run_id, "gpus": r.gpus,
-                                            "spec_json": r.to_json()})
+            self.rows.setdefault(r.run_key, r.ledger_row())
         self.session.ledger.upsert_campaign(self.campaign, self.spec.model_dump_json(), list(self.rows.values()))
         cfg = self._config()
         wanted = {r.run_key for r in runs}
@@ -197,7 +196,7 @@ def tune(req: TuneRequest) -> dict[str, dict[str, Any]]:
     plans = {}
     for policy in req.policies:  # validate everything before the first run starts
         mine, refs = _base_runs(spec, policy, req.seeds, data_root)
-        plans[policy] = (mine, refs, search_space(mine[0].policy_cfg, policy))
+        plans[policy] = (mine, refs, search_space(mine[0].policy.cfg, policy))
     if req.prune and any(m[0][0].backend != "local" for m in plans.values()):
         # verl merges its FSDP shards to HF checkpoints only after training and logs validation per data
         # source: no intermediate value appears while it trains, so its trials run full length
@@ -219,9 +218,9 @@ def tune(req: TuneRequest) -> dict[str, dict[str, Any]]:
         study.set_user_attr("aggregate", agg)
         study.set_user_attr("validation_suite", vsuite)
         study.set_user_attr("budget", req.trials)
-        study.set_user_attr("policy_cfg", mine[0].policy_cfg)
+        study.set_user_attr("policy_cfg", mine[0].policy.cfg)
         if not study.trials:
-            dflt = default_params(mine[0].policy_cfg, space)
+            dflt = default_params(mine[0].policy.cfg, space)
             if dflt:
                 study.enqueue_trial(dflt, user_attrs={DEFAULT_ATTR: True})
         done = [t for t in study.trials if t.state.is_finished()]
@@ -234,7 +233,7 @@ def tune(req: TuneRequest) -> dict[str, dict[str, Any]]:
         def objective(trial: optuna.Trial, mine=mine, space=space, ref_runs=ref_runs, runner=runner,
                       policy=policy, seeds=seeds) -> float:
             params = suggest(trial, space)
-            cfg = apply_params(mine[0].policy_cfg, params)
+            cfg = apply_params(mine[0].policy.cfg, params)
             t0 = time.time()
             ref_tab, ref_vals = _ref_values(runner, ref_runs, vsuite, agg)  # recorded after the first trial: no work
             trial_runs = [validation_run(b, runner.campaign, vsuite, veval, cfg, trial.number) for b in mine]

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.grid import RunSpec, short_hash
+from orchestrator.grid import PolicyRef, RunSpec, short_hash
 from orchestrator.spec import CampaignSpec
 from tuning.request import TuneError, TuneRequest
 
@@ -67,9 +67,9 @@ def _suite_tag(vsuite: str) -> str:
     return load_suite(vsuite).name
 
 
-def _key_obj(run: RunSpec, policy_name: str, policy_cfg: Mapping[str, Any]) -> dict[str, Any]:
+def _key_obj(run: RunSpec, policy: PolicyRef) -> dict[str, Any]:
     """Same fields as the grid's run_key (orchestrator.grid.expand), so equal params share runs."""
-    return {"model": run.model_cfg, "recipe": run.recipe_cfg, "policy": {"name": policy_name, **policy_cfg},
+    return {"model": run.model_cfg, "recipe": run.recipe_cfg, "policy": policy.config,
             "seed": run.seed, "data": run.data, "steps": run.steps, "save_freq": run.save_freq, "regime": run.regime}
 
 
@@ -81,11 +81,12 @@ def validation_run(run: RunSpec, campaign: str, suite: str, evaluation: Mapping[
     evaluation = {**dict(evaluation), "all_checkpoints": suite != HELDOUT}
     if suite == HELDOUT:
         suite = run.suite
-    cfg = dict(policy_cfg) if policy_cfg is not None else dict(run.policy_cfg)
+    cfg = dict(policy_cfg) if policy_cfg is not None else dict(run.policy.cfg)
     if policy_cfg is not None:
         cfg.pop("search_space", None)
-    key = short_hash(_key_obj(run, run.policy, cfg))
-    label = f"{run.policy}~t{trial}" if trial is not None else run.policy
+    policy = run.policy.with_cfg(cfg)
+    key = short_hash(_key_obj(run, policy))
+    label = f"{run.policy.name}~t{trial}" if trial is not None else run.policy.name
     rid = f"{run.group}/{run.model}/{label}{'@' + run.regime if run.regime else ''}/s{run.seed}"
-    return dataclasses.replace(run, run_key=key, run_id=rid, campaign=campaign, policy_cfg=cfg, suite=suite,
+    return dataclasses.replace(run, run_key=key, run_id=rid, campaign=campaign, policy=policy, suite=suite,
                                evaluation={**dict(run.evaluation), **evaluation})

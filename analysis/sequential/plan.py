@@ -45,7 +45,7 @@ class Comparisons:
 
 
 def campaign_comparisons(runs: Iterable[Any], power_rows: list[dict[str, Any]]) -> Comparisons:
-    """From the plan's runs (orchestrator.grid.RunSpec) and `analysis.power.plan_power` rows (one per comparison,
+    """From the plan's runs (`RunSpec.flat()`) and `analysis.power.plan_power` rows (one per comparison,
     with its SD): the arrays a simulated campaign needs. ValueError when a comparison has no SD."""
     gh: dict[tuple, list[float]] = {}
     for r in runs:

@@ -61,7 +61,7 @@ def stage_gpus(argv: Sequence[str]) -> int:
     the reservation is the run's `gpus` for `train` and one of them for `evaluate`; Ray then refuses to
     oversubscribe, whoever else uses the cluster. A multi-node train stage holds 0 here and reserves its nodes
     in a placement group. 0 when the argv is not a stage command."""
-    import json
+    from orchestrator.grid import RunSpec
 
     args = [str(a) for a in argv]
     if "orchestrator.stages" not in args or "--run-spec" not in args:
@@ -69,11 +69,10 @@ def stage_gpus(argv: Sequence[str]) -> int:
     stage = args[args.index("orchestrator.stages") + 1]
     raw = args[args.index("--run-spec") + 1]
     try:
-        spec = json.loads(raw if raw.lstrip().startswith("{") else Path(raw).read_text())
-    except (OSError, ValueError):
+        spec = RunSpec.from_json(raw if raw.lstrip().startswith("{") else Path(raw).read_text())
+    except (OSError, ValueError, TypeError, KeyError):
         return 0
-    gpus = int(spec.get("gpus") or 0)
-    nnodes = max(1, int((spec.get("model_cfg") or {}).get("nnodes") or 1))
+    gpus, nnodes = int(spec.gpus or 0), spec.nnodes
     if stage != "train":
         return min(1, gpus)
     # a multi-node run reserves all its nodes' GPUs in one STRICT_SPREAD placement group that the stage creates

@@ -5,11 +5,14 @@ from __future__ import annotations
 import abc
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Iterable
 
 from orchestrator.ledger.states import AttemptStatus, RunState
 from wtcommon.errors import RunFailed, WindtunnelError
+
+if TYPE_CHECKING:
+    from orchestrator.grid import RunSpec
 
 
 @dataclass
@@ -34,6 +37,15 @@ class RunRow:
     outputs: dict[str, Any] = field(default_factory=dict)
     updated_at: float = 0.0
     superseded_by: str = ""  # run_key of the row that replaced this one (a changed spec); "" = current
+
+    @property
+    def spec(self) -> RunSpec:
+        """The run's `RunSpec`, parsed from the stored `spec_json` (the one place a stored run spec is read:
+        callers take this, never the JSON). Not cached: a row's fields stay its only state (`RunRow(**vars(row))`
+        copies it)."""
+        from orchestrator.grid import RunSpec
+
+        return RunSpec.from_json(self.spec_json)
 
 
 class LedgerError(WindtunnelError, RuntimeError):

@@ -29,7 +29,6 @@ def launcher_overrides(policy_path: str | Path, *, seed: int | None = None, doma
     path = Path(policy_path).resolve()
     if not path.is_file():
         raise PolicyConfigError(f"{path}: policy file not found")
-    cfg = yaml.safe_load(path.read_text()) or {}
     if any(c in str(path) for c in " ,=[]{}'\""):
         raise PolicyConfigError(f"{path}: policy path contains characters Hydra overrides cannot carry; move the file")
     out = [
@@ -40,7 +39,8 @@ def launcher_overrides(policy_path: str | Path, *, seed: int | None = None, doma
     ]
     if seed is not None:
         out.append(f"+windtunnel.seed={int(seed)}")
-    doms = list(domains) if domains else list(cfg.get("domains") or [])
+    # the caller's domains (the verl launcher passes the ones it wrote); the file is read only when none are given
+    doms = list(domains) if domains is not None else list((yaml.safe_load(path.read_text()) or {}).get("domains") or [])
     if doms:
         out.append(f"+windtunnel.domains=[{','.join(doms)}]")
     return out

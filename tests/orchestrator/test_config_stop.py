@@ -3,7 +3,6 @@ are failed without being submitted (no Ray job, no attempt), other configuration
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import subprocess
@@ -20,9 +19,8 @@ CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
 
 def test_config_identity_ignores_only_the_seed():
     a = {"run_key": "k1", "run_id": "c/m/p/s1", "seed": 1, "policy": "p", "recipe_cfg": {"lr": 1}}
-    assert config_identity(json.dumps(a)) == config_identity(json.dumps({**a, "seed": 2, "run_key": "k2",
-                                                                          "run_id": "c/m/p/s2"}))
-    assert config_identity(json.dumps(a)) != config_identity(json.dumps({**a, "recipe_cfg": {"lr": 2}}))
+    assert config_identity(a) == config_identity({**a, "seed": 2, "run_key": "k2", "run_id": "c/m/p/s2"})
+    assert config_identity(a) != config_identity({**a, "recipe_cfg": {"lr": 2}})
 
 
 @pytest.mark.slow

@@ -96,13 +96,13 @@ class ClusterSim(Executor):
 
 
 def _campaign(tmp_path: Path, shapes: dict[str, tuple[int, int]], node_gpus: list[int], **cfg):
-    from orchestrator.grid import RunSpec
+    from orchestrator.grid import PolicyRef, RunSpec
 
     led = open_ledger(tmp_path)
     rows = []
     for key, (per, nn) in shapes.items():
         spec = RunSpec(run_key=key, run_id=f"c/m/{key}/s1", campaign="c", sub_campaign="c", group="c", model="m",
-                       policy=key, mechanism="none", reference=key, seed=1, steps=1, save_freq=1, regime="",
+                       policy=PolicyRef(key, "none"), reference=key, seed=1, steps=1, save_freq=1, regime="",
                        recipe_name="noop", backend="noop", suite="db12", gpus=per * nn, est_hours=0.1,
                        model_cfg={"gpus_per_node": per, "nnodes": nn})
         rows.append({"run_key": key, "run_id": spec.run_id, "gpus": spec.gpus, "spec_json": spec.to_json()})

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import app
-from orchestrator.grid import RunSpec, makespan_hours
+from orchestrator.grid import PolicyRef, RunSpec, makespan_hours
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -17,7 +17,7 @@ runner = CliRunner()
 
 def _run(i: int, gpus: int, hours: float) -> RunSpec:
     return RunSpec(run_key=f"k{i}", run_id=f"r{i}", campaign="c", sub_campaign="s", group="g", model="m",
-                   policy="p", mechanism="none", reference="p", seed=i, steps=1, save_freq=1, regime="",
+                   policy=PolicyRef("p", "none"), reference="p", seed=i, steps=1, save_freq=1, regime="",
                    recipe_name="x", backend="noop", suite="db12", gpus=gpus, est_hours=hours)
 
 

@@ -55,8 +55,8 @@ def test_a_user_policy_gets_the_mechanism_its_yaml_declares(project: Path) -> No
 
 def test_the_readme_example_runs_carry_their_yaml_mechanism_and_the_default_reference(project: Path) -> None:
     runs = expand(load_campaign(project / "my_campaign.yaml"))
-    brevity = [r for r in runs if r.policy == "brevity"]
-    assert len(brevity) == 2 and {r.mechanism for r in brevity} == {"select"}
+    brevity = [r for r in runs if r.policy.name == "brevity"]
+    assert len(brevity) == 2 and {r.policy.mechanism for r in brevity} == {"select"}
     assert {r.reference for r in brevity} == {DEFAULT_REFERENCE["select"]} == {"baseline"}
 
 

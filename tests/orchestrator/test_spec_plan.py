@@ -120,10 +120,10 @@ def test_seed_major_order_and_baselines_by_mechanism(tree: Path) -> None:
     runs = expand(load_campaign(tree / "small.yaml", ["seeds=[2,1,3]"]))
     seeds = [r.seed for r in runs]
     assert seeds == sorted(seeds)  # seed-major: every policy of seed 1 before any of seed 2
-    ref = {r.policy: r.reference for r in runs}
+    ref = {r.policy.name: r.reference for r in runs}
     assert ref == {"baseline": "baseline", "gfpo": "baseline", "static": "static", "reward_gap": "static"}
     runs = expand(load_campaign(tree / "small.yaml", ["+baselines.mix=baseline"]))
-    assert {r.policy: r.reference for r in runs}["reward_gap"] == "baseline"
+    assert {r.policy.name: r.reference for r in runs}["reward_gap"] == "baseline"
 
 
 def test_duplicate_cell_is_rejected(tree: Path) -> None:

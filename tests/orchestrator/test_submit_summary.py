@@ -21,8 +21,8 @@ def test_field_changes_name_each_changed_field_with_old_and_new() -> None:
 
 
 def test_summary_lines_and_json_keep_the_count_keys() -> None:
-    cur = [("c/m/topk/s1", "k1", json.dumps({"policy_cfg": {"fraction": 0.5}})), ("c/m/topk/s2", "k2", "{}"),
-           ("c/m/old/s1", "k9", "{}")]
+    cur = [("c/m/topk/s1", "k1", {"policy_cfg": {"fraction": 0.5}}), ("c/m/topk/s2", "k2", {}),
+           ("c/m/old/s1", "k9", {})]
     runs = [("c/m/topk/s1", "k1b", {"policy_cfg": {"fraction": 0.3}}), ("c/m/topk/s2", "k2", {}),
             ("c/m/topk/s3", "k3", {})]
     s = summarise("c", cur, runs)

@@ -101,15 +101,15 @@ def test_tuning_refuses_the_test_suite_as_validation(tree, tmp_path):
 def test_trial_runs_change_only_what_the_trial_changes(tree, tmp_path):
     spec = load_campaign(tree / "small.yaml")
     runs = expand(spec, data_root=tmp_path)
-    g = next(r for r in runs if r.policy == "gfpo" and r.seed == 1)
-    b = next(r for r in runs if r.policy == "baseline" and r.seed == 1)
+    g = next(r for r in runs if r.policy.name == "gfpo" and r.seed == 1)
+    b = next(r for r in runs if r.policy.name == "baseline" and r.seed == 1)
     val = str(_val_suite(tmp_path / "val.yaml"))
-    t1 = validation_run(g, "small.tune.gfpo", val, {}, apply_params(g.policy_cfg, {"actuator.k": 2}), trial=1)
-    t2 = validation_run(g, "small.tune.gfpo", val, {}, apply_params(g.policy_cfg, {"actuator.k": 2}), trial=5)
-    t3 = validation_run(g, "small.tune.gfpo", val, {}, apply_params(g.policy_cfg, {"actuator.k": 4}), trial=2)
+    t1 = validation_run(g, "small.tune.gfpo", val, {}, apply_params(g.policy.cfg, {"actuator.k": 2}), trial=1)
+    t2 = validation_run(g, "small.tune.gfpo", val, {}, apply_params(g.policy.cfg, {"actuator.k": 2}), trial=5)
+    t3 = validation_run(g, "small.tune.gfpo", val, {}, apply_params(g.policy.cfg, {"actuator.k": 4}), trial=2)
     ref = validation_run(b, "small.tune.gfpo", val, {})
     assert t1.run_key == t2.run_key != t3.run_key  # same params -> same training, trained once
-    assert t1.policy_cfg["actuator"]["params"]["k"] == 2 and "search_space" not in t1.policy_cfg
+    assert t1.policy.cfg["actuator"]["params"]["k"] == 2 and "search_space" not in t1.policy.cfg
     assert t1.suite == val and t1.evaluation["all_checkpoints"] is True
     assert ref.run_key == validation_run(b, "other", val, {}).run_key  # references shared by all trials
     assert t1.run_id == "small/m0/gfpo~t1/s1"
@@ -124,8 +124,8 @@ def test_tuned_yaml_is_a_policy_a_follow_up_campaign_uses(tree, tmp_path):
     assert cfg["name"] == "gfpo_tuned" and "search_space" not in cfg
     assert load_policy(cfg).name == "gfpo_tuned"
     spec = load_campaign(tree / "small.yaml", ["policies=[baseline,gfpo_tuned]"])
-    runs = [r for r in expand(spec, data_root=tmp_path) if r.policy == "gfpo_tuned"]
-    assert len(runs) == 2 and all(r.policy_cfg["actuator"]["params"]["k"] == 2 for r in runs)
+    runs = [r for r in expand(spec, data_root=tmp_path) if r.policy.name == "gfpo_tuned"]
+    assert len(runs) == 2 and all(r.policy.cfg["actuator"]["params"]["k"] == 2 for r in runs)
     assert all(r.reference == "baseline" for r in runs)
     with pytest.raises(TuneError, match="no completed trial"):
         write_tuned_policy({**entry, "best_params": {}}, "gfpo", tree / "policy")

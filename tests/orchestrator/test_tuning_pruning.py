@@ -101,5 +101,5 @@ def test_a_trial_is_pruned_at_an_intermediate_checkpoint_while_its_job_trains(tm
 
     path = write_tuned_policy(report(url, "prune")["gfpo"], "gfpo", root / "policy")
     spec = load_campaign(root / "prune.yaml", ["policies=[baseline,gfpo_tuned]"])
-    runs = [r for r in expand(spec, data_root=tmp_path) if r.policy == path.stem]
-    assert [r.policy_cfg["actuator"]["params"]["k"] for r in runs] == [3] and runs[0].reference == "baseline"
+    runs = [r for r in expand(spec, data_root=tmp_path) if r.policy.name == path.stem]
+    assert [r.policy.cfg["actuator"]["params"]["k"] for r in runs] == [3] and runs[0].reference == "baseline"

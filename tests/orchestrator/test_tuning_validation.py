@@ -134,7 +134,7 @@ def test_heldout_intermediate_values_come_from_the_metrics_rows_written_so_far(t
     spec = load_campaign(REPO / "campaigns" / "tune_demo.yaml")
     req = TuneRequest(campaign=REPO / "campaigns" / "tune_demo.yaml", policies=["gfpo"], trials=1, workdir=tmp_path)
     runner = _Runner(req, spec, "c")  # nothing connects until a run is submitted
-    runs = [validation_run(r, "c", HELDOUT, {}) for r in expand(spec, data_root=tmp_path) if r.policy == "gfpo"]
+    runs = [validation_run(r, "c", HELDOUT, {}) for r in expand(spec, data_root=tmp_path) if r.policy.name == "gfpo"]
     rows = {1: [{"step": 0, "val/reward_mean": 0.25, "val/sampled_reward_mean": 0.5}, {"step": 1, "reward/mean": 0.1},
                 {"step": 2, "val/reward_mean": 0.125}],
             2: [{"step": 0, "val/sampled_reward_mean": 0.75}]}

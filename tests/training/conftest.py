@@ -38,7 +38,7 @@ def make_request(tiny_base, cache_dir, tmp_path):
         return TrainRequest(
             run_id=f"{policy}_s{seed}", run_key=f"{policy}-{seed}", policy=pol, seed=seed,
             out_dir=out or tmp_path / f"{policy}_s{seed}", recipe=recipe, model_path="builtin:tiny_qwen2",
-            total_steps=steps, extra={"cache_dir": str(cache_dir)},
+            total_steps=steps, cache_dir=str(cache_dir),
         )
 
     return make

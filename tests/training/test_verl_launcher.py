@@ -35,7 +35,7 @@ def _req(tmp_path: Path, policy: str = "topk", recipe: str = "grpo_7b", model: s
         policy=yaml.safe_load((REPO / "campaigns/policy" / f"{policy}.yaml").read_text()),
         recipe=load_recipe(recipe), model_path="Qwen/Qwen2.5-7B-Instruct", train_files=[str(train)],
         total_steps=300,
-        extra={"model": load_model_config(model), "mlflow_uri": "sqlite:////tmp/x.db", "mlflow_run_id": "r1"},
+        model=load_model_config(model), mlflow_uri="sqlite:////tmp/x.db", mlflow_run_id="r1",
     )
 
 
@@ -282,7 +282,7 @@ def test_verl_starts_a_private_runtime_never_the_jobs_cluster(tmp_path):
 
 def test_a_multi_node_run_is_refused_with_the_reason(tmp_path):
     req = _req(tmp_path, recipe="grpo_05b", model="qwen25_05b_instruct")
-    req.extra["model"] = {**req.extra["model"], "nnodes": 2}
+    req.model = {**(req.model or {}), "nnodes": 2}
     with pytest.raises(TrainingError, match="nnodes: 2"):
         build_command(req)
 
@@ -313,7 +313,7 @@ def test_the_one_node_runtime_keeps_its_files_ports_and_memory_to_itself(tmp_pat
     argv, env = build_command(req, ray_temp_dir=outside)
     d = _as_dict(argv)
     assert d["ray_kwargs.ray_init._temp_dir"] == str(outside)
-    gpus = int(req.extra["model"]["gpus_per_node"])
+    gpus = int((req.model or {})["gpus_per_node"])
     assert gpus >= 1 and d["ray_kwargs.ray_init.object_store_memory"] == str(OBJECT_STORE_BYTES_PER_GPU * gpus)
     assert env.items() >= LOOPBACK_ENV.items()
     cpu = runtime_overrides({"trainer.nnodes": 1}, run_gpus=0)
@@ -344,18 +344,23 @@ def test_cpu_recipe_composes_in_verls_config_with_the_hf_rollout(tmp_path):
 
 
 def test_stage_jobs_reserve_the_runs_gpus_in_rays_accounting(tmp_path):
-    import json
-
     from orchestrator.executor.ray_jobs import stage_gpus
+    from orchestrator.grid import PolicyRef, RunSpec
+
+    def run_spec(gpus: int, model_cfg: dict) -> str:
+        return RunSpec(run_key="k", run_id="c/m/p/s1", campaign="c", sub_campaign="c", group="c", model="m",
+                       policy=PolicyRef("p", "none"), reference="p", seed=1, steps=1, save_freq=1, regime="",
+                       recipe_name="r", backend="verl", suite="db12", gpus=gpus, est_hours=1.0,
+                       model_cfg=model_cfg).to_json()
 
     spec = tmp_path / "run_spec.json"
-    spec.write_text(json.dumps({"gpus": 8, "model_cfg": {"nnodes": 1}}))
+    spec.write_text(run_spec(8, {"nnodes": 1}))
     argv = ["python", "-m", "orchestrator.stages", "train", "--run-spec", str(spec), "--workdir", "/w"]
     assert stage_gpus(argv) == 8
     assert stage_gpus([*argv[:3], "evaluate", *argv[4:]]) == 1
-    spec.write_text(json.dumps({"gpus": 16, "model_cfg": {"nnodes": 2}}))
+    spec.write_text(run_spec(16, {"nnodes": 2}))
     assert stage_gpus(argv) == 0  # a two-node run reserves its nodes in a placement group, not the entrypoint
-    spec.write_text(json.dumps({"gpus": 0}))
+    spec.write_text(run_spec(0, {}))
     assert stage_gpus(argv) == 0 and stage_gpus([*argv[:3], "evaluate", *argv[4:]]) == 0
     assert stage_gpus(["python", "-c", "pass"]) == 0
     assert stage_gpus([*argv[:5], str(tmp_path / "missing.json")]) == 0
@@ -379,7 +384,7 @@ def test_metrics_of_a_resumed_run_keep_every_step(tmp_path):
 
 def test_no_mlflow_logger_without_a_store(tmp_path):
     req = _req(tmp_path)
-    req.extra.pop("mlflow_uri")
+    req.mlflow_uri = None
     argv, env = build_command(req)
     assert _as_dict(argv)["trainer.logger"] == "[console,file]" and "MLFLOW_TRACKING_URI" not in env
 
