@@ -124,7 +124,7 @@ class RunSpec:
 
     def flat(self) -> SimpleNamespace:
         """The stored form as attributes (`policy` the name): what `analysis/` reads of a planned run, since it
-        cannot import this type (analysis.power.plan_power, analysis.sequential_plan.campaign_comparisons)."""
+        cannot import this type (analysis.power.plan_power, analysis.sequential.plan.campaign_comparisons)."""
         return SimpleNamespace(**self.to_dict())
 
     @classmethod

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from analysis.paired import paired_comparisons
+from analysis.comparisons import paired_comparisons
 from analysis.records import read_records
 from evaluation.suite import load_suite
 from orchestrator.spec import SpecError, load_campaign
