@@ -3,7 +3,8 @@ every code block marked runnable runs verbatim as a new user would run it.
 
 A runnable block is a ```bash fence right after an HTML comment `<!-- runnable; expect: A | B -->`: it is run
 with `bash -e -c BLOCK` (so any failing line fails it) in a fresh directory laid out as the README says (the
-repository root with the released records in `../shared/data/`, the third story's files in `my_project/`),
+repository root with the released records in `../shared/data/`; the third story's files in `my_project/`
+beside the clone, outside it, and its block run from the folder holding `my_project/`),
 with the venv's `bin/` first on PATH and an empty HOME, and must exit 0 and print every expected string.
 Blocks that run real campaigns are not marked; the README says so beside them.
 """
@@ -47,7 +48,8 @@ def missing(output: str, expected: list[str]) -> list[str]:
 
 def user_dir(root: Path, text: str) -> Path:
     """A fresh directory as the README's reader has it: the repository root (every top-level entry of the repo
-    linked, nothing of a previous run), the released records beside it in ../shared/data, and my_project/."""
+    linked, nothing of a previous run), the released records beside it in ../shared/data, and my_project/ beside
+    it (a project outside the repository). Returns the clone."""
     clone = root / "windtunnel"
     clone.mkdir()
     for entry in REPO.iterdir():
@@ -57,10 +59,17 @@ def user_dir(root: Path, text: str) -> Path:
     (root / "shared" / "data").mkdir(parents=True)
     (root / "shared" / "data" / RELEASED.name).symlink_to(RELEASED)
     for rel, body in story_files(text).items():
-        path = clone / "my_project" / rel
+        path = root / "my_project" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(body)
     return clone
+
+
+def block_cwd(block: str, clone: Path) -> Path:
+    """The clone, or for a block that starts by entering a folder beside the clone (`cd my_project`), the folder
+    holding it."""
+    first = block.splitlines()[0]
+    return clone.parent if first.startswith("cd ") and (clone.parent / first[3:].strip()).is_dir() else clone
 
 
 def run_block(block: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
@@ -132,7 +141,8 @@ def test_a_broken_runnable_line_fails_its_block(tmp_path: Path) -> None:
     broken = block.replace("released_runs_171.csv", "released_runs_999.csv", 1)
     assert broken != block
     (tmp_path / "home").mkdir()
-    p = run_block(broken, user_dir(tmp_path, text), tmp_path / "home")
+    clone = user_dir(tmp_path, text)
+    p = run_block(broken, block_cwd(broken, clone), tmp_path / "home")
     assert p.returncode == 2 and "released_runs_999.csv" in p.stdout + p.stderr
 
 
@@ -148,7 +158,8 @@ def test_runnable_readme_block_runs_verbatim(index: int, tmp_path: Path) -> None
     block, expected = runnable_blocks(text)[index]
     home = tmp_path / "home"
     home.mkdir()
-    p = run_block(block, user_dir(tmp_path, text), home)
+    clone = user_dir(tmp_path, text)
+    p = run_block(block, block_cwd(block, clone), home)
     out = p.stdout + p.stderr
     assert p.returncode == 0, f"{block}\n--- exit {p.returncode}\n{out[-4000:]}"
     assert not missing(out, expected), f"{block}\n--- missing {missing(out, expected)}\n{out[-4000:]}"
