@@ -19,7 +19,7 @@ from cli.console import fail as _fail, out
 from campaigns import config_root
 
 DEFAULT_DIR = config_root() / "policy"
-DirOpt = Annotated[Path, typer.Option("--dir", help="folder of policy YAMLs")]
+DirOpt = Annotated[Path, typer.Option("--dir", metavar="DIR", help="folder of policy YAMLs")]
 
 
 def _params(params: dict) -> str:
@@ -82,7 +82,7 @@ def list_all(ctx: typer.Context, folder: DirOpt = DEFAULT_DIR) -> None:
 
 
 def show(name: Annotated[str, typer.Argument(help="configuration name or YAML path")],
-         folder: Annotated[Path | None, typer.Option("--dir", help="look the name up in this folder only")] = None,
+         folder: Annotated[Path | None, typer.Option("--dir", metavar="DIR", help="look the name up in this folder only")] = None,
          campaign: Annotated[str | None, typer.Option(
              "--campaign", help="resolve the name as this campaign's submit does (default: the current folder's "
              "project)")] = None,

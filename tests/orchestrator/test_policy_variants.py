@@ -35,15 +35,15 @@ def test_two_variants_of_one_base_plan_with_their_own_names_and_configs(tree: Pa
     by = {r.run_id: r for r in runs}
     assert sorted(by) == sorted(f"variants/m0/{p}/s{s}" for p in ("baseline", "topk_f03", "topk_f07") for s in (1, 2))
     f03, f07 = by["variants/m0/topk_f03/s1"], by["variants/m0/topk_f07/s1"]
-    assert f03.policy == "topk_f03" and f03.policy_cfg["name"] == "topk_f03"
-    assert f03.policy_cfg["actuator"]["params"]["fraction"] == 0.3
-    assert f07.policy_cfg["actuator"]["params"] == {**f03.policy_cfg["actuator"]["params"], "fraction": 0.7,
+    assert f03.policy.name == "topk_f03" and f03.policy.cfg["name"] == "topk_f03"
+    assert f03.policy.cfg["actuator"]["params"]["fraction"] == 0.3
+    assert f07.policy.cfg["actuator"]["params"] == {**f03.policy.cfg["actuator"]["params"], "fraction": 0.7,
                                                    "scope": "per_group"}
-    assert f03.mechanism == f07.mechanism == "select" and f03.reference == "baseline"
+    assert f03.policy.mechanism == f07.policy.mechanism == "select" and f03.reference == "baseline"
     assert len({r.run_key for r in runs}) == len(runs)
     # the base policy itself is untouched: planning it alone gives the shipped fraction
     plain = expand(load_campaign(_campaign(tree, helpers, ["baseline", "topk"], name="plain")))
-    assert next(r for r in plain if r.policy == "topk").policy_cfg["actuator"]["params"]["fraction"] == 0.5
+    assert next(r for r in plain if r.policy.name == "topk").policy.cfg["actuator"]["params"]["fraction"] == 0.5
 
 
 def test_plan_lists_each_variant_and_the_preflight_loads_it(tree: Path, helpers) -> None:
@@ -94,8 +94,8 @@ def test_a_policy_named_by_path_relative_to_the_campaign_file(tree: Path, helper
                                      {"name": "narrow_f04", "base": "../other_project/policy/narrow.yaml",
                                       "params": {"fraction": 0.4}}])
     runs = {r.run_id: r for r in expand(load_campaign(path))}
-    assert runs["variants/m0/narrow/s1"].policy_cfg["actuator"]["params"]["fraction"] == 0.25
-    assert runs["variants/m0/narrow_f04/s1"].policy_cfg["actuator"]["params"]["fraction"] == 0.4
+    assert runs["variants/m0/narrow/s1"].policy.cfg["actuator"]["params"]["fraction"] == 0.25
+    assert runs["variants/m0/narrow_f04/s1"].policy.cfg["actuator"]["params"]["fraction"] == 0.4
     missing = _campaign(tree, helpers, ["baseline", "../nowhere/policy/narrow.yaml"], name="missing")
     with pytest.raises(SpecError, match="narrow.yaml not found at .*relative to the campaign file"):
         expand(load_campaign(missing))
