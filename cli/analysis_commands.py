@@ -643,8 +643,17 @@ def report(
         "--figures", metavar="FOLDER",
         help="also write every figure into this folder as <name>.svg, .pdf and .png (200 dpi)")] = None,
     allow_mixed: MixedOpt = False,
+    workdir: Annotated[Path | None, typer.Option(
+        "--workdir", metavar="DIR",
+        help="also attach the report to the MLflow parent run of each of its campaigns in this work directory "
+             "(the one `submit` ran in)")] = None,
+    ledger_url: Annotated[str | None, typer.Option(
+        "--ledger-url", metavar="URL",
+        help="with --workdir: the ledger's SQLAlchemy URL, if not the work dir's")] = None,
 ) -> None:
     """Write one self-contained HTML report (verdicts, within-group sensitivity, figures, tables)."""
+    if workdir is not None:
+        _require_ledger(workdir, ledger_url)
     _check(check_points("--margin", margin))
     _check_out(out, [records, looks], force)
     if figures is not None:
@@ -697,6 +706,36 @@ def report(
                 err.print(f"flagged {r.policy} ({r.campaign}/{r.model}): {r.flag}: {r.reason}", markup=False)
     err.print(f"wrote {path}" + (f" and its figures (svg, pdf, png) in {figures}" if figures is not None else ""),
               markup=False)
+    if workdir is not None:
+        _attach_report(path, sorted(df["campaign"].astype(str).unique()), workdir, ledger_url)
+
+
+def _require_ledger(workdir: Path, ledger_url: str | None) -> None:
+    """--workdir names a work directory with a ledger (checked before the report is built)."""
+    from orchestrator.workdir import Workdir
+    from wtcommon.errors import UserError
+
+    try:
+        Workdir(workdir, ledger_url).require_ledger(shown=workdir)
+    except UserError as exc:  # this module's commands also run on apps built by register() alone (tests)
+        _fail(str(exc))
+
+
+def _attach_report(report: Path, campaigns: list[str], workdir: Path, ledger_url: str | None) -> None:
+    """The report as an artifact of each campaign's MLflow parent run (issue 27): MLflow opens a campaign on its
+    verdicts and its report. A campaign of the records that this work dir's ledger does not hold is named, not
+    invented."""
+    from orchestrator.campaign import open_session
+
+    sess = open_session(workdir, ledger_url)
+    known = set(sess.ledger.campaigns())
+    for name in campaigns:
+        if name not in known:
+            err.print(f"note: campaign {name!r} is not in {workdir}'s ledger: the report is not attached to it",
+                      markup=False)
+            continue
+        run_id = sess.tracker(name).attach_report(report)
+        err.print(f"attached {report.name} to MLflow run {run_id} ({name} · campaign)", markup=False)
 
 
 def verdicts(

@@ -82,7 +82,8 @@ def list_all(ctx: typer.Context, folder: DirOpt = DEFAULT_DIR) -> None:
 
 
 def show(name: Annotated[str, typer.Argument(help="configuration name or YAML path")],
-         folder: Annotated[Path | None, typer.Option("--dir", metavar="DIR", help="look the name up in this folder only")] = None,
+         folder: Annotated[Path | None, typer.Option("--dir", metavar="DIR",
+                                                     help="look the name up in this folder only")] = None,
          campaign: Annotated[str | None, typer.Option(
              "--campaign", help="resolve the name as this campaign's submit does (default: the current folder's "
              "project)")] = None,

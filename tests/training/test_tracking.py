@@ -368,3 +368,52 @@ def test_a_campaign_has_a_parent_run_with_its_verdicts_and_report_and_its_cells_
     assert c.get_run(parent).info.status == "RUNNING" and fresh.parent()["id"] == parent
     assert c.get_run(led.get("par", new[0].run_key).mlflow_run_id).data.tags[tracking.PARENT_TAG] == parent
     sess.close()
+
+
+def test_campaign_report_with_workdir_attaches_the_report_to_the_campaigns_parent_run(tmp_path: Path) -> None:
+    """Issue 27 item 8: a campaign run by `submit` gets its report on its MLflow parent run through
+    `campaign report RECORDS --out FILE --workdir W` (the CLI a researcher runs after the campaign); a work dir
+    without a ledger is bad input (exit 2) and nothing is written. Cost: ~10 CPU-s (9 noop runs, one report)."""
+    from typer.testing import CliRunner
+
+    from cli import app
+    from orchestrator.session import Session, plan
+    from orchestrator.stages import stage_evaluate, stage_train
+
+    root = tmp_path / "campaigns"
+    shutil.copytree(REPO / "campaigns" / "policy", root / "policy")
+    (root / "model").mkdir()
+    (root / "model" / "m0.yaml").write_text(yaml.safe_dump({"name": "m0", "path": "hf/m0"}))
+    (root / "recipe").mkdir()
+    (root / "recipe" / "sim.yaml").write_text(yaml.safe_dump({"name": "sim", "simulate": {"base": 50.0}}))
+    camp = root / "rep.yaml"
+    camp.write_text(yaml.safe_dump({
+        "name": "rep", "backend": "noop", "models": ["m0"], "recipe": "sim", "steps": 2,
+        "policies": ["baseline", "gfpo"], "seeds": [1, 2, 3],
+        "compute": {"nodes": 1, "gpus_per_node": 0, "gpus_per_run": 0, "hours_per_run": 0.01}}))
+    spec, runs = plan(camp)
+    wd = tmp_path / "wd"
+    sess = Session(wd)
+    sess.submit(spec, runs)
+    led = sess.ledger
+    for r in led.runs("rep"):  # the states a driver walks a run through
+        led.transition("rep", r.run_key, "queued")
+        led.start_attempt("rep", r.run_key, "queued", "training", "train", f"sid-{r.run_key}")
+        stage_train(r.spec, wd)
+        led.transition("rep", r.run_key, "trained")
+        led.start_attempt("rep", r.run_key, "trained", "evaluating", "evaluate", f"sid-{r.run_key}-e")
+        led.transition("rep", r.run_key, "recorded", outputs={"records": stage_evaluate(r.spec, wd)["records"]})
+    records = sess.collect_records("rep")
+
+    bad = CliRunner().invoke(app, ["report", str(records), "--out", str(tmp_path / "x.html"),
+                                   "--workdir", str(tmp_path / "nowhere"), "--resamples", "200"])
+    assert bad.exit_code == 2 and "no ledger in this work directory" in bad.output
+    assert not (tmp_path / "x.html").exists()
+
+    out = tmp_path / "rep.html"
+    res = CliRunner().invoke(app, ["report", str(records), "--out", str(out), "--workdir", str(wd),
+                                   "--resamples", "200"])
+    assert res.exit_code == 0, res.output
+    parent = sess.tracker("rep").parent()["id"]
+    assert f"attached rep.html to MLflow run {parent}" in res.output
+    assert "rep.html" in {f.path for f in tracking.client(sess.tracker("rep").uri).list_artifacts(parent)}
