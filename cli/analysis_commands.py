@@ -7,6 +7,7 @@ fast. Malformed records exit 2 with one line per problem (file, row, column) and
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -432,11 +433,15 @@ def compare(
     out: Annotated[Path | None, typer.Option("--out", metavar="FILE", help=OUT_FILE_HELP)] = None,
     force: ForceOpt = False,
     allow_mixed: MixedOpt = False,
+    show_all: Annotated[bool, typer.Option("--all", metavar="", help="on a terminal, every table even when they "
+                                                                   "take more than one screen")] = False,
 ) -> None:
     """Seed-paired comparison of every policy with its campaign-local reference.
 
     md prints one table per aggregate, grouped by campaign/model/regime/step, as wide as the terminal (120 when
-    piped; --wide: all columns); csv is the comparisons table with every column (one row per comparison and metric)."""
+    piped; --wide: all columns); on a terminal, output longer than one screen is cut to the first aggregate's
+    comparisons with the smallest Holm p (--all: every table; piped or --out: always every table); csv is the
+    comparisons table with every column (one row per comparison and metric)."""
     fmt = _format(fmt, as_json)
     refs = _parse_map(reference_map)
     _check(check_points("--margin", margin), check_points("--effect", effect), check_seed("--seed", seed))
@@ -509,9 +514,43 @@ def compare(
                          "\n\n" + _md(show.astype(str)) + "\n\n" + _wrap(
                              "_wrong = parsed answer graded wrong; parse failure = no answer extracted; truncated = "
                              "hit the generation limit (any status)_", width) + "\n")
-    _emit("\n".join(parts), out)
+    text = "\n".join(parts)
+    if fmt == "md" and out is None and not show_all and sys.stdout.isatty() and text.count("\n") >= SCREEN_LINES:
+        text = _compare_screen(t, aggs[0], width, text.count("\n") + 1, more=aggs[1:])
+    _emit(text, out)
     for msg in res.dropped:
         err.print(f"warning: {msg}", markup=False, soft_wrap=True)
+
+
+SCREEN_LINES = 40  # one terminal screen: longer answers are cut on a terminal (issue 27), never in a file or pipe
+SCREEN_COMPARISONS = 15
+
+
+def _compare_screen(t, metric: str, width: int, n_lines: int, more: list[str]) -> str:
+    """One screen of `compare` on a terminal: the `metric` comparisons with the smallest Holm p (then largest |Δ|)
+    in one table, the small-n note once, and how to see the rest."""
+    from analysis.comparisons import SMALL_N_NOTE
+    from analysis.table_formats import _md, _wrap, fit_columns
+    from analysis.tables import paired_table
+
+    pt = paired_table(t, metric)
+    effects = pt.data["kind"].to_numpy() != "aa_noise_floor"
+    order = pt.data.assign(_abs=pt.data["mean_diff"].abs())[effects].sort_values(["p_holm", "_abs"],
+                                                                                 ascending=[True, False])
+    top = order.index[:SCREEN_COMPARISONS]
+    # the answer first, the group after it; what does not fit the terminal is named
+    key = ["policy", "vs", "Δ mean", "t 95% CI", "p Holm", "n", "campaign", "model", "step", "regime",
+           "range / bootstrap CI (coverage)", "P(d>0) seeds"]
+    shown, hidden = fit_columns(pt.display.loc[top], key, width)
+    hidden = [c for c in hidden if c in key]
+    rest = int(effects.sum()) - len(top)
+    lines = [f"## Paired comparisons ({metric}): the {len(top)} of {int(effects.sum())} with the smallest Holm p",
+             "", _md(shown), "", _wrap(f"_{SMALL_N_NOTE}_", width), "",
+             _wrap(f"_{rest} more comparisons" + (f" and the other aggregates ({', '.join(more)})" if more else "")
+                   + f": --all prints every table ({n_lines} lines), --out FILE writes them; `campaign verdicts` "
+                   "gives each comparison its verdict"
+                   + (f"; columns left out here: {', '.join(hidden)}" if hidden else "") + "_", width)]
+    return "\n".join(lines) + "\n"
 
 
 SENSITIVITY_TABLES = ("rank_correlations", "leave_one_out", "seed_stability")
