@@ -109,7 +109,8 @@ def show(name: Annotated[str, typer.Argument(help="configuration name or YAML pa
     if as_json:
         out.print_json(json.dumps(p.config, default=str))
         return
-    out.print(f"[bold]{p.name}[/bold] ({p.mechanism}) - {p.config.get('description', '')}")
+    desc = p.config.get("description") or ""
+    out.print(f"[bold]{p.name}[/bold] ({p.mechanism})" + (f" - {desc}" if desc else ""))
     for key in ("scorer", "actuator"):
         blk = p.config.get(key)
         if blk:

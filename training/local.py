@@ -260,11 +260,13 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
 
     n = int(roll_cfg.get("n", 8))
     policy = _load_policy(req, domains, n)  # validate before the expensive parts
-    model_dir = _resolve_model(req, recipe, cache_root)
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # "Loading weights" bars per model load: the step bar says the progress
+    # "Loading weights" / "Writing model shards" bars per model load and save (the base model's build and warm-up
+    # included): the step bar says the progress
+    hf_logging.disable_progress_bar()
+    model_dir = _resolve_model(req, recipe, cache_root)
 
     # verl's import warns about every optional GPU engine it lacks and about having no accelerator; this CPU
     # backend uses only its GRPO functions, so those lines are noise in a smoke test's output
