@@ -185,8 +185,18 @@ class LocalCluster:
         return self
 
     def add_node(self, *, num_gpus: int = 4, num_cpus: int = 4, env: dict[str, str] | None = None,
-                 timeout_s: float = 240.0) -> Node:
-        """Start one more node (the head when there is none yet) and record it; returns it."""
+                 timeout_s: float = 240.0, attempts: int = 2) -> Node:
+        """Start one more node (the head when there is none yet) and record it; returns it. A start that fails (Ray's
+        "node timed out during startup" on a loaded machine) is cleaned up and tried again, as the local head's is."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._start_node(num_gpus=num_gpus, num_cpus=num_cpus, env=env, timeout_s=timeout_s)
+            except ClusterUnreachable:
+                if attempt == attempts:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_node(self, *, num_gpus: int, num_cpus: int, env: dict[str, str] | None, timeout_s: float) -> Node:
         self.root.mkdir(parents=True, exist_ok=True)
         is_head = not self.nodes
         name = "head" if is_head else f"w{len(self.nodes)}"

@@ -124,8 +124,9 @@ def test_killing_the_orchestrator_while_its_head_starts_leaves_one_head_and_none
     a.wait()
     tmp = info["temp_dir"]
     try:
-        b = subprocess.run([CAMPAIGN, "resume", "headkill", "--workdir", str(wd), "--timeout", "6"], env=env,
-                           cwd=REPO, capture_output=True, text=True, timeout=400)
+        # --keep-head: resume stops a head it started or adopted (issue 27); here the head is inspected after it
+        b = subprocess.run([CAMPAIGN, "resume", "headkill", "--workdir", str(wd), "--timeout", "6", "--keep-head"],
+                           env=env, cwd=REPO, capture_output=True, text=True, timeout=400)
         assert b.returncode == 0, (b.stdout + b.stderr)[-3000:]
         st = head_status(wd)
         assert st["state"] == "running" and len(_gcs_servers(st["temp_dir"])) == 1, st
