@@ -53,3 +53,13 @@ def helpers():
         campaign = CAMPAIGN
         write_yaml = staticmethod(write_yaml)
     return H
+
+
+@pytest.fixture
+def small_campaign(tree: Path):
+    """Writes `<tree>/<name>.yaml`: the tree's small campaign renamed, with `kw` replacing its top-level keys."""
+    def make(name: str, **kw) -> Path:
+        spec = yaml.safe_load((tree / "small.yaml").read_text())
+        spec.update(name=name, **kw)
+        return write_yaml(tree / f"{name}.yaml", spec)
+    return make

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
@@ -25,14 +24,6 @@ pytestmark = pytest.mark.slow
 
 def _env(tok: Path) -> dict[str, str]:
     return {**os.environ, "RAY_AUTH_TOKEN_PATH": str(tok), "RAY_AUTH_MODE": "token"}
-
-
-def _campaign(tree: Path, name: str, **kw) -> Path:
-    spec = yaml.safe_load((tree / "small.yaml").read_text())
-    spec.update(name=name, **kw)
-    p = tree / f"{name}.yaml"
-    p.write_text(yaml.safe_dump(spec))
-    return p
 
 
 def _db(wd: Path, q: str) -> list[tuple]:
@@ -57,9 +48,10 @@ def test_token_file_is_private(head) -> None:
     assert oct(tok.stat().st_mode & 0o777) == "0o600" and len(tok.read_text()) == 64
 
 
-def test_sigkill_at_random_points_then_resume_loses_and_duplicates_nothing(tree: Path, tmp_path: Path, head) -> None:
+def test_sigkill_at_random_points_then_resume_loses_and_duplicates_nothing(
+        tree: Path, tmp_path: Path, head, small_campaign) -> None:
     addr, tok = head
-    camp = _campaign(tree, "kill")  # 4 policies × 2 seeds = 8 runs
+    camp = small_campaign("kill")  # 4 policies × 2 seeds = 8 runs
     wd = tmp_path / "wd"
     rng = random.Random(int(os.environ.get("WT_FAULT_SEED", "7")))
     base = [CAMPAIGN, "--ray-address", addr, "--workdir", str(wd), "--max-parallel", "4"]
@@ -94,10 +86,10 @@ def test_sigkill_at_random_points_then_resume_loses_and_duplicates_nothing(tree:
     assert {st for _, st, _ in ml} == {"FINISHED"} and min(d for _, _, d in ml) > 1000  # real durations (ms)
 
 
-def test_always_failing_job_stops_at_retry_cap(tree: Path, tmp_path: Path, head) -> None:
+def test_always_failing_job_stops_at_retry_cap(tree: Path, tmp_path: Path, head, small_campaign) -> None:
     addr, tok = head
     # a cap of 2: one retry after the first failure, then the dead letter (each attempt is a Ray job)
-    camp = _campaign(tree, "failing", recipe="noop_fail", policies=["baseline"], seeds=[1],
+    camp = small_campaign("failing", recipe="noop_fail", policies=["baseline"], seeds=[1],
                      retries={"max_attempts": 2, "backoff_s": 0.1, "backoff_max_s": 0.2})
     wd = tmp_path / "wd"
     p = subprocess.run([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd)],

@@ -19,14 +19,6 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def _campaign(tree: Path, name: str, **kw) -> Path:
-    spec = yaml.safe_load((tree / "small.yaml").read_text())
-    spec.update(name=name, **kw)
-    p = tree / f"{name}.yaml"
-    p.write_text(yaml.safe_dump(spec))
-    return p
-
-
 @pytest.fixture
 def on_head(head, monkeypatch: pytest.MonkeyPatch) -> str:
     addr, tok = head
@@ -52,11 +44,11 @@ def _executions(wd: Path, campaign: str, run_key: str) -> list[str]:
 
 
 def test_resubmit_with_changed_recipe_collects_only_the_new_generation(tree: Path, tmp_path: Path,
-                                                                       on_head: str) -> None:
+                                                                       on_head: str, small_campaign) -> None:
     from orchestrator.session import plan, records_spec_hash, spec_hash
 
     (tree / "recipe" / "noop_b.yaml").write_text(yaml.safe_dump({"name": "noop_b", "sleep_s": 0.6}))
-    camp = _campaign(tree, "gen", policies=["baseline", "gfpo", "static"], seeds=[1])  # 3 runs
+    camp = small_campaign("gen", policies=["baseline", "gfpo", "static"], seeds=[1])  # 3 runs
     sess = _session(tmp_path / "wd", on_head, track=True)  # MLflow kept in step while driving
     spec, runs = plan(camp)
     sess.submit(spec, runs)
@@ -115,10 +107,11 @@ def test_resubmit_with_changed_recipe_collects_only_the_new_generation(tree: Pat
     sess.close()
 
 
-def test_same_campaign_from_two_workdirs_on_one_head_never_reattaches(tree: Path, tmp_path: Path, on_head: str) -> None:
+def test_same_campaign_from_two_workdirs_on_one_head_never_reattaches(
+        tree: Path, tmp_path: Path, on_head: str, small_campaign) -> None:
     from orchestrator.session import plan
 
-    camp = _campaign(tree, "twin", policies=["baseline"], seeds=[1],
+    camp = small_campaign("twin", policies=["baseline"], seeds=[1],
                      retries={"max_attempts": 1, "backoff_s": 0.1, "backoff_max_s": 0.2})
     sids = []
     for wd in (tmp_path / "wd1", tmp_path / "wd2"):
@@ -137,10 +130,10 @@ def test_same_campaign_from_two_workdirs_on_one_head_never_reattaches(tree: Path
 
 
 def test_recorded_run_without_records_is_an_error_and_resume_rerecords_it(tree: Path, tmp_path: Path,
-                                                                          on_head: str) -> None:
+                                                                          on_head: str, small_campaign) -> None:
     from orchestrator.session import RecordsMissing, plan
 
-    camp = _campaign(tree, "lost", policies=["baseline"], seeds=[1])
+    camp = small_campaign("lost", policies=["baseline"], seeds=[1])
     wd = tmp_path / "wd"
     sess = _session(wd, on_head)
     spec, runs = plan(camp)
@@ -160,14 +153,15 @@ def test_recorded_run_without_records_is_an_error_and_resume_rerecords_it(tree: 
     sess.close()
 
 
-def test_changed_evaluation_settings_reevaluate_without_retraining(tree: Path, tmp_path: Path, on_head: str) -> None:
+def test_changed_evaluation_settings_reevaluate_without_retraining(
+        tree: Path, tmp_path: Path, on_head: str, small_campaign) -> None:
     """Issue 24: a gate or generation limit is not part of a run's identity (no retraining), but a changed one
     re-evaluates the runs already scored — `submit` says how many — and every record names its settings."""
     from evaluation.settings import evaluation_hash
     from orchestrator.campaign import submit_preview
     from orchestrator.session import plan
 
-    camp = _campaign(tree, "evalgen", policies=["baseline"], seeds=[1, 2])
+    camp = small_campaign("evalgen", policies=["baseline"], seeds=[1, 2])
     wd = tmp_path / "wd"
     sess = _session(wd, on_head)
     spec, runs = plan(camp)
@@ -204,13 +198,13 @@ def test_changed_evaluation_settings_reevaluate_without_retraining(tree: Path, t
     sess.close()
 
 
-def test_two_executions_of_a_stage_in_one_run_dir_cannot_overlap(tree: Path, tmp_path: Path) -> None:
+def test_two_executions_of_a_stage_in_one_run_dir_cannot_overlap(tree: Path, tmp_path: Path, small_campaign) -> None:
     """An orphaned stage process (its node lost to the orchestrator) and a retry in the same run dir."""
     from orchestrator.session import plan
     from orchestrator.stages import write_run_spec
 
     (tree / "recipe" / "noop_slow.yaml").write_text(yaml.safe_dump({"name": "noop_slow", "sleep_s": 4}))
-    _, runs = plan(_campaign(tree, "lock", policies=["baseline"], seeds=[1], recipe="noop_slow"))
+    _, runs = plan(small_campaign("lock", policies=["baseline"], seeds=[1], recipe="noop_slow"))
     wd = tmp_path / "wd"
     path = write_run_spec(runs[0], wd)
     argv = [sys.executable, "-m", "orchestrator.stages", "train", "--run-spec", str(path), "--workdir", str(wd)]
@@ -231,14 +225,14 @@ def test_two_executions_of_a_stage_in_one_run_dir_cannot_overlap(tree: Path, tmp
     assert _executions(wd, "lock", runs[0].run_key) == ["train"]
 
 
-def test_a_newer_attempt_fences_an_orphan_of_an_older_one(tree: Path, tmp_path: Path) -> None:
+def test_a_newer_attempt_fences_an_orphan_of_an_older_one(tree: Path, tmp_path: Path, small_campaign) -> None:
     """A stage process whose node was lost runs on (re-parented to init) holding the run dir's lock: the retry
     (a newer attempt) does not fail `busy` against it, and the orphan's late finish writes no manifest."""
     from orchestrator.session import plan
     from orchestrator.stages import write_run_spec
 
     (tree / "recipe" / "noop_slow.yaml").write_text(yaml.safe_dump({"name": "noop_slow", "sleep_s": 4}))
-    _, runs = plan(_campaign(tree, "fence", policies=["baseline"], seeds=[1], recipe="noop_slow"))
+    _, runs = plan(small_campaign("fence", policies=["baseline"], seeds=[1], recipe="noop_slow"))
     wd = tmp_path / "wd"
     path = write_run_spec(runs[0], wd)
     rd = wd / "runs" / "fence" / runs[0].run_key
@@ -261,12 +255,13 @@ def test_a_newer_attempt_fences_an_orphan_of_an_older_one(tree: Path, tmp_path: 
     assert json.loads((rd / "train_done.json").read_text())["attempt"] == "wt-x-train-a2"
 
 
-def test_an_attempt_cancelled_while_pending_does_nothing_when_ray_starts_it(tree: Path, tmp_path: Path) -> None:
+def test_an_attempt_cancelled_while_pending_does_nothing_when_ray_starts_it(
+        tree: Path, tmp_path: Path, small_campaign) -> None:
     """Ray queues the stop of a PENDING job until its supervisor starts; the stage then exits before any work."""
     from orchestrator.session import plan
     from orchestrator.stages import cancel_attempt, write_run_spec
 
-    _, runs = plan(_campaign(tree, "cx", policies=["baseline"], seeds=[1], recipe="noop"))
+    _, runs = plan(small_campaign("cx", policies=["baseline"], seeds=[1], recipe="noop"))
     wd = tmp_path / "wd"
     path = write_run_spec(runs[0], wd)
     rd = wd / "runs" / "cx" / runs[0].run_key
@@ -280,13 +275,14 @@ def test_an_attempt_cancelled_while_pending_does_nothing_when_ray_starts_it(tree
     assert p.returncode == 0 and (rd / "train_done.json").exists()  # a later attempt (a retry) runs
 
 
-def test_a_run_failed_at_evaluation_is_queued_again_when_its_evaluation_settings_change(tree: Path) -> None:
+def test_a_run_failed_at_evaluation_is_queued_again_when_its_evaluation_settings_change(
+        tree: Path, small_campaign) -> None:
     """The gate that failed it was the old one: with the new settings it is re-evaluated (to_reevaluate is pure:
     ledger rows and planned runs in, the runs to re-evaluate out)."""
     from orchestrator.ledger.base import RunRow
     from orchestrator.session import plan, to_reevaluate
 
-    camp = _campaign(tree, "gate", policies=["baseline"], seeds=[1])
+    camp = small_campaign("gate", policies=["baseline"], seeds=[1])
     _, old = plan(camp)
     camp.write_text(yaml.safe_dump({**yaml.safe_load(camp.read_text()),
                                     "evaluation": {"gates": {"min_parse_rate": 0.2}}}))

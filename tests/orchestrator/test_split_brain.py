@@ -14,20 +14,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
 
 pytestmark = pytest.mark.slow
-
-
-def _campaign(tree: Path, name: str, **kw) -> Path:
-    spec = yaml.safe_load((tree / "small.yaml").read_text())
-    spec.update(name=name, **kw)
-    p = tree / f"{name}.yaml"
-    p.write_text(yaml.safe_dump(spec))
-    return p
 
 
 def _dump(db: Path) -> list[str]:
@@ -37,7 +28,7 @@ def _dump(db: Path) -> list[str]:
 
 
 def test_a_driver_stopped_past_its_lease_stops_at_its_next_step_and_writes_nothing(
-        tree: Path, tmp_path: Path, head, monkeypatch) -> None:
+        tree: Path, tmp_path: Path, head, monkeypatch, small_campaign) -> None:
     """Driver A (in this process) submits jobs, then stalls past its 15 s lease (as under SIGSTOP: between two
     steps); `campaign resume` (B, a real process) takes the campaign over, drives it and exits. When A goes
     on, its next step raises LeaseLost naming the takeover, and the ledger, the MLflow store and the set of
@@ -51,7 +42,7 @@ def test_a_driver_stopped_past_its_lease_stops_at_its_next_step_and_writes_nothi
     addr, tok = head
     monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tok))
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
-    camp = _campaign(tree, "fence")
+    camp = small_campaign("fence")
     wd = tmp_path / "wd"
     env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(tok), "RAY_AUTH_MODE": "token"}
     sub = subprocess.run([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd), "--no-wait"],
@@ -99,14 +90,14 @@ def _gcs_servers(tmp: str) -> list[int]:
 
 
 def test_killing_the_orchestrator_while_its_head_starts_leaves_one_head_and_none_after_stop(
-        tree: Path, tmp_path: Path) -> None:
+        tree: Path, tmp_path: Path, small_campaign) -> None:
     """`campaign submit` is SIGKILLed while `ray start` of its work dir's head is under way (its GCS server
     already up); the next command (`campaign resume`) ends with exactly one head for that work dir, listening
     only on 127.0.0.1 and only on the ports it recorded, its temp dir 0700 after jobs ran; `campaign head
     stop` leaves no process of it. Costs about 60 s of CPU (one or two head starts, a few noop jobs)."""
     from orchestrator.executor.local_head import head_processes, head_status, read_state
 
-    camp = _campaign(tree, "headkill", policies=["baseline"], seeds=[1, 2])
+    camp = small_campaign("headkill", policies=["baseline"], seeds=[1, 2])
     wd = tmp_path / "wd"
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS")}
     a = subprocess.Popen([CAMPAIGN, "submit", str(camp), "--workdir", str(wd)], env=env, cwd=REPO,
