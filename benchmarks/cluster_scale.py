@@ -115,17 +115,17 @@ def main() -> None:
     step = max(1, round(1 / a.fraction))
     runs = runs[::step]
     s = a.seconds_per_hour
-    runs = [dataclasses.replace(r, recipe_cfg={**r.recipe_cfg, "sleep_s": round(r.est_hours * s, 3),
+    runs = [dataclasses.replace(r, recipe_cfg={**r.recipe_cfg.raw, "sleep_s": round(r.est_hours * s, 3),
                                                "eval_sleep_s": round(EVAL_H * s, 3)}) for r in runs]
     spec = spec.model_copy(update={"compute": spec.compute.model_copy(
         update={"nodes": a.nodes, "gpus_per_node": a.gpus_per_node})})
-    two_node = [r for r in runs if int(r.model_cfg.get("nnodes") or 1) >= 2]
+    two_node = [r for r in runs if r.nnodes >= 2]
     refused: list[str] = []
     try:
         preflight(spec, runs, Context(data_dir=None, local_cpus=None))
     except PreflightError as exc:
         refused = exc.problems
-        runs = [r for r in runs if int(r.model_cfg.get("nnodes") or 1) < 2]
+        runs = [r for r in runs if r.nnodes < 2]
         preflight(spec, runs, Context(data_dir=None, local_cpus=None))  # anything else refused: stop here
     cap = a.nodes * a.gpus_per_node
     gpu_s = sum(r.gpus * r.est_hours * s + EVAL_H * s for r in runs)
@@ -164,7 +164,7 @@ def main() -> None:
                 if att["stage"] in starts:
                     sub_delay.append(starts[att["stage"]][-1] - att["started_at"])
             if "train" in starts and "evaluate" in starts:
-                sleep = float(next(x for x in runs if x.run_key == r.run_key).recipe_cfg["sleep_s"])
+                sleep = float(next(x for x in runs if x.run_key == r.run_key).recipe_cfg.sleep_s)
                 eval_delay.append(starts["evaluate"][-1] - (starts["train"][-1] + sleep))
         cluster_mb = _cluster_rss_mb(cluster)
         ledger_b = sum(p.stat().st_size for p in wd.glob("ledger.db*"))

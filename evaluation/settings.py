@@ -21,15 +21,113 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evaluation.graders import GRADER_VERSIONS
-from evaluation.suite import Benchmark, Gates, load_suite, with_max_gen_toks
+from wtcommon.config_fields import ConfigFieldError, MappingConfig
 
-# the `evaluation:` options that decide a score (orchestrator.spec.EVALUATION_KEYS lists them all)
+if TYPE_CHECKING:  # the suite and graders are imported where used: typing a campaign's options loads neither
+    from evaluation.suite import Benchmark
+
+# the `evaluation:` options that decide a score (EVALUATION_KEYS lists them all)
 SCORED_OPTIONS = ("backend", "limit", "all_checkpoints")
+
+# every key a campaign's `evaluation:` block may hold
+EVALUATION_KEYS = {"backend", "data_dir", "limit", "max_gen_toks", "gates", "fixture_items", "fixture_seed",
+                   "validation_suite", "validation_data_dir", "all_checkpoints"}
+
+
+@dataclass(frozen=True)
+class EvaluationOptions(MappingConfig):
+    """A campaign's `evaluation:` block, checked: the evaluator `backend` (hf on CPU, vllm on GPU), where the
+    suite's data is (`data_dir`, relative to the work directory; None: `<workdir>/data/eval`), `limit` items
+    per benchmark and `max_gen_toks` (None: the suite's), health `gates` overriding the suite's, the demo's
+    fixture size and seed, the tuner's validation suite and data, and whether every saved checkpoint is scored
+    (`all_checkpoints`). `raw` (the block as written) is what `evaluation_key` hashes and spec JSON stores."""
+
+    backend: str = "hf"
+    data_dir: str | None = None
+    limit: int | None = None
+    max_gen_toks: int | None = None
+    gates: dict[str, Any] | None = None
+    fixture_items: int = 16
+    fixture_seed: int = 42
+    validation_suite: str | None = None
+    validation_data_dir: str | None = None
+    all_checkpoints: bool = False
+
+    @classmethod
+    def from_mapping(cls, raw: Any, where: str = "evaluation") -> EvaluationOptions:
+        """The typed options of an `evaluation:` mapping; `ConfigFieldError` (a ValueError) names the key."""
+        if not isinstance(raw, Mapping):
+            raise ConfigFieldError(f"{where}: got {raw!r}; a mapping such as {{limit: 50, backend: hf}}")
+        check_evaluation_options(raw)
+        return cls(raw=raw, backend=raw.get("backend", "hf"), data_dir=raw.get("data_dir"), limit=raw.get("limit"),
+                   max_gen_toks=raw.get("max_gen_toks"), gates=None if raw.get("gates") is None else dict(raw["gates"]),
+                   fixture_items=raw.get("fixture_items", 16), fixture_seed=raw.get("fixture_seed", 42),
+                   validation_suite=raw.get("validation_suite"), validation_data_dir=raw.get("validation_data_dir"),
+                   all_checkpoints=raw.get("all_checkpoints", False))
+
+    @classmethod
+    def of(cls, opts: EvaluationOptions | Mapping[str, Any], where: str = "evaluation") -> EvaluationOptions:
+        """`opts` itself when typed, else the typed options of the mapping."""
+        return opts if isinstance(opts, EvaluationOptions) else cls.from_mapping(opts, where)
+
+    def with_options(self, **changes: Any) -> EvaluationOptions:
+        """These options with some keys set (added to the stored mapping as well, so the key changes with them)."""
+        return type(self).from_mapping({**self.raw, **changes})
+
+
+def check_evaluation_options(v: Mapping[str, Any]) -> None:
+    """The `evaluation:` block: known keys, values of the right type and range (`ConfigFieldError`, a
+    ValueError, names the key)."""
+    unknown = sorted(set(v) - EVALUATION_KEYS)
+    if unknown:
+        raise ConfigFieldError(f"unknown key(s) {unknown}; allowed: {sorted(EVALUATION_KEYS)}")
+
+    def pos_int(key: str, allow_none: bool) -> None:
+        x = v.get(key)
+        if x is None and allow_none:
+            return
+        if isinstance(x, bool) or not isinstance(x, int) or x <= 0:
+            raise ConfigFieldError(f"{key}: got {x!r}; must be a positive integer" + (" or null" if allow_none else ""))
+
+    if v.get("backend", "hf") not in ("hf", "vllm"):
+        raise ConfigFieldError(f"backend: got {v.get('backend')!r}; choose hf (CPU, small models) or vllm (GPU)")
+    for key in ("limit", "max_gen_toks"):
+        if key in v:
+            pos_int(key, allow_none=True)
+    if "fixture_items" in v:
+        pos_int("fixture_items", allow_none=False)
+    if "fixture_seed" in v and (isinstance(v["fixture_seed"], bool) or not isinstance(v["fixture_seed"], int)):
+        raise ConfigFieldError(f"fixture_seed: got {v['fixture_seed']!r}; give an integer")
+    for key in ("data_dir", "validation_data_dir"):
+        if key in v and not (isinstance(v[key], str) and v[key].strip()):
+            raise ConfigFieldError(f"{key}: got {v[key]!r}; give a directory path (relative to the work directory)")
+    if "validation_suite" in v and v["validation_suite"] is not None and not isinstance(v["validation_suite"], str):
+        raise ConfigFieldError(f"validation_suite: got {v['validation_suite']!r}; give a suite name")
+    if "all_checkpoints" in v and not isinstance(v["all_checkpoints"], bool):
+        raise ConfigFieldError(f"all_checkpoints: got {v['all_checkpoints']!r}; true or false")
+    gates = v.get("gates")
+    if gates is not None:
+        if not isinstance(gates, Mapping):
+            raise ConfigFieldError(f"gates: got {gates!r}; a mapping such as {{min_parse_rate: 0.5}}")
+        from evaluation.suite import Gates
+
+        known = {f for f in Gates.__dataclass_fields__}
+        bad = sorted(set(gates) - known)
+        if bad:
+            raise ConfigFieldError(f"gates: unknown key(s) {bad}; allowed: {sorted(known)}")
+        for k, x in gates.items():
+            if k.endswith("_rate") and (isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1):
+                raise ConfigFieldError(f"gates.{k}: got {x!r}; a rate between 0 and 1")
+
+
+def _raw(options: EvaluationOptions | Mapping[str, Any]) -> Mapping[str, Any]:
+    return options.raw if isinstance(options, EvaluationOptions) else options
 
 
 def _digest(obj: Any) -> str:
@@ -47,17 +145,22 @@ def _benchmark_settings(b: Benchmark) -> dict[str, Any]:
     return {k: v for k, v in d.items() if not (k in _DECODING_DEFAULTS and v == _DECODING_DEFAULTS[k])}
 
 
-def evaluation_settings(suite: str, options: dict[str, Any]) -> dict[str, Any]:
+def evaluation_settings(suite: str, options: EvaluationOptions | Mapping[str, Any]) -> dict[str, Any]:
     """The settings that decide a score, as plain data (what `evaluation_key` hashes)."""
-    s = with_max_gen_toks(load_suite(suite), options.get("max_gen_toks"))
-    gates = dataclasses.replace(s.gates, **(options.get("gates") or {}))
+    from evaluation.graders import GRADER_VERSIONS
+    from evaluation.suite import Gates, load_suite, with_max_gen_toks
+
+    opts = EvaluationOptions.of(options)
+    s = with_max_gen_toks(load_suite(suite), opts.max_gen_toks)
+    gates = dataclasses.replace(s.gates, **(opts.gates or {}))
     return {
         "suite": s.name,
         "version": s.version,
         "benchmarks": [_benchmark_settings(b) for b in s.benchmarks],
         "graders": {g: GRADER_VERSIONS[g] for g in sorted({b.grader for b in s.benchmarks})},
         "gates": dataclasses.asdict(gates) if isinstance(gates, Gates) else dict(gates),
-        "options": {k: options.get(k) for k in SCORED_OPTIONS},
+        # as written, not typed: an option left out hashes as null, apart from one given at its default
+        "options": {k: opts.raw.get(k) for k in SCORED_OPTIONS},
     }
 
 
@@ -66,9 +169,9 @@ def _key(suite: str, options_json: str) -> str:
     return _digest(evaluation_settings(suite, json.loads(options_json)))
 
 
-def evaluation_key(suite: str, options: dict[str, Any]) -> str:
+def evaluation_key(suite: str, options: EvaluationOptions | Mapping[str, Any]) -> str:
     """16 hex digits naming the spec-side evaluation settings (same settings, same key, on any machine)."""
-    return _key(suite, json.dumps(options, sort_keys=True, default=str))
+    return _key(suite, json.dumps(dict(_raw(options)), sort_keys=True, default=str))
 
 
 def data_digest(data_dir: Path | None) -> str:
@@ -90,4 +193,5 @@ def evaluation_hash(key: str, data_dir: Path | None) -> str:
     return _digest({"key": key, "data": data_digest(data_dir)})
 
 
-__all__ = ["SCORED_OPTIONS", "data_digest", "evaluation_hash", "evaluation_key", "evaluation_settings"]
+__all__ = ["EVALUATION_KEYS", "SCORED_OPTIONS", "EvaluationOptions", "check_evaluation_options", "data_digest",
+           "evaluation_hash", "evaluation_key", "evaluation_settings"]

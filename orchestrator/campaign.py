@@ -89,8 +89,11 @@ def make_private(workdir: Path) -> None:
 
 def with_data_dir(spec: CampaignSpec, runs: list[RunSpec], data_dir: Path) -> tuple[CampaignSpec, list[RunSpec]]:
     """The spec and runs with `evaluation.data_dir` set to an absolute `data_dir` (`--data-dir`)."""
+    from evaluation.settings import EvaluationOptions
+
     ev = {**spec.evaluation, "data_dir": str(Path(data_dir).expanduser().resolve())}
-    return spec.model_copy(update={"evaluation": ev}), [dataclasses.replace(r, evaluation=dict(ev)) for r in runs]
+    opts = EvaluationOptions.from_mapping(ev, f"{spec.source}: evaluation")
+    return spec.model_copy(update={"evaluation": ev}), [dataclasses.replace(r, evaluation=opts) for r in runs]
 
 
 def submit_preview(spec: CampaignSpec, runs: list[RunSpec], workdir: Path, ledger_url: str | None) -> SubmitSummary:

@@ -147,8 +147,8 @@ def prepare_data(workdir: Path, spec: Any) -> Path:
 
     data_dir = workdir / "data" / "eval"
     if not (data_dir / "manifest.json").exists():
-        paths = write_eval_fixtures(data_dir, seed=int(spec.evaluation.get("fixture_seed", 42)),
-                                    n_items=int(spec.evaluation.get("fixture_items", 16)), suite=spec.suite)
+        opts = spec.evaluation_options
+        paths = write_eval_fixtures(data_dir, seed=opts.fixture_seed, n_items=opts.fixture_items, suite=spec.suite)
         # declares the set as small fixtures, so item counts below the suite's are not a gate failure
         write_manifest(data_dir, sorted(paths), kind="fixture")
     return data_dir

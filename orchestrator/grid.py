@@ -8,16 +8,21 @@ change to what is trained gives a new one (STUDY L19: resolved config hashes per
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from orchestrator.data import CorpusError, corpus_identity
 from orchestrator.spec import CampaignSpec, SpecError, check_name, shipped_config_root
+from evaluation.settings import EvaluationOptions
 from policies import MECHANISMS, mechanism_of
+from training.config import ModelConfig, RecipeConfig
+from wtcommon.config_fields import ConfigFieldError, MappingConfig
 from wtcommon.files import load_yaml_mapping, short_hash as _short_hash
 
 
@@ -58,7 +63,11 @@ _POLICY_KEYS = ("policy", "mechanism", "policy_cfg")
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One grid cell: everything a stage needs to train, evaluate and record one run."""
+    """One grid cell: everything a stage needs to train, evaluate and record one run.
+
+    `model_cfg`, `recipe_cfg` and `evaluation` are typed (`ModelConfig`, `RecipeConfig`, `EvaluationOptions`);
+    each keeps the mapping it was built from, which is what `to_dict` stores and run keys hash. A mapping given
+    for one of them (`from_dict`, `replace(run, evaluation={...})`) is typed on construction."""
 
     run_key: str
     run_id: str  # <campaign>/<model>/<policy>[@<regime>]/s<seed>
@@ -77,15 +86,22 @@ class RunSpec:
     suite: str
     gpus: int
     est_hours: float
-    model_cfg: dict[str, Any] = field(default_factory=dict)
-    recipe_cfg: dict[str, Any] = field(default_factory=dict)
+    model_cfg: ModelConfig = field(default_factory=ModelConfig)
+    recipe_cfg: RecipeConfig = field(default_factory=RecipeConfig)
     data: dict[str, Any] = field(default_factory=dict)
-    evaluation: dict[str, Any] = field(default_factory=dict)
+    evaluation: EvaluationOptions = field(default_factory=EvaluationOptions)
+
+    def __post_init__(self) -> None:
+        where = f"run {self.run_id}"
+        for name, typ in (("model_cfg", ModelConfig), ("recipe_cfg", RecipeConfig), ("evaluation", EvaluationOptions)):
+            val = getattr(self, name)
+            if not isinstance(val, typ):
+                object.__setattr__(self, name, typ.of(val, f"{where}: {name}"))
 
     @property
     def nnodes(self) -> int:
         """Nodes one training run spans (the model's `nnodes`, default 1)."""
-        return max(1, int(self.model_cfg.get("nnodes") or 1))
+        return self.model_cfg.nnodes
 
     @property
     def gpus_per_node(self) -> int:
@@ -109,12 +125,13 @@ class RunSpec:
         """The stored form: every field, the policy as its three keys in their old places (`policy` the name,
         then `mechanism`; `policy_cfg` after `recipe_cfg`)."""
         out: dict[str, Any] = {}
-        for k, v in asdict(self).items():
+        for f in fields(self):
+            k, v = f.name, getattr(self, f.name)
             if k == "policy":
-                out.update(policy=v["name"], mechanism=v["mechanism"])
-                cfg = v["cfg"]
+                out.update(policy=v.name, mechanism=v.mechanism)
+                cfg = copy.deepcopy(v.cfg)
             else:
-                out[k] = v
+                out[k] = v.to_dict() if isinstance(v, MappingConfig) else copy.deepcopy(v)
             if k == "recipe_cfg":
                 out["policy_cfg"] = cfg
         return out
@@ -175,8 +192,8 @@ class _Resolver:
                 )
         return self._cache[ck]
 
-    def model(self, name: str, key: str) -> dict[str, Any]:
-        return self._load("model", name, key)
+    def model(self, name: str, key: str) -> ModelConfig:
+        return _typed(ModelConfig, self._load("model", name, key), self.model_file(name))
 
     def model_file(self, name: str) -> str:
         """Where a model's definition came from (for messages)."""
@@ -185,8 +202,15 @@ class _Resolver:
                 return str(path)
         return f"{self.spec.source}: model_defs.{name}"
 
-    def recipe(self, name: str, key: str) -> dict[str, Any]:
-        return self._load("recipe", name, key)
+    def recipe_file(self, name: str) -> str:
+        """Where a recipe came from (for messages)."""
+        for path in (self.root / "recipe" / f"{name}.yaml", shipped_config_root() / "recipe" / f"{name}.yaml"):
+            if path.exists():
+                return str(path)
+        return str(self.root / "recipe" / f"{name}.yaml")
+
+    def recipe(self, name: str, key: str) -> RecipeConfig:
+        return _typed(RecipeConfig, self._load("recipe", name, key), self.recipe_file(name))
 
     def policy(self, entry: Any, key: str) -> tuple[str, tuple[dict[str, Any], str]]:
         """(name, (config, mechanism)) of a `policies:` entry: a name, a YAML path or an inline variant."""
@@ -196,22 +220,27 @@ class _Resolver:
         return name, (cfg, mech)
 
 
-def run_gpus(spec: CampaignSpec, model: str, mcfg: dict[str, Any], where: str) -> int:
+def _typed(typ: Any, raw: dict[str, Any], where: str) -> Any:
+    """`typ.from_mapping(raw)`, a bad field reported as a `SpecError` naming the file."""
+    try:
+        return typ.from_mapping(raw, where)
+    except ConfigFieldError as exc:
+        raise SpecError(str(exc)) from None
+
+
+def run_gpus(spec: CampaignSpec, model: str, mcfg: ModelConfig | Mapping[str, Any], where: str) -> int:
     """The GPUs one run of `model` holds in total: `gpus_per_node × nnodes` (the model's one meaning of its
     resources).
 
     The model file declares `gpus_per_node` and `nnodes`; `compute.models.<m>.gpus` (the plan's total per run)
     must agree with it when both are given; a model given neither takes `compute.gpus_per_run`. A model file
     with a bare `gpus` key is refused: the paper's two 14B files used it once per node and once in total."""
-    if "gpus" in mcfg:
+    raw = mcfg.raw if isinstance(mcfg, ModelConfig) else mcfg
+    if "gpus" in raw:  # a refused key: its presence is the error
         raise SpecError(f"{where}: key 'gpus': ambiguous (GPUs per node or in total?); write `gpus_per_node: N` "
                         "(GPUs on each node) and `nnodes: M` (nodes per run) instead")
-    nnodes, per_node = mcfg.get("nnodes", 1), mcfg.get("gpus_per_node")
-    for key, val in (("nnodes", nnodes), ("gpus_per_node", per_node)):
-        low = 1 if key == "nnodes" else 0
-        if val is not None and (isinstance(val, bool) or not isinstance(val, int) or val < low):
-            raise SpecError(f"{where}: key '{key}': got {val!r}; give an integer "
-                            f"{'>= 1' if key == 'nnodes' else '>= 0'}")
+    typed = mcfg if isinstance(mcfg, ModelConfig) else _typed(ModelConfig, dict(mcfg), where)
+    nnodes, per_node = typed.nnodes, typed.gpus_per_node
     declared = spec.compute.models.get(model)
     if per_node is None:
         total = declared.gpus if declared else spec.compute.gpus_per_run
@@ -258,6 +287,7 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
     `expected_runs`; with overrides the mismatch is reported by `accounting`.
     """
     res = _Resolver(spec)
+    evaluation = spec.evaluation_options
     runs: list[RunSpec] = []
     seen: dict[str, str] = {}
     for sub_name, sub in spec.resolved_sub_campaigns().items():
@@ -285,8 +315,8 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
                         except CorpusError as exc:
                             raise SpecError(f"{spec.file_for(gkey)}: key '{gkey}.regime': {exc}") from None
                         pref = PolicyRef(pol, mech, pcfg)
-                        key_obj = {
-                            "model": mcfg, "recipe": rcfg, "policy": pref.config, "seed": seed,
+                        key_obj = {  # the mappings as the YAML gave them: typing them changed no key
+                            "model": mcfg.raw, "recipe": rcfg.raw, "policy": pref.config, "seed": seed,
                             "data": data, "steps": steps, "save_freq": save_freq, "regime": g.regime,
                         }
                         run_key = short_hash(key_obj)
@@ -305,7 +335,7 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
                             backend=spec.backend, suite=spec.suite, gpus=gpus,
                             est_hours=mcomp.hours * steps / spec.compute.hours_at_steps,
                             model_cfg=mcfg, recipe_cfg=rcfg, data=data,
-                            evaluation=dict(spec.evaluation),
+                            evaluation=evaluation,
                         ))
                         n_sub += 1
         if sub.expected_runs is not None and n_sub != sub.expected_runs and not spec.overrides:
@@ -397,7 +427,7 @@ def eval_sample_factor(suite: str) -> float | None:
 def checkpoints_evaluated(r: RunSpec) -> int:
     """Checkpoints the evaluate stage scores for a run: every saved one with `evaluation.all_checkpoints`,
     else the final one."""
-    if r.evaluation.get("all_checkpoints"):
+    if r.evaluation.all_checkpoints:
         return max(1, r.steps // max(1, r.save_freq))
     return 1
 

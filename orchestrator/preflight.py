@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from orchestrator.grid import RunSpec
 from orchestrator.placement import Node
@@ -41,13 +40,6 @@ class Context:
     cluster_address: str = ""  # how messages name the live cluster ("the live cluster at URL", "the local head")
 
 
-def _recipe_rollout_n(recipe: dict[str, Any]) -> int | None:
-    n = (recipe.get("rollout") or {}).get("n")
-    if n is None:
-        n = (recipe.get("overrides") or {}).get("actor_rollout_ref.rollout.n")
-    return int(n) if isinstance(n, int) and not isinstance(n, bool) else None
-
-
 def check_policies(runs: list[RunSpec], root: Path) -> list[str]:
     """Load every distinct (policy, recipe) pair through the strict registry, plugins included."""
     from policies import load_policy
@@ -60,11 +52,11 @@ def check_policies(runs: list[RunSpec], root: Path) -> list[str]:
             continue
         seen.add((r.policy.name, r.recipe_name))
         path = root / "policy" / f"{r.policy.name}.yaml"
-        domains = (r.policy.cfg.get("domains") or (r.recipe_cfg.get("data") or {}).get("domains")
+        domains = (r.policy.cfg.get("domains") or (r.recipe_cfg.data or {}).get("domains")
                    or list(STUDY_DOMAINS))
         try:
             load_policy(r.policy.config, seed=r.seed, domains=domains,
-                        rollout_n=_recipe_rollout_n(r.recipe_cfg))
+                        rollout_n=r.recipe_cfg.rollout_n())
         except PolicyConfigError as exc:
             problems.append(f"{path}: {exc} (recipe {r.recipe_name})")
         except Exception as exc:
@@ -96,12 +88,12 @@ def check_recipes(runs: list[RunSpec], root: Path) -> list[str]:
             continue
         seen.add(r.recipe_name)
         path = root / "recipe" / f"{r.recipe_name}.yaml"
-        rb = r.recipe_cfg.get("backend")
+        rb = r.recipe_cfg.backend
         if rb and rb != r.backend and not get_backend(r.backend).any_recipe:
             problems.append(f"{path}: key 'backend': recipe is for {rb!r} but the campaign's backend is "
                             f"{r.backend!r}; pick a {r.backend} recipe or change the campaign's backend")
-        n = _recipe_rollout_n(r.recipe_cfg)
-        raw_n = (r.recipe_cfg.get("rollout") or {}).get("n")
+        n = r.recipe_cfg.rollout_n()
+        raw_n = r.recipe_cfg.rollout.get("n")
         if raw_n is not None and (n is None or n < 2):
             problems.append(f"{path}: key 'rollout.n': got {raw_n!r}; GRPO needs at least 2 samples per prompt")
     return problems
@@ -150,8 +142,9 @@ def check_eval_data(spec: CampaignSpec, data_dir: Path) -> list[str]:
         suite = load_suite(spec.suite)
     except (SuiteError, FileNotFoundError) as exc:
         return [f"{spec.source}: key 'suite': {exc}"]
-    limit = spec.evaluation.get("limit")
-    gates = dict(spec.evaluation.get("gates") or {})
+    opts = spec.evaluation_options
+    limit = opts.limit
+    gates = dict(opts.gates or {})
     return check_benchmark_data(suite, data_dir, limit=limit,
                                 require_item_count=bool(gates.get("require_item_count", True)))
 
@@ -182,7 +175,7 @@ def preflight(spec: CampaignSpec, runs: list[RunSpec], ctx: Context | None = Non
 
 def eval_data_dir(spec: CampaignSpec, workdir: Path) -> Path:
     """Where the evaluate stage will read the suite's data (same rule as `orchestrator.stages`)."""
-    raw = spec.evaluation.get("data_dir")
+    raw = spec.evaluation_options.data_dir
     if not raw:
         return Path(workdir) / "data" / "eval"
     p = Path(str(raw).replace("${workdir}", str(workdir)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
@@ -19,6 +19,9 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from analysis.schema import DEFAULT_AA_PAIR, DEFAULT_REFERENCE  # one default each (campaigns and analysis)
 from orchestrator.ranges import SEED_LIMIT, check_backoff, check_steps
 from wtcommon.errors import UserError
+
+if TYPE_CHECKING:
+    from evaluation.settings import EvaluationOptions
 
 # One safe pattern for every name that becomes part of a path (campaign, group label, policy, model,
 # recipe, suite): no separators, no `..`, no whitespace or control characters.
@@ -284,7 +287,9 @@ class CampaignSpec(_Strict):
     data: DataSpec = Field(default_factory=DataSpec)
     compute: ComputeSpec = Field(default_factory=ComputeSpec)
     retries: RetrySpec = Field(default_factory=RetrySpec)
-    evaluation: dict[str, Any] = Field(default_factory=dict)  # evaluator options (limit, data_dir, backend)
+    # evaluator options (limit, data_dir, backend) as written: stored and hashed so; `evaluation_options` types them
+    evaluation: dict[str, Any] = Field(default_factory=dict)
+    # models defined inline, as written (the grid types each as a `training.config.ModelConfig`)
     model_defs: dict[str, dict[str, Any]] = Field(default_factory=dict)
     sub_campaigns: dict[str, SubCampaignSpec] = Field(default_factory=dict)
     expected_runs: int | None = Field(default=None, ge=0, strict=True)
@@ -303,6 +308,8 @@ class CampaignSpec(_Strict):
     @field_validator("evaluation")
     @classmethod
     def _evaluation_valid(cls, v: dict[str, Any]) -> dict[str, Any]:
+        from evaluation.settings import check_evaluation_options  # imported when used: it loads the graders
+
         check_evaluation_options(v)
         return v
 
@@ -320,6 +327,13 @@ class CampaignSpec(_Strict):
         if v is not None:
             _sequential(v)
         return v
+
+    @property
+    def evaluation_options(self) -> EvaluationOptions:
+        """The `evaluation:` block, typed (validated when the spec was built)."""
+        from evaluation.settings import EvaluationOptions
+
+        return EvaluationOptions.from_mapping(self.evaluation, f"{self.source}: evaluation")
 
     def sequential_design(self) -> Any:
         """The `analysis.sequential.design.SequentialDesign` of a sequential `seeds:` block, else None."""
@@ -345,50 +359,6 @@ class CampaignSpec(_Strict):
             return dict(self.sub_campaigns)
         group = GroupSpec(campaign=self.name, models=self.models, policies=self.policies, regime=self.regime)
         return {"main": SubCampaignSpec(groups=[group], expected_runs=self.expected_runs)}
-
-
-EVALUATION_KEYS = {"backend", "data_dir", "limit", "max_gen_toks", "gates", "fixture_items", "fixture_seed",
-                   "validation_suite", "validation_data_dir", "all_checkpoints"}
-
-
-def check_evaluation_options(v: dict[str, Any]) -> None:
-    """The `evaluation:` block: known keys, values of the right type and range (ValueError names the key)."""
-    unknown = sorted(set(v) - EVALUATION_KEYS)
-    if unknown:
-        raise ValueError(f"unknown key(s) {unknown}; allowed: {sorted(EVALUATION_KEYS)}")
-
-    def pos_int(key: str, allow_none: bool) -> None:
-        x = v.get(key)
-        if x is None and allow_none:
-            return
-        if isinstance(x, bool) or not isinstance(x, int) or x <= 0:
-            raise ValueError(f"{key}: got {x!r}; must be a positive integer" + (" or null" if allow_none else ""))
-
-    if v.get("backend", "hf") not in ("hf", "vllm"):
-        raise ValueError(f"backend: got {v.get('backend')!r}; choose hf (CPU, small models) or vllm (GPU)")
-    for key in ("limit", "max_gen_toks"):
-        if key in v:
-            pos_int(key, allow_none=True)
-    if "fixture_items" in v:
-        pos_int("fixture_items", allow_none=False)
-    for key in ("data_dir", "validation_data_dir"):
-        if key in v and not (isinstance(v[key], str) and v[key].strip()):
-            raise ValueError(f"{key}: got {v[key]!r}; give a directory path (relative to the work directory)")
-    if "all_checkpoints" in v and not isinstance(v["all_checkpoints"], bool):
-        raise ValueError(f"all_checkpoints: got {v['all_checkpoints']!r}; true or false")
-    gates = v.get("gates")
-    if gates is not None:
-        if not isinstance(gates, dict):
-            raise ValueError(f"gates: got {gates!r}; a mapping such as {{min_parse_rate: 0.5}}")
-        from evaluation.suite import Gates
-
-        known = {f for f in Gates.__dataclass_fields__}
-        bad = sorted(set(gates) - known)
-        if bad:
-            raise ValueError(f"gates: unknown key(s) {bad}; allowed: {sorted(known)}")
-        for k, x in gates.items():
-            if k.endswith("_rate") and (isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1):
-                raise ValueError(f"gates.{k}: got {x!r}; a rate between 0 and 1")
 
 
 def _sequential(raw: dict[str, Any]) -> Any:

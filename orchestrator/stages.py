@@ -224,9 +224,9 @@ def stage_train(spec: RunSpec, workdir: Path, attempt: str = "") -> dict[str, An
         backend = get_backend(spec.backend)
         req = TrainRequest(
             run_id=spec.run_id, run_key=spec.run_key, policy=dict(spec.policy.cfg), seed=spec.seed, out_dir=out,
-            recipe=dict(spec.recipe_cfg), model_path=str(spec.model_cfg.get("path", f"builtin:{spec.model}")),
+            recipe=spec.recipe_cfg, model_path=spec.model_cfg.path or f"builtin:{spec.model}",
             train_files=_train_files(spec, workdir) if backend.needs_train_files else [], total_steps=spec.steps,
-            save_freq=spec.save_freq, model=dict(spec.model_cfg),
+            save_freq=spec.save_freq, model=spec.model_cfg,
             # base models and synthetic corpora are content-addressed: share them across work
             # directories (WINDTUNNEL_CACHE, else the training backend's ~/.cache/windtunnel)
             cache_dir=os.environ.get("WINDTUNNEL_CACHE") or None,
@@ -285,11 +285,11 @@ def eval_request(spec: RunSpec, workdir: Path, checkpoint: Checkpoint) -> EvalRe
     from evaluation.settings import evaluation_hash
 
     opts, rd = spec.evaluation, run_dir(workdir, spec)
-    data_dir = _resolve(opts.get("data_dir"), workdir) or Path(workdir) / "data" / "eval"
+    data_dir = _resolve(opts.data_dir, workdir) or Path(workdir) / "data" / "eval"
     return EvalRequest(
         checkpoint=checkpoint, suite=spec.suite,
         run_meta={**run_meta(spec, checkpoint.step), "eval_hash": evaluation_hash(spec.eval_key, data_dir)},
-        recipe_name=spec.recipe_name, recipe=dict(spec.recipe_cfg), options=dict(opts), data_dir=data_dir,
+        recipe_name=spec.recipe_name, recipe=spec.recipe_cfg, options=opts, data_dir=data_dir,
         cache_dir=Path(workdir) / "cache" / "eval", out_dir=rd / "eval" / f"step_{checkpoint.step}", run_dir=rd,
     )
 
@@ -306,7 +306,7 @@ def stage_evaluate(spec: RunSpec, workdir: Path, attempt: str = "") -> dict[str,
     trained = verify_train(spec, workdir)
     if trained is None:
         raise StageConfigError(f"run {spec.run_id}: no verified training output; train it first")
-    ckpts = trained["checkpoints"] if spec.evaluation.get("all_checkpoints") else trained["checkpoints"][-1:]
+    ckpts = trained["checkpoints"] if spec.evaluation.all_checkpoints else trained["checkpoints"][-1:]
     from training.registry import get_backend
 
     try:

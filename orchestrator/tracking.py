@@ -255,7 +255,7 @@ def finish(uri: str, run_id: str, status: str = "FINISHED", end_time: float | No
 def start_training_run(uri: str, req: TrainRequest, experiment: str | None = None) -> str:
     """The run of a standalone training request, created (RUNNING) before its first step."""
     exp = experiment or req.experiment or "windtunnel-train"
-    params = {"policy": req.policy, "seed": req.seed, "recipe": req.recipe, "model_path": req.model_path,
+    params = {"policy": req.policy, "seed": req.seed, "recipe": req.recipe.to_dict(), "model_path": req.model_path,
               "config_hash": req.config_hash()}
     rid = ensure_run(uri, exp, req.run_key, req.run_id, params=params,
                      tags={"windtunnel.policy": str(req.policy.get("name", "")), "windtunnel.seed": str(req.seed)})
@@ -307,8 +307,8 @@ class MlflowTrainingSink:
 
 
 def cell_params(spec: RunSpec) -> dict[str, Any]:
-    return {"run_key": spec.run_key, "config_hash": spec.config_hash, "model": spec.model_cfg,
-            "recipe": spec.recipe_cfg, "policy": spec.policy.cfg, "seed": spec.seed, "steps": spec.steps,
+    return {"run_key": spec.run_key, "config_hash": spec.config_hash, "model": spec.model_cfg.to_dict(),
+            "recipe": spec.recipe_cfg.to_dict(), "policy": spec.policy.cfg, "seed": spec.seed, "steps": spec.steps,
             "regime": spec.regime, "data": spec.data}
 
 

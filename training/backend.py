@@ -16,19 +16,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wtcommon.files import short_hash
-from wtcommon.errors import RunFailed
+from training.errors import TrainingConfigError, TrainingError
+from wtcommon.config_fields import ConfigFieldError
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from evaluation.settings import EvaluationOptions
+    from training.config import ModelConfig, RecipeConfig
 
-class TrainingError(RunFailed):
-    """A training run could not start or did not finish; the message names the cause and the fix."""
-
-
-class TrainingConfigError(TrainingError):
-    """A deterministic problem in the request or recipe (bad seed, step counts, backend name): the
-    evaluate/train stage reports it as a configuration error, never retried."""
+__all__ = ["Checkpoint", "EvalRequest", "MetricsSink", "TrainRequest", "TrainResult", "TrainingBackend",
+           "TrainingConfigError", "TrainingError"]  # the errors live in training.errors; imported from here too
 
 
 @dataclass(frozen=True)
@@ -58,14 +56,15 @@ class MetricsSink(Protocol):
 class TrainRequest:
     """Everything that determines one training run.
 
-    `policy` is the policy YAML content (a mapping); `recipe` the recipe YAML content;
-    `model_path` an HF directory or a built-in name such as `builtin:tiny_qwen2`;
-    `train_files` Parquet files in the study's schema (empty: the recipe's synthetic corpus).
-    The rest are backend options that do not change the weights: `model` the model file's content (nodes, GPUs;
-    None: looked up from a `builtin:` name), `cache_dir` the shared cache of base models and synthetic corpora
-    (None: `training.warmup.default_cache_root()`), `val_files` held-out prompts (empty: the synthetic corpus's
-    or, for verl, the train files), `domains` the policy's domains when its YAML lists none, `mlflow_uri` /
-    `mlflow_run_id` / `experiment` verl's own MLflow logger, `resume_mode` verl's `trainer.resume_mode`.
+    `policy` is the policy YAML content (a mapping); `recipe` the recipe (`training.config.RecipeConfig`; a
+    mapping given here is typed on construction); `model_path` an HF directory or a built-in name such as
+    `builtin:tiny_qwen2`; `train_files` Parquet files in the study's schema (empty: the recipe's synthetic corpus).
+    The rest are backend options that do not change the weights: `model` the model file (`ModelConfig`, or a
+    mapping typed on construction: nodes, GPUs; None: looked up from a `builtin:` name), `cache_dir` the shared
+    cache of base models and synthetic corpora (None: `training.warmup.default_cache_root()`), `val_files`
+    held-out prompts (empty: the synthetic corpus's or, for verl, the train files), `domains` the policy's
+    domains when its YAML lists none, `mlflow_uri` / `mlflow_run_id` / `experiment` verl's own MLflow logger,
+    `resume_mode` verl's `trainer.resume_mode`.
     """
 
     run_id: str
@@ -73,12 +72,12 @@ class TrainRequest:
     policy: dict[str, Any]
     seed: int
     out_dir: Path
-    recipe: dict[str, Any]
+    recipe: RecipeConfig
     model_path: str
     train_files: list[str] = field(default_factory=list)
     total_steps: int = 0
     save_freq: int = 0
-    model: dict[str, Any] | None = None
+    model: ModelConfig | None = None
     cache_dir: str | None = None
     val_files: list[str] = field(default_factory=list)
     domains: list[str] | None = None
@@ -88,7 +87,14 @@ class TrainRequest:
     resume_mode: str = "auto"  # auto: resume this run's own dir
 
     def __post_init__(self) -> None:
+        from training.config import ModelConfig, RecipeConfig
+
         self.out_dir = Path(self.out_dir)
+        try:  # a mapping (a test's, `campaign train`'s YAML) becomes the typed config
+            self.recipe = RecipeConfig.of(self.recipe, f"run {self.run_id}: recipe")
+            self.model = None if self.model is None else ModelConfig.of(self.model, f"run {self.run_id}: model")
+        except ConfigFieldError as exc:  # deterministic: the stage reports it as a configuration error
+            raise TrainingConfigError(str(exc)) from None
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise TrainingConfigError(f"TrainRequest.seed must be an int, got {self.seed!r}")
         if self.total_steps < 0 or self.save_freq < 0:
@@ -100,7 +106,7 @@ class TrainRequest:
         payload = {
             "policy": self.policy,
             "seed": self.seed,
-            "recipe": self.recipe,
+            "recipe": self.recipe.raw,  # the YAML as given: typing the recipe changed no hash
             "model_path": self.model_path,
             "train_files": list(self.train_files),
             "total_steps": self.total_steps,
@@ -129,8 +135,9 @@ class EvalRequest:
     """Everything that determines one checkpoint's evaluation, built by the evaluate stage from the run spec
     (as `TrainRequest` is by the train stage), so that a backend never sees the orchestrator's run types.
 
-    `run_meta` is the run's labels every record row carries (run_id, seed, policy, step, ...); `options` the
-    campaign's `evaluation:` block (evaluator backend, limit, max_gen_toks, gates); `out_dir` where the step's
+    `run_meta` is the run's labels every record row carries (run_id, seed, policy, step, ...); `recipe` the run's
+    recipe; `options` the campaign's `evaluation:` block (evaluator backend, limit, max_gen_toks, gates; a
+    mapping given for either is typed on construction); `out_dir` where the step's
     item log and records go; `run_dir` the run's directory.
     """
 
@@ -138,12 +145,22 @@ class EvalRequest:
     suite: str
     run_meta: dict[str, Any]
     recipe_name: str
-    recipe: dict[str, Any]
-    options: dict[str, Any]
+    recipe: RecipeConfig
+    options: EvaluationOptions
     data_dir: Path
     cache_dir: Path
     out_dir: Path
     run_dir: Path
+
+    def __post_init__(self) -> None:
+        from evaluation.settings import EvaluationOptions
+        from training.config import RecipeConfig
+
+        try:
+            self.recipe = RecipeConfig.of(self.recipe, f"recipe {self.recipe_name}")
+            self.options = EvaluationOptions.of(self.options)
+        except ConfigFieldError as exc:
+            raise TrainingConfigError(str(exc)) from None
 
 
 class TrainingBackend(abc.ABC):
@@ -174,9 +191,9 @@ class TrainingBackend(abc.ABC):
         where = f"evaluation of {req.run_meta['run_id']} step {req.checkpoint.step}"
         try:
             rec = evaluate_checkpoint(
-                req.checkpoint.path, suite=req.suite, data_dir=req.data_dir, backend=opts.get("backend", "hf"),
-                run_meta=req.run_meta, out=req.out_dir, limit=opts.get("limit"), cache_dir=req.cache_dir,
-                max_gen_toks=opts.get("max_gen_toks"), gates=opts.get("gates"), progress=False,
+                req.checkpoint.path, suite=req.suite, data_dir=req.data_dir, backend=opts.backend,
+                run_meta=req.run_meta, out=req.out_dir, limit=opts.limit, cache_dir=req.cache_dir,
+                max_gen_toks=opts.max_gen_toks, gates=opts.gates, progress=False,
             )
         except HealthGateError as exc:  # deterministic for this checkpoint: no retry, reported in full
             raise StageHealthGateError(f"{where}: {exc}") from None

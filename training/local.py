@@ -36,20 +36,13 @@ from training.backend import (Checkpoint, MetricsSink, TrainingBackend, Training
                               TrainRequest, TrainResult)
 from training.registry import register_backend
 from training.checkpoints import save_checkpoint_meta, verify_checkpoint
-from training.config import load_model_config, load_recipe  # noqa: F401 - load_recipe: API
+from training.config import ModelConfig, RecipeConfig, load_model_config, load_recipe  # noqa: F401 - load_recipe: API
 from wtcommon.atomic import atomic_write_text
 
 ProgressFn = Callable[[int, int, dict[str, Any]], None]
 
 
 # --- configuration ----------------------------------------------------------------------------
-
-
-def _section(recipe: dict, key: str) -> dict[str, Any]:
-    val = recipe.get(key, {}) or {}
-    if not isinstance(val, dict):
-        raise TrainingError(f"recipe {recipe.get('name', '?')!r}: {key}: expected a mapping, got {type(val).__name__}")
-    return val
 
 
 def _step_seed(seed: int, step: int, stream: int) -> int:
@@ -156,10 +149,10 @@ def _load_policy(req: TrainRequest, domains: list[str], n: int):
     return load_policy(dict(req.policy), seed=req.seed, domains=domains, rollout_n=n)
 
 
-def _resolve_model(req: TrainRequest, recipe: dict, cache_root: Path) -> Path:
+def _resolve_model(req: TrainRequest, recipe: RecipeConfig, cache_root: Path) -> Path:
     mp = req.model_path
     if mp.startswith("builtin:"):
-        model_cfg = req.model or load_model_config(mp.split(":", 1)[1])
+        model_cfg = req.model or ModelConfig.of(load_model_config(mp.split(":", 1)[1]), mp)
         return warmup.base_model(model_cfg, recipe, cache_root)
     p = Path(mp)
     if not (p / "config.json").exists():
@@ -230,9 +223,9 @@ def run_training(req: TrainRequest, progress: ProgressFn | None = None,
 
 def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsSink | None) -> TrainResult:
     t0 = time.time()
-    recipe = req.recipe
-    data_cfg, roll_cfg = _section(recipe, "data"), _section(recipe, "rollout")
-    actor_cfg, trainer_cfg = _section(recipe, "actor"), _section(recipe, "trainer")
+    recipe = req.recipe  # its sections were checked to be mappings when it was typed (training.config)
+    data_cfg, roll_cfg = recipe.data or {}, recipe.rollout
+    actor_cfg, trainer_cfg = recipe.actor, recipe.trainer
     total_steps = int(req.total_steps or trainer_cfg.get("total_steps", 0))
     save_freq = int(req.save_freq or trainer_cfg.get("save_freq", 0)) or total_steps
     if total_steps < 1:

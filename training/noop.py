@@ -45,11 +45,11 @@ class NoopBackend(TrainingBackend):
 
         r = req.recipe
         log_execution(req.out_dir.parent, "train")
-        with reserved_nodes(req.model or {}, req.out_dir, req.run_key):  # a multi-node run's nodes
-            time.sleep(float(r.get("sleep_s", 0)))
-        if r.get("fail") == "config":
+        with reserved_nodes(req.model, req.out_dir, req.run_key):  # a multi-node run's nodes
+            time.sleep(r.sleep_s)
+        if r.fail == "config":
             raise TrainingConfigError(f"noop recipe configured to fail deterministically (run {req.run_id})")
-        if r.get("fail"):
+        if r.fail:
             raise RuntimeError(f"noop recipe configured to fail (run {req.run_id})")
         ckpt = req.out_dir / "checkpoints" / f"global_step_{req.total_steps}"
         ckpt.mkdir(parents=True, exist_ok=True)
@@ -57,13 +57,13 @@ class NoopBackend(TrainingBackend):
         (ckpt / "model.safetensors").write_bytes(req.run_key.encode())
         metrics = req.out_dir / "metrics.jsonl"
         metrics.write_text("".join(json.dumps({"step": s, "noop": 1.0}) + "\n" for s in range(1, req.total_steps + 1)))
-        compute = {"wall_s": float(r.get("sleep_s", 0)), "gpu_s": 0.0, "rollout_tokens": 0, "update_tokens": 0}
+        compute = {"wall_s": r.sleep_s, "gpu_s": 0.0, "rollout_tokens": 0, "update_tokens": 0}
         return TrainResult([Checkpoint(req.total_steps, ckpt)], metrics, compute)
 
     def evaluate(self, req: EvalRequest) -> pd.DataFrame:
         """`simulated_records`, after `eval_sleep_s` (no item log: nothing is generated)."""
         log_execution(req.run_dir, "evaluate")
-        time.sleep(float(req.recipe.get("eval_sleep_s", 0)))
+        time.sleep(req.recipe.eval_sleep_s)
         return simulated_records(req)
 
 
@@ -102,7 +102,7 @@ def simulated_records(req: EvalRequest) -> pd.DataFrame:
     from evaluation.suite import load_suite
 
     suite = load_suite(req.suite)
-    sim = req.recipe.get("simulate")
+    sim = req.recipe.simulate
     rows = [{**req.run_meta, "benchmark": b.id, "domain": b.domain, "n_items": b.n_items,
              "n_correct": np.nan, "accuracy": _simulated_accuracy(sim, req, b.id) if sim else np.nan,
              "parse_rate": np.nan, "truncation_rate": np.nan, "suite_version": suite.version,

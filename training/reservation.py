@@ -27,10 +27,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from training.backend import TrainingError
 from wtcommon.ports import free_port, port_free
+
+if TYPE_CHECKING:
+    from training.config import ModelConfig
 
 RESERVE_TIMEOUT_ENV = "WINDTUNNEL_RESERVE_TIMEOUT"
 DEFAULT_RESERVE_TIMEOUT_S = 600.0
@@ -97,13 +100,13 @@ def reserve(gpus_per_node: int, nnodes: int, *, name: str, log: Callable[[str], 
         ray.shutdown()
 
 
-def nodes_of(model: dict[str, Any]) -> tuple[int, int]:
-    """(gpus_per_node, nnodes) of a run's model config."""
-    return int(model.get("gpus_per_node") or 0), max(1, int(model.get("nnodes") or 1))
+def nodes_of(model: ModelConfig | None) -> tuple[int, int]:
+    """(gpus_per_node, nnodes) of a run's model config (None: one node, no GPUs declared)."""
+    return (model.gpus_per_node or 0, model.nnodes) if model is not None else (0, 1)
 
 
 @contextmanager
-def reserved_nodes(model: dict[str, Any], out_dir: Path, run_key: str,
+def reserved_nodes(model: ModelConfig | None, out_dir: Path, run_key: str,
                    log: Callable[[str], None] = print) -> Iterator[Reservation | None]:
     """`reserve` for a model with `nnodes > 1` (None for a one-node run, whose job entrypoint holds its GPUs);
     the placement is written to `<out_dir>/placement.json` (the run's proof of where it ran)."""

@@ -109,15 +109,15 @@ def build_command(req: TrainRequest, *, python: str | None = None, write_policy:
     `private_address`: the GCS of the run's multi-node private runtime (training.reservation);
     `ray_temp_dir`: the one-node private runtime's temp dir (`private_temp_dir`, one per launch)."""
     recipe = req.recipe
-    if not isinstance(recipe.get("overrides"), dict):
-        raise TrainingError(f"recipe {recipe.get('name', '?')!r}: overrides: missing; a verl recipe lists its Hydra "
+    if recipe.overrides is None:
+        raise TrainingError(f"recipe {recipe.label!r}: overrides: missing; a verl recipe lists its Hydra "
                             "keys there")
     if not req.train_files:
         raise TrainingError("train_files: empty; the verl backend needs Parquet files in the study schema (campaign "
                             "data train)")
     dirs = run_dirs(req.out_dir)
-    model = dict(req.model or {})
-    ov: dict[str, Any] = dict(recipe["overrides"])
+    model = req.model
+    ov: dict[str, Any] = dict(recipe.overrides)
     ov.update({
         "data.train_files": [str(Path(f).resolve()) for f in req.train_files],
         "data.val_files": [str(Path(f).resolve()) for f in (req.val_files or req.train_files)],
@@ -138,15 +138,15 @@ def build_command(req: TrainRequest, *, python: str | None = None, write_policy:
         # MLflow only with an explicit store: without one verl falls back to one SQLite file in the temp dir
         # that every concurrent run would write (stage jobs never write MLflow; the orchestrator ingests)
         "trainer.logger": ["console", "mlflow", "file"] if req.mlflow_uri else ["console", "file"],
-        "trainer.project_name": str(req.experiment or recipe.get("project_name") or "windtunnel"),
+        "trainer.project_name": str(req.experiment or recipe.project_name or "windtunnel"),
         "trainer.experiment_name": req.run_id.replace("/", "__"),
     })
-    if model.get("gpus_per_node"):
-        ov["trainer.n_gpus_per_node"] = int(model["gpus_per_node"])
-    if model.get("nnodes"):
-        ov["trainer.nnodes"] = int(model["nnodes"])
+    if model is not None and model.gpus_per_node:
+        ov["trainer.n_gpus_per_node"] = model.gpus_per_node
+    if model is not None and "nnodes" in model.raw:  # only a model that declares its nodes sets verl's count
+        ov["trainer.nnodes"] = model.nnodes
     ov = runtime_overrides(ov, private_address, ray_temp_dir=ray_temp_dir,
-                           run_gpus=int(model.get("gpus_per_node") or 0))
+                           run_gpus=(model.gpus_per_node or 0) if model is not None else 0)
     if write_policy:
         dirs["out"].mkdir(parents=True, exist_ok=True)
         dirs["policy"].write_text(yaml.safe_dump(req.policy, sort_keys=False))
@@ -155,7 +155,7 @@ def build_command(req: TrainRequest, *, python: str | None = None, write_policy:
     argv = [python or sys.executable, "-m", "verl.trainer.main_ppo"]
     argv += [f"{k}={hydra_value(v)}" for k, v in ov.items()]
     argv += pol_args
-    env = {str(k): str(v) for k, v in (recipe.get("env") or {}).items()}
+    env = {str(k): str(v) for k, v in recipe.env.items()}
     env.update(pol_env)
     if env.get(AUDIT_ENV) and not Path(env[AUDIT_ENV]).is_absolute():
         # a relative reward-audit dir is the run's own (`<out>/<dir>`): one recipe audits every run of a
@@ -405,18 +405,18 @@ def resolve_inputs(req: TrainRequest) -> TrainRequest:
     import dataclasses
 
     from training import warmup
-    from training.config import load_model_config
+    from training.config import ModelConfig, load_model_config
 
     cache_root = Path(req.cache_dir or warmup.default_cache_root())
     model_path, train, val = req.model_path, list(req.train_files), list(req.val_files)
     if model_path.startswith("builtin:"):
-        cfg = req.model or load_model_config(model_path.split(":", 1)[1])
+        cfg = req.model or ModelConfig.of(load_model_config(model_path.split(":", 1)[1]), model_path)
         model_path = str(warmup.base_model(cfg, req.recipe, cache_root))
     if not train:
-        if not isinstance(req.recipe.get("data"), dict):
-            raise TrainingError(f"recipe {req.recipe.get('name', '?')!r}: no train_files and no data: section for a "
+        if req.recipe.data is None:
+            raise TrainingError(f"recipe {req.recipe.label!r}: no train_files and no data: section for a "
                                 "synthetic corpus")
-        corpus = warmup.synthetic_corpus(req.recipe["data"], cache_root)
+        corpus = warmup.synthetic_corpus(dict(req.recipe.data), cache_root)
         train = [str(corpus["train"])]
         val = val or [str(corpus["test"])]
     return dataclasses.replace(req, model_path=model_path, train_files=train, val_files=val)
@@ -451,9 +451,8 @@ class VerlBackend(TrainingBackend):
             with open(dirs["log"], "a") as fh:
                 fh.write(line + "\n")
 
-        model = req.model or {}
         launch_file = _next_launch_file(attempts)
-        with reserved_nodes(model, dirs["out"], req.run_key, log=note) as res:
+        with reserved_nodes(req.model, dirs["out"], req.run_key, log=note) as res:
             if res is None:
                 rc, _ = self._launch(req, dirs, launch_file, None)
                 for _ in range(STARTUP_RETRIES):  # Ray's fixed 30 s raylet wait, missed on a loaded node
@@ -489,9 +488,10 @@ class VerlBackend(TrainingBackend):
                 save_checkpoint_meta(tmp, step, {"run_id": req.run_id, "run_key": req.run_key, "seed": req.seed})
                 os.replace(tmp, dirs["hf"] / d.name)
         checkpoints = [Checkpoint(int(d.name.rsplit("_", 1)[1]), dirs["hf"] / d.name) for d in steps]
-        model = req.model or {}
-        n_gpus = int(model.get("gpus_per_node", 8)) * int(model.get("nnodes", 1))
-        ov = req.recipe["overrides"]
+        model = req.model
+        per_node = model.gpus_per_node if model is not None and model.gpus_per_node is not None else 8
+        n_gpus = per_node * (model.nnodes if model is not None else 1)
+        ov = req.recipe.overrides or {}
         seqs = float(ov.get("data.train_batch_size", math.nan)) * float(ov.get("actor_rollout_ref.rollout.n", math.nan))
         # every launch of the run, killed ones included (their part also as lost_*): training/launches.py
         compute = launches.compute_account(dirs["out"], n_gpus, seqs)

@@ -13,8 +13,9 @@ import json
 import os
 import random
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import torch
@@ -22,6 +23,9 @@ import torch
 from training import synthetic
 from training.tiny_model import build_tiny_model
 from wtcommon.files import short_hash
+
+if TYPE_CHECKING:
+    from training.config import ModelConfig, RecipeConfig
 
 WARMUP_VERSION = 2  # bump when the warm-up procedure changes (invalidates caches)
 
@@ -144,14 +148,19 @@ def _sft(model_dir: Path, examples: list[tuple[list[dict], str]], cfg: dict) -> 
     model.save_pretrained(model_dir)
 
 
-def base_model(model_cfg: dict, recipe: dict, cache_root: Path | None = None) -> Path:
-    """Path of the warmed-up tiny base model for (model YAML, recipe data + warmup), built once."""
+def base_model(model_cfg: ModelConfig | Mapping[str, Any], recipe: RecipeConfig | Mapping[str, Any],
+               cache_root: Path | None = None) -> Path:
+    """Path of the warmed-up tiny base model for (model YAML, recipe data + warmup), built once (a mapping
+    given for either config is typed first)."""
+    from training.config import ModelConfig, RecipeConfig
+
+    model_cfg, recipe = ModelConfig.of(model_cfg), RecipeConfig.of(recipe)
     cache_root = Path(cache_root or default_cache_root())
     # the warm-up always covers every synthetic domain, so recipes that train on a subset of domains
     # (e.g. math only) share one base model
-    data_cfg = {**dict(recipe.get("data", {})), "domains": list(synthetic.DOMAINS)}
-    warm_cfg = dict(recipe.get("warmup", {}))
-    arch = dict(model_cfg.get("architecture", {}))
+    data_cfg = {**dict(recipe.data or {}), "domains": list(synthetic.DOMAINS)}
+    warm_cfg = dict(recipe.warmup)
+    arch = dict(model_cfg.architecture)
     key = content_hash({"arch": arch, "data": data_cfg, "warmup": warm_cfg, "v": WARMUP_VERSION})
     final = cache_root / "base_models" / key
     from wtcommon.phase import set_phase

@@ -143,10 +143,10 @@ class _Intermediate:
         try:  # lm-eval's and transformers' progress bars would bury the tuner's own lines; failures raise
             with contextlib.redirect_stderr(io.StringIO()):
                 rec = evaluate_checkpoint(
-                    ckpt, suite=r.suite, data_dir=_resolve(opts.get("data_dir"), workdir) or workdir / "data" / "eval",
-                    backend=opts.get("backend", "hf"), run_meta=run_meta(r, step), limit=opts.get("limit"),
-                    cache_dir=workdir / "cache" / "eval", max_gen_toks=opts.get("max_gen_toks"),
-                    gates=opts.get("gates"),
+                    ckpt, suite=r.suite, data_dir=_resolve(opts.data_dir, workdir) or workdir / "data" / "eval",
+                    backend=opts.backend, run_meta=run_meta(r, step), limit=opts.limit,
+                    cache_dir=workdir / "cache" / "eval", max_gen_toks=opts.max_gen_toks,
+                    gates=opts.gates,
                     progress=False)
         except EvaluationError as exc:
             self.say(f"{r.run_id} step {step}: no intermediate value ({str(exc)[:200]})")

@@ -26,7 +26,7 @@ HELDOUT_AGG = "heldout_reward"
 def _check_validation(spec: CampaignSpec, req: TuneRequest) -> tuple[str, dict[str, Any], str]:
     from evaluation.suite import SuiteError, load_suite
 
-    vs = req.validation_suite or spec.evaluation.get("validation_suite")
+    vs = req.validation_suite or spec.evaluation_options.validation_suite
     if vs == HELDOUT:
         return HELDOUT, {}, HELDOUT_AGG
     if not vs:
@@ -46,7 +46,7 @@ def _check_validation(spec: CampaignSpec, req: TuneRequest) -> tuple[str, dict[s
     agg = req.aggregate or val.aggregate_names[0]
     if agg not in val.aggregate_names:
         raise TuneError(f"--aggregate {agg!r}: the validation suite {val.name!r} declares {val.aggregate_names}")
-    data = req.validation_data or spec.evaluation.get("validation_data_dir") or shipped_data_dir(val.name)
+    data = req.validation_data or spec.evaluation_options.validation_data_dir or shipped_data_dir(val.name)
     evaluation = {"data_dir": str(data)} if data else {}
     return str(vs), evaluation, agg
 
@@ -69,7 +69,7 @@ def _suite_tag(vsuite: str) -> str:
 
 def _key_obj(run: RunSpec, policy: PolicyRef) -> dict[str, Any]:
     """Same fields as the grid's run_key (orchestrator.grid.expand), so equal params share runs."""
-    return {"model": run.model_cfg, "recipe": run.recipe_cfg, "policy": policy.config,
+    return {"model": run.model_cfg.raw, "recipe": run.recipe_cfg.raw, "policy": policy.config,
             "seed": run.seed, "data": run.data, "steps": run.steps, "save_freq": run.save_freq, "regime": run.regime}
 
 
@@ -89,4 +89,4 @@ def validation_run(run: RunSpec, campaign: str, suite: str, evaluation: Mapping[
     label = f"{run.policy.name}~t{trial}" if trial is not None else run.policy.name
     rid = f"{run.group}/{run.model}/{label}{'@' + run.regime if run.regime else ''}/s{run.seed}"
     return dataclasses.replace(run, run_key=key, run_id=rid, campaign=campaign, policy=policy, suite=suite,
-                               evaluation={**dict(run.evaluation), **evaluation})
+                               evaluation=run.evaluation.with_options(**evaluation))

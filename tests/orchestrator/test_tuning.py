@@ -110,7 +110,7 @@ def test_trial_runs_change_only_what_the_trial_changes(tree, tmp_path):
     ref = validation_run(b, "small.tune.gfpo", val, {})
     assert t1.run_key == t2.run_key != t3.run_key  # same params -> same training, trained once
     assert t1.policy.cfg["actuator"]["params"]["k"] == 2 and "search_space" not in t1.policy.cfg
-    assert t1.suite == val and t1.evaluation["all_checkpoints"] is True
+    assert t1.suite == val and t1.evaluation.all_checkpoints is True
     assert ref.run_key == validation_run(b, "other", val, {}).run_key  # references shared by all trials
     assert t1.run_id == "small/m0/gfpo~t1/s1"
 

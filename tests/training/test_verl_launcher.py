@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 from pathlib import Path
@@ -61,7 +62,7 @@ def test_a_relative_reward_audit_dir_is_the_runs_own(tmp_path):
     req = _req(tmp_path)
     for value, want in (("reward_calls", str((tmp_path / "run" / "reward_calls").resolve())),
                         ("/abs/calls", "/abs/calls")):
-        recipe = {**req.recipe, "env": {**(req.recipe.get("env") or {}), AUDIT_ENV: value}}
+        recipe = {**req.recipe.raw, "env": {**req.recipe.env, AUDIT_ENV: value}}
         assert build_command(dataclasses.replace(req, recipe=recipe))[1][AUDIT_ENV] == want
     assert AUDIT_ENV not in build_command(req)[1]  # off unless the recipe asks
 
@@ -282,7 +283,7 @@ def test_verl_starts_a_private_runtime_never_the_jobs_cluster(tmp_path):
 
 def test_a_multi_node_run_is_refused_with_the_reason(tmp_path):
     req = _req(tmp_path, recipe="grpo_05b", model="qwen25_05b_instruct")
-    req.model = {**(req.model or {}), "nnodes": 2}
+    req = dataclasses.replace(req, model={**(req.model.raw if req.model else {}), "nnodes": 2})
     with pytest.raises(TrainingError, match="nnodes: 2"):
         build_command(req)
 
@@ -313,7 +314,7 @@ def test_the_one_node_runtime_keeps_its_files_ports_and_memory_to_itself(tmp_pat
     argv, env = build_command(req, ray_temp_dir=outside)
     d = _as_dict(argv)
     assert d["ray_kwargs.ray_init._temp_dir"] == str(outside)
-    gpus = int((req.model or {})["gpus_per_node"])
+    gpus = req.model.gpus_per_node if req.model else 0
     assert gpus >= 1 and d["ray_kwargs.ray_init.object_store_memory"] == str(OBJECT_STORE_BYTES_PER_GPU * gpus)
     assert env.items() >= LOOPBACK_ENV.items()
     cpu = runtime_overrides({"trainer.nnodes": 1}, run_gpus=0)
