@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -125,14 +126,16 @@ def submit_preview(spec: CampaignSpec, runs: list[RunSpec], workdir: Path, ledge
     return summary
 
 
-def submit(sess: Session, spec: CampaignSpec, runs: list[RunSpec]) -> tuple[UpsertDiff, list[str]]:
-    """Register the campaign (idempotent by run_key): the ledger's diff, and the run ids no longer in the spec
-    (a sequential design's later batches are not "removed": they are the seed pool's, added by its looks)."""
-    diff = sess.submit(spec, runs)
+def submit(sess: Session, spec: CampaignSpec, runs: list[RunSpec], *,
+           campaign: str | None = None) -> tuple[UpsertDiff, list[str]]:
+    """Register the campaign (idempotent by run_key) as `campaign`, default `spec.name` (the tuner's
+    `<campaign>.tune.<policy>@<suite>`): the ledger's diff, and the run ids no longer in the spec (a sequential
+    design's later batches are not "removed": they are the seed pool's, added by its looks)."""
+    diff = sess.submit(spec, runs, campaign)
     make_private(sess.workdir)
     removed = diff.removed
     if spec.seed_design is not None:
-        later = {r.run_id for r in sess.ledger.runs(spec.name) if r.spec.seed in spec.seed_pool()}
+        later = {r.run_id for r in sess.ledger.runs(campaign or spec.name) if r.spec.seed in spec.seed_pool()}
         removed = [rid for rid in removed if rid not in later]
     return diff, removed
 
@@ -153,11 +156,17 @@ def ship_plugins(sess: Session, campaign: str) -> None:
 
 def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | None = None, quiet: bool = False,
           max_parallel: int | None = None, poll_s: float | None = None,
-          events: Path | None = None) -> dict[str, int]:
+          events: Path | None = None, on_tick: Callable[[dict[str, int]], None] | None = None,
+          conclude: bool = True) -> dict[str, int]:
     """Run the scheduler loop with a Rich progress bar on `console` until the campaign has nothing pending, then
     ingest it into MLflow and collect its records: the counts by state. The records file is also rebuilt
     (atomically) each time a run is recorded, so it can be analysed while the campaign runs. Each run's state
-    changes go to `console`, or appended to the file `events` when given (a terminal then shows the bar only)."""
+    changes go to `console`, or appended to the file `events` when given (a terminal then shows the bar only).
+
+    `on_tick(counts)` is called after every scheduler poll (the tuner reads intermediate checkpoints there and
+    may raise to stop: the exception leaves `drive` with nothing collected). `conclude=False` leaves the
+    campaign's MLflow parent run without verdicts: a tuning campaign's trials on a validation suite are not
+    claims about the test suite."""
     cfg = sess.default_config(campaign)
     if max_parallel:
         cfg.max_parallel = max_parallel
@@ -174,6 +183,8 @@ def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | 
             def tick(counts: dict[str, int]) -> None:
                 done = counts.get(RunState.recorded, 0) + counts.get(RunState.failed, 0)
                 prog.update(task, completed=done, states=counts_line(counts))
+                if on_tick is not None:
+                    on_tick(counts)
 
             def change(row: RunRow, what: str) -> None:
                 if row.state == RunState.recorded:  # records grow as runs finish: compare works mid-campaign
@@ -203,7 +214,8 @@ def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | 
         raise CampaignError(f"{exc}; `campaign resume {campaign} --workdir {sess.workdir}` re-runs their record "
                             "stage") from None
     try:  # the campaign's MLflow parent run: its verdicts and records, once nothing is pending
-        sess.conclude(campaign, records)
+        if conclude:
+            sess.conclude(campaign, records)
     except LeaseLost as exc:
         raise CampaignError(str(exc), 4) from None
     except Exception as exc:  # tracking is a view of the ledger: a failure here never fails the campaign

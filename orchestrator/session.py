@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection
 
 from orchestrator.executor import ClusterUnreachable, RayJobsExecutor
 from orchestrator.executor.local_head import ensure_head, token_file
@@ -29,6 +29,8 @@ from orchestrator.spec import CampaignSpec, load_campaign
 from orchestrator.workdir import Workdir
 from wtcommon.errors import WindtunnelError
 
+if TYPE_CHECKING:
+    import pandas as pd
 
 SPEC_HASH_KEY = b"windtunnel.spec_sha256"
 
@@ -124,17 +126,19 @@ class Session:
             self._executor = ex
         return self._executor
 
-    def submit(self, spec: CampaignSpec, runs: list[RunSpec]) -> UpsertDiff:
-        """Register the campaign (idempotent by run_key). Runs whose evaluation settings changed keep their
-        checkpoints and are re-evaluated: recorded ones by the scheduler's repair (their records no longer
-        verify against the new settings), failed-at-evaluation ones queued again here."""
-        recorded, failed = to_reevaluate(self.ledger.runs(spec.name), runs, self.workdir)
+    def submit(self, spec: CampaignSpec, runs: list[RunSpec], campaign: str | None = None) -> UpsertDiff:
+        """Register the campaign (idempotent by run_key) as `campaign`, default `spec.name` (the tuner registers
+        its trials' runs as `<campaign>.tune.<policy>@<suite>` with the campaign's spec). Runs whose evaluation
+        settings changed keep their checkpoints and are re-evaluated: recorded ones by the scheduler's repair
+        (their records no longer verify against the new settings), failed-at-evaluation ones queued again here."""
+        name = campaign or spec.name
+        recorded, failed = to_reevaluate(self.ledger.runs(name), runs, self.workdir)
         rows = [r.ledger_row() for r in runs]
-        diff = self.ledger.upsert_campaign(spec.name, spec.model_dump_json(), rows)
+        diff = self.ledger.upsert_campaign(name, spec.model_dump_json(), rows)
         for r in failed:
-            row = self.ledger.get(spec.name, r.run_key)
+            row = self.ledger.get(name, r.run_key)
             if row.state == RunState.failed:
-                self.ledger.transition(spec.name, r.run_key, RunState.queued, next_try_at=0.0, failure_class="",
+                self.ledger.transition(name, r.run_key, RunState.queued, next_try_at=0.0, failure_class="",
                                        reason="evaluation settings changed: re-evaluating (checkpoints kept)",
                                        outputs={k: v for k, v in row.outputs.items() if k != "failures"})
         diff.reevaluate = [r.run_id for r in recorded + failed]
@@ -194,9 +198,46 @@ class Session:
         spec = CampaignSpec.model_validate_json(self.ledger.campaign_spec(campaign) or "{}")
         return self.tracker(campaign).conclude(records, spec.suite, report=report)
 
+    def records_frame(self, campaign: str, run_keys: Collection[str] | None = None) -> pd.DataFrame | None:
+        """The records of every recorded run of the current generation (superseded runs never), or of those
+        among `run_keys` only (a tuning trial's runs), each read against its own run's suite; None when none
+        is recorded. Writes nothing (`collect_records` writes the campaign's file).
+
+        Raises RecordsMissing naming every such recorded run whose records file is gone (`campaign resume`
+        reopens those runs and re-runs their record stage)."""
+        import pandas as pd
+
+        frames = self._recorded_frames(campaign, run_keys)
+        return pd.concat(frames, ignore_index=True) if frames else None
+
+    def _recorded_frames(self, campaign: str, run_keys: Collection[str] | None = None) -> list[pd.DataFrame]:
+        from analysis.records import read_records
+        from evaluation.suite import Suite, load_suite
+
+        frames, missing = [], []
+        suites: dict[str, Suite] = {}
+        for row in self.ledger.runs(campaign, [RunState.recorded]):
+            if run_keys is not None and row.run_key not in run_keys:
+                continue
+            p = row.outputs.get("records")
+            if not p or not Path(p).exists():
+                missing.append(f"{row.run_id} (run_key {row.run_key}: {p or 'no records path in the ledger'})")
+                continue
+            name = row.spec.suite  # a tuning run's is its validation suite (read_records' default is db12)
+            if name not in suites:
+                suites[name] = load_suite(name)
+            frames.append(read_records(p, suite=suites[name]))
+        if missing:
+            raise RecordsMissing(f"campaign {campaign!r}: {len(missing)} recorded run(s) have no records file: "
+                                 f"{'; '.join(missing[:20])}; run `campaign resume {campaign} --workdir "
+                                 f"{self.workdir}` "
+                                 "to re-run their record stage")
+        return frames
+
     def collect_records(self, campaign: str) -> Path | None:
         """`results/<campaign>/records.parquet` from every recorded run of the current generation
-        (superseded runs never), rebuilt atomically, tagged with the spec hash it came from.
+        (`records_frame`), rebuilt atomically, tagged with the spec hash it came from and how many of the
+        campaign's runs it holds; None (nothing written) when no run is recorded yet.
 
         Raises RecordsMissing naming every recorded run whose records file is gone (`campaign resume`
         reopens those runs and re-runs their record stage); nothing is written then."""
@@ -204,21 +245,10 @@ class Session:
         import pyarrow.parquet as pq
 
         from wtcommon.atomic import atomic_path
-        from analysis.records import read_records, write_records
+        from analysis.records import write_records
 
-        frames, missing = [], []
         expected = sum(1 for r in self.ledger.runs(campaign) if r.state != RunState.cancelled)
-        for row in self.ledger.runs(campaign, [RunState.recorded]):
-            p = row.outputs.get("records")
-            if not p or not Path(p).exists():
-                missing.append(f"{row.run_id} (run_key {row.run_key}: {p or 'no records path in the ledger'})")
-                continue
-            frames.append(read_records(p))
-        if missing:
-            raise RecordsMissing(f"campaign {campaign!r}: {len(missing)} recorded run(s) have no records file: "
-                                 f"{'; '.join(missing[:20])}; run `campaign resume {campaign} --workdir "
-                                 f"{self.workdir}` "
-                                 "to re-run their record stage")
+        frames = self._recorded_frames(campaign)
         if not frames:
             return None
         from analysis.records import RUNS_EXPECTED_KEY, RUNS_RECORDED_KEY

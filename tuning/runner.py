@@ -1,9 +1,10 @@
 """The driver: `tune()` runs (or resumes) one Optuna study per policy with exactly the requested trials.
 
 Every trial is a real orchestrated run: ledger rows in campaign `<campaign>.tune.<policy>@<validation suite>`,
-driven by the scheduler (Ray jobs, the evaluation stage). Pruning on intermediate checkpoints: the reference
+registered and driven by the campaign path (`orchestrator.campaign.submit` and `drive`: Ray jobs, the evaluation
+stage), run dirs under `<workdir>/tune`. Pruning on intermediate checkpoints: the reference
 runs are trained and evaluated first (once, shared by every trial); then all seeds of a trial run together, and
-on every scheduler poll (`Scheduler.run(on_tick=...)`) the paired intermediate value (intermediate.py) is
+on every scheduler poll (`drive(on_tick=...)`) the paired intermediate value (intermediate.py) is
 reported once every seed has it (`trial.report(value, s)`, s = the training step). When the pruner says so
 (`MedianPruner`, `n_warmup_steps` in training steps), the trial's unfinished runs are stopped through the
 scheduler's cancel path (Ray job stopped, ledger row `cancelled`, reason "pruned by tuning trial N at step s")
@@ -21,7 +22,6 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.executor.base import NoJobAgent
 from orchestrator.grid import RunSpec, expand
 from orchestrator.ledger.states import TERMINAL, RunState
 from orchestrator.paths import run_dir
@@ -55,70 +55,61 @@ def _base_runs(spec: CampaignSpec, policy: str, seeds: Sequence[int] | None,
 
 
 class _Runner:
-    """Submits runs to one tuning campaign in the ledger and drives them to recorded/failed."""
+    """One tuning campaign as a client of the campaign path: runs registered with `orchestrator.campaign.submit`,
+    retried and cancelled through the scheduler as `campaign retry|cancel` do, driven with `drive`, their
+    records read with `Session.records_frame`."""
 
     def __init__(self, req: TuneRequest, spec: CampaignSpec, campaign: str):
-        from orchestrator.session import Session
+        from orchestrator.campaign import cluster_address, open_session
 
         self.req, self.spec, self.campaign = req, spec, campaign
-        # the tuning campaigns' run dirs go under <workdir>/tune; their rows go in the work dir's own ledger
-        tune_wd = Workdir(Path(req.workdir), req.ledger_url).sub("tune")
-        self.session = Session(tune_wd.root, ledger_url=tune_wd.ledger_url, ray_address=req.ray_address)
-        self.rows: dict[str, dict[str, Any]] = {}
+        # the tuning campaigns' run dirs go under <workdir>/tune; their rows go in the work dir's own ledger; the
+        # cluster is --ray-address, else the one `campaign submit` recorded for the work dir, else a local head
+        wd = Workdir(Path(req.workdir), req.ledger_url)
+        tune_wd = wd.sub("tune")
+        self.session = open_session(tune_wd.root, tune_wd.ledger_url, cluster_address(wd.root, req.ray_address))
+        self.runs: dict[str, RunSpec] = {}  # every run registered this session, by run_key (first one kept)
         self.retried: set[str] = set()
-
-    def _config(self):
-        cfg = self.session.default_config(self.campaign)
-        if self.req.max_parallel:
-            cfg.max_parallel = self.req.max_parallel
-        cfg.poll_s = min(cfg.poll_s, 0.5)
-        return cfg
 
     def run(self, runs: list[RunSpec], on_tick: Callable[[dict[str, int]], None] | None = None) -> pd.DataFrame:
         """Drive `runs` to recorded; `on_tick` is called on every scheduler poll (intermediate pruning)."""
+        from rich.console import Console
+
         from analysis.aggregates import run_table
-        from analysis.records import read_records
         from evaluation.suite import load_suite
+        from orchestrator.campaign import drive, submit
 
         for r in runs:
-            self.rows.setdefault(r.run_key, r.ledger_row())
-        self.session.ledger.upsert_campaign(self.campaign, self.spec.model_dump_json(), list(self.rows.values()))
-        cfg = self._config()
+            self.runs.setdefault(r.run_key, r)
+        submit(self.session, self.spec, list(self.runs.values()), campaign=self.campaign)
         wanted = {r.run_key for r in runs}
-        stale = [row for row in self.session.ledger.runs(self.campaign, [RunState.failed])
-                 if row.run_key in wanted and row.run_key not in self.retried]
-        # cancelled = stopped by an earlier trial's pruning (same params, same runs): this trial needs them whole
-        stale += [row for row in self.session.ledger.runs(self.campaign, [RunState.cancelled]) if row.run_key in wanted]
-        if stale:  # failed in an earlier session (e.g. data fixed since): one more chance each
+        # failed (e.g. in an earlier session, data fixed since): one more chance each; cancelled = stopped by an
+        # earlier trial's pruning (same params, same runs): this trial needs them whole
+        stale = [row for row in self.session.ledger.runs(self.campaign, [RunState.failed, RunState.cancelled])
+                 if row.run_key in wanted and (row.state == RunState.cancelled or row.run_key not in self.retried)]
+        if stale:
             self.retried |= {row.run_key for row in stale if row.state == RunState.failed}
-            self.session.scheduler(self.campaign, cfg).retry(stale)
-        for attempt in range(6):  # a just-started head may not have its job agent yet
-            try:
-                self.session.scheduler(self.campaign, cfg).run(timeout_s=self.req.run_timeout_s, on_tick=on_tick)
-                break
-            except NoJobAgent:
-                if attempt == 5:
-                    raise
-                time.sleep(5.0)
-        suite = load_suite(runs[0].suite)
-        frames, failed = [], []
-        for row in self.session.ledger.runs(self.campaign):
-            if row.run_key not in wanted:
-                continue
-            if row.state == RunState.recorded and row.outputs.get("records"):
-                frames.append(read_records(row.outputs["records"], suite=suite))
-            else:
-                failed.append(f"{row.run_id} ({row.state}: {row.reason or 'not finished'})")
+            self.session.scheduler(self.campaign).retry(stale)
+        # quiet: the tuner's own lines (on_event) are its progress; polled twice a second for pruning
+        drive(self.session, self.campaign, console=Console(stderr=True), quiet=True,
+              timeout_s=self.req.run_timeout_s, max_parallel=self.req.max_parallel, poll_s=0.5, on_tick=on_tick,
+              conclude=False)
+        failed = [f"{row.run_id} ({row.state}: {row.reason or 'not finished'})"
+                  for row in self.session.ledger.runs(self.campaign)
+                  if row.run_key in wanted and row.state != RunState.recorded]
         if failed:
             raise TuneError(f"tuning runs did not finish: {', '.join(failed)}")
-        return run_table(pd.concat(frames, ignore_index=True), suite)
+        records = self.session.records_frame(self.campaign, wanted)  # all recorded here: RecordsMissing otherwise
+        if records is None:
+            raise TuneError(f"tuning campaign {self.campaign!r}: no run to score")
+        return run_table(records, load_suite(runs[0].suite))
 
     def cancel(self, runs: list[RunSpec], reason: str) -> list[str]:
         """Stop `runs` that are not finished through the scheduler's cancel path; their run_ids."""
         keys = {r.run_key for r in runs}
         rows = [row for row in self.session.ledger.runs(self.campaign) if row.run_key in keys
                 and row.state not in TERMINAL]
-        self.session.scheduler(self.campaign, self._config()).cancel(rows, reason=reason)
+        self.session.scheduler(self.campaign).cancel(rows, reason=reason)
         return [row.run_id for row in rows]
 
     def heldout(self, runs: list[RunSpec]) -> pd.DataFrame:

@@ -168,3 +168,44 @@ def test_equal_budget_studies_through_the_real_orchestrator(tree, tmp_path, head
     assert study.trials[0].user_attrs.get("is_default") is True
     assert "NaN" in study.trials[0].user_attrs["reason"]
     assert report(f"sqlite:///{work / 'ledger.db'}", "small")["gfpo"]["trials"] == 2
+
+
+def test_a_tuning_campaign_is_submitted_and_collected_by_the_campaign_path(tree, tmp_path):
+    """Issue 23: the tuner is a client of the campaign path. Its runs are registered by `campaign.submit` under
+    the tuning campaign's name (with the campaign's spec); a trial's records, on the validation suite, are read
+    back for its run keys only without writing (`Session.records_frame`), and the tuning campaign's records file
+    is collected like any campaign's, each run read against its own suite (not the default test suite)."""
+    from orchestrator.campaign import submit
+    from orchestrator.session import Session
+    from orchestrator.stages import stage_evaluate, stage_train
+    from orchestrator.workdir import Workdir
+
+    (tree / "recipe" / "noop.yaml").write_text("name: noop\nsimulate: {base: 50.0}\n")  # scores, not NaN
+    spec = load_campaign(tree / "small.yaml")
+    val = str(_val_suite(tmp_path / "val.yaml"))
+    camp = "small.tune.gfpo@val_tiny"
+    base = [r for r in expand(spec, data_root=tmp_path) if r.policy.name in ("baseline", "gfpo")]
+    refs = [validation_run(r, camp, val, {}) for r in base if r.policy.name == "baseline"]
+    trial = [validation_run(r, camp, val, {}, r.policy.cfg, trial=0) for r in base if r.policy.name == "gfpo"]
+    (tmp_path / "w").mkdir()
+    tune_wd = Workdir(tmp_path / "w").sub("tune")
+    sess = Session(tune_wd.root, ledger_url=tune_wd.ledger_url)
+    diff, _ = submit(sess, spec, refs + trial, campaign=camp)
+    assert len(diff.new) == 4 and sess.ledger.runs(spec.name) == []  # the tuning campaign's rows only
+    assert sess.records_frame(camp) is None  # nothing recorded yet
+    led = sess.ledger
+    for r in led.runs(camp):  # the states a driver walks a run through
+        led.transition(camp, r.run_key, "queued")
+        led.start_attempt(camp, r.run_key, "queued", "training", "train", f"sid-{r.run_key}")
+        stage_train(r.spec, tune_wd.root)
+        led.transition(camp, r.run_key, "trained")
+        led.start_attempt(camp, r.run_key, "trained", "evaluating", "evaluate", f"sid-{r.run_key}-e")
+        records = stage_evaluate(r.spec, tune_wd.root)["records"]
+        led.transition(camp, r.run_key, "recorded", outputs={"records": records})
+    mine = sess.records_frame(camp, {r.run_key for r in trial})
+    assert set(mine["run_key"]) == {r.run_key for r in trial} and set(mine["benchmark"]) == {"val_math", "val_logic"}
+    assert not (tune_wd.root / "results").exists()  # reading a trial's records writes nothing
+    out = sess.collect_records(camp)
+    assert out == tune_wd.root / "results" / camp / "records.parquet"
+    assert set(pd.read_parquet(out)["run_key"]) == {r.run_key for r in refs + trial}
+    sess.close()
