@@ -12,7 +12,8 @@ from rich.table import Table
 from cli.console import err, fail as _fail, out
 from cli.errors import as_user_error
 from wtcommon.errors import RunFailed, UserError
-from cli.groups import subgroup
+from cli.groups import command, subgroup
+from cli.options import OutDirOpt, OutFileOpt
 
 
 DEFAULT_DATA_DIR = Path("data/benchmarks")
@@ -58,8 +59,7 @@ def eval_cmd(
     suite: str = typer.Option("db12", "--suite", help="suite name (campaigns/suite/<name>.yaml) or path"),
     backend: str = typer.Option("hf", "--backend", help="hf (CPU/GPU) or vllm (GPU, needs the gpu extra)"),
     data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir", help="directory of <benchmark>.parquet files"),
-    out_path: Path | None = typer.Option(None, "--out",
-                                         help="records file (.parquet or .csv); item logs go beside it"),
+    out_path: OutFileOpt[Path | None] = None,
     limit: int | None = typer.Option(None, "--limit", min=1, help="first N items per benchmark (smoke runs)"),
     cache_dir: Path | None = typer.Option(None, "--cache-dir", help="generation cache (reruns regenerate nothing)"),
     benchmark: list[str] = typer.Option([], "--benchmark", help="evaluate only these benchmark ids (repeatable)"),
@@ -76,7 +76,9 @@ def eval_cmd(
     config_hash: str = typer.Option("", "--config-hash"),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="HF backend generation batch"),
 ) -> None:
-    """Evaluate one checkpoint on the suite (one model load) and write Records."""
+    """Evaluate one checkpoint on the suite (one model load) and write Records.
+
+    --out FILE gets the records (.parquet or .csv), and the item log goes beside it."""
     from analysis.records import write_records
     from evaluation.backends.vllm import VLLMUnavailableError
     from evaluation.evaluator import evaluate_checkpoint
@@ -206,13 +208,13 @@ def calibrate_cmd(
 
 
 def data_benchmarks_cmd(
-    out_dir: Path = typer.Option(..., "--out", help="directory for <benchmark>.parquet + manifest.json"),
+    out_dir: OutDirOpt[Path],
     suite: str = typer.Option("db12", "--suite"),
     only: list[str] = typer.Option([], "--only", help="build only these benchmark ids (repeatable)"),
     revision: list[str] = typer.Option([], "--revision", help="pin a source: ID=SHA (repeatable)"),
 ) -> None:
     """Download the suite's benchmarks from the HF hub, subset/sample as the study did, write Parquet +
-    checksums."""
+    checksums: --out FOLDER gets one <benchmark>.parquet each and manifest.json."""
     from evaluation.benchmark_data import write_benchmark, write_manifest
     from evaluation.builders import BUILDERS, BuildError, download_rows
 
@@ -251,11 +253,13 @@ def contamination_cmd(
     train: Path = typer.Option(..., "--train", help="training Parquet (verl schema: a `prompt` column)"),
     suite: str = typer.Option("db12", "--suite"),
     data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir"),
-    out_path: Path | None = typer.Option(None, "--out", help="write all matches (.csv)"),
+    out_path: OutFileOpt[Path | None] = None,
     threshold: float = typer.Option(0.5, "--threshold", help="13-gram Jaccard above which two texts match"),
     fail_on_match: bool = typer.Option(False, "--fail-on-match", help="exit 1 when any item matches"),
 ) -> None:
-    """Exact, normalised and 13-gram-Jaccard matches between training prompts and benchmark items."""
+    """Exact, normalised and 13-gram-Jaccard matches between training prompts and benchmark items.
+
+    --out FILE gets every match as CSV."""
     import time
 
     from evaluation.contamination import audit, bench_items_frame, read_train_prompts, summarise
@@ -291,13 +295,13 @@ def contamination_cmd(
 
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the main app."""
-    app.command("eval")(eval_cmd)
-    app.command("export-tasks")(export_tasks_cmd)
-    app.command("calibrate")(calibrate_cmd)
+    command(app, "eval", eval_cmd)
+    command(app, "export-tasks", export_tasks_cmd)
+    command(app, "calibrate", calibrate_cmd)
     data_app = subgroup(app, "data", "Build training corpora and evaluation data.")
-    data_app.command("benchmarks")(data_benchmarks_cmd)
+    command(data_app, "benchmarks", data_benchmarks_cmd)
     audit_app = subgroup(app, "audit", "Audits of data and runs.")
-    audit_app.command("contamination")(contamination_cmd)
+    command(audit_app, "contamination", contamination_cmd)
 
 
 __all__ = ["register"]

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from cli.console import fail as _fail, out, signed as _fmt
 from cli.errors import as_user_error
+from cli.groups import command
 from cli.options import LedgerUrlOpt, WorkdirOpt
 
 
@@ -130,5 +131,5 @@ def seeds_look_cmd(
 
 def register(app: typer.Typer) -> None:
     """Attach `looks` and `seeds-look` to the main app."""
-    app.command("looks")(looks_cmd)
-    app.command("seeds-look")(seeds_look_cmd)
+    command(app, "looks", looks_cmd)
+    command(app, "seeds-look", seeds_look_cmd)
