@@ -11,7 +11,7 @@ from rich.table import Table
 
 from cli.console import err, fail as _fail, out
 from cli.errors import as_user_error
-from wtcommon.errors import RunFailed, UserError
+from wtcommon.errors import UserError
 from cli.groups import command, subgroup
 from cli.options import OutDirOpt, OutFileOpt
 
@@ -215,8 +215,8 @@ def data_benchmarks_cmd(
 ) -> None:
     """Download the suite's benchmarks from the HF hub, subset/sample as the study did, write Parquet +
     checksums: --out FOLDER gets one <benchmark>.parquet each and manifest.json."""
-    from evaluation.benchmark_data import write_benchmark, write_manifest
-    from evaluation.builders import BUILDERS, BuildError, download_rows
+    from evaluation.benchmark_build import build_benchmarks
+    from evaluation.builders import BUILDERS
 
     s = _suite_or_fail(suite, None)
     ids = only or s.benchmark_ids
@@ -229,23 +229,7 @@ def data_benchmarks_cmd(
             _fail(f"--revision {r!r}: expected ID=SHA")
         k, v = r.split("=", 1)
         revs[k] = v
-    sources = {}
-    for bid in ids:
-        b = s.benchmark(bid)
-        try:
-            rows, prov = download_rows(bid, revs.get(bid))
-            df = BUILDERS[bid](rows)
-        except BuildError as e:  # the source changed under the builder: the build failed (exit 1)
-            raise RunFailed(str(e)) from e
-        except Exception as e:  # the hub, the network, a gated set: any of them
-            raise RunFailed(f"{bid}: download failed ({type(e).__name__}: {e}); gated sets (GPQA) need "
-                            "`huggingface-cli login`") from e
-        if len(df) != b.n_items:
-            _fail(f"{bid}: built {len(df)} items, the suite expects {b.n_items} (source revision changed?)", 1)
-        write_benchmark(df, out_dir, bid, b.grader)
-        sources[bid] = prov
-        out.print(f"{bid}: {len(df)} items")
-    man = write_manifest(out_dir, ids, kind="benchmarks", sources=sources)
+    man = build_benchmarks(s, ids, out_dir, revs, on_built=lambda bid, n: out.print(f"{bid}: {n} items"))
     out.print(f"manifest: {man}")
 
 
