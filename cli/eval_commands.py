@@ -45,15 +45,6 @@ def _data_dir_or_fail(data_dir: Path) -> Path:
     return data_dir
 
 
-def export_command(task_dir: Path, tasks: list[str], checkpoint: str = "CHECKPOINT", batch_size: int = 32,
-                   output_path: str = "OUT") -> list[str]:
-    """The `lm_eval` argv that reproduces `campaign eval` on exported tasks: the HF backend in float32 on CPU
-    (as the evaluator), the chat template applied, per-sample logs kept."""
-    return ["lm_eval", "--model", "hf", "--model_args", f"pretrained={checkpoint},dtype=float32",
-            "--include_path", str(task_dir), "--tasks", ",".join(tasks), "--apply_chat_template",
-            "--batch_size", str(batch_size), "--device", "cpu", "--output_path", output_path, "--log_samples"]
-
-
 def eval_cmd(
     checkpoint: Path = typer.Argument(..., help="HF-format checkpoint directory"),
     suite: str = typer.Option("db12", "--suite", help="suite name (campaigns/suite/<name>.yaml) or path"),
@@ -133,10 +124,7 @@ def export_tasks_cmd(
 ) -> None:
     """Write the suite's lm-eval tasks (YAML + data copy) so plain `lm_eval --include_path OUT_DIR` reproduces
     `campaign eval` (the command to run is written to OUT_DIR/README.md and printed)."""
-    import shutil
-
-    from evaluation.benchmark_data import BenchmarkDataError, read_benchmark
-    from evaluation.tasks.build import write_task_dir
+    from evaluation.tasks.export import export_tasks
 
     s = _suite_or_fail(suite, max_gen_toks)
     _data_dir_or_fail(data_dir)
@@ -146,30 +134,8 @@ def export_tasks_cmd(
         _fail(f"--benchmark {unknown}: not in suite {s.name}; known: {s.benchmark_ids}")
     if out_dir.exists() and any(out_dir.glob("*.yaml")) and not force:
         _fail(f"{out_dir}: already holds task YAMLs; pass --force to replace them or choose another directory")
-    for bid in ids:  # the same schema checks as the evaluator, before anything is written
-        try:
-            read_benchmark(data_dir, bid, s.benchmark(bid).grader)
-        except BenchmarkDataError as e:
-            raise UserError(f"benchmark {bid}: {e}") from e
-    data_out = (out_dir / "data").resolve()
-    data_out.mkdir(parents=True, exist_ok=True)
-    for bid in ids:
-        shutil.copy2(data_dir / f"{bid}.parquet", data_out / f"{bid}.parquet")
-    if (data_dir / "manifest.json").exists():
-        shutil.copy2(data_dir / "manifest.json", data_out / "manifest.json")
-    names = write_task_dir(s, data_out, out_dir, ids)
-    cmd = export_command(out_dir.resolve(), list(names.values()))
-    sampled = [f"{b} ({s.benchmark(b).samples} samples, temperature {s.benchmark(b).temperature})"
-               for b in ids if not s.benchmark(b).decoding.greedy]
-    note = ("" if not sampled else
-            "\n\nSampled benchmarks (`repeats: k`, a `take_first_k` filter; `acc` is avg@k, `outcomes` lists each "
-            f"sample): {', '.join(sampled)}. lm-eval seeds its generator once per run, `campaign eval` once per "
-            "item, so their samples (not their configuration) differ.")
-    (out_dir / "README.md").write_text(
-        f"# lm-eval tasks of the Windtunnel suite {s.name}\n\nGreedy generation unless noted, graded by "
-        "Windtunnel's graders (`evaluation.tasks.functions`, so the windtunnel package must be installed). "
-        "Reproduce `campaign eval CHECKPOINT` with:\n\n```bash\n" + " ".join(cmd) + "\n```\n" + note + "\n")
-    out.print(f"wrote {len(names)} tasks to {out_dir} (data copied to {data_out})")
+    names, cmd = export_tasks(s, data_dir, out_dir, ids)
+    out.print(f"wrote {len(names)} tasks to {out_dir} (data copied to {(out_dir / 'data').resolve()})")
     typer.echo(" ".join(cmd))
 
 
