@@ -410,14 +410,7 @@ def status_cmd(
 ) -> None:
     """Counts by state and a policies × seeds matrix per campaign (reads the ledger only)."""
     from orchestrator.ledger.states import RunState
-    from orchestrator.progress import (
-        LEGEND,
-        campaign_progress,
-        counts_line,
-        driver_line,
-        run_activity,
-        status_matrix,
-    )
+    from orchestrator.progress import LEGEND, counts_line, driver_line, run_activity, status_matrix, status_report
 
     if fmt not in ("table", "json"):
         _fail(f"--format {fmt!r}: use table or json")
@@ -430,15 +423,7 @@ def status_cmd(
     if campaign:
         _require_campaign(sess, campaign)
     if as_json:
-        res = []
-        for n in names:
-            st = sess.status(n)
-            st["runs"] = [{"run_id": r.run_id, "run_key": r.run_key, "state": r.state, "stage": r.stage,
-                           "reason": r.reason, "attempts": r.attempts, "compute": r.compute,
-                           "doing": run_activity(sess, r)}
-                          for r in sess.ledger.runs(n)]
-            st.update(campaign_progress(sess, n))
-            res.append(st)
+        res = [status_report(sess, n) for n in names]
         typer.echo(json_dumps(res if not campaign else res[0], indent=2, default=str))
         return
     for n in names:

@@ -158,24 +158,11 @@ def register(app: typer.Typer) -> None:
     command(data_app, "synthetic", synthetic_cmd)
 
 
-# what the README says to check after a smoke test: a selector keeps < 1, a reweighter spreads weights, a mixer moves
-_POLICY_METRICS = ("kept_frac", "weight_std", "realised_prop")
-
-
 def _policy_line(metrics_path: Path) -> None:
     """One line with the policy's own metrics, mean over the steps (`kept_frac`, `weight_std`, a mixer's
     realised proportions): what a smoke test is run to see, without opening metrics.jsonl."""
-    from wtcommon.metrics import MetricsFileError, read_metrics_jsonl
+    from wtcommon.metrics import policy_metric_means
 
-    try:
-        rows = read_metrics_jsonl(metrics_path, torn_tail="skip")[0] if metrics_path.is_file() else []
-    except MetricsFileError:
-        return
-    keys = sorted({k for r in rows for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-                   and any(m in k.rsplit("/", 1)[-1] for m in _POLICY_METRICS)})
-    if not keys:
-        return
-    means = {k: sum(vals) / len(vals) for k in keys
-             if (vals := [float(r[k]) for r in rows if isinstance(r.get(k), (int, float))])}
-    steps = len({r.get("step") for r in rows if any(k in r for k in keys)})
-    typer.echo(f"policy (mean over {steps} steps): " + ", ".join(f"{k} {v:.3g}" for k, v in means.items()))
+    means, steps = policy_metric_means(metrics_path)
+    if means:
+        typer.echo(f"policy (mean over {steps} steps): " + ", ".join(f"{k} {v:.3g}" for k, v in means.items()))
