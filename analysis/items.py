@@ -244,3 +244,25 @@ def comparison_breakdown(items: pd.DataFrame, runs: pd.DataFrame, paired: pd.Dat
             row[f"{col}_delta"] = row[f"{col}_method"] - row[f"{col}_reference"]
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def item_logs_beside(records: Path) -> Path | None:
+    """The folder of item logs that belong to RECORDS, when there is one: the records' own folder, or for
+    `<workdir>/results/<campaign>/records.parquet` the work dir's `runs/<campaign>` (where runs write them)."""
+    r = Path(records).resolve()
+    cands = [(r.parent, "*.items.jsonl.gz"), (r.parent / "runs", "**/*.items.jsonl.gz")]  # never all of /tmp
+    if r.parent.parent.name == "results":
+        cands.insert(0, (r.parent.parent.parent / "runs" / r.parent.name, "**/*.items.jsonl.gz"))
+    for c, pattern in cands:
+        if c.is_dir() and next(c.glob(pattern), None) is not None:
+            return c
+    return None
+
+
+def no_items_note(records: Path) -> str:
+    """Why the seed + item CI is missing without --items: item logs exist but were not read (the fix is
+    --items), or there are none for these records (only then: evaluate with the evaluator)."""
+    found = item_logs_beside(records)
+    if found is not None:
+        return f"item logs not read: pass --items {found} for the seed + item CI"
+    return NO_ITEMS_REASON

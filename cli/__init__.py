@@ -1,10 +1,10 @@
-"""The `campaign` command line: one Typer app; each area registers its own commands."""
+"""The `campaign` command line: one Typer app; each area registers its own commands (each behind the one
+error-to-exit-code mapping, cli/groups.py)."""
 
 from __future__ import annotations
 
 import typer
 
-from cli.errors import exits_cleanly
 from cli import (
                  analysis_commands,
                  campaign_commands,
@@ -116,21 +116,6 @@ def _no_type_tags() -> None:
 
 _default_metavars(app)
 _no_type_tags()
-
-
-def _exit_codes(typer_app: typer.Typer) -> None:
-    """Every command and group callback behind the one error-to-exit-code mapping (cli/errors.py)."""
-    groups = [typer_app] + [g.typer_instance for g in typer_app.registered_groups if g.typer_instance]
-    for grp in groups:
-        for cmd in grp.registered_commands:
-            if cmd.callback is not None:
-                cmd.callback = exits_cleanly(cmd.callback)
-        cb = grp.registered_callback
-        if grp is not typer_app and cb is not None and cb.callback is not None:
-            cb.callback = exits_cleanly(cb.callback)
-
-
-_exit_codes(app)
 
 
 def main() -> None:

@@ -14,6 +14,9 @@ from typing import Annotated
 import typer
 
 from cli.console import err, fail as _fail
+from cli.groups import command
+from cli.options import FormatOpt, JsonOpt, OutDirOpt, OutFileOpt
+from analysis.sensitivity_tables import SENSITIVITY_TABLES
 from orchestrator.ranges import check_open_probability, check_points, check_seed
 from wtcommon.jsonsafe import dumps as _json_dumps
 
@@ -29,19 +32,9 @@ ModelOpt = Annotated[str | None, typer.Option("--model", metavar="NAME", help="o
 RESAMPLES = 10_000
 ResamplesOpt = Annotated[int, typer.Option("--resamples", min=100, max=1_000_000, metavar="N",
                                            help="bootstrap resamples (default 10,000 in every command)")]
-FormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help=(
-    "md (Markdown: numbers right-aligned, missing as —) | csv (numbers only, no comment lines) | latex "
-    "(booktabs) | json"))]
-JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="same as --format json")]
 WideOpt = Annotated[bool, typer.Option("--wide", metavar="",
                                        help="every column; by default terminal tables keep the key "
                                        "columns so that they fit the terminal (120 characters when not a terminal)")]
-OUT_FILE_HELP = ("write the output to this FILE instead of stdout (atomic; --force replaces it). --out is a file "
-                 "for single-output commands (compare, verdicts, report) and a folder for multi-table commands "
-                 "(tables, sensitivity)")
-OUT_DIR_HELP = ("write one <table>.<md|csv|tex|json> per table into this FOLDER (created; --force replaces the "
-                "files). --out is a folder for multi-table commands (tables, sensitivity) and a file for "
-                "single-output commands (compare, verdicts, report)")
 MixedOpt = Annotated[bool, typer.Option("--allow-mixed-evaluations", metavar="", help=(
     "compare records scored under different evaluation settings (eval_hash) in one group; refused by default"))]
 ForceOpt = Annotated[bool, typer.Option("--force", metavar="", help="replace existing output files of --out")]
@@ -114,17 +107,11 @@ def _load(records: Path, suite: str, campaign: str | None = None, model: str | N
     """Suite + validated records, filtered; every user error becomes exit 2 with a located message. Records of
     one comparison group scored under two evaluation settings are refused unless `mixed_evaluations`."""
     from analysis.record_checks import check_one_evaluation
-    from analysis.records import RecordsError, read_records
-    from evaluation.suite import SuiteError, load_suite
+    from analysis.records import read_records
+    from evaluation.suite import load_suite
 
-    try:
-        s = load_suite(suite)
-    except SuiteError as e:
-        _fail(str(e))
-    try:
-        df = read_records(records, s)
-    except RecordsError as e:
-        _fail(str(e))
+    s = load_suite(suite)  # SuiteError, RecordsError: exit 2 (cli/errors.py)
+    df = read_records(records, s)
     partial = _partial_note(records)
     if partial:
         err.print(partial, markup=False, highlight=False, soft_wrap=True)
@@ -134,10 +121,7 @@ def _load(records: Path, suite: str, campaign: str | None = None, model: str | N
         if val is not None:
             df = df[df[col] == val]
     if not mixed_evaluations:
-        try:
-            check_one_evaluation(df, str(records))
-        except RecordsError as e:
-            _fail(str(e))
+        check_one_evaluation(df, str(records))
     return s, df
 
 
@@ -196,12 +180,8 @@ def _read_items(items: Path | None):
     if items is None:
         return None
     from analysis.items import read_items_dir
-    from analysis.schema import RecordsError
 
-    try:
-        return read_items_dir(items)
-    except RecordsError as e:
-        _fail(str(e))
+    return read_items_dir(items)
 
 
 def _check_out(out: Path, inputs: list[Path | None], force: bool, what: str = "--out") -> None:
@@ -241,7 +221,7 @@ def tables(
     suite: SuiteOpt = "db12",
     metric: Annotated[str | None, typer.Option("--aggregate", metavar="METRIC",
                                                   help="metric of the paired table")] = None,
-    out: Annotated[Path | None, typer.Option("--out", metavar="FOLDER", help=OUT_DIR_HELP)] = None,
+    out: OutDirOpt[Path | None] = None,
     resamples: ResamplesOpt = RESAMPLES,
     margin: Annotated[float, typer.Option("--margin", metavar="POINTS",
                                           help="equivalence margin of the verdict table (points)")] = 1.0,
@@ -259,7 +239,8 @@ def tables(
     On a terminal (Markdown, no --table) the verdict counts and an index of the tables; --table NAME or --all
     prints them, each fitted to the terminal's width (120 when piped) naming the columns it leaves out (--wide:
     every column).
-    CSV holds one table: on stdout pass --table NAME, or --out FOLDER for one file per table."""
+    CSV holds one table: on stdout pass --table NAME, or --out FOLDER for one file per table.
+    --out FOLDER gets one <table>.<md|csv|tex|json> per table (--force replaces them); a file there exits 2."""
     from analysis.tables import TABLE_NAMES
 
     fmt = _format(fmt, as_json)
@@ -383,30 +364,6 @@ def _narrow_paired(pt, width: int, *, lead: bool = True, note: bool = True, item
     return "\n".join(parts)
 
 
-def _item_logs_beside(records: Path) -> Path | None:
-    """The folder of item logs that belong to RECORDS, when there is one: the records' own folder, or for
-    `<workdir>/results/<campaign>/records.parquet` the work dir's `runs/<campaign>` (where runs write them)."""
-    r = Path(records).resolve()
-    cands = [(r.parent, "*.items.jsonl.gz"), (r.parent / "runs", "**/*.items.jsonl.gz")]  # never all of /tmp
-    if r.parent.parent.name == "results":
-        cands.insert(0, (r.parent.parent.parent / "runs" / r.parent.name, "**/*.items.jsonl.gz"))
-    for c, pattern in cands:
-        if c.is_dir() and next(c.glob(pattern), None) is not None:
-            return c
-    return None
-
-
-def _no_items_note(records: Path) -> str:
-    """Why the seed + item CI is missing without --items: item logs exist but were not read (the fix is
-    --items), or there are none for these records (only then: evaluate with the evaluator)."""
-    from analysis.items import NO_ITEMS_REASON
-
-    found = _item_logs_beside(records)
-    if found is not None:
-        return f"item logs not read: pass --items {found} for the seed + item CI"
-    return NO_ITEMS_REASON
-
-
 def compare(
     records: RecordsArg,
     campaign: CampaignOpt = None,
@@ -430,7 +387,7 @@ def compare(
                                           "adds the seed + item two-way clustered CI")] = None,
     fmt: FormatOpt = "md",
     wide: WideOpt = False,
-    out: Annotated[Path | None, typer.Option("--out", metavar="FILE", help=OUT_FILE_HELP)] = None,
+    out: OutFileOpt[Path | None] = None,
     force: ForceOpt = False,
     allow_mixed: MixedOpt = False,
     show_all: Annotated[bool, typer.Option("--all", metavar="", help="on a terminal, every table even when they "
@@ -441,7 +398,8 @@ def compare(
     md prints one table per aggregate, grouped by campaign/model/regime/step, as wide as the terminal (120 when
     piped; --wide: all columns); on a terminal, output longer than one screen is cut to the first aggregate's
     comparisons with the smallest Holm p (--all: every table; piped or --out: always every table); csv is the
-    comparisons table with every column (one row per comparison and metric)."""
+    comparisons table with every column (one row per comparison and metric).
+    --out FILE gets what stdout would, every table (--force replaces it; a folder exits 2)."""
     fmt = _format(fmt, as_json)
     refs = _parse_map(reference_map)
     _check(check_points("--margin", margin), check_points("--effect", effect), check_seed("--seed", seed))
@@ -452,6 +410,7 @@ def compare(
     import warnings
 
     from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
+    from analysis.items import no_items_note
     from analysis.table_formats import render_table
     from analysis.tables import paired_table
     from wtcommon.terminal import terminal_width
@@ -466,7 +425,7 @@ def compare(
     _require_pairs(res, records)
     t = res.table
     if item_df is None:
-        t["item_note"] = _no_items_note(records)
+        t["item_note"] = no_items_note(records)
     aggs = [aggregate] if aggregate else s.aggregate_names
     keep = t["metric"].isin(aggs) | (detail & t["metric_type"].isin(["domain", "benchmark"]))
     t = t[keep]
@@ -553,41 +512,6 @@ def _compare_screen(t, metric: str, width: int, n_lines: int, more: list[str]) -
     return "\n".join(lines) + "\n"
 
 
-SENSITIVITY_TABLES = ("rank_correlations", "leave_one_out", "seed_stability")
-
-
-def _sensitivity_tables(rep: dict) -> list:
-    """The sensitivity report as three long tables (one row per scope x item; the scope columns say which
-    group, `pooled` rows mix models and regimes), for csv/latex and --out."""
-    import pandas as pd
-
-    from analysis.table_formats import Table
-
-    rows: dict[str, list[dict]] = {n: [] for n in SENSITIVITY_TABLES}
-    for sc in [*rep["groups"], rep["pooled"]]:
-        scope = {"scope": "pooled" if sc["scope"] == "all" else "group",
-                 **{k: sc.get(k, "") for k in ("campaign", "model", "regime", "step")}}
-        rows["rank_correlations"] += [{**scope, **r} for r in sc["aggregate_correlations"]]
-        rows["leave_one_out"] += [{**scope, **r} for r in sc["leave_one_out"]]
-        st = sc["seed_stability"]
-        rows["seed_stability"] += [{**scope, "aggregate": st["aggregate"], "n_resamples": st["n_resamples"],
-                                    **{k: v for k, v in r.items() if k not in scope}} for r in st["configs"]]
-    titles = {"rank_correlations": "Rank correlation of configuration rankings between aggregates",
-              "leave_one_out": "Leave-one-benchmark-out rank correlation with the full aggregate",
-              "seed_stability": "Seed bootstrap of the configuration ranking"}
-    out = []
-    for n in SENSITIVITY_TABLES:
-        data = pd.DataFrame(rows[n])
-        disp = data.copy()
-        for c in disp.columns:
-            if disp[c].dtype.kind == "f":
-                disp[c] = disp[c].map(lambda v: f"{v:.3f}" if pd.notna(v) else "")
-        disp = disp.astype(str)
-        out.append(Table(n, titles[n], data, disp,
-                         note="per campaign/model/regime/step group first; scope = pooled rows mix every group"))
-    return out
-
-
 def sensitivity(
     records: RecordsArg,
     campaign: CampaignOpt = None,
@@ -601,14 +525,15 @@ def sensitivity(
     table: Annotated[str | None, typer.Option(
         "--table", metavar="NAME", help=f"only this table: {', '.join(SENSITIVITY_TABLES)} (csv on stdout needs "
                                         "one)")] = None,
-    out: Annotated[Path | None, typer.Option("--out", metavar="FOLDER", help=OUT_DIR_HELP)] = None,
+    out: OutDirOpt[Path | None] = None,
     force: ForceOpt = False,
     allow_mixed: MixedOpt = False,
 ) -> None:
     """Ranking sensitivity: aggregate-vs-aggregate rank correlations, leave-one-benchmark-out, seed bootstrap.
 
     Three tables (rank_correlations, leave_one_out, seed_stability), each per group and pooled; CSV holds one
-    table: on stdout pass --table NAME, or --out FOLDER for one file per table."""
+    table: on stdout pass --table NAME, or --out FOLDER for one file per table.
+    --out FOLDER gets one <table>.<md|csv|tex|json> per table (--force replaces them); a file there exits 2."""
     fmt = _format(fmt, as_json)
     if table is not None and table not in SENSITIVITY_TABLES:
         _fail(f"--table {table!r}: unknown; choose from {', '.join(SENSITIVITY_TABLES)}")
@@ -624,6 +549,7 @@ def sensitivity(
 
     from analysis.aggregates import run_table
     from analysis.sensitivity import sensitivity_report
+    from analysis.sensitivity_tables import sensitivity_tables
     from analysis.table_formats import _md, render_tables
 
     rep = sensitivity_report(run_table(df, s), s, stability_aggregate=aggregate, n_resamples=resamples)
@@ -631,7 +557,7 @@ def sensitivity(
         _emit(_json_dumps(rep, indent=1, default=_clean) + "\n", None)
         return
     if fmt != "md" or out is not None or table is not None:
-        built = [t for t in _sensitivity_tables(rep) if t.name in names]
+        built = [t for t in sensitivity_tables(rep) if t.name in names]
         if out is not None:
             _write_tables(built, fmt, out)
         else:
@@ -660,8 +586,7 @@ def sensitivity(
 
 def report(
     records: RecordsArg,
-    out: Annotated[Path, typer.Option("--out", metavar="FILE",
-                                      help="the HTML FILE to write (atomic). " + OUT_FILE_HELP)],
+    out: OutFileOpt[Path],
     suite: SuiteOpt = "db12",
     margin: Annotated[float, typer.Option("--margin", metavar="POINTS",
                                           help="equivalence margin of the verdict table (points)")] = 1.0,
@@ -690,7 +615,8 @@ def report(
         "--ledger-url", metavar="URL",
         help="with --workdir: the ledger's SQLAlchemy URL, if not the work dir's")] = None,
 ) -> None:
-    """Write one self-contained HTML report (verdicts, within-group sensitivity, figures, tables)."""
+    """Write one self-contained HTML report (verdicts, within-group sensitivity, figures, tables) to --out FILE
+    (--force replaces it; a folder exits 2)."""
     if workdir is not None:
         _require_ledger(workdir, ledger_url)
     _check(check_points("--margin", margin))
@@ -710,7 +636,6 @@ def report(
         _require_pairs(_pc(df, s, n_resamples=100), records)
     item_df = _read_items(items)
     from analysis.report import build_report
-    from analysis.sequential import SequentialError
     from analysis.sequential.looks import read_looks_file
     from analysis.sequential.report import looks_section_html
 
@@ -722,25 +647,19 @@ def report(
 
         lead.append(f'<p class="partial"><b>{html.escape(partial)}</b></p>')
     if looks is not None or looks_path.is_file():
-        try:
-            lead = [looks_section_html(read_looks_file(looks_path))]
-        except SequentialError as exc:
-            _fail(str(exc))
+        lead = [looks_section_html(read_looks_file(looks_path))]  # SequentialError: exit 2
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if runs_dir is None:
             path = build_report(df, out, suite=s, n_resamples=resamples, lead_sections=lead, margin=margin,
                                 items=item_df, figures_dir=figures)
         else:
-            from analysis.intervention import InterventionError, runs_from_dir
+            from analysis.intervention import runs_from_dir
             from analysis.report import build_report_with_evidence
 
-            try:
-                path, flags = build_report_with_evidence(df, out, suite=s, runs=runs_from_dir(df, runs_dir),
-                                                         n_resamples=resamples, lead_sections=lead,
-                                                         margin=margin, items=item_df, figures_dir=figures)
-            except InterventionError as exc:
-                _fail(str(exc))
+            path, flags = build_report_with_evidence(df, out, suite=s, runs=runs_from_dir(df, runs_dir),
+                                                     n_resamples=resamples, lead_sections=lead,
+                                                     margin=margin, items=item_df, figures_dir=figures)
             for r in flags[flags["flag"] != ""].itertuples():
                 err.print(f"flagged {r.policy} ({r.campaign}/{r.model}): {r.flag}: {r.reason}", markup=False)
     err.print(f"wrote {path}" + (f" and its figures (svg, pdf, png) in {figures}" if figures is not None else ""),
@@ -752,12 +671,8 @@ def report(
 def _require_ledger(workdir: Path, ledger_url: str | None) -> None:
     """--workdir names a work directory with a ledger (checked before the report is built)."""
     from orchestrator.workdir import Workdir
-    from wtcommon.errors import UserError
 
-    try:
-        Workdir(workdir, ledger_url).require_ledger(shown=workdir)
-    except UserError as exc:  # this module's commands also run on apps built by register() alone (tests)
-        _fail(str(exc))
+    Workdir(workdir, ledger_url).require_ledger(shown=workdir)
 
 
 def _attach_report(report: Path, campaigns: list[str], workdir: Path, ledger_url: str | None) -> None:
@@ -793,12 +708,14 @@ def verdicts(
     as_json: JsonOpt = False,
     suite: SuiteOpt = "db12",
     fmt: FormatOpt = "md",
-    out: Annotated[Path | None, typer.Option("--out", metavar="FILE", help=OUT_FILE_HELP)] = None,
+    out: OutFileOpt[Path | None] = None,
     force: ForceOpt = False,
     resamples: ResamplesOpt = RESAMPLES,
     allow_mixed: MixedOpt = False,
 ) -> None:
-    """One verdict per method-vs-reference comparison: better / worse / equivalent within ±M / undecided."""
+    """One verdict per method-vs-reference comparison: better / worse / equivalent within ±M / undecided.
+
+    --out FILE gets what stdout would (--force replaces it; a folder exits 2)."""
     fmt = _format(fmt, as_json)
     refs = _parse_map(reference_map)
     _check(check_points("--margin", margin), check_open_probability("--alpha", alpha))
@@ -832,8 +749,8 @@ def verdicts(
 
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the main app."""
-    app.command("tables")(tables)
-    app.command("compare")(compare)
-    app.command("sensitivity")(sensitivity)
-    app.command("report")(report)
-    app.command("verdicts")(verdicts)
+    command(app, "tables", tables)
+    command(app, "compare", compare)
+    command(app, "sensitivity", sensitivity)
+    command(app, "report", report)
+    command(app, "verdicts", verdicts)

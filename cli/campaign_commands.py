@@ -9,7 +9,6 @@ marked failed), 1 runs ended failed.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
@@ -22,9 +21,8 @@ import typer
 from rich.table import Table
 
 from cli.console import err, fail as _fail, out
-from cli.errors import as_user_error
-from cli.groups import subgroup
-from cli.options import CampaignArg, LedgerUrlOpt, RayAddressOpt, RunsArg, WorkdirOpt
+from cli.groups import command, subgroup
+from cli.options import CampaignArg, JsonOpt, LedgerUrlOpt, OutDirOpt, RayAddressOpt, RunsArg, WorkdirOpt
 from wtcommon.errors import ClusterError, UserError
 from wtcommon.jsonsafe import dumps as json_dumps  # strict JSON: NaN/Infinity are null
 
@@ -175,7 +173,7 @@ def plan_cmd(
     campaign: str = typer.Argument(..., help="campaign file or directory, e.g. campaigns/paper"),
     overrides: list[str] | None = typer.Argument(None, help="Hydra overrides, e.g. seeds=[1,2,3]"),
     fmt: str = typer.Option("table", "--format", help="table | json | csv (csv: one row per run)"),
-    as_json: bool = typer.Option(False, "--json", help="same as --format json"),
+    as_json: JsonOpt = False,
     runs: bool = typer.Option(False, "--runs", help="also list every run (id, run_key, sub-campaign)"),
     matrix: bool = typer.Option(False, "--matrix", help="also show the policy × model matrix of seeds"),
     gpus: int | None = typer.Option(None, "--gpus", min=1, help="GPUs available for the duration estimate "
@@ -200,7 +198,7 @@ def plan_cmd(
     """Expand a campaign into runs, check it (policies, seeds, recipes, resources, evaluation data) and print
     the accounting: runs, GPU-hours per sub-campaign and model, evaluation GPU-hours, the duration on the
     cluster, and every assumption the campaign declares (submits nothing)."""
-    from orchestrator.grid import accounting, makespan_hours
+    from orchestrator.plan_report import plan_report, run_rows as plan_run_rows
     from orchestrator.preflight import eval_data_dir
     from orchestrator.ranges import check_open_probability, check_points, check_positive
     from training.registry import get_backend
@@ -225,35 +223,11 @@ def plan_cmd(
     _preflight(spec, rs, eval_dir, local_head=not ray_address, ray_address=ray_address, workdir=workdir)
     if eval_dir is None and get_backend(spec.backend).needs_eval_data and fmt == "table":
         err.print("note: evaluation data not checked (pass --workdir or --data-dir to check it too)")
-    acc = accounting(spec, rs)
-    n_gpus = gpus or spec.compute.nodes * spec.compute.gpus_per_node
-    span = makespan_hours(rs, n_gpus)
-    acc["duration"] = {"gpus": n_gpus, "hours": span, "days": None if span is None else round(span / 24, 1),
-                       "method": "longest-first list scheduling of the runs' estimated hours on the GPUs; "
-                                 "no failures, retries or evaluation time"}
-    run_rows = [{"run_id": r.run_id, "run_key": r.run_key, "sub_campaign": r.sub_campaign, "model": r.model,
-                 "policy": r.policy.name, "seed": r.seed, "gpus": r.gpus, "est_hours": round(r.est_hours, 3)}
-                for r in rs]
-    if runs:
-        acc["runs"] = run_rows
-    if prior is not None or sd is not None:  # power at plan time (analysis/power.py)
-        from analysis.power import power_section
-
-        with as_user_error():  # RecordsError/SuiteError are ours; a library's ValueError on the records too
-            acc["power"] = power_section([r.flat() for r in rs], margin=margin, sd=sd,
-                                         prior_path=str(prior) if prior else None,
-                                         suite=spec.suite)
-    if target_power is not None and effect is not None:  # sequential design for a target (sequential_plan)
-        from analysis.sequential.plan import campaign_comparisons, recommend
-
-        with as_user_error():
-            comp = campaign_comparisons([r.flat() for r in rs], acc["power"]["comparisons"])
-        sp = recommend(comp, power=target_power, effect=effect, budget=gpu_budget, n_sims=sims,
-                       familywise=familywise)
-        sp["plan_gpu_h"], sp["plan_runs"] = acc["gpu_hours"], acc["total_runs"]
-        sp["ratio_to_plan_gpu_h"] = (sp["recommended"]["gpu_h"] / acc["gpu_hours"]
-                                     if sp["recommended"] and acc["gpu_hours"] else None)
-        acc["sequential_plan"] = sp
+    acc = plan_report(spec, rs, gpus=gpus, with_runs=runs, prior=prior, sd=sd, margin=margin,
+                      target_power=target_power, effect=effect, gpu_budget=gpu_budget, familywise=familywise,
+                      sims=sims)
+    n_gpus, span = acc["duration"]["gpus"], acc["duration"]["hours"]
+    run_rows = acc.get("runs") or plan_run_rows(rs)
     if fmt == "json":
         typer.echo(json_dumps(acc, indent=2))
         return
@@ -430,20 +404,13 @@ def status_cmd(
     workdir: WorkdirOpt,
     campaign: str | None = typer.Argument(None, help="campaign name or spec file; default: all in the ledger"),
     ledger_url: LedgerUrlOpt = None,
-    as_json: bool = typer.Option(False, "--json", help="same as --format json"),
+    as_json: JsonOpt = False,
     fmt: str = typer.Option("table", "--format", metavar="FORMAT",
                             help="table (the matrix, for a terminal) | json (counts, runs, driver; stable keys)"),
 ) -> None:
     """Counts by state and a policies × seeds matrix per campaign (reads the ledger only)."""
     from orchestrator.ledger.states import RunState
-    from orchestrator.progress import (
-        LEGEND,
-        campaign_progress,
-        counts_line,
-        driver_line,
-        run_activity,
-        status_matrix,
-    )
+    from orchestrator.progress import LEGEND, counts_line, driver_line, run_activity, status_matrix, status_report
 
     if fmt not in ("table", "json"):
         _fail(f"--format {fmt!r}: use table or json")
@@ -456,15 +423,7 @@ def status_cmd(
     if campaign:
         _require_campaign(sess, campaign)
     if as_json:
-        res = []
-        for n in names:
-            st = sess.status(n)
-            st["runs"] = [{"run_id": r.run_id, "run_key": r.run_key, "state": r.state, "stage": r.stage,
-                           "reason": r.reason, "attempts": r.attempts, "compute": r.compute,
-                           "doing": run_activity(sess, r)}
-                          for r in sess.ledger.runs(n)]
-            st.update(campaign_progress(sess, n))
-            res.append(st)
+        res = [status_report(sess, n) for n in names]
         typer.echo(json_dumps(res if not campaign else res[0], indent=2, default=str))
         return
     for n in names:
@@ -646,15 +605,15 @@ def demo_cmd(
 
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the main app."""
-    app.command("plan")(plan_cmd)
-    app.command("submit")(submit_cmd)
-    app.command("resume")(resume_cmd)
-    app.command("status")(status_cmd)
-    app.command("watch")(watch_cmd)
-    app.command("cancel")(cancel_cmd)
-    app.command("retry")(retry_cmd)
-    app.command("logs")(logs_cmd)
-    app.command("demo")(demo_cmd)
+    command(app, "plan", plan_cmd)
+    command(app, "submit", submit_cmd)
+    command(app, "resume", resume_cmd)
+    command(app, "status", status_cmd)
+    command(app, "watch", watch_cmd)
+    command(app, "cancel", cancel_cmd)
+    command(app, "retry", retry_cmd)
+    command(app, "logs", logs_cmd)
+    command(app, "demo", demo_cmd)
     _register_data(app)
 
 
@@ -685,7 +644,7 @@ def _print_training_metrics(workdir: Path, row) -> None:
 
 
 def data_train_cmd(
-    out_dir: Path = typer.Option(..., "--out", help="data root; corpora go to <out>/multidomain_3/<regime>/"),
+    out_dir: OutDirOpt[Path],
     regimes: list[str] = typer.Option(["sub25_25pct_data_subset", "noise20_20pct_label_noise"], "--regime"),
     per_domain: int = typer.Option(5000, "--per-domain"),
     test_per_domain: int = typer.Option(200, "--test-per-domain"),
@@ -694,18 +653,15 @@ def data_train_cmd(
                                             help="directory of <source>.jsonl files instead of downloading"),
     cache_dir: Path | None = typer.Option(None, "--cache-dir", help="datasets cache"),
 ) -> None:
-    """Build the study's 15,000-prompt multidomain_3 corpus and its regime variants (content-hashed)."""
-    from orchestrator.data import build_multidomain, build_variants, load_sources, parse_regime
+    """Build the study's 15,000-prompt multidomain_3 corpus and its regime variants (content-hashed).
+
+    --out FOLDER is the data root: the corpora go to FOLDER/multidomain_3/<regime>/."""
+    from orchestrator.data import build_multidomain, build_variants, load_sources, parse_regime, read_sources_dir
 
     for r in regimes:
         parse_regime(r)  # CorpusError (exit 2) on a bad regime
     if sources_dir is not None:
-        sources = {}
-        for name in ("gsm8k", "deepscaler", "kk_train", "kk_test", "sciq_train", "sciq_val"):
-            p = sources_dir / f"{name}.jsonl"
-            if not p.exists():
-                _fail(f"{p}: missing source file; provide one JSON object per line")
-            sources[name] = [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
+        sources = read_sources_dir(sources_dir)  # CorpusError (exit 2) on a missing file
     else:
         try:
             sources = load_sources(cache_dir)
@@ -721,7 +677,7 @@ def data_train_cmd(
 def _register_data(app: typer.Typer) -> None:
     """`campaign data train` — attached to an existing `data` group (the training area's) if any."""
     group = subgroup(app, "data", "Build training corpora and evaluation data.")
-    group.command("train")(data_train_cmd)
+    command(group, "train", data_train_cmd)
 
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cli.console import err, fail, out
+from cli.groups import command
 from wtcommon.errors import UserError
 from cli.options import RayAddressOpt, WorkdirOpt
 
@@ -77,4 +78,4 @@ def doctor_cmd(
 
 def register(app: typer.Typer) -> None:
     """Attach `campaign doctor` to the main app."""
-    app.command("doctor")(doctor_cmd)
+    command(app, "doctor", doctor_cmd)

@@ -11,8 +11,9 @@ from rich.table import Table
 
 from cli.console import err, fail as _fail, out
 from cli.errors import as_user_error
-from wtcommon.errors import RunFailed, UserError
-from cli.groups import subgroup
+from wtcommon.errors import UserError
+from cli.groups import command, subgroup
+from cli.options import OutDirOpt, OutFileOpt
 
 
 DEFAULT_DATA_DIR = Path("data/benchmarks")
@@ -44,22 +45,12 @@ def _data_dir_or_fail(data_dir: Path) -> Path:
     return data_dir
 
 
-def export_command(task_dir: Path, tasks: list[str], checkpoint: str = "CHECKPOINT", batch_size: int = 32,
-                   output_path: str = "OUT") -> list[str]:
-    """The `lm_eval` argv that reproduces `campaign eval` on exported tasks: the HF backend in float32 on CPU
-    (as the evaluator), the chat template applied, per-sample logs kept."""
-    return ["lm_eval", "--model", "hf", "--model_args", f"pretrained={checkpoint},dtype=float32",
-            "--include_path", str(task_dir), "--tasks", ",".join(tasks), "--apply_chat_template",
-            "--batch_size", str(batch_size), "--device", "cpu", "--output_path", output_path, "--log_samples"]
-
-
 def eval_cmd(
     checkpoint: Path = typer.Argument(..., help="HF-format checkpoint directory"),
     suite: str = typer.Option("db12", "--suite", help="suite name (campaigns/suite/<name>.yaml) or path"),
     backend: str = typer.Option("hf", "--backend", help="hf (CPU/GPU) or vllm (GPU, needs the gpu extra)"),
     data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir", help="directory of <benchmark>.parquet files"),
-    out_path: Path | None = typer.Option(None, "--out",
-                                         help="records file (.parquet or .csv); item logs go beside it"),
+    out_path: OutFileOpt[Path | None] = None,
     limit: int | None = typer.Option(None, "--limit", min=1, help="first N items per benchmark (smoke runs)"),
     cache_dir: Path | None = typer.Option(None, "--cache-dir", help="generation cache (reruns regenerate nothing)"),
     benchmark: list[str] = typer.Option([], "--benchmark", help="evaluate only these benchmark ids (repeatable)"),
@@ -76,7 +67,9 @@ def eval_cmd(
     config_hash: str = typer.Option("", "--config-hash"),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="HF backend generation batch"),
 ) -> None:
-    """Evaluate one checkpoint on the suite (one model load) and write Records."""
+    """Evaluate one checkpoint on the suite (one model load) and write Records.
+
+    --out FILE gets the records (.parquet or .csv), and the item log goes beside it."""
     from analysis.records import write_records
     from evaluation.backends.vllm import VLLMUnavailableError
     from evaluation.evaluator import evaluate_checkpoint
@@ -131,10 +124,7 @@ def export_tasks_cmd(
 ) -> None:
     """Write the suite's lm-eval tasks (YAML + data copy) so plain `lm_eval --include_path OUT_DIR` reproduces
     `campaign eval` (the command to run is written to OUT_DIR/README.md and printed)."""
-    import shutil
-
-    from evaluation.benchmark_data import BenchmarkDataError, read_benchmark
-    from evaluation.tasks.build import write_task_dir
+    from evaluation.tasks.export import export_tasks
 
     s = _suite_or_fail(suite, max_gen_toks)
     _data_dir_or_fail(data_dir)
@@ -144,30 +134,8 @@ def export_tasks_cmd(
         _fail(f"--benchmark {unknown}: not in suite {s.name}; known: {s.benchmark_ids}")
     if out_dir.exists() and any(out_dir.glob("*.yaml")) and not force:
         _fail(f"{out_dir}: already holds task YAMLs; pass --force to replace them or choose another directory")
-    for bid in ids:  # the same schema checks as the evaluator, before anything is written
-        try:
-            read_benchmark(data_dir, bid, s.benchmark(bid).grader)
-        except BenchmarkDataError as e:
-            raise UserError(f"benchmark {bid}: {e}") from e
-    data_out = (out_dir / "data").resolve()
-    data_out.mkdir(parents=True, exist_ok=True)
-    for bid in ids:
-        shutil.copy2(data_dir / f"{bid}.parquet", data_out / f"{bid}.parquet")
-    if (data_dir / "manifest.json").exists():
-        shutil.copy2(data_dir / "manifest.json", data_out / "manifest.json")
-    names = write_task_dir(s, data_out, out_dir, ids)
-    cmd = export_command(out_dir.resolve(), list(names.values()))
-    sampled = [f"{b} ({s.benchmark(b).samples} samples, temperature {s.benchmark(b).temperature})"
-               for b in ids if not s.benchmark(b).decoding.greedy]
-    note = ("" if not sampled else
-            "\n\nSampled benchmarks (`repeats: k`, a `take_first_k` filter; `acc` is avg@k, `outcomes` lists each "
-            f"sample): {', '.join(sampled)}. lm-eval seeds its generator once per run, `campaign eval` once per "
-            "item, so their samples (not their configuration) differ.")
-    (out_dir / "README.md").write_text(
-        f"# lm-eval tasks of the Windtunnel suite {s.name}\n\nGreedy generation unless noted, graded by "
-        "Windtunnel's graders (`evaluation.tasks.functions`, so the windtunnel package must be installed). "
-        "Reproduce `campaign eval CHECKPOINT` with:\n\n```bash\n" + " ".join(cmd) + "\n```\n" + note + "\n")
-    out.print(f"wrote {len(names)} tasks to {out_dir} (data copied to {data_out})")
+    names, cmd = export_tasks(s, data_dir, out_dir, ids)
+    out.print(f"wrote {len(names)} tasks to {out_dir} (data copied to {(out_dir / 'data').resolve()})")
     typer.echo(" ".join(cmd))
 
 
@@ -206,15 +174,15 @@ def calibrate_cmd(
 
 
 def data_benchmarks_cmd(
-    out_dir: Path = typer.Option(..., "--out", help="directory for <benchmark>.parquet + manifest.json"),
+    out_dir: OutDirOpt[Path],
     suite: str = typer.Option("db12", "--suite"),
     only: list[str] = typer.Option([], "--only", help="build only these benchmark ids (repeatable)"),
     revision: list[str] = typer.Option([], "--revision", help="pin a source: ID=SHA (repeatable)"),
 ) -> None:
     """Download the suite's benchmarks from the HF hub, subset/sample as the study did, write Parquet +
-    checksums."""
-    from evaluation.benchmark_data import write_benchmark, write_manifest
-    from evaluation.builders import BUILDERS, BuildError, download_rows
+    checksums: --out FOLDER gets one <benchmark>.parquet each and manifest.json."""
+    from evaluation.benchmark_build import build_benchmarks
+    from evaluation.builders import BUILDERS
 
     s = _suite_or_fail(suite, None)
     ids = only or s.benchmark_ids
@@ -227,23 +195,7 @@ def data_benchmarks_cmd(
             _fail(f"--revision {r!r}: expected ID=SHA")
         k, v = r.split("=", 1)
         revs[k] = v
-    sources = {}
-    for bid in ids:
-        b = s.benchmark(bid)
-        try:
-            rows, prov = download_rows(bid, revs.get(bid))
-            df = BUILDERS[bid](rows)
-        except BuildError as e:  # the source changed under the builder: the build failed (exit 1)
-            raise RunFailed(str(e)) from e
-        except Exception as e:  # the hub, the network, a gated set: any of them
-            raise RunFailed(f"{bid}: download failed ({type(e).__name__}: {e}); gated sets (GPQA) need "
-                            "`huggingface-cli login`") from e
-        if len(df) != b.n_items:
-            _fail(f"{bid}: built {len(df)} items, the suite expects {b.n_items} (source revision changed?)", 1)
-        write_benchmark(df, out_dir, bid, b.grader)
-        sources[bid] = prov
-        out.print(f"{bid}: {len(df)} items")
-    man = write_manifest(out_dir, ids, kind="benchmarks", sources=sources)
+    man = build_benchmarks(s, ids, out_dir, revs, on_built=lambda bid, n: out.print(f"{bid}: {n} items"))
     out.print(f"manifest: {man}")
 
 
@@ -251,11 +203,13 @@ def contamination_cmd(
     train: Path = typer.Option(..., "--train", help="training Parquet (verl schema: a `prompt` column)"),
     suite: str = typer.Option("db12", "--suite"),
     data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir"),
-    out_path: Path | None = typer.Option(None, "--out", help="write all matches (.csv)"),
+    out_path: OutFileOpt[Path | None] = None,
     threshold: float = typer.Option(0.5, "--threshold", help="13-gram Jaccard above which two texts match"),
     fail_on_match: bool = typer.Option(False, "--fail-on-match", help="exit 1 when any item matches"),
 ) -> None:
-    """Exact, normalised and 13-gram-Jaccard matches between training prompts and benchmark items."""
+    """Exact, normalised and 13-gram-Jaccard matches between training prompts and benchmark items.
+
+    --out FILE gets every match as CSV."""
     import time
 
     from evaluation.contamination import audit, bench_items_frame, read_train_prompts, summarise
@@ -291,13 +245,13 @@ def contamination_cmd(
 
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the main app."""
-    app.command("eval")(eval_cmd)
-    app.command("export-tasks")(export_tasks_cmd)
-    app.command("calibrate")(calibrate_cmd)
+    command(app, "eval", eval_cmd)
+    command(app, "export-tasks", export_tasks_cmd)
+    command(app, "calibrate", calibrate_cmd)
     data_app = subgroup(app, "data", "Build training corpora and evaluation data.")
-    data_app.command("benchmarks")(data_benchmarks_cmd)
+    command(data_app, "benchmarks", data_benchmarks_cmd)
     audit_app = subgroup(app, "audit", "Audits of data and runs.")
-    audit_app.command("contamination")(contamination_cmd)
+    command(audit_app, "contamination", contamination_cmd)
 
 
 __all__ = ["register"]

@@ -1,8 +1,29 @@
-"""Command groups shared by several areas (`campaign data ...`, `campaign audit ...`)."""
+"""Attaching commands: each behind the one error-to-exit-code mapping (cli/errors.py), and command groups shared
+by several areas (`campaign data ...`, `campaign audit ...`).
+
+Every area's `register()` attaches its commands with `command()` and its group callbacks with `callback()`, so
+any app built from `register()` (the main one, a test's) turns a `WindtunnelError` into its exit code the same
+way (tests/test_code_rules.py checks every registered callback is wrapped).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import typer
+
+from cli.errors import exits_cleanly
+
+
+def command(app: typer.Typer, name: str, fn: Callable[..., Any]) -> None:
+    """Attach `fn` to `app` as the command `name`, behind the one error-to-exit-code mapping."""
+    app.command(name)(exits_cleanly(fn))
+
+
+def callback(group: typer.Typer, fn: Callable[..., Any]) -> None:
+    """Make `fn` the callback of `group` (what `campaign <group>` alone runs), behind the same mapping."""
+    group.callback()(exits_cleanly(fn))
 
 
 def subgroup(app: typer.Typer, name: str, help: str) -> typer.Typer:

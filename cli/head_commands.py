@@ -14,7 +14,7 @@ import typer
 from rich.table import Table
 
 from cli.console import out
-from cli.groups import subgroup
+from cli.groups import command, subgroup
 from cli.options import WorkdirOpt
 
 def status_cmd(
@@ -58,5 +58,5 @@ def stop_cmd(
 
 def register(app: typer.Typer) -> None:
     head = subgroup(app, "head", "the work dir's local Ray head: status (processes, address, ports) and stop")
-    head.command("status")(status_cmd)
-    head.command("stop")(stop_cmd)
+    command(head, "status", status_cmd)
+    command(head, "stop", stop_cmd)

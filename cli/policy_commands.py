@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from cli.console import fail as _fail, out
+from cli.groups import callback, command
 
 
 from campaigns import config_root
@@ -31,17 +32,11 @@ def _schema(entry) -> str:
 
 
 def _configs(folder: Path):
-    from policies import PolicyConfigError, load_policy
+    from policies import load_policy
 
     if not folder.is_dir():
         _fail(f"{folder}: policy folder not found (use --dir)")
-    rows = []
-    for path in sorted(folder.glob("*.yaml")):
-        try:
-            rows.append((path, load_policy(path)))
-        except PolicyConfigError as exc:
-            _fail(str(exc))
-    return rows
+    return [(path, load_policy(path)) for path in sorted(folder.glob("*.yaml"))]  # PolicyConfigError: exit 2
 
 
 def list_all(ctx: typer.Context, folder: DirOpt = DEFAULT_DIR) -> None:
@@ -91,21 +86,13 @@ def show(name: Annotated[str, typer.Argument(help="configuration name or YAML pa
                                                help="print the resolved config as JSON")] = False) -> None:
     """Show one configuration fully resolved (defaults filled), with its semantics. A name resolves as
     `submit` resolves it: the project's `policy/` folder first, then the shipped policies."""
-    from orchestrator.policy_resolve import locate_policy
-    from orchestrator.spec import SpecError
-    from policies import PolicyConfigError, load_policy
-
-    try:
-        path = locate_policy(name, folder=folder, campaign=campaign)
-    except SpecError as exc:
-        _fail(str(exc))
     from orchestrator.plugins import add_project_path, project_root_of_policy
+    from orchestrator.policy_resolve import locate_policy
+    from policies import load_policy
 
+    path = locate_policy(name, folder=folder, campaign=campaign)  # SpecError: exit 2
     add_project_path(project_root_of_policy(path))
-    try:
-        p = load_policy(path)
-    except PolicyConfigError as exc:
-        _fail(str(exc))
+    p = load_policy(path)  # PolicyConfigError: exit 2
     if as_json:
         out.print_json(json.dumps(p.config, default=str))
         return
@@ -149,13 +136,9 @@ def validate(files: Annotated[list[Path], typer.Argument(help="policy YAML files
 
 def check() -> None:
     """Import the verl plugin the way verl does and assert `windtunnel_sync` is registered (exit 1 if not)."""
-    from policies.verl.checks import PluginCheckError, self_check
+    from policies.verl.checks import self_check
 
-    try:
-        lines = self_check()
-    except PluginCheckError as exc:
-        _fail(f"verl plugin self-check failed: {exc}", code=1)
-    for line in lines:
+    for line in self_check():  # PluginCheckError: exit 1
         out.print(f"ok  {line}", markup=False)
 
 
@@ -163,8 +146,8 @@ def register(app: typer.Typer) -> None:
     """Attach `campaign policies ...`."""
     policies_app = typer.Typer(help="Data policies: list scorers, actuators and named configurations; plugin check.",
                                invoke_without_command=True, no_args_is_help=False)
-    policies_app.callback()(list_all)
-    policies_app.command("show")(show)
-    policies_app.command("validate")(validate)
-    policies_app.command("check")(check)
+    callback(policies_app, list_all)
+    command(policies_app, "show", show)
+    command(policies_app, "validate", validate)
+    command(policies_app, "check", check)
     app.add_typer(policies_app, name="policies")

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from cli.console import fail as _fail, out, signed as _fmt
-from cli.errors import as_user_error
+from cli.groups import command
 from cli.options import LedgerUrlOpt, WorkdirOpt
 
 
@@ -67,42 +67,25 @@ def seeds_look_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Test every comparison at this look; record it in the ledger DB; list who needs the next batch."""
-    from analysis.aggregates import run_table
-    from analysis.records import read_records
-    from analysis.sequential.design import SequentialDesign
-    from analysis.sequential.looks import look_at_runs, next_batch_seeds
-    from orchestrator.looks import record_look
-    from orchestrator.workdir import Workdir
-    from evaluation.suite import load_suite
+    from analysis.sequential.looks import next_batch_seeds
+    from orchestrator.looks import look_at_records, record_look, runs_its_own_looks
     from orchestrator.ranges import check_open_probability, check_points
+    from orchestrator.workdir import Workdir
 
     for problem in (check_points("--margin", margin), check_open_probability("--futility-cp", futility)):
         if problem:
             _fail(problem)
     wd = Workdir(workdir, ledger_url)
-    if wd.has_ledger():
-        from orchestrator.ledger import open_ledger
-        from orchestrator.spec import CampaignSpec
-
-        led = open_ledger(wd)
-        stored = led.campaign_spec(campaign)
-        led.close()
-        if stored and CampaignSpec.model_validate_json(stored).seed_design:
-            _fail(f"campaign {campaign!r} runs a sequential seed design: `campaign submit/resume` take its looks "
-                  f"and add its batches; see them with `campaign looks {campaign} --workdir {workdir}`")
-    with as_user_error(FileNotFoundError):  # no records file: bad input (exit 2), like our own errors here
-        s = load_suite(suite)
-        design = SequentialDesign.from_mapping({"max": max_seeds, "batch": batch, "design": "sequential",
-                                                "equivalence_margin": margin, "futility_cp": futility,
-                                                "spending": spending, "familywise": familywise},
-                                               where="seeds-look")
-        path = records or workdir / "results" / campaign / "records.parquet"
-        runs = run_table(read_records(path, suite=s), s)
-        dec = look_at_runs(runs, design, look, aggregate or s.aggregate_names[0])
+    if runs_its_own_looks(wd, campaign):
+        _fail(f"campaign {campaign!r} runs a sequential seed design: `campaign submit/resume` take its looks "
+              f"and add its batches; see them with `campaign looks {campaign} --workdir {workdir}`")
+    path = records or workdir / "results" / campaign / "records.parquet"
+    dec, design, agg = look_at_records(path, suite, {"max": max_seeds, "batch": batch, "design": "sequential",
+                                                     "equivalence_margin": margin, "futility_cp": futility,
+                                                     "spending": spending, "familywise": familywise}, look, aggregate)
     if dec.empty:
         _fail(f"{path}: no comparison with both a policy and its reference; nothing to look at")
-    n = record_look(wd.ledger_url, campaign, dec, design, aggregate=aggregate or s.aggregate_names[0],
-                    design_name=design_name)
+    n = record_look(wd.ledger_url, campaign, dec, design, aggregate=agg, design_name=design_name)
     nxt = next_batch_seeds(dec, design, look)
     if as_json:
         from wtcommon.jsonsafe import dumps
@@ -122,7 +105,7 @@ def seeds_look_cmd(
                   _fmt(getattr(r, "mean", math.nan)), ci, r.decision, adj)
     out.print(t)
     out.print(f"recorded {n} decisions in the ledger database (table sequential_looks) under design "
-              f"{design_name!r} (aggregate {aggregate or s.aggregate_names[0]}, familywise {design.familywise}); "
+              f"{design_name!r} (aggregate {agg}, familywise {design.familywise}); "
               "bias-adjusted Δ: median-unbiased estimate under the stage-wise ordering, for early efficacy stops")
     for k, v in nxt.items():
         out.print(f"next batch for {'/'.join(k)}: seeds {v} (open comparisons and their reference)")
@@ -130,5 +113,5 @@ def seeds_look_cmd(
 
 def register(app: typer.Typer) -> None:
     """Attach `looks` and `seeds-look` to the main app."""
-    app.command("looks")(looks_cmd)
-    app.command("seeds-look")(seeds_look_cmd)
+    command(app, "looks", looks_cmd)
+    command(app, "seeds-look", seeds_look_cmd)

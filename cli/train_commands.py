@@ -8,7 +8,8 @@ from pathlib import Path
 import typer
 
 from cli.console import err, fail as _fail
-from cli.groups import subgroup
+from cli.groups import command, subgroup
+from cli.options import OutDirOpt
 from wtcommon.errors import UserError
 
 
@@ -51,9 +52,9 @@ def build_request(
 
 
 def train(
+    out_dir: OutDirOpt[Path],
     policy: Path = typer.Option(..., "--policy", help="policy YAML, e.g. campaigns/policy/topk.yaml"),
     seed: int = typer.Option(..., "--seed", help="run seed: data order, sampling and policy randomness"),
-    out_dir: Path = typer.Option(..., "--out", help="run directory (checkpoints/, metrics.jsonl, result.json)"),
     backend: str = typer.Option("local", "--backend", help="local (CPU, tiny models) or verl (GPU)"),
     recipe: str = typer.Option("cpu_tiny", "--recipe", help="campaigns/recipe/<name>.yaml or a path"),
     steps: int | None = typer.Option(None, "--steps", help="override the recipe's total steps"),
@@ -66,7 +67,9 @@ def train(
     cache_dir: Path | None = typer.Option(None, "--cache-dir",
                                           help="base-model/data cache (default ~/.cache/windtunnel)"),
 ) -> None:
-    """Train one policy at one seed and print the checkpoints and compute."""
+    """Train one policy at one seed and print the checkpoints and compute.
+
+    --out FOLDER is the run directory: checkpoints/, metrics.jsonl, result.json."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from training.backend import TrainingError
@@ -117,7 +120,7 @@ def train(
 
 
 def synthetic_cmd(
-    out_dir: Path = typer.Option(..., "--out", help="output directory"),
+    out_dir: OutDirOpt[Path],
     seed: int = typer.Option(42, "--seed", help="generator seed"),
     per_domain: int = typer.Option(2000, "--per-domain", help="training prompts per domain"),
     test_per_domain: int = typer.Option(32, "--test-per-domain", help="held-out prompts per domain"),
@@ -126,8 +129,8 @@ def synthetic_cmd(
     heldout: str = typer.Option("iid", "--heldout", help="iid: held-out prompts drawn like training ones (as the "
                                 "cpu_tiny recipe); disjoint: never trained on (needs enough distinct prompts)"),
 ) -> None:
-    """Write the synthetic corpus (train/test.parquet) and eval fixtures (eval/<benchmark>.parquet plus the
-    manifest.json that declares them fixtures, so `campaign submit --data-dir OUT/eval` accepts them)."""
+    """Write into --out FOLDER the synthetic corpus (train/test.parquet) and eval fixtures (eval/<benchmark>.parquet
+    plus the manifest.json that declares them fixtures, so `campaign submit --data-dir FOLDER/eval` accepts them)."""
     from evaluation.benchmark_data import write_manifest
     from training import synthetic
 
@@ -150,29 +153,16 @@ def synthetic_cmd(
 
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the main app."""
-    app.command("train")(train)
+    command(app, "train", train)
     data_app = subgroup(app, "data", "Build training corpora and evaluation data.")
-    data_app.command("synthetic")(synthetic_cmd)
-
-
-# what the README says to check after a smoke test: a selector keeps < 1, a reweighter spreads weights, a mixer moves
-_POLICY_METRICS = ("kept_frac", "weight_std", "realised_prop")
+    command(data_app, "synthetic", synthetic_cmd)
 
 
 def _policy_line(metrics_path: Path) -> None:
     """One line with the policy's own metrics, mean over the steps (`kept_frac`, `weight_std`, a mixer's
     realised proportions): what a smoke test is run to see, without opening metrics.jsonl."""
-    from wtcommon.metrics import MetricsFileError, read_metrics_jsonl
+    from wtcommon.metrics import policy_metric_means
 
-    try:
-        rows = read_metrics_jsonl(metrics_path, torn_tail="skip")[0] if metrics_path.is_file() else []
-    except MetricsFileError:
-        return
-    keys = sorted({k for r in rows for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-                   and any(m in k.rsplit("/", 1)[-1] for m in _POLICY_METRICS)})
-    if not keys:
-        return
-    means = {k: sum(vals) / len(vals) for k in keys
-             if (vals := [float(r[k]) for r in rows if isinstance(r.get(k), (int, float))])}
-    steps = len({r.get("step") for r in rows if any(k in r for k in keys)})
-    typer.echo(f"policy (mean over {steps} steps): " + ", ".join(f"{k} {v:.3g}" for k, v in means.items()))
+    means, steps = policy_metric_means(metrics_path)
+    if means:
+        typer.echo(f"policy (mean over {steps} steps): " + ", ".join(f"{k} {v:.3g}" for k, v in means.items()))

@@ -12,7 +12,9 @@ from rich.table import Table
 
 from cli.console import err, fail as _fail, out, signed as _fmt
 from cli.errors import as_user_error
+from cli.groups import command
 from cli.options import LedgerUrlOpt, RayAddressOpt, WorkdirOpt
+from wtcommon.errors import UserError
 
 
 def _report_table(rep: dict) -> Table:
@@ -75,7 +77,7 @@ def tune_cmd(
     try:
         seed_list = [int(x) for x in seeds.split(",")] if seeds else None
     except ValueError:
-        _fail(f"--seeds {seeds!r}: give comma-separated integers, e.g. --seeds 1,2,3")
+        raise UserError(f"--seeds {seeds!r}: give comma-separated integers, e.g. --seeds 1,2,3") from None
     with as_user_error():  # ours (TuneError, SpecError: 2; LeaseLost: 4) as they are; Optuna's ValueError: 2
         spec = load_campaign(campaign, list(override))
         url = Workdir(workdir, ledger_url).ledger_url
@@ -108,4 +110,4 @@ def tune_cmd(
 
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the main app."""
-    app.command("tune")(tune_cmd)
+    command(app, "tune", tune_cmd)

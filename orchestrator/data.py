@@ -134,6 +134,23 @@ def build_multidomain(
     return train, test
 
 
+SOURCE_FILES = ("gsm8k", "deepscaler", "kk_train", "kk_test", "sciq_train", "sciq_val")
+
+
+def read_sources_dir(folder: Path) -> dict[str, list[dict[str, Any]]]:
+    """The public sources from local `<source>.jsonl` files (one JSON object per line) instead of the hub: what
+    `campaign data train --sources DIR` reads. A missing file is a `CorpusError` (exit 2) naming it."""
+    import json
+
+    sources = {}
+    for name in SOURCE_FILES:
+        p = folder / f"{name}.jsonl"
+        if not p.exists():
+            raise CorpusError(f"{p}: missing source file; provide one JSON object per line")
+        sources[name] = [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()]
+    return sources
+
+
 def load_sources(cache_dir: Path | None = None) -> dict[str, list[dict[str, Any]]]:  # pragma: no cover - network
     """Load the public sources at the revisions in SOURCES with `datasets` (needs network or a cache)."""
     import datasets

@@ -7,6 +7,7 @@ its schema version and migration), given a `Ledger` or a ledger URL.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from analysis.sequential.design import SequentialDesign
@@ -16,6 +17,8 @@ from orchestrator.ledger.base import Ledger
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from orchestrator.workdir import Workdir
 
 
 def _with_ledger(ledger: Ledger | str) -> tuple[Ledger, bool]:
@@ -44,3 +47,37 @@ def read_looks(ledger: Ledger | str, campaign: str) -> pd.DataFrame:
     finally:
         if opened:
             led.close()
+
+
+def runs_its_own_looks(wd: Workdir, campaign: str) -> bool:
+    """Whether `campaign` in this work dir's ledger runs a sequential seed design: then `submit`/`resume` take
+    its looks and add its batches, and a look by hand (`campaign seeds-look`) is refused."""
+    from orchestrator.spec import CampaignSpec
+
+    if not wd.has_ledger():
+        return False
+    led = open_ledger(wd)
+    try:
+        stored = led.campaign_spec(campaign)
+    finally:
+        led.close()
+    return bool(stored and CampaignSpec.model_validate_json(stored).seed_design)
+
+
+def look_at_records(records: Path, suite: str, design: dict, look: int,
+                    aggregate: str | None = None) -> tuple[pd.DataFrame, SequentialDesign, str]:
+    """Test every comparison of `records` at `look` under the sequential `design` (its mapping, as a campaign's
+    `seed_design:` block): (decisions, the design, the aggregate looked at).
+    A missing records file is a `UserError` (exit 2), as bad records or a bad design are."""
+    from analysis.aggregates import run_table
+    from analysis.records import read_records
+    from analysis.sequential.looks import look_at_runs
+    from evaluation.suite import load_suite
+    from wtcommon.errors import as_user_error
+
+    with as_user_error(FileNotFoundError):
+        s = load_suite(suite)
+        seq = SequentialDesign.from_mapping(design, where="seeds-look")
+        agg = aggregate or s.aggregate_names[0]
+        runs = run_table(read_records(records, suite=s), s)
+        return look_at_runs(runs, seq, look, agg), seq, agg

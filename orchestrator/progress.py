@@ -164,3 +164,15 @@ def driver_line(sess: Session, campaign: str) -> str:
     basis = " (from the plan's estimates until a run has finished)" if p["eta_basis"] == "plan" else ""
     return (f"driven by {d['owner']} (lease {d['lease_left_s']:.0f} s left, renewed while it runs); "
             f"ETA {format_duration(p['eta_s'])}{basis}")
+
+
+def status_report(sess: Session, campaign: str) -> dict[str, Any]:
+    """What `campaign status --format json` prints of one campaign (stable keys): its counts by state
+    (`Session.status`), every run (id, key, state, stage, reason, attempts, compute, what it does now) and
+    `campaign_progress` (driver, ETA)."""
+    st = sess.status(campaign)
+    st["runs"] = [{"run_id": r.run_id, "run_key": r.run_key, "state": r.state, "stage": r.stage, "reason": r.reason,
+                   "attempts": r.attempts, "compute": r.compute, "doing": run_activity(sess, r)}
+                  for r in sess.ledger.runs(campaign)]
+    st.update(campaign_progress(sess, campaign))
+    return st

@@ -374,6 +374,55 @@ def test_every_exception_class_is_in_the_windtunnel_error_tree() -> None:
     assert (SpecError.exit_code, ClusterUnreachable.exit_code) == (2, 3) and issubclass(SpecError, ValueError)
 
 
+EXITS = frozenset({"fail", "_fail", "Exit", "Abort", "SystemExit", "exit"})
+
+
+def exit_mapping_catches(source: str) -> list[tuple[int, str]]:
+    """(line, caught) of each `except` whose body maps the error to an exit itself: it calls `fail(...)` (or
+    `_fail`, `sys.exit`) or raises `typer.Exit`/`typer.Abort`/`SystemExit`. In cli/ that is the one place's job
+    (cli/errors.py: a `WindtunnelError` exits with its `exit_code`); a catch may convert a foreign exception
+    into one of ours (`raise UserError(...) from exc`), handle it, or re-raise it."""
+    def name(f: ast.expr) -> str:
+        f = f.func if isinstance(f, ast.Call) else f
+        return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+    out = []
+    for h in ast.walk(ast.parse(source)):
+        if not isinstance(h, ast.ExceptHandler):
+            continue
+        body = [n for stmt in h.body for n in ast.walk(stmt)]
+        if any((isinstance(n, ast.Call) and name(n) in EXITS) or
+               (isinstance(n, ast.Raise) and n.exc is not None and name(n.exc) in EXITS) for n in body):
+            out.append((h.lineno, ast.unparse(h.type) if h.type is not None else ""))
+    return out
+
+
+def test_the_exit_mapping_catch_checker() -> None:
+    src = ("try:\n    load()\nexcept SuiteError as e:\n    _fail(str(e))\n"
+           "try:\n    x()\nexcept (A, B):\n    raise typer.Exit(2)\n"
+           "try:\n    x()\nexcept ValueError:\n    if True:\n        console.fail('bad', 1)\n"
+           "try:\n    x()\nexcept:\n    sys.exit(3)\n"
+           "try:\n    x()\nexcept KeyError:\n    raise SystemExit\n")
+    assert exit_mapping_catches(src) == [(3, "SuiteError"), (7, "(A, B)"), (11, "ValueError"), (16, ""),
+                                         (20, "KeyError")]
+    assert exit_mapping_catches("try:\n    x()\nexcept ValueError as e:\n    raise UserError(str(e)) from e\n"
+                                "try:\n    x()\nexcept MetricsFileError:\n    return\n"
+                                "try:\n    x()\nexcept ClusterAuthError:\n    raise\n"
+                                "try:\n    x()\nexcept TuneError as e:\n    err.print(e)\n"
+                                "_fail('not in a catch')\nraise typer.Exit(1)\n") == []
+
+
+def test_no_cli_catch_maps_an_error_to_an_exit_itself() -> None:
+    """Issue 23: one error root, one place that maps it to an exit code (cli/errors.py, applied to every command
+    as `register()` attaches it). A command lets our errors propagate; a library's own exception it converts
+    into a `WindtunnelError` subclass with the message, never into `typer.Exit` at the catch."""
+    found = [f"{p}:{line} except {caught}" for p in product_files()
+             if p.parts[0] == "cli" and p != Path("cli/errors.py")
+             for line, caught in exit_mapping_catches((ROOT / p).read_text())]
+    assert found == [], "raise (or convert into) a WindtunnelError subclass instead; cli/errors.py exits:\n" + \
+        "\n".join(found)
+
+
 # ---------------------------------------------------------------- one job per module in analysis/
 
 MAX_ANALYSIS_LINES = 400

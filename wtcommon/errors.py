@@ -8,6 +8,9 @@ catches those still does.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class WindtunnelError(Exception):
     """An error Windtunnel raises on purpose; its message says what happened and what to do."""
@@ -43,4 +46,18 @@ class StageHealthGateError(RunFailed):
     finding rather than a configuration error, so it is its own failure class (`health_gate`)."""
 
 
-__all__ = ["ClusterError", "RunFailed", "StageConfigError", "StageHealthGateError", "UserError", "WindtunnelError"]
+@contextmanager
+def as_user_error(*kinds: type[Exception]) -> Iterator[None]:
+    """A library's own exception of `kinds` (default ValueError) raised on bad input becomes a UserError
+    (exit 2) with the same message; our own errors pass through unchanged."""
+    caught = kinds or (ValueError,)
+    try:
+        yield
+    except WindtunnelError:
+        raise
+    except caught as exc:
+        raise UserError(str(exc)) from exc
+
+
+__all__ = ["ClusterError", "RunFailed", "StageConfigError", "StageHealthGateError", "UserError", "WindtunnelError",
+           "as_user_error"]

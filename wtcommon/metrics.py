@@ -94,3 +94,24 @@ def training_rows(train_dir: str | Path) -> list[dict[str, Any]]:
     checkpoint); a torn last line is left out."""
     return [row for f in training_metrics_files(train_dir) if f.is_file()
             for row in read_metrics_jsonl(f, torn_tail="skip")[0]]
+
+
+# what the README says to check after a smoke test: a selector keeps < 1, a reweighter spreads weights, a mixer moves
+POLICY_METRICS = ("kept_frac", "weight_std", "realised_prop")
+
+
+def policy_metric_means(path: str | Path) -> tuple[dict[str, float], int]:
+    """The policy's own metrics in a run's metrics.jsonl (`kept_frac`, `weight_std`, a mixer's realised
+    proportions), each as its mean over the steps that logged it, and how many steps did; ({}, 0) when the
+    file is missing, unreadable or holds none (a summary line, never a reason to fail a finished run)."""
+    p = Path(path)
+    try:
+        rows = read_metrics_jsonl(p, torn_tail="skip")[0] if p.is_file() else []
+    except MetricsFileError:
+        return {}, 0
+    keys = sorted({k for r in rows for k, v in r.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+                   and any(m in k.rsplit("/", 1)[-1] for m in POLICY_METRICS)})
+    means = {k: sum(vals) / len(vals) for k in keys
+             if (vals := [float(r[k]) for r in rows if isinstance(r.get(k), (int, float))])}
+    steps = len({r.get("step") for r in rows if any(k in r for k in keys)})
+    return means, steps

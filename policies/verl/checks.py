@@ -14,7 +14,10 @@ from wtcommon.errors import WindtunnelError
 
 
 class PluginCheckError(WindtunnelError, RuntimeError):
-    """The verl plugin is not installed or not registered."""
+    """The verl plugin is not installed or not registered (exit 1); the message says it was the self-check."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"verl plugin self-check failed: {reason}")
 
 
 def self_check() -> list[str]:

@@ -3,6 +3,7 @@ and a legend under `status` (in-process, Typer's CliRunner: no terminal)."""
 
 from __future__ import annotations
 
+import pkgutil
 import re
 from pathlib import Path
 
@@ -81,3 +82,52 @@ def test_help_shows_no_type_tags(words):
     assert r.exit_code == 0, r.output
     tags = re.findall(r"<(?:str|bool|int|float|list\[[a-z]+\]|path|file|dir)>", r.output)
     assert tags == [], f"{' '.join(words)} --help shows {tags}"
+
+
+def _registered_callbacks(typer_app) -> list[tuple[str, object]]:
+    """(name, callback) of every command and sub-group callback of `typer_app`, one level of groups deep."""
+    found = [(c.name or "?", c.callback) for c in typer_app.registered_commands]
+    for g in typer_app.registered_groups:
+        sub = g.typer_instance
+        if sub is None:
+            continue
+        found += [(f"{g.name} {c.name}", c.callback) for c in sub.registered_commands]
+        if sub.registered_callback is not None and sub.registered_callback.callback is not None:
+            found.append((f"{g.name} (callback)", sub.registered_callback.callback))
+    return found
+
+
+AREAS = sorted(m.name for m in pkgutil.iter_modules([str(REPO / "cli")]) if m.name.endswith("_commands"))
+
+
+@pytest.mark.parametrize("area", AREAS)
+def test_every_app_built_by_register_maps_errors_to_exit_codes(area):
+    """Issue 23: the error-to-exit-code mapping (cli/errors.py) is applied as `register()` attaches a command,
+    so an app a test builds from one area's `register()` exits as the main app does (no traceback, the
+    error's exit code), with no catch of its own in the command."""
+    import importlib
+
+    import typer
+
+    app_ = typer.Typer()
+    importlib.import_module(f"cli.{area}").register(app_)
+    found = _registered_callbacks(app_)
+    assert found, f"cli.{area}.register() attached nothing"
+    bare = [name for name, cb in found if not getattr(cb, "exits_cleanly", False)]
+    assert bare == [], f"attach these with cli.groups.command()/callback(): {bare}"
+
+
+def test_an_app_built_from_register_alone_exits_2_on_bad_input(tmp_path):
+    """The behaviour the wrapping gives: a suite error raised deep in `campaign verdicts` exits 2 with one
+    error line and no traceback on an app holding only the analysis commands."""
+    import typer
+
+    from cli import analysis_commands
+
+    app_ = typer.Typer()
+    analysis_commands.register(app_)
+    records = tmp_path / "r.csv"
+    records.write_text("x\n1\n")
+    r = runner.invoke(app_, ["verdicts", str(records), "--suite", str(tmp_path / "no_such_suite.yaml")])
+    assert r.exit_code == 2, r.output
+    assert "no_such_suite" in r.output and "Traceback" not in r.output

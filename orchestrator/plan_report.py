@@ -1,0 +1,58 @@
+"""What `campaign plan` reports of a campaign before any compute, as one JSON-ready dict: the accounting
+(orchestrator.grid), the duration on the cluster, each run, and at plan time the power table and a sequential
+seed design for a power target (analysis/power.py, analysis/sequential/plan.py). The command prints it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from wtcommon.errors import as_user_error
+
+DURATION_METHOD = ("longest-first list scheduling of the runs' estimated hours on the GPUs; no failures, retries "
+                   "or evaluation time")
+
+
+def run_rows(runs: list) -> list[dict[str, Any]]:
+    """One row per planned run: what `plan --runs` lists and `plan --format csv` writes."""
+    return [{"run_id": r.run_id, "run_key": r.run_key, "sub_campaign": r.sub_campaign, "model": r.model,
+             "policy": r.policy.name, "seed": r.seed, "gpus": r.gpus, "est_hours": round(r.est_hours, 3)}
+            for r in runs]
+
+
+def plan_report(spec, runs: list, *, gpus: int | None = None, with_runs: bool = False, prior: Path | None = None,
+                sd: float | None = None, margin: float = 1.0, target_power: float | None = None,
+                effect: float | None = None, gpu_budget: float | None = None, familywise: str = "holm",
+                sims: int = 400) -> dict[str, Any]:
+    """The accounting of `runs` plus `duration` on `gpus` (default: the campaign's nodes × GPUs per node),
+    `runs` (with `with_runs`), `power` (with `prior` records or a stated `sd`) and `sequential_plan` (with a
+    `target_power` for a real `effect`, checked against `gpu_budget` GPU-hours). Bad records or settings for the
+    power table raise `UserError` (exit 2) with the library's message."""
+    from orchestrator.grid import accounting, makespan_hours
+
+    acc = accounting(spec, runs)
+    n_gpus = gpus or spec.compute.nodes * spec.compute.gpus_per_node
+    span = makespan_hours(runs, n_gpus)
+    acc["duration"] = {"gpus": n_gpus, "hours": span, "days": None if span is None else round(span / 24, 1),
+                       "method": DURATION_METHOD}
+    if with_runs:
+        acc["runs"] = run_rows(runs)
+    if prior is not None or sd is not None:
+        from analysis.power import power_section
+
+        with as_user_error():  # RecordsError/SuiteError are ours; a library's ValueError on the records too
+            acc["power"] = power_section([r.flat() for r in runs], margin=margin, sd=sd,
+                                         prior_path=str(prior) if prior else None, suite=spec.suite)
+    if target_power is not None and effect is not None:
+        from analysis.sequential.plan import campaign_comparisons, recommend
+
+        with as_user_error():
+            comp = campaign_comparisons([r.flat() for r in runs], acc["power"]["comparisons"])
+        sp = recommend(comp, power=target_power, effect=effect, budget=gpu_budget, n_sims=sims,
+                       familywise=familywise)
+        sp["plan_gpu_h"], sp["plan_runs"] = acc["gpu_hours"], acc["total_runs"]
+        sp["ratio_to_plan_gpu_h"] = (sp["recommended"]["gpu_h"] / acc["gpu_hours"]
+                                     if sp["recommended"] and acc["gpu_hours"] else None)
+        acc["sequential_plan"] = sp
+    return acc
+
