@@ -13,12 +13,13 @@ from typing import Annotated
 
 import typer
 
-from cli.console import err, fail as _fail
+from cli.console import err
 from cli.groups import command
 from cli.options import FormatOpt, JsonOpt, OutDirOpt, OutFileOpt
 from analysis.sensitivity_tables import SENSITIVITY_TABLES
 from orchestrator.ranges import check_open_probability, check_points, check_seed
 from wtcommon.jsonsafe import dumps as _json_dumps
+from wtcommon.errors import UserError
 
 
 RecordsArg = Annotated[Path, typer.Argument(metavar="RECORDS",
@@ -45,7 +46,7 @@ def _check(*problems: str | None) -> None:
     """Exit 2 on the first problem a range validator (`orchestrator.ranges`) found; before anything is read."""
     for p in problems:
         if p is not None:
-            _fail(p)
+            raise UserError(p)
 
 
 def _format(fmt: str, as_json: bool) -> str:
@@ -53,9 +54,9 @@ def _format(fmt: str, as_json: bool) -> str:
     from analysis.table_formats import FORMATS
 
     if fmt not in FORMATS:
-        _fail(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
+        raise UserError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
     if as_json and fmt not in ("md", "json"):
-        _fail(f"--json and --format {fmt}: --json means --format json; pass only one of them")
+        raise UserError(f"--json and --format {fmt}: --json means --format json; pass only one of them")
     return "json" if as_json else fmt
 
 
@@ -64,7 +65,7 @@ def _out_file(out: Path | None, inputs: list[Path | None], force: bool) -> None:
     if out is None:
         return
     if out.is_dir():
-        _fail(f"--out {out}: is a folder; this command writes one file, e.g. --out {out / 'compare.md'}")
+        raise UserError(f"--out {out}: is a folder; this command writes one file, e.g. --out {out / 'compare.md'}")
     _check_out(out, inputs, force)
 
 
@@ -73,8 +74,8 @@ def _out_dir(out: Path | None, inputs: list[Path | None], names: list[str], ext:
     if out is None:
         return
     if out.exists() and not out.is_dir():
-        _fail(f"--out {out}: is a file; --out takes a folder here (one <table>.{ext} per table), "
-              f"e.g. --out {out.parent / out.stem}")
+        raise UserError(f"--out {out}: is a file; --out takes a folder here (one <table>.{ext} per table), "
+                        f"e.g. --out {out.parent / out.stem}")
     for n in names:
         _check_out(out / f"{n}.{ext}", inputs, force)
 
@@ -117,7 +118,7 @@ def _load(records: Path, suite: str, campaign: str | None = None, model: str | N
         err.print(partial, markup=False, highlight=False, soft_wrap=True)
     for col, val in (("campaign", campaign), ("model", model)):
         if val is not None and not (df[col] == val).any():
-            _fail(f"{records}: no records with {col} {val!r}; present: {', '.join(sorted(df[col].unique()))}")
+            raise UserError(f"{records}: no records with {col} {val!r}; present: {', '.join(sorted(df[col].unique()))}")
         if val is not None:
             df = df[df[col] == val]
     if not mixed_evaluations:
@@ -169,10 +170,11 @@ def _require_pairs(res, records: Path) -> None:
     if ok is not None and bool(ok.any()):
         return
     why = "; ".join(res.dropped[:8]) + (f"; ... {len(res.dropped) - 8} more" if len(res.dropped) > 8 else "")
-    _fail(f"{records}: no method-vs-reference pair could be formed (a policy and its reference, select/reweight -> "
-          f"baseline, mix -> static, at the same campaign/model/regime/step and seed with finite scores)"
-          + (f": {why}" if why else ": the records hold no policy whose reference is present")
-          + "; add the reference's runs or pass --reference-map POLICY=REFERENCE")
+    raise UserError(f"{records}: no method-vs-reference pair could be formed (a policy and its reference, "
+                    f"select/reweight -> "
+                    f"baseline, mix -> static, at the same campaign/model/regime/step and seed with finite scores)"
+                    + (f": {why}" if why else ": the records hold no policy whose reference is present")
+                    + "; add the reference's runs or pass --reference-map POLICY=REFERENCE")
 
 
 def _read_items(items: Path | None):
@@ -189,13 +191,13 @@ def _check_out(out: Path, inputs: list[Path | None], force: bool, what: str = "-
     target = out.resolve()
     for p in inputs:
         if p is not None and Path(p).exists() and Path(p).resolve() == target:
-            _fail(f"{what} {out}: is an input of this command ({p}); write the output to another path")
+            raise UserError(f"{what} {out}: is an input of this command ({p}); write the output to another path")
     if out.is_dir():
-        _fail(f"{what} {out}: is a directory; give a file path such as {out / 'report.html'}")
+        raise UserError(f"{what} {out}: is a directory; give a file path such as {out / 'report.html'}")
     if out.exists() and not force:
-        _fail(f"{what} {out}: exists; pass --force to replace it, or choose another path")
+        raise UserError(f"{what} {out}: exists; pass --force to replace it, or choose another path")
     if not out.parent.is_dir() and out.parent.exists():
-        _fail(f"{what} {out}: {out.parent} is not a folder; choose another path")
+        raise UserError(f"{what} {out}: {out.parent} is not a folder; choose another path")
 
 
 def _parse_map(items: list[str] | None) -> dict[str, str]:
@@ -203,7 +205,8 @@ def _parse_map(items: list[str] | None) -> dict[str, str]:
     for it in items or []:
         pol, sep, ref = it.partition("=")
         if not sep or not pol.strip() or not ref.strip():
-            _fail(f"--reference-map {it!r}: expected POLICY=REFERENCE, e.g. --reference-map reward_gap=static")
+            raise UserError(f"--reference-map {it!r}: expected POLICY=REFERENCE, e.g. --reference-map "
+                            f"reward_gap=static")
         out[pol.strip()] = ref.strip()
     return out
 
@@ -250,16 +253,16 @@ def tables(
     names = list(TABLE_NAMES) if table == "all" else [t.strip() for t in table.split(",")]
     bad = [n for n in names if n not in TABLE_NAMES]
     if bad:
-        _fail(f"--table {', '.join(bad)}: unknown; choose from all, {', '.join(TABLE_NAMES)}")
+        raise UserError(f"--table {', '.join(bad)}: unknown; choose from all, {', '.join(TABLE_NAMES)}")
     if fmt == "csv" and out is None and len(names) > 1:
-        _fail(f"--format csv prints one table on stdout ({len(names)} asked): pass --table NAME (one of "
-              f"{', '.join(TABLE_NAMES)}), or --out FOLDER for one <table>.csv per table")
+        raise UserError(f"--format csv prints one table on stdout ({len(names)} asked): pass --table NAME (one of "
+                        f"{', '.join(TABLE_NAMES)}), or --out FOLDER for one <table>.csv per table")
     _out_dir(out, [records, items], names, EXT[fmt], force)
     s, df = _load(records, suite, mixed_evaluations=allow_mixed)
     item_df = _read_items(items)
     if metric is not None and metric not in s.aggregate_names + list(s.domains) + s.benchmark_ids:
-        _fail(f"--aggregate {metric!r}: not an aggregate, domain or benchmark of suite {s.name!r} "
-              f"(aggregates: {', '.join(s.aggregate_names)})")
+        raise UserError(f"--aggregate {metric!r}: not an aggregate, domain or benchmark of suite {s.name!r} "
+                        f"(aggregates: {', '.join(s.aggregate_names)})")
     import warnings
 
     from analysis.comparisons import paired_comparisons
@@ -406,7 +409,7 @@ def compare(
     _out_file(out, [records, items], force)
     s, df = _load(records, suite, campaign, model, mixed_evaluations=allow_mixed)
     if aggregate is not None and aggregate not in s.aggregate_names:
-        _fail(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
+        raise UserError(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
     import warnings
 
     from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
@@ -536,15 +539,16 @@ def sensitivity(
     --out FOLDER gets one <table>.<md|csv|tex|json> per table (--force replaces them); a file there exits 2."""
     fmt = _format(fmt, as_json)
     if table is not None and table not in SENSITIVITY_TABLES:
-        _fail(f"--table {table!r}: unknown; choose from {', '.join(SENSITIVITY_TABLES)}")
+        raise UserError(f"--table {table!r}: unknown; choose from {', '.join(SENSITIVITY_TABLES)}")
     names = [table] if table else list(SENSITIVITY_TABLES)
     if fmt == "csv" and out is None and len(names) > 1:
-        _fail(f"--format csv prints one table on stdout: pass --table NAME (one of {', '.join(SENSITIVITY_TABLES)}), "
-              "or --out FOLDER for one <table>.csv per table")
+        raise UserError(f"--format csv prints one table on stdout: pass --table NAME (one of "
+                        f"{', '.join(SENSITIVITY_TABLES)}), "
+                        "or --out FOLDER for one <table>.csv per table")
     _out_dir(out, [records], names, EXT[fmt], force)
     s, df = _load(records, suite, campaign, model, mixed_evaluations=allow_mixed)
     if aggregate is not None and aggregate not in s.aggregate_names:
-        _fail(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
+        raise UserError(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
     import pandas as pd
 
     from analysis.aggregates import run_table
@@ -623,9 +627,11 @@ def report(
     _check_out(out, [records, looks], force)
     if figures is not None:
         if figures.exists() and not figures.is_dir():
-            _fail(f"--figures {figures}: is a file; --figures takes a folder (one <figure>.svg/.pdf/.png each)")
+            raise UserError(f"--figures {figures}: is a file; --figures takes a folder (one <figure>.svg/.pdf/.png "
+                            f"each)")
         if figures.is_dir() and any(figures.glob("*.svg")) and not force:
-            _fail(f"--figures {figures}: already holds figures; pass --force to replace them, or choose another folder")
+            raise UserError(f"--figures {figures}: already holds figures; pass --force to replace them, or choose "
+                            f"another folder")
     s, df = _load(records, suite, mixed_evaluations=allow_mixed)
     import warnings
 
@@ -722,7 +728,7 @@ def verdicts(
     _out_file(out, [records], force)
     s, df = _load(records, suite, campaign, model, mixed_evaluations=allow_mixed)
     if aggregate is not None and aggregate not in s.aggregate_names:
-        _fail(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
+        raise UserError(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
     import warnings
 
     from analysis.comparisons import SMALL_N_NOTE, paired_comparisons

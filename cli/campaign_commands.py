@@ -20,7 +20,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from cli.console import err, fail as _fail, out
+from cli.console import err, out
 from cli.groups import command, subgroup
 from cli.options import CampaignArg, JsonOpt, LedgerUrlOpt, OutDirOpt, RayAddressOpt, RunsArg, WorkdirOpt
 from wtcommon.errors import ClusterError, UserError
@@ -72,9 +72,11 @@ def _cluster_checks(address: str, workdir: Path, runs) -> None:
     needs = sorted({(f"model {r.model}", r.gpus_per_node, r.nnodes) for r in runs if r.gpus_per_node})
     bad = cheap_checks(cluster_executor(address, workdir), workdir.resolve(), needs=needs)
     if bad:
-        _fail(f"{len(bad)} problem(s) with the cluster at {address} found before any compute (`campaign doctor "
-              f"--workdir {workdir}` shows every check):\n" + "\n".join(f"  - {r.node}: {r.check}: {r.result}; "
-                                                                         f"fix: {r.fix}" for r in bad))
+        raise UserError(f"{len(bad)} problem(s) with the cluster at {address} found before any compute (`campaign "
+                        f"doctor "
+                        f"--workdir {workdir}` shows every "
+                        f"check):\n" + "\n".join(f"  - {r.node}: {r.check}: {r.result}; "
+                                                                                   f"fix: {r.fix}" for r in bad))
 
 
 def _session(workdir: Path, ledger_url: str | None = None, ray_address: str | None = None, *,
@@ -129,8 +131,9 @@ def _campaign_name(arg: str) -> str:
 def _require_campaign(sess, campaign: str) -> None:
     if sess.ledger.campaign_spec(campaign) is None:
         known = sess.ledger.campaigns()
-        _fail(f"campaign '{campaign}' is not in the ledger {sess.ledger.url}; known: {known or 'none'}; run `campaign "
-              "submit` first")
+        raise UserError(f"campaign '{campaign}' is not in the ledger {sess.ledger.url}; known: {known or 'none'}; "
+                        f"run `campaign "
+                        "submit` first")
 
 
 def _drive(sess, campaign: str, *, timeout_s: float | None = None, max_parallel: int | None = None,
@@ -205,19 +208,20 @@ def plan_cmd(
 
     fmt = "json" if as_json else fmt
     if fmt not in ("table", "json", "csv"):
-        _fail(f"--format: got {fmt!r}; choose table, json or csv")
+        raise UserError(f"--format: got {fmt!r}; choose table, json or csv")
     _check_ray_address(ray_address)
     for problem in (check_points("--sd", sd), check_points("--margin", margin), check_points("--effect", effect),
                     check_positive("--gpu-hours", gpu_budget), check_open_probability("--power", target_power)):
         if problem:
-            _fail(problem)
+            raise UserError(problem)
     if (target_power is None) != (effect is None) or (target_power is not None and prior is None and sd is None):
-        _fail("--power and --effect go together, with --prior RECORDS or --sd S (the seed SD the simulation "
-              "needs), e.g. --prior ../shared/data/released_runs_171.csv --power 0.8 --effect 2.5")
+        raise UserError("--power and --effect go together, with --prior RECORDS or --sd S (the seed SD the simulation "
+                        "needs), e.g. --prior ../shared/data/released_runs_171.csv --power 0.8 --effect 2.5")
     if gpu_budget is not None and target_power is None:
-        _fail("--gpu-hours: give --power and --effect too (the budget is checked against the recommended design)")
+        raise UserError("--gpu-hours: give --power and --effect too (the budget is checked against the recommended "
+                        "design)")
     if familywise not in ("holm", "bonferroni"):
-        _fail(f"--familywise: got {familywise!r}; choose holm or bonferroni")
+        raise UserError(f"--familywise: got {familywise!r}; choose holm or bonferroni")
     spec, rs = _plan(campaign, overrides, data_root=workdir / "data" if workdir else None)
     eval_dir = data_dir or (eval_data_dir(spec, workdir.resolve()) if workdir else None)
     _preflight(spec, rs, eval_dir, local_head=not ray_address, ray_address=ray_address, workdir=workdir)
@@ -413,7 +417,7 @@ def status_cmd(
     from orchestrator.progress import LEGEND, counts_line, driver_line, run_activity, status_matrix, status_report
 
     if fmt not in ("table", "json"):
-        _fail(f"--format {fmt!r}: use table or json")
+        raise UserError(f"--format {fmt!r}: use table or json")
     as_json = as_json or fmt == "json"
     if campaign:
         campaign = _campaign_name(campaign)
@@ -495,7 +499,7 @@ def _select(sess, campaign: str, runs: list[str] | None):
     for ident in runs:
         found = sess.ledger.find(campaign, ident)
         if not found:
-            _fail(f"run '{ident}' matches no run_key or run_id in campaign {campaign}")
+            raise UserError(f"run '{ident}' matches no run_key or run_id in campaign {campaign}")
         picked += found
     return picked
 
@@ -560,14 +564,14 @@ def logs_cmd(
     _print_training_metrics(workdir, row)
     chosen = [a for a in atts if attempt is None or a["attempt"] == attempt]
     if not chosen:
-        _fail(f"run {row.run_id} has no attempt {attempt}")
+        raise UserError(f"run {row.run_id} has no attempt {attempt}")
     sub = chosen[-1]["submission_id"]
     if sess.ray_address is None and running_head(workdir) is None:  # the local head is gone: read its files
         tmp = head_temp_dir(workdir)
         logs = sorted(tmp.glob(f"session_*/logs/job-driver-{sub}.log")) if tmp else []
         if not logs:
-            _fail(f"no log of job {sub}: the work directory's local Ray head is stopped and its log files "
-                  f"are gone ({tmp or 'no temp dir'}); the ledger's attempts are shown above", 3)
+            raise ClusterError(f"no log of job {sub}: the work directory's local Ray head is stopped and its log files "
+                               f"are gone ({tmp or 'no temp dir'}); the ledger's attempts are shown above")
         typer.echo(logs[-1].read_text(errors="replace"))
         return
     with _cluster_context("the ledger's attempts are shown above"):
@@ -597,7 +601,7 @@ def demo_cmd(
         print_analysis(records, out=out, show_all=show_all)
         return
     if backend not in DEMO_CAMPAIGNS:
-        _fail(f"--backend {backend!r}: choose one of {', '.join(DEMO_CAMPAIGNS)}", 2)
+        raise UserError(f"--backend {backend!r}: choose one of {', '.join(DEMO_CAMPAIGNS)}")
     wd = workdir or Path(tempfile.mkdtemp(prefix="windtunnel-demo-"))
     run_demo(wd, campaign_file or DEMO_CAMPAIGNS[backend], overrides or [], out=out, err=err,
              keep_ray=keep_ray, show_all=show_all)

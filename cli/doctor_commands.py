@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from cli.console import err, fail, out
+from cli.console import err, out
 from cli.groups import command
 from wtcommon.errors import UserError
 from cli.options import RayAddressOpt, WorkdirOpt
@@ -30,8 +30,10 @@ def _executor(workdir: Path, ray_address: str | None):
 
     ray_address = cluster_address(workdir, ray_address)
     if not ray_address and running_head(workdir) is None:
-        fail(f"no cluster to check: pass --ray-address http://HEAD:8265 (with RAY_AUTH_TOKEN_PATH set to the "
-             f"cluster's token), or submit a campaign with --workdir {workdir} first (its cluster is recorded)")
+        raise UserError(f"no cluster to check: pass --ray-address http://HEAD:8265 (with RAY_AUTH_TOKEN_PATH set "
+                        f"to the "
+                        f"cluster's token), or submit a campaign with --workdir {workdir} first (its cluster is "
+                        f"recorded)")
     return Session(workdir=workdir, ray_address=ray_address).executor
 
 

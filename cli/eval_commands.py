@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from cli.console import err, fail as _fail, out
+from cli.console import err, out
 from cli.errors import as_user_error
 from wtcommon.errors import UserError
 from cli.groups import command, subgroup
@@ -39,9 +39,10 @@ def _suite_or_fail(name: str, max_gen_toks: int | None):
 
 def _data_dir_or_fail(data_dir: Path) -> Path:
     if not data_dir.is_dir():
-        _fail(f"{data_dir}: benchmark data directory not found; build it with `campaign data benchmarks --out "
-              f"{data_dir}` "
-              "or pass --data-dir evaluation/fixtures/db12 for the fixture suite")
+        raise UserError(f"{data_dir}: benchmark data directory not found; build it with `campaign data benchmarks "
+                        f"--out "
+                        f"{data_dir}` "
+                        "or pass --data-dir evaluation/fixtures/db12 for the fixture suite")
     return data_dir
 
 
@@ -78,13 +79,13 @@ def eval_cmd(
     from orchestrator.ranges import check_count, check_seed
 
     if backend not in ("hf", "vllm"):
-        _fail(f"--backend {backend!r}: use hf or vllm")
+        raise UserError(f"--backend {backend!r}: use hf or vllm")
     for problem in (check_seed("--seed", seed), check_count("--step", step, minimum=0),
                     check_count("--max-gen-toks", max_gen_toks)):
         if problem:
-            _fail(problem)
+            raise UserError(problem)
     if not checkpoint.exists():
-        _fail(f"{checkpoint}: checkpoint not found")
+        raise UserError(f"{checkpoint}: checkpoint not found")
     s = _suite_or_fail(suite, max_gen_toks)
     _data_dir_or_fail(data_dir)
     meta = {"run_id": run_id or checkpoint.resolve().name, "campaign": campaign, "model": model or checkpoint.name,
@@ -131,9 +132,10 @@ def export_tasks_cmd(
     ids = benchmark or s.benchmark_ids
     unknown = sorted(set(ids) - set(s.benchmark_ids))
     if unknown:
-        _fail(f"--benchmark {unknown}: not in suite {s.name}; known: {s.benchmark_ids}")
+        raise UserError(f"--benchmark {unknown}: not in suite {s.name}; known: {s.benchmark_ids}")
     if out_dir.exists() and any(out_dir.glob("*.yaml")) and not force:
-        _fail(f"{out_dir}: already holds task YAMLs; pass --force to replace them or choose another directory")
+        raise UserError(f"{out_dir}: already holds task YAMLs; pass --force to replace them or choose another "
+                        f"directory")
     names, cmd = export_tasks(s, data_dir, out_dir, ids)
     out.print(f"wrote {len(names)} tasks to {out_dir} (data copied to {(out_dir / 'data').resolve()})")
     typer.echo(" ".join(cmd))
@@ -152,7 +154,7 @@ def calibrate_cmd(
     from evaluation.calibrate import calibrate
 
     if not model.exists():
-        _fail(f"{model}: model not found")
+        raise UserError(f"{model}: model not found")
     s = _suite_or_fail(suite, max_gen_toks)
     _data_dir_or_fail(data_dir)
     df = calibrate(model, suite=s, data_dir=data_dir, n=n, backend=backend, benchmarks=benchmark or None)
@@ -188,11 +190,11 @@ def data_benchmarks_cmd(
     ids = only or s.benchmark_ids
     unknown = [b for b in ids if b not in BUILDERS or b not in s.benchmark_ids]
     if unknown:
-        _fail(f"--only {unknown}: no builder or not in suite {s.name}; known: {sorted(BUILDERS)}")
+        raise UserError(f"--only {unknown}: no builder or not in suite {s.name}; known: {sorted(BUILDERS)}")
     revs = {}
     for r in revision:
         if "=" not in r:
-            _fail(f"--revision {r!r}: expected ID=SHA")
+            raise UserError(f"--revision {r!r}: expected ID=SHA")
         k, v = r.split("=", 1)
         revs[k] = v
     man = build_benchmarks(s, ids, out_dir, revs, on_built=lambda bid, n: out.print(f"{bid}: {n} items"))
@@ -217,7 +219,7 @@ def contamination_cmd(
     s = _suite_or_fail(suite, None)
     _data_dir_or_fail(data_dir)
     if not 0.0 < threshold < 1.0:
-        _fail(f"--threshold {threshold}: must be between 0 and 1")
+        raise UserError(f"--threshold {threshold}: must be between 0 and 1")
     texts = read_train_prompts(train)  # AuditError, BenchmarkDataError: exit 2
     items = bench_items_frame(data_dir, s.benchmark_ids)
     t0 = time.perf_counter()

@@ -13,11 +13,12 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from cli.console import fail as _fail, out
+from cli.console import out
 from cli.groups import callback, command
 
 
 from campaigns import config_root
+from wtcommon.errors import UserError
 
 DEFAULT_DIR = config_root() / "policy"
 DirOpt = Annotated[Path, typer.Option("--dir", metavar="DIR", help="folder of policy YAMLs")]
@@ -35,7 +36,7 @@ def _configs(folder: Path):
     from policies import load_policy
 
     if not folder.is_dir():
-        _fail(f"{folder}: policy folder not found (use --dir)")
+        raise UserError(f"{folder}: policy folder not found (use --dir)")
     return [(path, load_policy(path)) for path in sorted(folder.glob("*.yaml"))]  # PolicyConfigError: exit 2
 
 
@@ -121,7 +122,7 @@ def validate(files: Annotated[list[Path], typer.Argument(help="policy YAML files
     from policies.problems import policy_problems
 
     if rollout_n is not None and rollout_n < 2:
-        _fail(f"--rollout-n: got {rollout_n}; GRPO needs at least 2 samples per prompt")
+        raise UserError(f"--rollout-n: got {rollout_n}; GRPO needs at least 2 samples per prompt")
     problems = []
     for f in files:
         add_project_path(project_root_of_policy(f))
@@ -131,7 +132,7 @@ def validate(files: Annotated[list[Path], typer.Argument(help="policy YAML files
             p = load_policy(f, rollout_n=rollout_n)
             out.print(f"ok {f} ({p.name}, {p.mechanism})")
     if problems:
-        _fail(f"{len(problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in problems))
+        raise UserError(f"{len(problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in problems))
 
 
 def check() -> None:

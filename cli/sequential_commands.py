@@ -10,9 +10,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from cli.console import fail as _fail, out, signed as _fmt
+from cli.console import out, signed as _fmt
 from cli.groups import command
 from cli.options import LedgerUrlOpt, WorkdirOpt
+from wtcommon.errors import UserError
 
 
 def looks_cmd(
@@ -29,7 +30,8 @@ def looks_cmd(
     wd.require_ledger(workdir, campaign)
     looks = read_looks(wd.ledger_url, campaign)
     if looks.empty:
-        _fail(f"campaign {campaign!r} has no recorded interim look (fixed seeds, or its first batch is not done)")
+        raise UserError(f"campaign {campaign!r} has no recorded interim look (fixed seeds, or its first batch is "
+                        f"not done)")
     if as_json:
         typer.echo(looks.drop(columns=["row_json"]).to_json(orient="records", indent=2))
         return
@@ -74,17 +76,17 @@ def seeds_look_cmd(
 
     for problem in (check_points("--margin", margin), check_open_probability("--futility-cp", futility)):
         if problem:
-            _fail(problem)
+            raise UserError(problem)
     wd = Workdir(workdir, ledger_url)
     if runs_its_own_looks(wd, campaign):
-        _fail(f"campaign {campaign!r} runs a sequential seed design: `campaign submit/resume` take its looks "
-              f"and add its batches; see them with `campaign looks {campaign} --workdir {workdir}`")
+        raise UserError(f"campaign {campaign!r} runs a sequential seed design: `campaign submit/resume` take its looks "
+                        f"and add its batches; see them with `campaign looks {campaign} --workdir {workdir}`")
     path = records or workdir / "results" / campaign / "records.parquet"
     dec, design, agg = look_at_records(path, suite, {"max": max_seeds, "batch": batch, "design": "sequential",
                                                      "equivalence_margin": margin, "futility_cp": futility,
                                                      "spending": spending, "familywise": familywise}, look, aggregate)
     if dec.empty:
-        _fail(f"{path}: no comparison with both a policy and its reference; nothing to look at")
+        raise UserError(f"{path}: no comparison with both a policy and its reference; nothing to look at")
     n = record_look(wd.ledger_url, campaign, dec, design, aggregate=agg, design_name=design_name)
     nxt = next_batch_seeds(dec, design, look)
     if as_json:

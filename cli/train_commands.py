@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from cli.console import err, fail as _fail
+from cli.console import err
 from cli.groups import command, subgroup
 from cli.options import OutDirOpt
 from wtcommon.errors import UserError
@@ -79,11 +79,11 @@ def train(
     from orchestrator.ranges import check_seed, check_steps
 
     if backend not in ("local", "verl"):
-        _fail(f"--backend: got {backend!r}; choose local or verl")
+        raise UserError(f"--backend: got {backend!r}; choose local or verl")
     for problem in (check_seed("--seed", seed), check_steps("--steps", steps),
                     check_steps("--save-freq", save_freq)):
         if problem:
-            _fail(problem)
+            raise UserError(problem)
     try:
         uri = None if no_mlflow else (mlflow_uri or default_uri(out_dir))
         req = build_request(backend=backend, policy=policy, seed=seed, out_dir=out_dir, recipe=recipe,
@@ -137,9 +137,9 @@ def synthetic_cmd(
     for name, val in (("--per-domain", per_domain), ("--test-per-domain", test_per_domain),
                       ("--eval-items", eval_items)):
         if val < 1:
-            _fail(f"{name}: got {val}; must be >= 1")
+            raise UserError(f"{name}: got {val}; must be >= 1")
     if heldout not in ("iid", "disjoint"):
-        _fail(f"--heldout: got {heldout!r}; choose iid or disjoint")
+        raise UserError(f"--heldout: got {heldout!r}; choose iid or disjoint")
     try:
         paths = synthetic.write_corpus(out_dir, seed=seed, train_per_domain=per_domain,
                                        test_per_domain=test_per_domain, heldout=heldout)

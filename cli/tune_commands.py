@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from cli.console import err, fail as _fail, out, signed as _fmt
+from cli.console import err, out, signed as _fmt
 from cli.errors import as_user_error
 from cli.groups import command
 from cli.options import LedgerUrlOpt, RayAddressOpt, WorkdirOpt
@@ -71,7 +71,7 @@ def tune_cmd(
                     check_count("--max-parallel", max_parallel), check_count("--prune-warmup-steps",
                                                                               prune_warmup_steps, minimum=0)):
         if problem:
-            _fail(problem)
+            raise UserError(problem)
     if ray_address is not None:
         parse_ray_address(ray_address)
     try:
@@ -84,7 +84,7 @@ def tune_cmd(
         if report_only:
             rep = report(url, spec.name)
             if not rep:
-                _fail(f"no tuning study for campaign {spec.name!r} in {url}; run `campaign tune` first")
+                raise UserError(f"no tuning study for campaign {spec.name!r} in {url}; run `campaign tune` first")
         else:
             rep = tune(TuneRequest(
                 campaign=campaign, policies=policy, trials=trials, workdir=workdir,

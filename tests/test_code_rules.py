@@ -423,6 +423,26 @@ def test_no_cli_catch_maps_an_error_to_an_exit_itself() -> None:
         "\n".join(found)
 
 
+
+def fail_calls(source: str) -> list[int]:
+    """Lines that call `fail(...)`/`_fail(...)` (cli.console's print-and-exit) directly."""
+    return [n.lineno for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)
+            and ((isinstance(n.func, ast.Name) and n.func.id in ("fail", "_fail"))
+                 or (isinstance(n.func, ast.Attribute) and n.func.attr == "fail"))]
+
+
+def test_the_fail_call_checker() -> None:
+    assert fail_calls("_fail('x')\nconsole.fail('y', 3)\nif a:\n    fail('z')\nraise UserError('ok')\n") == [1, 2, 4]
+
+
+def test_commands_raise_errors_and_only_cli_errors_exits_with_their_code() -> None:
+    """Issue 23: a command that refuses its input raises `UserError` (or another `WindtunnelError`); only
+    cli/errors.py turns one into a printed line and an exit code, so every exit code is decided in one place."""
+    found = [f"{p}:{line}" for p in product_files() if p.parts[0] == "cli" and p != Path("cli/errors.py")
+             for line in fail_calls((ROOT / p).read_text())]
+    assert found == [], "raise UserError(...) (exit 2), ClusterError (3) or RunFailed (1) instead:\n" + "\n".join(found)
+
+
 # ---------------------------------------------------------------- one job per module in analysis/
 
 MAX_ANALYSIS_LINES = 400
