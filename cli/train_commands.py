@@ -13,44 +13,6 @@ from cli.options import OutDirOpt
 from wtcommon.errors import UserError
 
 
-def build_request(
-    *, backend: str, policy: Path, seed: int, out_dir: Path, recipe: str, steps: int | None,
-    save_freq: int | None, model: str | None, mlflow_uri: str | None, cache_dir: Path | None,
-    train_files: list[str] | None = None,
-):
-    """Resolve recipe, model and policy files into a `TrainRequest` (errors name the file and field)."""
-
-    from training.backend import TrainingError, TrainRequest
-    from training.config import ModelConfig, RecipeConfig, load_model_config, load_recipe
-    from training.warmup import content_hash
-
-    from policies import load_policy
-
-    from orchestrator.plugins import add_project_path, project_root_of_policy
-
-    # Strict validation (file, YAML, fields) before anything is written; the run gets the resolved config.
-    add_project_path(project_root_of_policy(policy))  # the policy's plugin modules live in its project directory
-    pol = dict(load_policy(policy, seed=seed).config)
-    rec = RecipeConfig.of(load_recipe(recipe), f"recipe {recipe}")
-    if (rec.backend or backend) != backend:
-        raise TrainingError(f"recipe {recipe!r} is for backend {rec.backend!r}, not {backend!r}; pick another "
-                            "--recipe")
-    model_name = model or rec.model
-    if not model_name:
-        raise TrainingError(f"recipe {recipe!r}: model: missing; pass --model campaigns/model/<name>.yaml or a name")
-    mcfg = ModelConfig.of(load_model_config(model_name), f"model {model_name}")
-    if mcfg.path is None:
-        raise TrainingError(f"model {model_name!r}: path: missing (an HF id/directory or builtin:<name>)")
-    run_key = content_hash({"policy": pol, "seed": seed, "recipe": rec.raw, "model": mcfg.raw,
-                            "train_files": train_files or []})
-    return TrainRequest(
-        run_id=f"{pol['name']}_s{seed}", run_key=run_key, policy=pol, seed=seed, out_dir=out_dir, recipe=rec,
-        model_path=mcfg.path, train_files=list(train_files or []), total_steps=int(steps or 0),
-        save_freq=int(save_freq or 0), model=mcfg, mlflow_uri=mlflow_uri or None,
-        cache_dir=str(cache_dir) if cache_dir else None,
-    )
-
-
 def train(
     out_dir: OutDirOpt[Path],
     policy: Path = typer.Option(..., "--policy", help="policy YAML, e.g. campaigns/policy/topk.yaml"),
@@ -73,6 +35,7 @@ def train(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from training.backend import TrainingError
+    from orchestrator.single_run import train_request
     from orchestrator.tracking import default_uri
     from training.registry import get_backend
 
@@ -86,7 +49,7 @@ def train(
             raise UserError(problem)
     try:
         uri = None if no_mlflow else (mlflow_uri or default_uri(out_dir))
-        req = build_request(backend=backend, policy=policy, seed=seed, out_dir=out_dir, recipe=recipe,
+        req = train_request(backend=backend, policy=policy, seed=seed, out_dir=out_dir, recipe=recipe,
                             steps=steps, save_freq=save_freq, model=model, mlflow_uri=uri, cache_dir=cache_dir,
                             train_files=train_file)
         if backend == "local":
