@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from orchestrator.executor.local_head import read_state  # noqa: E402
+from orchestrator.workdir import LEDGER_FILE  # noqa: E402
 
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
 POLICIES = ["baseline", "gfpo", "static", "reward_gap"]
@@ -119,7 +120,7 @@ class Storm:
         """Whether the campaign is in its work dir's ledger (then `resume`, else `submit` again)."""
         try:
             q = f"select count(*) from runs where campaign='{self.name(i)}'"
-            return bool(db(self.wds[i] / "ledger.db", q)[0][0])
+            return bool(db(self.wds[i] / LEDGER_FILE, q)[0][0])
         except sqlite3.Error:
             return False
 
@@ -128,7 +129,7 @@ class Storm:
         host = os.uname().nodename
         while time.time() - t0 < 300 and p.poll() is None:
             try:
-                if db(self.wds[i] / "ledger.db", f"select driver from campaigns where name='{self.name(i)}'") == [
+                if db(self.wds[i] / LEDGER_FILE, f"select driver from campaigns where name='{self.name(i)}'") == [
                         (f"{host}:{p.pid}",)]:
                     self.takeover_s.append(time.time() - t0)
                     return
@@ -138,7 +139,7 @@ class Storm:
 
     def pending(self, i: int) -> bool:
         try:
-            return bool(db(self.wds[i] / "ledger.db", f"select count(*) from runs where campaign='{self.name(i)}' and "
+            return bool(db(self.wds[i] / LEDGER_FILE, f"select count(*) from runs where campaign='{self.name(i)}' and "
                            "superseded_by='' and state not in ('recorded','failed','cancelled')")[0][0])
         except sqlite3.Error:
             return True
@@ -190,7 +191,7 @@ class Storm:
 
 def audit(storm: Storm, i: int) -> dict[str, int]:
     wd, name = storm.wds[i], storm.name(i)
-    ledger = wd / "ledger.db"
+    ledger = wd / LEDGER_FILE
     runs = db(ledger, f"select run_key, run_id, state, reason from runs where campaign='{name}' and superseded_by=''")
     recorded = {k for k, _, s, _ in runs if s == "recorded"}
     capped = {k for k, _, s, r in runs if s == "failed" and "retry cap" in r}
