@@ -92,10 +92,9 @@ def check_recipes(runs: list[RunSpec], root: Path) -> list[str]:
         if rb and rb != r.backend and not get_backend(r.backend).any_recipe:
             problems.append(f"{path}: key 'backend': recipe is for {rb!r} but the campaign's backend is "
                             f"{r.backend!r}; pick a {r.backend} recipe or change the campaign's backend")
-        n = r.recipe_cfg.rollout_n()
-        raw_n = r.recipe_cfg.rollout.get("n")
-        if raw_n is not None and (n is None or n < 2):
-            problems.append(f"{path}: key 'rollout.n': got {raw_n!r}; GRPO needs at least 2 samples per prompt")
+        rollout = r.recipe_cfg.rollout  # typed: a non-integer `rollout.n` was refused when the recipe was read
+        if rollout.n_given and rollout.n < 2:
+            problems.append(f"{path}: key 'rollout.n': got {rollout.n!r}; GRPO needs at least 2 samples per prompt")
     return problems
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from campaigns import config_root
 from training.errors import TrainingError
-from wtcommon.config_fields import (ConfigFieldError, MappingConfig, mapping_of, opt_int, opt_mapping, opt_number,
-                                    opt_str)
+from wtcommon.config_fields import (ConfigFieldError, MappingConfig, mapping_of, opt_bool, opt_int, opt_mapping,
+                                    opt_number, opt_str)
 from wtcommon.files import load_yaml_mapping
 
 
@@ -48,6 +48,97 @@ class ModelConfig(MappingConfig):
         return cfg if isinstance(cfg, ModelConfig) else cls.from_mapping(cfg, where)
 
 
+def _or(val: Any, default: Any) -> Any:
+    """`val` unless absent/null (None): a given 0 or false is kept."""
+    return default if val is None else val
+
+
+@dataclass(frozen=True)
+class RolloutSection(MappingConfig):
+    """A recipe's `rollout:` section (local backend): samples per prompt and how they are drawn. `raw` is the
+    section's mapping; the defaults are the local trainer's (a changed default silently changes training)."""
+
+    n: int = 8
+    max_new_tokens: int = 20
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+
+    @classmethod
+    def from_mapping(cls, raw: Any, where: str = "recipe") -> RolloutSection:
+        """The typed section; `ConfigFieldError` names `where` and the key as `rollout.<key>`."""
+        m, s = mapping_of(raw, where), "rollout"
+        return cls(raw=m, n=_or(opt_int(m, "n", where, section=s), 8),
+                   max_new_tokens=_or(opt_int(m, "max_new_tokens", where, section=s), 20),
+                   temperature=_or(opt_number(m, "temperature", where, section=s), 1.0),
+                   top_p=_or(opt_number(m, "top_p", where, section=s), 1.0),
+                   top_k=_or(opt_int(m, "top_k", where, section=s), 0))
+
+    @property
+    def n_given(self) -> bool:
+        """Whether the recipe sets `rollout.n` (a verl recipe sets its override instead)."""
+        return self.raw.get("n") is not None
+
+
+@dataclass(frozen=True)
+class ActorSection(MappingConfig):
+    """A recipe's `actor:` section (local backend): prompts per step, the GRPO loss and the optimiser. `raw`
+    is the section's mapping; the defaults are the local trainer's."""
+
+    prompts_per_step: int = 12
+    clip_ratio: float = 0.2
+    loss_agg_mode: str = "token-mean"
+    policy_loss: str = "vanilla"
+    use_kl_loss: bool = True
+    kl_loss_coef: float = 0.001
+    kl_loss_type: str = "low_var_kl"
+    norm_adv_by_std_in_grpo: bool = True
+    lr: float = 1e-4
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+
+    @classmethod
+    def from_mapping(cls, raw: Any, where: str = "recipe") -> ActorSection:
+        """The typed section; `ConfigFieldError` names `where` and the key as `actor.<key>`."""
+        m, s = mapping_of(raw, where), "actor"
+        return cls(raw=m, prompts_per_step=_or(opt_int(m, "prompts_per_step", where, section=s), 12),
+                   clip_ratio=_or(opt_number(m, "clip_ratio", where, section=s), 0.2),
+                   loss_agg_mode=_or(opt_str(m, "loss_agg_mode", where, section=s), "token-mean"),
+                   policy_loss=_or(opt_str(m, "policy_loss", where, section=s), "vanilla"),
+                   use_kl_loss=_or(opt_bool(m, "use_kl_loss", where, section=s), True),
+                   kl_loss_coef=_or(opt_number(m, "kl_loss_coef", where, section=s), 0.001),
+                   kl_loss_type=_or(opt_str(m, "kl_loss_type", where, section=s), "low_var_kl"),
+                   norm_adv_by_std_in_grpo=_or(opt_bool(m, "norm_adv_by_std_in_grpo", where, section=s), True),
+                   lr=_or(opt_number(m, "lr", where, section=s), 1e-4),
+                   weight_decay=_or(opt_number(m, "weight_decay", where, section=s), 0.01),
+                   grad_clip=_or(opt_number(m, "grad_clip", where, section=s), 1.0))
+
+
+@dataclass(frozen=True)
+class TrainerSection(MappingConfig):
+    """A recipe's `trainer:` section (local backend): steps, checkpoint and evaluation cadence, threads. `raw`
+    is the section's mapping; the defaults are the local trainer's. `total_steps`/`save_freq` 0 mean "not
+    set" (the request's, or for `save_freq` the last step, decide) and `eval_freq` None means `save_freq`."""
+
+    total_steps: int = 0
+    save_freq: int = 0
+    eval_freq: int | None = None
+    num_threads: int = 1
+    val_samples: int = 4
+    val_before_train: bool = True
+
+    @classmethod
+    def from_mapping(cls, raw: Any, where: str = "recipe") -> TrainerSection:
+        """The typed section; `ConfigFieldError` names `where` and the key as `trainer.<key>`."""
+        m, s = mapping_of(raw, where), "trainer"
+        return cls(raw=m, total_steps=_or(opt_int(m, "total_steps", where, section=s), 0),
+                   save_freq=_or(opt_int(m, "save_freq", where, section=s), 0),
+                   eval_freq=opt_int(m, "eval_freq", where, section=s),
+                   num_threads=_or(opt_int(m, "num_threads", where, section=s), 1),
+                   val_samples=_or(opt_int(m, "val_samples", where, section=s), 4),
+                   val_before_train=_or(opt_bool(m, "val_before_train", where, section=s), True))
+
+
 @dataclass(frozen=True)
 class RecipeConfig(MappingConfig):
     """A recipe (`campaigns/recipe/<name>.yaml`): how a backend trains. The sections (`data`, `rollout`,
@@ -55,15 +146,17 @@ class RecipeConfig(MappingConfig):
     overrides, environment and MLflow project, `sleep_s`/`eval_sleep_s`/`fail`/`simulate` the noop
     backend's knobs; `backend` the backend the recipe is written for and `model` its default model (for
     `campaign train`). `data`, `overrides` and `simulate` are None when absent (a verl run without train
-    files needs `data:`; a noop recipe without `simulate:` scores NaN)."""
+    files needs `data:`; a noop recipe without `simulate:` scores NaN). `rollout`, `actor` and `trainer` are
+    typed sections (each keeps its own mapping in `raw`); `warmup` stays a mapping because it is hashed into
+    the base model's cache key as given."""
 
     name: str | None = None
     backend: str | None = None
     model: str | None = None
     data: dict[str, Any] | None = None
-    rollout: dict[str, Any] = field(default_factory=dict)
-    actor: dict[str, Any] = field(default_factory=dict)
-    trainer: dict[str, Any] = field(default_factory=dict)
+    rollout: RolloutSection = field(default_factory=RolloutSection)
+    actor: ActorSection = field(default_factory=ActorSection)
+    trainer: TrainerSection = field(default_factory=TrainerSection)
     warmup: dict[str, Any] = field(default_factory=dict)
     overrides: dict[str, Any] | None = None
     env: dict[str, Any] = field(default_factory=dict)
@@ -83,8 +176,10 @@ class RecipeConfig(MappingConfig):
         return cls(
             raw=m, name=opt_str(m, "name", where), backend=opt_str(m, "backend", where),
             model=opt_str(m, "model", where), data=opt_mapping(m, "data", where),
-            rollout=opt_mapping(m, "rollout", where) or {}, actor=opt_mapping(m, "actor", where) or {},
-            trainer=opt_mapping(m, "trainer", where) or {}, warmup=opt_mapping(m, "warmup", where) or {},
+            rollout=RolloutSection.from_mapping(opt_mapping(m, "rollout", where) or {}, where),
+            actor=ActorSection.from_mapping(opt_mapping(m, "actor", where) or {}, where),
+            trainer=TrainerSection.from_mapping(opt_mapping(m, "trainer", where) or {}, where),
+            warmup=opt_mapping(m, "warmup", where) or {},
             overrides=opt_mapping(m, "overrides", where), env=opt_mapping(m, "env", where) or {},
             project_name=opt_str(m, "project_name", where), sleep_s=opt_number(m, "sleep_s", where) or 0.0,
             eval_sleep_s=opt_number(m, "eval_sleep_s", where) or 0.0, fail=fail,
@@ -104,9 +199,9 @@ class RecipeConfig(MappingConfig):
     def rollout_n(self) -> int | None:
         """Samples per prompt: `rollout.n` (local backend) or verl's `actor_rollout_ref.rollout.n` override;
         None when neither is an integer."""
-        n = self.rollout.get("n")
-        if n is None:
-            n = (self.overrides or {}).get("actor_rollout_ref.rollout.n")
+        if self.rollout.n_given:
+            return self.rollout.n
+        n = (self.overrides or {}).get("actor_rollout_ref.rollout.n")
         return int(n) if isinstance(n, int) and not isinstance(n, bool) else None
 
 

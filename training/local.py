@@ -223,11 +223,11 @@ def run_training(req: TrainRequest, progress: ProgressFn | None = None,
 
 def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsSink | None) -> TrainResult:
     t0 = time.time()
-    recipe = req.recipe  # its sections were checked to be mappings when it was typed (training.config)
-    data_cfg, roll_cfg = recipe.data or {}, recipe.rollout
+    recipe = req.recipe  # typed (training.config): a mistyped field was refused when the request was built
+    data_cfg, roll_cfg = recipe.data or {}, recipe.rollout  # the sections are typed, with the trainer's defaults
     actor_cfg, trainer_cfg = recipe.actor, recipe.trainer
-    total_steps = int(req.total_steps or trainer_cfg.get("total_steps", 0))
-    save_freq = int(req.save_freq or trainer_cfg.get("save_freq", 0)) or total_steps
+    total_steps = int(req.total_steps or trainer_cfg.total_steps)
+    save_freq = int(req.save_freq or trainer_cfg.save_freq) or total_steps
     if total_steps < 1:
         raise TrainingConfigError("total_steps must be >= 1 (set it in the request or recipe trainer.total_steps)")
     out = Path(req.out_dir).resolve()
@@ -239,7 +239,7 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
     out.mkdir(parents=True, exist_ok=True)
 
     # determinism: fixed threads, deterministic kernels, everything seeded from req.seed
-    torch.set_num_threads(int(trainer_cfg.get("num_threads", 1)))
+    torch.set_num_threads(trainer_cfg.num_threads)
     torch.use_deterministic_algorithms(True)
     torch.manual_seed(_step_seed(req.seed, 0, 0))
 
@@ -251,7 +251,7 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
     val_files = list(req.val_files or [str(corpus["test"])])
     pool, heldout = PromptPool(train_files, domains), PromptPool(val_files, domains)
 
-    n = int(roll_cfg.get("n", 8))
+    n = roll_cfg.n
     policy = _load_policy(req, domains, n)  # validate before the expensive parts
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -274,8 +274,8 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
     ref_model = copy.deepcopy(model).eval().requires_grad_(False)
 
-    prompts_per_step = int(actor_cfg.get("prompts_per_step", 12))
-    max_new = int(roll_cfg.get("max_new_tokens", 20))
+    prompts_per_step = actor_cfg.prompts_per_step
+    max_new = roll_cfg.max_new_tokens
     mixing = policy is not None and policy.mechanism == "mix"
     if mixing:
         from policies import DomainSampler
@@ -290,21 +290,21 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
         rollout_n=n,
         ppo_mini_batch_size=prompts_per_step,
         ppo_micro_batch_size_per_gpu=prompts_per_step * n,
-        clip_ratio=float(actor_cfg.get("clip_ratio", 0.2)),
-        loss_agg_mode=str(actor_cfg.get("loss_agg_mode", "token-mean")),
+        clip_ratio=actor_cfg.clip_ratio,
+        loss_agg_mode=actor_cfg.loss_agg_mode,
     )
-    policy_loss_fn = get_policy_loss_fn(str(actor_cfg.get("policy_loss", "vanilla")))
-    kl_coef = float(actor_cfg.get("kl_loss_coef", 0.001)) if actor_cfg.get("use_kl_loss", True) else 0.0
-    kl_type = str(actor_cfg.get("kl_loss_type", "low_var_kl"))
+    policy_loss_fn = get_policy_loss_fn(actor_cfg.policy_loss)
+    kl_coef = actor_cfg.kl_loss_coef if actor_cfg.use_kl_loss else 0.0
+    kl_type = actor_cfg.kl_loss_type
     optim = torch.optim.AdamW(
         model.parameters(),
-        lr=float(actor_cfg.get("lr", 1e-4)),
-        weight_decay=float(actor_cfg.get("weight_decay", 0.01)),
+        lr=actor_cfg.lr,
+        weight_decay=actor_cfg.weight_decay,
         betas=(0.9, 0.999),
     )
-    grad_clip = float(actor_cfg.get("grad_clip", 1.0))
-    eval_freq = int(trainer_cfg.get("eval_freq", save_freq))
-    val_samples = int(trainer_cfg.get("val_samples", 4))
+    grad_clip = actor_cfg.grad_clip
+    eval_freq = save_freq if trainer_cfg.eval_freq is None else trainer_cfg.eval_freq
+    val_samples = trainer_cfg.val_samples
     val_seed = _step_seed(req.seed, 0, 3)  # the same sampling draws at every evaluation of this run
     ckpt_meta = {"run_id": req.run_id, "run_key": req.run_key, "config_hash": config_hash, "seed": req.seed}
 
@@ -321,7 +321,7 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
             if sink is not None:
                 sink.log(row)
 
-        if trainer_cfg.get("val_before_train", True):
+        if trainer_cfg.val_before_train:
             emit({"step": 0, **heldout_reward(model, tokenizer, heldout, max_new, val_samples, val_seed)})
 
         for step in range(1, total_steps + 1):
@@ -341,9 +341,9 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
                 [pool.messages[i] for i in idx],
                 n=n,
                 max_new_tokens=max_new,
-                temperature=float(roll_cfg.get("temperature", 1.0)),
-                top_p=float(roll_cfg.get("top_p", 1.0)),
-                top_k=int(roll_cfg.get("top_k", 0)),
+                temperature=roll_cfg.temperature,
+                top_p=roll_cfg.top_p,
+                top_k=roll_cfg.top_k,
                 seed=_step_seed(req.seed, step, 2),
             )
             mask = roll.response_mask
@@ -356,7 +356,7 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
             token_rewards[torch.arange(mask.shape[0]), last] = rewards
             advantages, _ = compute_grpo_outcome_advantage(
                 token_rewards, mask, index=group.numpy(),
-                norm_adv_by_std_in_grpo=bool(actor_cfg.get("norm_adv_by_std_in_grpo", True)),
+                norm_adv_by_std_in_grpo=actor_cfg.norm_adv_by_std_in_grpo,
             )
             input_ids, attn = roll.input_ids, roll.attention_mask
             with torch.no_grad():

@@ -33,8 +33,8 @@ class MappingConfig:
         return copy.deepcopy(dict(self.raw))
 
 
-def _bad(where: str, key: str, val: Any, fix: str) -> ConfigFieldError:
-    return ConfigFieldError(f"{where}: key '{key}': got {val!r}; {fix}")
+def _bad(where: str, key: str, val: Any, fix: str, section: str | None = None) -> ConfigFieldError:
+    return ConfigFieldError(f"{where}: key '{section + '.' if section else ''}{key}': got {val!r}; {fix}")
 
 
 def mapping_of(raw: Any, where: str) -> Mapping[str, Any]:
@@ -44,33 +44,45 @@ def mapping_of(raw: Any, where: str) -> Mapping[str, Any]:
     return raw
 
 
-def opt_int(m: Mapping[str, Any], key: str, where: str, *, minimum: int | None = None) -> int | None:
-    """An integer field (bool refused), None when absent or null; `minimum` bounds it."""
+def opt_int(m: Mapping[str, Any], key: str, where: str, *, minimum: int | None = None,
+            section: str | None = None) -> int | None:
+    """An integer field (bool refused), None when absent or null; `minimum` bounds it. `section` (a nested
+    mapping's key in its parent, e.g. `actor`) prefixes the key in the message: `actor.lr`."""
     val = m.get(key)
     if val is None:
         return None
     if isinstance(val, bool) or not isinstance(val, int) or (minimum is not None and val < minimum):
-        raise _bad(where, key, val, "give an integer" + (f" >= {minimum}" if minimum is not None else ""))
+        raise _bad(where, key, val, "give an integer" + (f" >= {minimum}" if minimum is not None else ""), section)
     return val
 
 
-def opt_number(m: Mapping[str, Any], key: str, where: str) -> float | None:
+def opt_number(m: Mapping[str, Any], key: str, where: str, *, section: str | None = None) -> float | None:
     """A number field (int or float, bool refused), None when absent or null."""
     val = m.get(key)
     if val is None:
         return None
     if isinstance(val, bool) or not isinstance(val, (int, float)):
-        raise _bad(where, key, val, "give a number")
+        raise _bad(where, key, val, "give a number (YAML reads 1e-4 as a string: write 1.0e-4)", section)
     return float(val)
 
 
-def opt_str(m: Mapping[str, Any], key: str, where: str) -> str | None:
+def opt_str(m: Mapping[str, Any], key: str, where: str, *, section: str | None = None) -> str | None:
     """A string field, None when absent or null."""
     val = m.get(key)
     if val is None:
         return None
     if not isinstance(val, str):
-        raise _bad(where, key, val, "give a string")
+        raise _bad(where, key, val, "give a string", section)
+    return val
+
+
+def opt_bool(m: Mapping[str, Any], key: str, where: str, *, section: str | None = None) -> bool | None:
+    """A boolean field (true/false only: a string such as 'false' would read as true), None when absent or null."""
+    val = m.get(key)
+    if val is None:
+        return None
+    if not isinstance(val, bool):
+        raise _bad(where, key, val, "give true or false", section)
     return val
 
 
@@ -86,4 +98,5 @@ def opt_mapping(m: Mapping[str, Any], key: str, where: str) -> dict[str, Any] | 
     return dict(val)
 
 
-__all__ = ["ConfigFieldError", "MappingConfig", "mapping_of", "opt_int", "opt_mapping", "opt_number", "opt_str"]
+__all__ = ["ConfigFieldError", "MappingConfig", "mapping_of", "opt_bool", "opt_int", "opt_mapping", "opt_number",
+           "opt_str"]
