@@ -10,11 +10,15 @@ exposes the fields code reads as typed attributes, checked once at construction.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from wtcommon.errors import UserError
+
+
+_EXPONENT = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 
 class ConfigFieldError(UserError):
@@ -57,12 +61,16 @@ def opt_int(m: Mapping[str, Any], key: str, where: str, *, minimum: int | None =
 
 
 def opt_number(m: Mapping[str, Any], key: str, where: str, *, section: str | None = None) -> float | None:
-    """A number field (int or float, bool refused), None when absent or null."""
+    """A number field (int or float, bool refused), None when absent or null. A string in exponent notation
+    (`1e-4`: YAML 1.1 reads an exponent without a dot as a string) is read as the number it spells, as the
+    trainers' `float()` always did; any other string is refused."""
     val = m.get(key)
     if val is None:
         return None
+    if isinstance(val, str) and _EXPONENT.fullmatch(val.strip()):
+        return float(val)
     if isinstance(val, bool) or not isinstance(val, (int, float)):
-        raise _bad(where, key, val, "give a number (YAML reads 1e-4 as a string: write 1.0e-4)", section)
+        raise _bad(where, key, val, "give a number", section)
     return float(val)
 
 

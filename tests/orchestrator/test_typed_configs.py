@@ -137,11 +137,15 @@ def test_a_recipes_section_values_are_read_and_its_mapping_kept_as_given():
     assert (off.trainer.val_before_train, off.trainer.eval_freq) == (False, 3)
     assert RolloutSection.from_mapping({"n": 4}).n == 4 and ActorSection().lr == 1e-4
     assert TrainerSection.from_mapping({"eval_freq": None}).eval_freq is None
+    # YAML 1.1 reads `lr: 1e-4` (an exponent without a dot) as the string "1e-4": read as the number, as before
+    assert yaml.safe_load("lr: 1e-4") == {"lr": "1e-4"}
+    assert ActorSection.from_mapping({"lr": "1e-4"}).lr == 1e-4
+    assert ActorSection.from_mapping({"lr": "-2E+3"}).lr == -2000.0
 
 
 @pytest.mark.parametrize("raw, needle", [
     ({"actor": {"lr": "fast"}}, "key 'actor.lr': got 'fast'; give a number"),
-    ({"actor": {"lr": "1e-4"}}, "write 1.0e-4"),  # YAML 1.1 reads 1e-4 as a string
+    ({"actor": {"lr": "1e-4x"}}, "key 'actor.lr': got '1e-4x'; give a number"),
     ({"actor": {"use_kl_loss": "false"}}, "key 'actor.use_kl_loss': got 'false'; give true or false"),
     ({"actor": {"policy_loss": 3}}, "key 'actor.policy_loss': got 3; give a string"),
     ({"rollout": {"n": "8"}}, "key 'rollout.n': got '8'; give an integer"),
