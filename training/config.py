@@ -9,9 +9,9 @@ fields, is what run keys hash and spec JSON stores, so typing them changed no ke
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from campaigns import config_root
 from training.errors import TrainingError
@@ -48,9 +48,23 @@ class ModelConfig(MappingConfig):
         return cfg if isinstance(cfg, ModelConfig) else cls.from_mapping(cfg, where)
 
 
-def _or(val: Any, default: Any) -> Any:
-    """`val` unless absent/null (None): a given 0 or false is kept."""
-    return default if val is None else val
+# the reader of each field type a section declares (annotations are strings: `from __future__ import annotations`)
+_READERS: dict[str, Any] = {"int": opt_int, "int | None": opt_int, "float": opt_number, "str": opt_str,
+                            "bool": opt_bool}
+
+S = TypeVar("S", bound=MappingConfig)
+
+
+def _section(cls: type[S], raw: Any, where: str, name: str) -> S:
+    """The typed section `cls` read from `raw`: each field by its declared type, the field's declared default when
+    absent or null (each default is stated once, on the field); a bad value names `where` and `<name>.<key>`."""
+    m = mapping_of(raw, where)
+    values = {}
+    for f in fields(cls):
+        if f.name != "raw":
+            val = _READERS[str(f.type)](m, f.name, where, section=name)
+            values[f.name] = f.default if val is None else val
+    return cls(raw=m, **values)
 
 
 @dataclass(frozen=True)
@@ -67,12 +81,7 @@ class RolloutSection(MappingConfig):
     @classmethod
     def from_mapping(cls, raw: Any, where: str = "recipe") -> RolloutSection:
         """The typed section; `ConfigFieldError` names `where` and the key as `rollout.<key>`."""
-        m, s = mapping_of(raw, where), "rollout"
-        return cls(raw=m, n=_or(opt_int(m, "n", where, section=s), 8),
-                   max_new_tokens=_or(opt_int(m, "max_new_tokens", where, section=s), 20),
-                   temperature=_or(opt_number(m, "temperature", where, section=s), 1.0),
-                   top_p=_or(opt_number(m, "top_p", where, section=s), 1.0),
-                   top_k=_or(opt_int(m, "top_k", where, section=s), 0))
+        return _section(cls, raw, where, "rollout")
 
     @property
     def n_given(self) -> bool:
@@ -100,18 +109,7 @@ class ActorSection(MappingConfig):
     @classmethod
     def from_mapping(cls, raw: Any, where: str = "recipe") -> ActorSection:
         """The typed section; `ConfigFieldError` names `where` and the key as `actor.<key>`."""
-        m, s = mapping_of(raw, where), "actor"
-        return cls(raw=m, prompts_per_step=_or(opt_int(m, "prompts_per_step", where, section=s), 12),
-                   clip_ratio=_or(opt_number(m, "clip_ratio", where, section=s), 0.2),
-                   loss_agg_mode=_or(opt_str(m, "loss_agg_mode", where, section=s), "token-mean"),
-                   policy_loss=_or(opt_str(m, "policy_loss", where, section=s), "vanilla"),
-                   use_kl_loss=_or(opt_bool(m, "use_kl_loss", where, section=s), True),
-                   kl_loss_coef=_or(opt_number(m, "kl_loss_coef", where, section=s), 0.001),
-                   kl_loss_type=_or(opt_str(m, "kl_loss_type", where, section=s), "low_var_kl"),
-                   norm_adv_by_std_in_grpo=_or(opt_bool(m, "norm_adv_by_std_in_grpo", where, section=s), True),
-                   lr=_or(opt_number(m, "lr", where, section=s), 1e-4),
-                   weight_decay=_or(opt_number(m, "weight_decay", where, section=s), 0.01),
-                   grad_clip=_or(opt_number(m, "grad_clip", where, section=s), 1.0))
+        return _section(cls, raw, where, "actor")
 
 
 @dataclass(frozen=True)
@@ -130,13 +128,7 @@ class TrainerSection(MappingConfig):
     @classmethod
     def from_mapping(cls, raw: Any, where: str = "recipe") -> TrainerSection:
         """The typed section; `ConfigFieldError` names `where` and the key as `trainer.<key>`."""
-        m, s = mapping_of(raw, where), "trainer"
-        return cls(raw=m, total_steps=_or(opt_int(m, "total_steps", where, section=s), 0),
-                   save_freq=_or(opt_int(m, "save_freq", where, section=s), 0),
-                   eval_freq=opt_int(m, "eval_freq", where, section=s),
-                   num_threads=_or(opt_int(m, "num_threads", where, section=s), 1),
-                   val_samples=_or(opt_int(m, "val_samples", where, section=s), 4),
-                   val_before_train=_or(opt_bool(m, "val_before_train", where, section=s), True))
+        return _section(cls, raw, where, "trainer")
 
 
 @dataclass(frozen=True)

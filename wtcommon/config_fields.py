@@ -74,24 +74,24 @@ def opt_number(m: Mapping[str, Any], key: str, where: str, *, section: str | Non
     return float(val)
 
 
-def opt_str(m: Mapping[str, Any], key: str, where: str, *, section: str | None = None) -> str | None:
-    """A string field, None when absent or null."""
+def _opt_of(m: Mapping[str, Any], key: str, where: str, kind: type, fix: str, section: str | None) -> Any:
+    """The field's value when it is a `kind`, None when absent or null, else a `ConfigFieldError` saying `fix`."""
     val = m.get(key)
     if val is None:
         return None
-    if not isinstance(val, str):
-        raise _bad(where, key, val, "give a string", section)
+    if not isinstance(val, kind):
+        raise _bad(where, key, val, fix, section)
     return val
+
+
+def opt_str(m: Mapping[str, Any], key: str, where: str, *, section: str | None = None) -> str | None:
+    """A string field, None when absent or null."""
+    return _opt_of(m, key, where, str, "give a string", section)
 
 
 def opt_bool(m: Mapping[str, Any], key: str, where: str, *, section: str | None = None) -> bool | None:
     """A boolean field (true/false only: a string such as 'false' would read as true), None when absent or null."""
-    val = m.get(key)
-    if val is None:
-        return None
-    if not isinstance(val, bool):
-        raise _bad(where, key, val, "give true or false", section)
-    return val
+    return _opt_of(m, key, where, bool, "give true or false", section)
 
 
 def opt_mapping(m: Mapping[str, Any], key: str, where: str) -> dict[str, Any] | None:
