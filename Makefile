@@ -20,12 +20,14 @@ XDIST := -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 venv: $(STAMP)
 
-# torch first, pinned to the CPU wheel on disk: a bare `torch` requirement pulls several GB of CUDA.
+# torch first, pinned to the CPU wheel on disk, by pip (which reads this machine's pip configuration, where that
+# wheel is found): a bare `torch` requirement pulls several GB of CUDA. Then the rest by uv, inside the venv and
+# pinned by constraints.txt as pip would: it resolves and downloads in parallel (37 s against pip's 100 s from
+# an empty cache on the 2-core machine), and keeps the installed torch, which satisfies pyproject's range.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade "pip>=24,<27"
-	$(BIN)/pip install --quiet "torch==2.13.0"
-	$(BIN)/pip install --quiet -c constraints.txt -e ".[test,postgres]"
+	$(BIN)/pip install --quiet "torch==2.13.0" "uv>=0.9,<0.14"
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt -e ".[test,postgres]"
 	touch $(STAMP)
 
 # The main job: campaigns/demo.yaml end to end on CPU (local Ray, SQLite ledger + MLflow, tiny model).

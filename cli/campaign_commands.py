@@ -591,6 +591,8 @@ def demo_cmd(
     keep_ray: bool = typer.Option(False, "--keep-ray", help="leave the local Ray head running"),
     show_all: bool = typer.Option(False, "--all", help="print the status matrix and every table (by default "
                                   "one screen: the verdicts, flags and where the files are)"),
+    timings: bool = typer.Option(False, "--timings", help="print where the demo's time went: base model build "
+                                 "and warm-up, head start, train and evaluate stages, analysis, report"),
 ) -> None:
     """Run campaigns/demo.yaml (or demo_verl.yaml with --backend verl) end to end on CPU and print its answer in
     one screen: the verdicts, the flagged policies and where the records, report and MLflow store are (--all:
@@ -604,7 +606,7 @@ def demo_cmd(
         raise UserError(f"--backend {backend!r}: choose one of {', '.join(DEMO_CAMPAIGNS)}")
     wd = workdir or Path(tempfile.mkdtemp(prefix="windtunnel-demo-"))
     run_demo(wd, campaign_file or DEMO_CAMPAIGNS[backend], overrides or [], out=out, err=err,
-             keep_ray=keep_ray, show_all=show_all)
+             keep_ray=keep_ray, show_all=show_all, timings=timings)
 
 
 def register(app: typer.Typer) -> None:

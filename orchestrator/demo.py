@@ -5,6 +5,7 @@ Where the demo must stop it raises `CampaignError` (message and exit code), as t
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -14,6 +15,7 @@ from rich.console import Console
 
 from analysis.schema import DEFAULT_AA_PAIR
 from orchestrator.campaign import CampaignError, drive
+from orchestrator.demo_timings import DemoTimings
 from orchestrator.progress import status_matrix
 from orchestrator.tracking import default_uri
 
@@ -154,31 +156,71 @@ def prepare_data(workdir: Path, spec: Any) -> Path:
     return data_dir
 
 
+class BaseModelBuild(threading.Thread):
+    """Builds and warms up the campaign's tiny base models in the demo process, in the background, while the Ray
+    head starts and the first stage jobs start up (their processes import torch, then wait on the model's lock,
+    and find it cached): the single-threaded warm-up no longer holds one core while the other waits."""
+
+    def __init__(self, runs: list[Any]) -> None:
+        super().__init__(name="base-model-build", daemon=True)
+        seen: dict[str, Any] = {}
+        for r in runs:  # the local and verl backends build a builtin model with the recipe's warm-up
+            if r.backend in ("local", "verl") and str(r.model_cfg.path).startswith("builtin:"):
+                seen.setdefault(f"{r.model}/{r.recipe_name}", r)
+        self.todo = list(seen.values())
+        self.parts: list[tuple[str, float, str]] = []  # (name, wall s, note)
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from transformers.utils import logging as hf_logging
+
+        from training import warmup
+
+        hf_logging.disable_progress_bar()  # "Writing model shards" bars per save: the demo's lines say the state
+        try:
+            for r in self.todo:
+                cached = (warmup.base_model_dir(r.model_cfg, r.recipe_cfg) / "completed.json").exists()
+                t = time.time()
+                path = warmup.base_model(r.model_cfg, r.recipe_cfg)
+                if cached:
+                    self.parts.append((f"base model {r.model}: cached", time.time() - t, str(path)))
+                    continue
+                bt = warmup.build_timings(path)
+                steps = int(dict(r.recipe_cfg.warmup).get("steps", 0))
+                self.parts.append((f"base model {r.model}: build", bt.get("build_s", 0.0), "tokenizer + random init"))
+                self.parts.append((f"base model {r.model}: warm-up", bt.get("warmup_s", 0.0),
+                                   f"{steps} supervised steps, one thread; overlaps the head start"))
+        except BaseException as exc:  # the train stage builds it again and reports the error in its run
+            self.error = exc
+
+
 def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: Console, err: Console,
-             keep_ray: bool = False, show_all: bool = False) -> Path:
+             keep_ray: bool = False, show_all: bool = False, timings: bool = False) -> Path:
     """Plan, check, submit and drive the demo campaign in `workdir`, then print its analysis and write its
-    report: the records file. Stops the work directory's local Ray head at the end unless `keep_ray`."""
+    report: the records file. Stops the work directory's local Ray head at the end unless `keep_ray`;
+    `timings` prints where the demo's time went (`DemoTimings`)."""
     from orchestrator.executor.local_head import stop_head
     from orchestrator.ledger.states import RunState
     from orchestrator.session import RecordsMissing, Session, plan
     from orchestrator.spec import SpecError
 
-    t0 = time.time()
+    tm = DemoTimings()
     workdir = Path(workdir).resolve()
-    try:
-        spec, runs = plan(campaign_file, overrides, data_root=workdir / "data")
-    except SpecError as exc:
-        raise CampaignError(str(exc)) from None
-    out.print(f"[bold]demo[/]: {len(runs)} runs ({', '.join(dict.fromkeys(r.policy.name for r in runs))} × seeds "
-              f"{sorted({r.seed for r in runs})}) in {workdir}", highlight=False)
-    workdir.mkdir(parents=True, exist_ok=True)
-    data_dir = prepare_data(workdir, spec)
-    from orchestrator.preflight import Context, preflight
+    with tm.part("plan, preflight, evaluation fixtures"):
+        try:
+            spec, runs = plan(campaign_file, overrides, data_root=workdir / "data")
+        except SpecError as exc:
+            raise CampaignError(str(exc)) from None
+        out.print(f"[bold]demo[/]: {len(runs)} runs ({', '.join(dict.fromkeys(r.policy.name for r in runs))} × "
+                  f"seeds {sorted({r.seed for r in runs})}) in {workdir}", highlight=False)
+        workdir.mkdir(parents=True, exist_ok=True)
+        data_dir = prepare_data(workdir, spec)
+        from orchestrator.preflight import Context, preflight
 
-    try:  # the same checks as `campaign submit`, before any compute
-        preflight(spec, runs, Context(data_dir=data_dir))
-    except SpecError as exc:
-        raise CampaignError(str(exc)) from None
+        try:  # the same checks as `campaign submit`, before any compute
+            preflight(spec, runs, Context(data_dir=data_dir))
+        except SpecError as exc:
+            raise CampaignError(str(exc)) from None
     sess = Session(workdir=workdir)
     try:
         diff = sess.submit(spec, runs)
@@ -186,13 +228,26 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
         events.parent.mkdir(parents=True, exist_ok=True)
         out.print(f"ledger: {len(diff.new)} new, {len(diff.unchanged)} unchanged; starting local Ray… (each run's "
                   f"stages: {events})", highlight=False, soft_wrap=True)
-        counts = drive(sess, spec.name, console=err, events=events)
+        build = BaseModelBuild(runs)
+        build.start()
+        with tm.part("Ray head start", "while the base model builds"):
+            sess.executor  # noqa: B018 - the work directory's local head (or the recorded cluster), started now
+        with tm.part("campaign: submit → every run recorded"):
+            counts = drive(sess, spec.name, console=err, events=events)
+        build.join()
+        for name, wall, note in build.parts:
+            tm.add(name, wall, note)
+        if build.error is not None:
+            err.print(f"warning: the base model was not built ahead ({type(build.error).__name__}: {build.error}); "
+                      "the train stages built it", markup=False, highlight=False)
+        tm.add_stages(sess.ledger.attempts(spec.name))
         if show_all:
             out.print(status_matrix(sess, spec.name))
-        try:
-            records = sess.collect_records(spec.name)
-        except RecordsMissing as exc:
-            raise CampaignError(str(exc)) from None
+        with tm.part("records: collected from the runs"):
+            try:
+                records = sess.collect_records(spec.name)
+            except RecordsMissing as exc:
+                raise CampaignError(str(exc)) from None
         if counts.get(RunState.failed):
             for r in sess.ledger.runs(spec.name, [RunState.failed]):
                 err.print(f"failed {r.run_id} ({r.stage}): {r.reason}", highlight=False)
@@ -200,15 +255,21 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
             raise CampaignError("no run was recorded; see `campaign status demo --workdir " + str(workdir) + "`", 1)
         out.print(f"records: {records}\nMLflow: mlflow ui --backend-store-uri {default_uri(workdir)}",
                   highlight=False, soft_wrap=True)  # one line: the command is copied as printed
-        print_analysis(records, out=out, suite=spec.suite, items_dir=workdir / "runs" / spec.name,
-                       show_all=show_all, aa_pair=spec.aa_pair)
-        report = write_report(records, workdir, out=out, err=err, suite=spec.suite, aa_pair=spec.aa_pair)
-        if report is not None:
-            try:  # the campaign's MLflow parent run carries the report next to its verdicts
-                sess.tracker(spec.name).attach_report(report)
-            except Exception as exc:  # tracking is a view: the report on disk stands on its own
-                err.print(f"warning: report not attached to MLflow: {type(exc).__name__}: {exc}", markup=False)
-        out.print(f"[bold]demo finished in {time.time() - t0:.0f} s[/]")
+        with tm.part("analysis: paired comparisons and tables"):
+            print_analysis(records, out=out, suite=spec.suite, items_dir=workdir / "runs" / spec.name,
+                           show_all=show_all, aa_pair=spec.aa_pair)
+        with tm.part("report: HTML, figures, MLflow attachment"):
+            report = write_report(records, workdir, out=out, err=err, suite=spec.suite, aa_pair=spec.aa_pair)
+            if report is not None:
+                try:  # the campaign's MLflow parent run carries the report next to its verdicts
+                    sess.tracker(spec.name).attach_report(report)
+                except Exception as exc:  # tracking is a view: the report on disk stands on its own
+                    err.print(f"warning: report not attached to MLflow: {type(exc).__name__}: {exc}", markup=False)
+        if timings:
+            out.print("[bold]where the demo's time went[/] (wall seconds)", highlight=False)
+            for line in tm.lines():
+                out.print(line, markup=False, highlight=False, soft_wrap=True)
+        out.print(f"[bold]demo finished in {time.time() - tm.t0:.0f} s[/]")
         if counts.get(RunState.failed):
             raise CampaignError(f"{counts[RunState.failed]} run(s) failed", 1)
         return records

@@ -10,9 +10,11 @@ done. Without xdist the single process plays both parts.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import tempfile
+import time
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -73,6 +75,91 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         module = it.nodeid.split("::")[0]
         module_cost[module] = max(module_cost.get(module, 0), _cost(it))
     items.sort(key=lambda it: -module_cost[it.nodeid.split("::")[0]])  # stable: order within a cost kept
+
+
+# -- the suite's budget: its CPU-seconds and its slowest tests, printed at the end ------------------------------
+
+_budget = pytest.StashKey[dict]()
+_CONFIG: dict[str, pytest.Config] = {}  # the controller's config, for the report hook (a report carries none)
+SLOWEST_SHOWN = 10
+
+
+def _machine_cpu_s() -> float | None:
+    """Busy CPU-seconds of the whole machine so far (/proc/stat: every process, Ray's daemons and job workers
+    included, which pytest's own accounting never sees); None off Linux."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return None
+    jiffies = [int(x) for x in fields]
+    busy = sum(jiffies) - jiffies[3] - (jiffies[4] if len(jiffies) > 4 else 0)  # less idle and iowait
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not _is_worker(session.config):
+        session.config.stash[_budget] = {"t0": time.time(), "cpu0": _machine_cpu_s(), "durations": {}}
+        _CONFIG["config"] = session.config
+
+
+def _budget_state() -> dict | None:
+    config = _CONFIG.get("config")
+    return config.stash[_budget] if config is not None and _budget in config.stash else None
+
+
+def pytest_runtest_logstart(nodeid: str, location) -> None:
+    """Controller: when each test started, so one still running when the suite is stopped is timed too."""
+    b = _budget_state()
+    if b is not None:
+        b.setdefault("started", {})[nodeid] = time.time()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Controller: each test's wall time, setup + call + teardown (xdist forwards the workers' reports)."""
+    b = _budget_state()
+    if b is None:
+        return
+    d = b["durations"]
+    d[report.nodeid] = d.get(report.nodeid, 0.0) + float(report.duration)
+    if report.when == "teardown":
+        b.get("started", {}).pop(report.nodeid, None)
+
+
+def suite_budget(config: pytest.Config) -> dict | None:
+    """The suite's wall time, machine CPU-seconds over the run and its slowest tests (longest first)."""
+    if _budget not in config.stash:
+        return None
+    b = config.stash[_budget]
+    cpu1 = _machine_cpu_s()
+    times = dict(b["durations"])
+    for nodeid, t in b.get("started", {}).items():  # still running: stopped with the suite
+        times.pop(nodeid, None)
+        times[nodeid + " (still running)"] = time.time() - t
+    slowest = sorted(times.items(), key=lambda kv: -kv[1])
+    return {"wall_s": round(time.time() - b["t0"], 1),
+            "machine_cpu_s": None if cpu1 is None or b["cpu0"] is None else round(cpu1 - b["cpu0"], 1),
+            "cores": os.cpu_count(), "tests": len(slowest),
+            "slowest": [{"test": k, "wall_s": round(v, 1)} for k, v in slowest[:25]]}
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """The suite's CPU-seconds (measured on the machine, every process) and the ten slowest tests, printed last;
+    written as JSON to $WT_SUITE_REPORT too, which `.ci/run` reads to name them when the CI run passes its
+    wall-time budget."""
+    rep = suite_budget(config)
+    if rep is None:
+        return
+    cpu = "n/a" if rep["machine_cpu_s"] is None else f"{rep['machine_cpu_s']:.0f}"
+    terminalreporter.write_sep("-", "suite budget")
+    terminalreporter.write_line(f"suite: {rep['wall_s']:.0f} s wall, {cpu} CPU-s of the machine (/proc/stat, every "
+                                f"process: pytest, Ray, stage jobs) on {rep['cores']} cores; {rep['tests']} tests")
+    terminalreporter.write_line(f"{SLOWEST_SHOWN} slowest (wall s, setup + call + teardown):")
+    for row in rep["slowest"][:SLOWEST_SHOWN]:
+        terminalreporter.write_line(f"  {row['wall_s']:7.1f}  {row['test']}")
+    out = os.environ.get("WT_SUITE_REPORT")
+    if out:
+        Path(out).write_text(json.dumps(rep, indent=1) + "\n")
 
 
 _RAY_AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")

@@ -13,6 +13,7 @@ import json
 import os
 import random
 import shutil
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -148,6 +149,26 @@ def _sft(model_dir: Path, examples: list[tuple[list[dict], str]], cfg: dict) -> 
     model.save_pretrained(model_dir)
 
 
+def _identity(model_cfg: ModelConfig, recipe: RecipeConfig) -> tuple[dict, dict, dict, str]:
+    """What determines the base model (data, warm-up and architecture configs) and its content hash."""
+    # the warm-up always covers every synthetic domain, so recipes that train on a subset of domains
+    # (e.g. math only) share one base model
+    data_cfg = {**dict(recipe.data or {}), "domains": list(synthetic.DOMAINS)}
+    warm_cfg = dict(recipe.warmup)
+    arch = dict(model_cfg.architecture)
+    return data_cfg, warm_cfg, arch, content_hash({"arch": arch, "data": data_cfg, "warmup": warm_cfg,
+                                                   "v": WARMUP_VERSION})
+
+
+def base_model_dir(model_cfg: ModelConfig | Mapping[str, Any], recipe: RecipeConfig | Mapping[str, Any],
+                   cache_root: Path | None = None) -> Path:
+    """Where `base_model` keeps (or will keep) the base model of (model YAML, recipe); built or not."""
+    from training.config import ModelConfig, RecipeConfig
+
+    key = _identity(ModelConfig.of(model_cfg), RecipeConfig.of(recipe))[3]
+    return Path(cache_root or default_cache_root()) / "base_models" / key
+
+
 def base_model(model_cfg: ModelConfig | Mapping[str, Any], recipe: RecipeConfig | Mapping[str, Any],
                cache_root: Path | None = None) -> Path:
     """Path of the warmed-up tiny base model for (model YAML, recipe data + warmup), built once (a mapping
@@ -156,13 +177,8 @@ def base_model(model_cfg: ModelConfig | Mapping[str, Any], recipe: RecipeConfig 
 
     model_cfg, recipe = ModelConfig.of(model_cfg), RecipeConfig.of(recipe)
     cache_root = Path(cache_root or default_cache_root())
-    # the warm-up always covers every synthetic domain, so recipes that train on a subset of domains
-    # (e.g. math only) share one base model
-    data_cfg = {**dict(recipe.data or {}), "domains": list(synthetic.DOMAINS)}
-    warm_cfg = dict(recipe.warmup)
-    arch = dict(model_cfg.architecture)
-    key = content_hash({"arch": arch, "data": data_cfg, "warmup": warm_cfg, "v": WARMUP_VERSION})
-    final = cache_root / "base_models" / key
+    data_cfg, warm_cfg, arch, key = _identity(model_cfg, recipe)
+    final = base_model_dir(model_cfg, recipe, cache_root)
     from wtcommon.phase import set_phase
 
     if not (final / "completed.json").exists():
@@ -176,18 +192,30 @@ def base_model(model_cfg: ModelConfig | Mapping[str, Any], recipe: RecipeConfig 
         for stale in final.parent.glob(f".{key}.tmp*"):  # left by a killed build; we hold the lock
             shutil.rmtree(stale, ignore_errors=True)
         tmp = final.with_name(f".{key}.tmp{os.getpid()}")
+        t0 = time.time()
         build_tiny_model(
             tmp,
             corpus=synthetic.tokenizer_corpus(int(data_cfg.get("seed", 42))),
             seed=int(warm_cfg.get("seed", 0)),
             **arch,
         )
+        t1 = time.time()
         examples = _sft_examples(corpus["train"], float(warm_cfg.get("label_noise", 0.0)), int(warm_cfg.get("seed", 0)))
         if int(warm_cfg.get("steps", 0)) > 0:
             supervised_warmup(tmp, examples, warm_cfg)
+        timings = {"build_s": round(t1 - t0, 2), "warmup_s": round(time.time() - t1, 2)}  # not part of the key
         (tmp / "completed.json").write_text(json.dumps({"key": key, "arch": arch, "warmup": warm_cfg,
-                                                        "data": data_cfg}))
+                                                        "data": data_cfg, "timings": timings}))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
     set_phase("training: base model ready")
     return final
+
+
+def build_timings(model_dir: Path) -> dict[str, float]:
+    """How long the cached base model at `model_dir` took to build and warm up (`build_s`, `warmup_s`), as
+    recorded when it was built; empty for one built before timings were recorded."""
+    try:
+        return dict(json.loads((Path(model_dir) / "completed.json").read_text()).get("timings", {}))
+    except (OSError, ValueError):
+        return {}

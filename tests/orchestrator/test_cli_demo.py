@@ -53,15 +53,25 @@ def test_status_without_ledger_exits_2(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_demo_end_to_end_on_a_reduced_grid(tmp_path: Path) -> None:
     """Costs ~4 CPU-minutes (4 runs of 2 steps, then `campaign logs`). Proves the whole CPU pipeline writes the
-    records, stops its head, prints its answer in one screen (≤ 40 lines of ≤ 120 characters, stdout and stderr
-    together, no library INFO chatter) and that `logs` reads the stopped head's files."""
+    records, stops its head, says where its time went (--timings), prints its answer in one screen (≤ 40 lines
+    of ≤ 120 characters, stdout and stderr together, no library INFO chatter) and that `logs` reads the stopped
+    head's files."""
     wd = tmp_path / "wd"
     # 4 evaluation items per benchmark, as the intervention demo test: the demo's 16 quadruple each run's
     # evaluation, and nothing asserted here depends on the item count
-    p = subprocess.run([CAMPAIGN, "demo", "--workdir", str(wd), "policies=[baseline,gfpo]", "seeds=[1,2]", "steps=2",
-                        "save_freq=2", "evaluation.fixture_items=4"], capture_output=True, text=True, cwd=REPO,
-                       timeout=900)
+    p = subprocess.run([CAMPAIGN, "demo", "--workdir", str(wd), "--timings", "policies=[baseline,gfpo]", "seeds=[1,2]",
+                        "steps=2", "save_freq=2", "evaluation.fixture_items=4"], capture_output=True, text=True,
+                       cwd=REPO, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
+    # --timings: where the time went, each part once, the stages read from the ledger (4 runs: 4 jobs each)
+    head, _, rest = p.stdout.partition("where the demo's time went")
+    breakdown, _, tail = rest.partition("\ntotal ")
+    for part in ("plan, preflight", "Ray head start", "train stages", "evaluate stages", "analysis: ", "report: HTML"):
+        assert breakdown.count(part) == 1, (part, breakdown)
+    built = breakdown.count("base model tiny_qwen2: build") + breakdown.count("base model tiny_qwen2: warm-up")
+    assert built == 2 or breakdown.count("base model tiny_qwen2: cached") == 1, breakdown  # built here, or before
+    assert breakdown.count("4 jobs, mean") == 2 and "demo finished in" in tail
+    p.stdout = head + tail.split("\n", 1)[1]  # the answer's screen, as printed without --timings
     recs = pd.read_parquet(wd / "results" / "demo" / "records.parquet")
     assert sorted(recs["run_id"].unique()) == [f"demo/tiny_qwen2/{pol}/s{s}" for pol in ("baseline", "gfpo")
                                                for s in (1, 2)]
