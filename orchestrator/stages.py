@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterator
 
+import orchestrator
 from orchestrator.grid import RunSpec
 from orchestrator.paths import inside, run_dir  # noqa: F401 - inside: this module's API too
 from wtcommon.errors import StageConfigError, StageHealthGateError
@@ -47,6 +48,7 @@ from training.backend import Checkpoint, EvalRequest, TrainingConfigError
 from wtcommon.atomic import atomic_write_text
 from wtcommon.files import sha256_file
 from wtcommon.errors import RunFailed
+from wtcommon import start_latency
 
 EXIT_CONFIG = 2
 EXIT_HEALTH_GATE = 3
@@ -365,6 +367,7 @@ def load_run_spec(arg: str) -> RunSpec:
 
 
 def main(argv: list[str] | None = None) -> int:
+    imported = time.time()  # this module's imports are done (wtcommon.start_latency)
     ap = argparse.ArgumentParser(prog="python -m orchestrator.stages", description=__doc__.splitlines()[0])
     ap.add_argument("stage", choices=sorted(STAGES))
     ap.add_argument("--run-spec", required=True)
@@ -384,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
             os.environ[PHASE_ENV] = str(run_dir(workdir, spec) / PHASE_FILE)  # `campaign status` reads it
             set_phase({"train": "training: starting", "evaluate": "evaluating: loading the checkpoint"}.get(
                 a.stage, a.stage))
+            start_latency.record(run_dir(workdir, spec), a.stage, a.attempt,
+                                 {"main": orchestrator.STARTED_AT, "imported": imported, "begin": time.time()})
             out = STAGES[a.stage][0](spec, workdir, a.attempt)
     except StageConfigError as exc:
         print(f"windtunnel-stage-error: config: {exc}", file=sys.stderr, flush=True)
