@@ -31,10 +31,8 @@ import json
 import os
 import re
 import socket
-import subprocess
 import sys
 import time
-import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -190,6 +188,8 @@ def merge(ckpts: list[Path]) -> list[Path]:
         if not ((target / "config.json").exists() and _weights(target)):
             pending.append((actor, target))
     if pending:
+        import subprocess
+
         from training.verl_merge import merge_command
 
         proc = subprocess.run(merge_command(pending), capture_output=True, text=True)
@@ -403,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"windtunnel-stage-error: fenced: {exc}", file=sys.stderr, flush=True)
         return 1
     except Exception as exc:
+        import traceback  # only a failing stage prints one: not a cost of every stage's start
+
         traceback.print_exc()
         print(f"windtunnel-stage-error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return 1
