@@ -2,7 +2,8 @@
 
 Why: a stage's start-up is paid once per job; before this, the entrypoint's imports (pydantic via the campaign spec
 models, never used by a stage that reads its RunSpec from JSON) were most of our part of it. Each stage runs as
-`python -m orchestrator.stages` does, in its own process (two subprocesses, about 2 CPU-s together)."""
+`python -m orchestrator.stages` does, in its own process (two subprocesses; the test file costs about 5 CPU-s
+with pytest's start and the plan)."""
 
 from __future__ import annotations
 
