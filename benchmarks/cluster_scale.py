@@ -12,6 +12,10 @@ max(Σ GPU-seconds / cluster GPUs, longest run); the simulated figure, without R
 seconds per run, ledger size, driver peak RSS, the p95 delay from a run's job submission to its stage starting
 and from its training's end to its evaluation starting, and the two-node runs: planned, refused at preflight,
 recorded, and seen placed on two nodes (Ray placement groups whose bundles span ≥ 2 nodes, sampled every 5 s).
+Then where each stage's start went (wtcommon.start_latency): per stage and as p50/p95 over stages, the parts from
+the scheduler's decision to Ray accepting the job (ours), to Ray's job supervisor launching the entrypoint and
+the process existing (Ray's), to the first line of Windtunnel code, its imports done and the stage code begun
+(ours), and the stage's own preparation before its backend starts; the ratio of ours to Ray's.
 
     .venv/bin/python benchmarks/cluster_scale.py --nodes 4 --gpus-per-node 8 --fraction 0.1
 """
@@ -31,6 +35,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from wtcommon import start_latency  # noqa: E402 - after the repo is on sys.path
 
 EVAL_H = 0.3  # hours of one GPU per run's evaluation, as benchmarks/scheduler_sim.py
 
@@ -74,6 +80,58 @@ class PlacementSampler(threading.Thread):
     def stop(self) -> None:
         self._halt.set()
         self.join(timeout=15)
+
+
+def _time_submits(executor) -> dict[str, float]:
+    """Wrap `executor.submit` to note when each call returns (by submission id): the scheduler blocks on it."""
+    returned: dict[str, float] = {}
+    submit_fn = executor.submit
+
+    def timed(sid, argv, **kw):
+        try:
+            return submit_fn(sid, argv, **kw)
+        finally:
+            returned[sid] = time.time()
+
+    executor.submit = timed
+    return returned
+
+
+def _print_breakdown(breakdown: list[tuple[str, str, dict[str, float]]], submit_call: list[float]) -> None:
+    """Per stage, then p50/p95 over stages, where its start went (wtcommon.start_latency: marks and whose)."""
+    names = [name for name, *_ in start_latency.CHAIN]
+    whose = {name: w for name, _, _, w in start_latency.CHAIN}
+    print("\nwhere a stage's start went (s; decision = the ledger attempt's start, Ray accepted = Ray's job "
+          "start_time; wtcommon.start_latency):")
+    print("  " + "  ".join(f"{i + 1}={n} [{whose[n]}]" for i, n in enumerate(names)))
+    print(f"  {'run':<8} {'stage':<8} " + " ".join(f"{i + 1:>6}" for i in range(len(names)))
+          + " " + " ".join(f"{w:>6}" for w in start_latency.WHOSE) + f" {'total':>6}")
+    for key, stage, p in breakdown:
+        sh = start_latency.shares(p)
+        print(f"  {key[:8]:<8} {stage:<8} " + " ".join(f"{p[n]:6.2f}" for n in names) + " "
+              + " ".join(f"{sh[w]:6.2f}" for w in start_latency.WHOSE) + f" {sum(sh.values()):6.2f}")
+    summ = start_latency.summarise([p for *_, p in breakdown])
+    if not summ:
+        print("  (no stage recorded its start)")
+        return
+    for q, label in ((0, "p50"), (1, "p95")):
+        print(f"  {label:<17} " + " ".join(f"{summ[n][q]:6.2f}" for n in names) + " "
+              + " ".join(f"{summ[w][q]:6.2f}" for w in start_latency.WHOSE) + f" {summ['total'][q]:6.2f}")
+    print(f"  (n={len(breakdown)} stages; each column's own p50/p95 over stages, so the columns need not sum)")
+    ours, ray = summ["ours"], summ["ray"]
+    print(f"p95 start-up, ours (1, 4-6) = {ours[1]:.2f} s; Ray's (2-3) = {ray[1]:.2f} s; ratio ours/Ray's = "
+          f"{ours[1] / max(ray[1], 1e-9):.2f} (p50: {ours[0]:.2f} / {ray[0]:.2f} s = "
+          f"{ours[0] / max(ray[0], 1e-9):.2f}); "
+          f"the stage's own preparation (7): p95 {summ['stage'][1]:.2f} s")
+    if submit_call:
+        print(f"submit call (decision → the call returns, the scheduler blocked): p50 "
+              f"{_pct(submit_call, 50):.2f} s, p95 {_pct(submit_call, 95):.2f} s")
+
+
+def _pct(xs: list[float], q: float) -> float:
+    import numpy as np
+
+    return float(np.percentile(xs, q))
 
 
 def _cluster_rss_mb(cluster) -> float:
@@ -141,6 +199,7 @@ def main() -> None:
         wd = root / "w"
         sess = Session(workdir=wd, ray_address=cluster.address, track=not a.no_track)
         submit(sess, spec, runs)
+        returned = _time_submits(sess.executor)
         sampler = PlacementSampler(cluster.address, cluster.token_file.read_text().strip())
         sampler.start()
         cpu0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
@@ -152,17 +211,33 @@ def main() -> None:
 
         rows = sess.ledger.runs(spec.name)
         recorded = [r for r in rows if r.state == RunState.recorded]
+        accepted = {j.submission_id: j.start_time / 1000 for j in sess.executor.client.list_jobs()
+                    if j.submission_id and j.start_time}
         sub_delay, eval_delay, twice = [], [], 0
+        breakdown: list[tuple[str, str, dict[str, float]]] = []  # (run key, stage, parts)
+        submit_call: list[float] = []
         for r in rows:
-            log = wd / "runs" / spec.name / r.run_key / "executions.log"
+            rd = wd / "runs" / spec.name / r.run_key
+            log = rd / "executions.log"
             starts: dict[str, list[float]] = {}
+            by_pid: dict[int, float] = {}
             for line in (log.read_text().splitlines() if log.exists() else []):
-                stage, _pid, ts = line.split()
+                stage, pid, ts = line.split()
                 starts.setdefault(stage, []).append(float(ts))
+                by_pid[int(pid)] = float(ts)
             twice += sum(len(v) > 1 for v in starts.values())
+            marks_of = {m.get("attempt"): m for m in start_latency.read_log(rd)}
             for att in sess.ledger.attempts(spec.name, r.run_key):
                 if att["stage"] in starts:
                     sub_delay.append(starts[att["stage"]][-1] - att["started_at"])
+                sid = att["submission_id"]
+                m = marks_of.get(sid, {})
+                p = start_latency.parts({**m, "decided": att["started_at"], "accepted": accepted.get(sid),
+                                         "stage": by_pid.get(m.get("pid", -1))})
+                if p is not None:
+                    breakdown.append((r.run_key, att["stage"], p))
+                if sid in returned:
+                    submit_call.append(returned[sid] - att["started_at"])
             if "train" in starts and "evaluate" in starts:
                 sleep = float(next(x for x in runs if x.run_key == r.run_key).recipe_cfg.sleep_s)
                 eval_delay.append(starts["evaluate"][-1] - (starts["train"][-1] + sleep))
@@ -199,6 +274,7 @@ def main() -> None:
     w = max(len(k) for k, _ in table)
     for k, v in table:
         print(f"{k:<{w}}  {v}")
+    _print_breakdown(breakdown, submit_call)
     print(f"ratio makespan/lower = {makespan / lower:.3f}")
 
 

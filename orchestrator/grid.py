@@ -15,15 +15,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from orchestrator.data import CorpusError, corpus_identity
-from orchestrator.spec import CampaignSpec, SpecError, check_name, shipped_config_root
 from evaluation.settings import EvaluationOptions
 from policies import MECHANISMS, mechanism_of
 from training.config import ModelConfig, RecipeConfig
 from wtcommon.config_fields import ConfigFieldError, MappingConfig
 from wtcommon.files import load_yaml_mapping, short_hash as _short_hash
+
+if TYPE_CHECKING:
+    from orchestrator.spec import CampaignSpec
+
+# orchestrator.spec (pydantic, its models built at import: most of a stage process's start-up) and
+# orchestrator.data are imported where a campaign is expanded, not here: a stage process reads its RunSpec from
+# JSON and needs neither (wtcommon.start_latency; tests/test_stage_imports.py keeps it so)
 
 
 def canonical_json(obj: Any) -> str:
@@ -168,6 +173,8 @@ class _Resolver:
         self._cache: dict[tuple[str, str], dict[str, Any]] = {}
 
     def _load(self, group: str, name: str, key: str) -> dict[str, Any]:
+        from orchestrator.spec import SpecError, check_name, shipped_config_root
+
         ck = (group, name)
         if ck not in self._cache:
             try:
@@ -197,6 +204,8 @@ class _Resolver:
 
     def model_file(self, name: str) -> str:
         """Where a model's definition came from (for messages)."""
+        from orchestrator.spec import shipped_config_root
+
         for path in (self.root / "model" / f"{name}.yaml", shipped_config_root() / "model" / f"{name}.yaml"):
             if path.exists():
                 return str(path)
@@ -204,6 +213,8 @@ class _Resolver:
 
     def recipe_file(self, name: str) -> str:
         """Where a recipe came from (for messages)."""
+        from orchestrator.spec import shipped_config_root
+
         for path in (self.root / "recipe" / f"{name}.yaml", shipped_config_root() / "recipe" / f"{name}.yaml"):
             if path.exists():
                 return str(path)
@@ -222,6 +233,8 @@ class _Resolver:
 
 def _typed(typ: Any, raw: dict[str, Any], where: str) -> Any:
     """`typ.from_mapping(raw)`, a bad field reported as a `SpecError` naming the file."""
+    from orchestrator.spec import SpecError
+
     try:
         return typ.from_mapping(raw, where)
     except ConfigFieldError as exc:
@@ -235,6 +248,8 @@ def run_gpus(spec: CampaignSpec, model: str, mcfg: ModelConfig | Mapping[str, An
     The model file declares `gpus_per_node` and `nnodes`; `compute.models.<m>.gpus` (the plan's total per run)
     must agree with it when both are given; a model given neither takes `compute.gpus_per_run`. A model file
     with a bare `gpus` key is refused: the paper's two 14B files used it once per node and once in total."""
+    from orchestrator.spec import SpecError
+
     raw = mcfg.raw if isinstance(mcfg, ModelConfig) else mcfg
     if "gpus" in raw:  # a refused key: its presence is the error
         raise SpecError(f"{where}: key 'gpus': ambiguous (GPUs per node or in total?); write `gpus_per_node: N` "
@@ -262,6 +277,8 @@ def policy_mechanism(policy: str, config_root: Path | None = None) -> str:
 
     The policy's YAML is the one source of its mechanism (records, the default reference); the study's
     table `analysis.schema.POLICY_MECHANISM` is only for importing records that carry no mechanism."""
+    from orchestrator.spec import SpecError, check_name, shipped_config_root
+
     p = Path(policy)
     if p.suffix in (".yaml", ".yml"):
         candidates = [p]
@@ -286,6 +303,9 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
     which may legitimately change the grid) a run count that differs from a declared
     `expected_runs`; with overrides the mismatch is reported by `accounting`.
     """
+    from orchestrator.data import CorpusError, corpus_identity
+    from orchestrator.spec import SpecError
+
     res = _Resolver(spec)
     evaluation = spec.evaluation_options
     runs: list[RunSpec] = []

@@ -31,15 +31,14 @@ import json
 import os
 import re
 import socket
-import subprocess
 import sys
 import time
-import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from collections.abc import Iterator
 
+import orchestrator
 from orchestrator.grid import RunSpec
 from orchestrator.paths import inside, run_dir  # noqa: F401 - inside: this module's API too
 from wtcommon.errors import StageConfigError, StageHealthGateError
@@ -47,6 +46,7 @@ from training.backend import Checkpoint, EvalRequest, TrainingConfigError
 from wtcommon.atomic import atomic_write_text
 from wtcommon.files import sha256_file
 from wtcommon.errors import RunFailed
+from wtcommon import start_latency
 
 EXIT_CONFIG = 2
 EXIT_HEALTH_GATE = 3
@@ -188,6 +188,8 @@ def merge(ckpts: list[Path]) -> list[Path]:
         if not ((target / "config.json").exists() and _weights(target)):
             pending.append((actor, target))
     if pending:
+        import subprocess
+
         from training.verl_merge import merge_command
 
         proc = subprocess.run(merge_command(pending), capture_output=True, text=True)
@@ -365,6 +367,7 @@ def load_run_spec(arg: str) -> RunSpec:
 
 
 def main(argv: list[str] | None = None) -> int:
+    imported = time.time()  # this module's imports are done (wtcommon.start_latency)
     ap = argparse.ArgumentParser(prog="python -m orchestrator.stages", description=__doc__.splitlines()[0])
     ap.add_argument("stage", choices=sorted(STAGES))
     ap.add_argument("--run-spec", required=True)
@@ -384,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
             os.environ[PHASE_ENV] = str(run_dir(workdir, spec) / PHASE_FILE)  # `campaign status` reads it
             set_phase({"train": "training: starting", "evaluate": "evaluating: loading the checkpoint"}.get(
                 a.stage, a.stage))
+            start_latency.record(run_dir(workdir, spec), a.stage, a.attempt,
+                                 {"main": orchestrator.STARTED_AT, "imported": imported, "begin": time.time()})
             out = STAGES[a.stage][0](spec, workdir, a.attempt)
     except StageConfigError as exc:
         print(f"windtunnel-stage-error: config: {exc}", file=sys.stderr, flush=True)
@@ -398,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"windtunnel-stage-error: fenced: {exc}", file=sys.stderr, flush=True)
         return 1
     except Exception as exc:
+        import traceback  # only a failing stage prints one: not a cost of every stage's start
+
         traceback.print_exc()
         print(f"windtunnel-stage-error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -10,8 +10,6 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 
 def sha256_file(path: str | Path) -> str:
     """Hex sha256 of a file's bytes (streamed)."""
@@ -28,7 +26,10 @@ def short_hash(data: str | bytes, n: int = 16) -> str:
 def load_yaml_mapping(path: str | Path, *, what: str = "YAML file",
                       error: type[Exception] = ValueError) -> dict[str, Any]:
     """`yaml.safe_load` of a file that must hold a mapping. Every problem (missing file, invalid YAML,
-    another top-level type) raises `error` (the caller's typed error) with a message naming the file."""
+    another top-level type) raises `error` (the caller's typed error) with a message naming the file.
+    yaml is imported here, not with the module: a stage process hashes files but reads no YAML."""
+    import yaml
+
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
