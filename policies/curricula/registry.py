@@ -1,0 +1,34 @@
+"""The shipped curricula by name, and `build_curriculum`, the one way callers construct one.
+
+A plain table (no decorator): the rule modules import only `base`, so nothing here can form an import loop."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from policies.curricula.base import Curriculum
+from policies.curricula.uniform import Uniform
+from policies.errors import PolicyConfigError
+
+CURRICULA: dict[str, type[Curriculum]] = {c.name: c for c in (Uniform,)}
+
+
+def curriculum_class(name: Any) -> type[Curriculum]:
+    """The class registered as `name`; an unknown name is refused with the close names."""
+    if isinstance(name, str) and name in CURRICULA:
+        return CURRICULA[name]
+    close = difflib.get_close_matches(str(name), list(CURRICULA), n=3, cutoff=0.5)
+    hint = f"; did you mean {close}?" if close else ""
+    raise PolicyConfigError(f"curriculum.name: unknown curriculum {name!r}{hint} known: {sorted(CURRICULA)}")
+
+
+def build_curriculum(name: str, params: Mapping[str, Any] | None, pool_size: int, batch_size: int, seed: int,
+                     domains: np.ndarray | None = None, pass_rates: np.ndarray | None = None) -> Curriculum:
+    """Construct and validate: unknown name or parameter, out-of-range value, pool smaller than the batch, a
+    missing pre-pass -> `PolicyConfigError` naming the field and the fix."""
+    cls = curriculum_class(name)
+    return cls(pool_size, batch_size, seed, params, domains=domains, pass_rates=pass_rates)
