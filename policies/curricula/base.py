@@ -107,6 +107,11 @@ class Curriculum(ABC):
                 setattr(self, key, type(old)(new))
         rng_state = state["rng"]
         self.rng.bit_generator.state = dict(rng_state) if isinstance(rng_state, Mapping) else rng_state
+        self._derive()
+
+    def _derive(self) -> None:
+        """Recompute caches derived from the saved state (after construction and after a load); none here."""
+        return None
 
     # ------------------------------------------------------------------ helpers shared by the rules
 
@@ -145,8 +150,9 @@ class Curriculum(ABC):
 
 
 def top_n(keys: np.ndarray, mask: np.ndarray, n: int) -> np.ndarray:
-    """Ids of the n largest `keys` among `mask` (O(pool) argpartition), largest first; ties in keys are the
-    caller's to break (add a random jitter or use a random key)."""
+    """Ids of the n largest `keys` among `mask` (one O(pool) argpartition over the candidates only: over the
+    whole pool, the -inf of the masked-out ones degrades introselect), largest first. The caller breaks ties in
+    keys (a random jitter or a random key) and guarantees mask holds at least n ids."""
     cand = np.flatnonzero(mask)
     k = keys[cand]
     if n < cand.size:

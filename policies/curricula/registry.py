@@ -11,10 +11,17 @@ from typing import Any
 import numpy as np
 
 from policies.curricula.base import Curriculum
+from policies.curricula.greso import Greso
+from policies.curricula.hardest_k import HardestK
+from policies.curricula.learnability import Learnability
+from policies.curricula.mopps import MoPPS
+from policies.curricula.prioritized_replay import PrioritizedReplay
+from policies.curricula.prompt_replay import PromptReplay
 from policies.curricula.uniform import Uniform
 from policies.errors import PolicyConfigError
 
-CURRICULA: dict[str, type[Curriculum]] = {c.name: c for c in (Uniform,)}
+CURRICULA: dict[str, type[Curriculum]] = {c.name: c for c in (Uniform, Greso, MoPPS, Learnability, PrioritizedReplay,
+                                                              PromptReplay, HardestK)}
 
 
 def curriculum_class(name: Any) -> type[Curriculum]:
