@@ -45,12 +45,25 @@ class Curriculum(ABC):
             raise PolicyConfigError(f"{where}: pool_size {pool_size} is smaller than batch_size {batch_size}; "
                                     "use a larger pool or fewer prompts per step")
         self.pool_size, self.batch_size, self.seed = int(pool_size), int(batch_size), int(seed)
-        self.params = validate_curriculum_params(type(self), params)
+        self.params = type(self).validate(params)
         self.domains = None if domains is None else _per_prompt(domains, self.pool_size, "domains", where, int)
         self.pass_rates = None if pass_rates is None else _per_prompt(pass_rates, self.pool_size, "pass_rates",
                                                                        where, float)
         self.rng = np.random.default_rng(self.seed)
         self.last_diagnostics: dict[str, float] = {}
+
+    @classmethod
+    def validate(cls, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The parameters with defaults filled, each checked against `PARAMS`, then the rule's own cross-field
+        checks (`check_params`): everything about a config that needs no pool."""
+        out = validate_curriculum_params(cls, params)
+        cls.check_params(out)
+        return out
+
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any]) -> None:
+        """Cross-field checks of a rule (e.g. low <= high); raise `PolicyConfigError` naming both fields."""
+        return None
 
     # ------------------------------------------------------------------ the interface
 

@@ -18,6 +18,7 @@ fresh epoch, then fills uniformly and counts it in `fallback_uniform`: never an 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -68,11 +69,14 @@ class Greso(Curriculum):
     }
     STATE = ("z_easy", "z_hard", "seen", "p_easy", "p_hard", "n_updates")
 
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any]) -> None:
+        if params["min_p"] > params["max_p"]:
+            raise PolicyConfigError(f"curriculum 'greso': params.min_p {params['min_p']} > params.max_p "
+                                    f"{params['max_p']}; set min_p <= max_p")
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.params["min_p"] > self.params["max_p"]:
-            raise PolicyConfigError(f"curriculum 'greso': params.min_p {self.params['min_p']} > params.max_p "
-                                    f"{self.params['max_p']}; set min_p <= max_p")
         self.z_easy = np.zeros(self.pool_size, dtype=np.int32)
         self.z_hard = np.zeros(self.pool_size, dtype=np.int32)
         self.seen = np.zeros(self.pool_size, dtype=bool)

@@ -9,6 +9,7 @@ leaves the buffer for good. The rest of the batch is fresh: the epoch stream, un
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -38,11 +39,14 @@ class PromptReplay(Curriculum):
     }
     STATE = ("rate", "in_buffer", "reuse", "last_used", "seen")
 
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any]) -> None:
+        if params["band_low"] > params["band_high"]:
+            raise PolicyConfigError(f"curriculum 'prompt_replay': params.band_low {params['band_low']} > "
+                                    f"params.band_high {params['band_high']}; set band_low <= band_high")
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.params["band_low"] > self.params["band_high"]:
-            raise PolicyConfigError(f"curriculum 'prompt_replay': params.band_low {self.params['band_low']} > "
-                                    f"params.band_high {self.params['band_high']}; set band_low <= band_high")
         self.rate = np.zeros(self.pool_size, dtype=np.float64)
         self.in_buffer = np.zeros(self.pool_size, dtype=bool)
         self.reuse = np.zeros(self.pool_size, dtype=np.int32)

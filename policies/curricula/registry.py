@@ -33,6 +33,13 @@ def curriculum_class(name: Any) -> type[Curriculum]:
     raise PolicyConfigError(f"curriculum.name: unknown curriculum {name!r}{hint} known: {sorted(CURRICULA)}")
 
 
+def check_curriculum(name: Any, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A config's curriculum block checked without a pool (the policy loader's check): the name, every parameter
+    and the rule's cross-field constraints; returns the parameters with defaults filled. What needs the pool
+    (batch <= pool, hardest_k's pass rates and kept count) is checked by `build_curriculum` in the trainer."""
+    return curriculum_class(name).validate(params)
+
+
 def build_curriculum(name: str, params: Mapping[str, Any] | None, pool_size: int, batch_size: int, seed: int,
                      domains: np.ndarray | None = None, pass_rates: np.ndarray | None = None) -> Curriculum:
     """Construct and validate: unknown name or parameter, out-of-range value, pool smaller than the batch, a
