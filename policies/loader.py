@@ -81,15 +81,11 @@ def _check_search_space(space: Any, policy: str, entries: dict[str, Entry | None
             raise PolicyConfigError(f"{where}: log scale needs low > 0")
 
 
-# The probe a curriculum's parameters are checked on at load time (the pool is known only to the trainer, which
-# builds the real one): a pool four times the batch, one domain.
-_PROBE_POOL, _PROBE_BATCH = 64, 16
-
-
 def _check_curriculum(name: str | None, params: dict, mech: str, actuator: str | None, where: str) -> None:
     """A `curriculum:` block: required for mechanism curriculum, allowed beside select/reweight/mix (not with a
     mixer in `REFUSED_WITH_MIXER`, nor on the baseline), its name registered and its parameters accepted by the
-    rule's own constructor (run once on a small probe pool)."""
+    rule's own checks (`check_curriculum`: everything that needs no pool; the trainer's `build_curriculum` checks
+    the rest, e.g. hardest_k's pass rates)."""
     if name is None:
         if mech == "curriculum":
             raise PolicyConfigError(f"{where}: curriculum: required for mechanism curriculum "
@@ -101,12 +97,10 @@ def _check_curriculum(name: str | None, params: dict, mech: str, actuator: str |
     if mech == "mix" and name in REFUSED_WITH_MIXER:
         raise PolicyConfigError(f"{where}: curriculum.name: {name!r} cannot be combined with the mixer "
                                 f"{actuator!r}: {REFUSED_WITH_MIXER[name]}")
-    import numpy as np
+    from policies.curricula.registry import check_curriculum
 
-    from policies.curricula.registry import build_curriculum
-
-    try:  # no pass rates: a rule that needs the difficulty pre-pass says so here (no pre-pass is wired in yet)
-        build_curriculum(name, params, _PROBE_POOL, _PROBE_BATCH, 0, domains=np.zeros(_PROBE_POOL, dtype=np.int64))
+    try:
+        check_curriculum(name, params)
     except PolicyConfigError as exc:
         raise PolicyConfigError(f"{where}: curriculum: {exc}") from None
 

@@ -45,12 +45,25 @@ class Curriculum(ABC):
             raise PolicyConfigError(f"{where}: pool_size {pool_size} is smaller than batch_size {batch_size}; "
                                     "use a larger pool or fewer prompts per step")
         self.pool_size, self.batch_size, self.seed = int(pool_size), int(batch_size), int(seed)
-        self.params = validate_curriculum_params(type(self), params)
+        self.params = type(self).validate(params)
         self.domains = None if domains is None else _per_prompt(domains, self.pool_size, "domains", where, int)
         self.pass_rates = None if pass_rates is None else _per_prompt(pass_rates, self.pool_size, "pass_rates",
                                                                        where, float)
         self.rng = np.random.default_rng(self.seed)
         self.last_diagnostics: dict[str, float] = {}
+
+    @classmethod
+    def validate(cls, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The parameters with defaults filled, each checked against `PARAMS`, then the rule's own cross-field
+        checks (`check_params`): everything about a config that needs no pool."""
+        out = validate_curriculum_params(cls, params)
+        cls.check_params(out)
+        return out
+
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any]) -> None:
+        """Cross-field checks of a rule (e.g. low <= high); raise `PolicyConfigError` naming both fields."""
+        return None
 
     # ------------------------------------------------------------------ the interface
 
@@ -107,6 +120,11 @@ class Curriculum(ABC):
                 setattr(self, key, type(old)(new))
         rng_state = state["rng"]
         self.rng.bit_generator.state = dict(rng_state) if isinstance(rng_state, Mapping) else rng_state
+        self._derive()
+
+    def _derive(self) -> None:
+        """Recompute caches derived from the saved state (after construction and after a load); none here."""
+        return None
 
     # ------------------------------------------------------------------ helpers shared by the rules
 
@@ -145,8 +163,9 @@ class Curriculum(ABC):
 
 
 def top_n(keys: np.ndarray, mask: np.ndarray, n: int) -> np.ndarray:
-    """Ids of the n largest `keys` among `mask` (O(pool) argpartition), largest first; ties in keys are the
-    caller's to break (add a random jitter or use a random key)."""
+    """Ids of the n largest `keys` among `mask` (one O(pool) argpartition over the candidates only: over the
+    whole pool, the -inf of the masked-out ones degrades introselect), largest first. The caller breaks ties in
+    keys (a random jitter or a random key) and guarantees mask holds at least n ids."""
     cand = np.flatnonzero(mask)
     k = keys[cand]
     if n < cand.size:

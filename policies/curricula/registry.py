@@ -11,10 +11,17 @@ from typing import Any
 import numpy as np
 
 from policies.curricula.base import Curriculum
+from policies.curricula.greso import Greso
+from policies.curricula.hardest_k import HardestK
+from policies.curricula.learnability import Learnability
+from policies.curricula.mopps import MoPPS
+from policies.curricula.prioritized_replay import PrioritizedReplay
+from policies.curricula.prompt_replay import PromptReplay
 from policies.curricula.uniform import Uniform
 from policies.errors import PolicyConfigError
 
-CURRICULA: dict[str, type[Curriculum]] = {c.name: c for c in (Uniform,)}
+CURRICULA: dict[str, type[Curriculum]] = {c.name: c for c in (Uniform, Greso, MoPPS, Learnability, PrioritizedReplay,
+                                                              PromptReplay, HardestK)}
 
 
 def curriculum_class(name: Any) -> type[Curriculum]:
@@ -24,6 +31,13 @@ def curriculum_class(name: Any) -> type[Curriculum]:
     close = difflib.get_close_matches(str(name), list(CURRICULA), n=3, cutoff=0.5)
     hint = f"; did you mean {close}?" if close else ""
     raise PolicyConfigError(f"curriculum.name: unknown curriculum {name!r}{hint} known: {sorted(CURRICULA)}")
+
+
+def check_curriculum(name: Any, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A config's curriculum block checked without a pool (the policy loader's check): the name, every parameter
+    and the rule's cross-field constraints; returns the parameters with defaults filled. What needs the pool
+    (batch <= pool, hardest_k's pass rates and kept count) is checked by `build_curriculum` in the trainer."""
+    return curriculum_class(name).validate(params)
 
 
 def build_curriculum(name: str, params: Mapping[str, Any] | None, pool_size: int, batch_size: int, seed: int,
