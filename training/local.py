@@ -550,6 +550,8 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
 class LocalBackend(TrainingBackend):
     """CPU GRPO on tiny models (see the module docstring)."""
 
+    runs_curricula = True
+
 
     def train(self, req: TrainRequest) -> TrainResult:
         return run_training(req)
