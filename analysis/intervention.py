@@ -113,6 +113,7 @@ def summarise_metrics(df: pd.DataFrame) -> dict[str, float]:
         "weight_std_mean": float(_col(on, "weight_std").mean()),
         "weight_max_max": float(_col(on, "weight_max").max()),
         "update_tokens_sum": float(_col(df, "update_tokens").sum(min_count=1)),
+        "zero_variance_frac_mean": float(_col(df, "zero_variance_frac").mean()),
         "valid_tokens_sum": float(_col(df, "valid_tokens").sum(min_count=1)),
     }
     out["update_token_frac"] = (out["update_tokens_sum"] / out["valid_tokens_sum"] if out["valid_tokens_sum"] > 0
@@ -174,7 +175,7 @@ def run_summary(runs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
         row["rollout_ids_path"] = str(ids) if ids is not None and ids.is_file() else ""
         row.update(diag)
         comp = dict(r.get("compute") or {})
-        for k in ("wall_s", "gpu_s", "rollout_tokens", "update_tokens", "prompts_rolled_out"):
+        for k in ("wall_s", "gpu_s", "rollout_tokens", "update_tokens", "prompts_rolled_out", "rollout_token_budget"):
             v = comp.get(k)
             row[f"compute_{k}"] = float(v) if v is not None else math.nan
         rows.append(row)

@@ -375,6 +375,8 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
     compute = {"wall_s": 0.0, "gpu_s": 0.0, "rollout_tokens": 0, "update_tokens": 0.0, "prompts_rolled_out": 0,
                "steps": 0}
     budget = req.rollout_token_budget
+    if budget is not None:  # the analysis states the budget the runs compared at
+        compute["rollout_token_budget"] = budget
 
     def trainer_state(step: int) -> Callable[[Path], None]:
         extra: dict[str, Any] = {"compute": dict(compute)}

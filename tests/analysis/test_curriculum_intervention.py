@@ -40,3 +40,29 @@ def test_a_curriculum_with_the_baselines_prompts_is_flagged_and_one_that_moved_i
     assert flags.loc["mover", "flag"] == "" and flags.loc["mover", "prompts_changed_runs"] == 1
     assert flags.loc["orphan", "flag"] == "unverified"
     assert flags.loc["baseline", "flag"] == ""
+
+
+def test_the_rollout_table_pairs_by_seed_and_states_the_budget():
+    import pandas as pd
+
+    from analysis.rollout_compute import rollout_figure, rollout_table, run_budget
+
+    rows = []
+    for seed, (b, c) in enumerate([(50.0, 52.0), (40.0, 41.0), (60.0, 64.0)], 1):
+        for pol, mech, score, tokens in (("baseline", "none", b, 1000.0), ("greso", "curriculum", c, 800.0)):
+            rows.append({"campaign": "c", "model": "m", "regime": "", "policy": pol, "mechanism": mech,
+                         "seed": seed, "run_id": f"{pol}{seed}", "compute_rollout_tokens": tokens,
+                         "compute_prompts_rolled_out": 96.0, "zero_variance_frac_mean": 0.25,
+                         "compute_rollout_token_budget": 1000.0})
+    summary = pd.DataFrame(rows)
+    scores = pd.DataFrame({"run_id": [r["run_id"] for r in rows], "DB-12": [50, 52, 40, 41, 60, 64]})
+    t = rollout_table(summary, scores, "DB-12").set_index("policy")
+    assert list(t.index) == ["greso"]  # the reference is not compared with itself
+    d = np.array([2.0, 1.0, 4.0])
+    half = 4.302652729911275 * d.std(ddof=1) / np.sqrt(3)  # t(0.975, df=2)
+    assert t.loc["greso", "delta"] == d.mean() and t.loc["greso", "n_pairs"] == 3
+    assert np.isclose(t.loc["greso", "t_lo"], d.mean() - half) and np.isclose(t.loc["greso", "t_hi"], d.mean() + half)
+    assert t.loc["greso", "rollout_tokens_ratio"] == 0.8
+    assert run_budget(summary) == 1000
+    assert run_budget(summary.assign(compute_rollout_token_budget=np.nan)) is None
+    assert rollout_figure(t.reset_index(), "DB-12") is not None
