@@ -312,6 +312,13 @@ def test_bad_parameters_are_refused_naming_the_field(name: str, params: dict, pa
         make(name, params)
 
 
+def test_every_bad_parameter_is_reported_at_once() -> None:
+    with pytest.raises(PolicyConfigError) as exc:
+        check_curriculum("mopps", {"target": 2.0, "decay": -1.0, "tau": 1})
+    msg = str(exc.value)
+    assert "unknown parameter(s) ['tau']" in msg and "params.target: got 2.0" in msg and "params.decay: got -1.0" in msg
+
+
 def test_bad_pool_batch_and_names_are_refused() -> None:
     with pytest.raises(PolicyConfigError, match="pool_size 10 is smaller than batch_size 20"):
         build_curriculum("mopps", {}, 10, 20, 0)
