@@ -147,3 +147,54 @@ def sec_values(rewards_by_step, alpha: float) -> list[float]:
             if r is not None:
                 q[d] = alpha * r + (1 - alpha) * q[d]
     return q
+
+
+def _uniform_draw(rng: np.random.Generator, ids: list[int], size: int) -> list[int]:
+    """`size` distinct ids uniformly, consuming the generator as the vectorised epoch helper does."""
+    arr = np.array(ids, dtype=np.int64)
+    return [int(i) for i in (rng.permutation(arr) if size == len(ids) else rng.choice(arr, size, replace=False))]
+
+
+class PromptReplayRef:
+    """Prompt replay with lists: a buffer of medium prompts, replay nearest the target after a cooldown and under
+    a reuse cap, the rest fresh in epoch order. Draws u = rng.random(pool) for its tie-breaks, then the fresh
+    prompts as `_uniform_draw` does."""
+
+    def __init__(self, pool: int, seed: int, fraction: float = 0.5, low: float = 0.1, high: float = 0.9,
+                 target: float = 0.5, cooldown: int = 5, cap: int = 3) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.pool, self.fraction, self.low, self.high = pool, fraction, low, high
+        self.target, self.cooldown, self.cap = target, cooldown, cap
+        self.rate, self.buf, self.reuse = [0.0] * pool, [False] * pool, [0] * pool
+        self.last: list[int | None] = [None] * pool
+        self.seen = [False] * pool
+
+    def propose(self, step: int, size: int) -> list[int]:
+        u = self.rng.random(self.pool)
+        elig = [i for i in range(self.pool) if self.buf[i]
+                and (self.last[i] is None or step - self.last[i] >= self.cooldown)]
+        r = min(round(self.fraction * size), len(elig))
+        replay = sorted(elig, key=lambda i: abs(self.rate[i] - self.target) - 1e-12 * u[i])[:r]
+        for i in replay:
+            self.reuse[i] += 1
+            if self.reuse[i] >= self.cap:
+                self.buf[i] = False
+        rest = [i for i in range(self.pool) if i not in set(replay)]
+        unseen = [i for i in rest if not self.seen[i]]
+        need = size - r
+        if len(unseen) >= need:
+            fresh = _uniform_draw(self.rng, unseen, need)
+        else:
+            for i in rest:  # a new epoch over the allowed prompts
+                self.seen[i] = False
+            fresh = unseen + _uniform_draw(self.rng, [i for i in rest if i not in set(unseen)], need - len(unseen))
+        for i in fresh:
+            self.seen[i] = True
+        for i in replay + fresh:
+            self.last[i] = step
+        return replay + fresh
+
+    def update(self, ids, correct) -> None:
+        for i, row in zip(ids, correct, strict=True):
+            self.rate[i] = float(sum(row)) / len(row)
+            self.buf[i] = self.low <= self.rate[i] <= self.high and self.reuse[i] < self.cap

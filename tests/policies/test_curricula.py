@@ -1,8 +1,8 @@
 """The curriculum rules (issue 34) against independent loop re-implementations (curricula_reference.py), on a
 synthetic pool with known per-prompt success probabilities p ~ Beta(0.5, 0.5) and rollouts simulated as
-Bernoulli(p), K = 8. Where the reference draws the same uniforms (greso, prioritized_replay, mopps' selection),
-the ids must be identical; learnability's sequential reference uses another stream, so the inclusion
-frequencies are compared. About 10 CPU-s in all."""
+Bernoulli(p), K = 8. Where the reference draws the same uniforms (greso, prioritized_replay, prompt_replay,
+mopps' selection), the ids must be identical; learnability's sequential reference uses another stream, so the
+inclusion frequencies are compared. About 6 CPU-s in all."""
 
 from __future__ import annotations
 
@@ -138,6 +138,21 @@ def test_prioritized_replay_matches_the_heap_reference_in_lockstep(true_p: np.nd
 
 
 # ---------------------------------------------------------------- prompt replay
+
+def test_prompt_replay_matches_the_list_reference_in_lockstep(true_p: np.ndarray) -> None:
+    c = make("prompt_replay", {"cooldown": 2, "max_reuse": 2}, pool=300, batch=40, seed=6)
+    r = ref.PromptReplayRef(300, seed=6, cooldown=2, cap=2)
+    rng, p = np.random.default_rng(0), true_p[:300]
+    replayed = 0.0
+    for s in range(30):
+        ids = c.propose(s)
+        assert sorted(ids.tolist()) == sorted(r.propose(s, 40)), s
+        replayed += c.last_diagnostics["replayed"]
+        correct = rollouts(rng, p, ids)
+        c.update(s, ids, correct)
+        r.update(ids, correct)
+    assert replayed > 100
+
 
 def test_prompt_replay_respects_its_cooldown_cap_and_band(true_p: np.ndarray) -> None:
     params = {"cooldown": 3, "max_reuse": 2, "band_low": 0.25, "band_high": 0.75}
