@@ -175,14 +175,23 @@ def top_n(keys: np.ndarray, mask: np.ndarray, n: int) -> np.ndarray:
 
 
 def validate_curriculum_params(cls: type[Curriculum], params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Defaults filled, every given parameter checked against `cls.PARAMS`; unknown names are errors."""
+    """Defaults filled, every given parameter checked against `cls.PARAMS`; unknown names are errors. All bad
+    fields are reported in one error (one `; `-separated clause each), so a user fixes them in one pass."""
     given = dict(params or {})
+    problems = []
     unknown = sorted(set(given) - set(cls.PARAMS))
     if unknown:
-        raise PolicyConfigError(f"curriculum {cls.name!r}: params: unknown parameter(s) {unknown}; "
-                                f"allowed: {sorted(cls.PARAMS)}")
-    return {p: spec.check(given[p], f"curriculum {cls.name!r}: params.{p}") if p in given else spec.default
-            for p, spec in cls.PARAMS.items()}
+        problems.append(f"curriculum {cls.name!r}: params: unknown parameter(s) {unknown}; "
+                        f"allowed: {sorted(cls.PARAMS)}")
+    out: dict[str, Any] = {}
+    for p, spec in cls.PARAMS.items():
+        try:
+            out[p] = spec.check(given[p], f"curriculum {cls.name!r}: params.{p}") if p in given else spec.default
+        except PolicyConfigError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise PolicyConfigError("; ".join(problems))
+    return out
 
 
 def _per_prompt(values: np.ndarray, pool: int, field: str, where: str, kind: type) -> np.ndarray:
