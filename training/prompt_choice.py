@@ -41,19 +41,39 @@ def check_domain_pools(pool_domain: np.ndarray, names: list[str], batch_size: in
                             f"actor.prompts_per_step = {batch_size}; lower prompts_per_step or add prompts")
 
 
+# Diagnostics that count prompts: summed over a mixer's per-domain calls. `mean_*` keys are averaged weighted by
+# each call's prompts; any other key is the rule's state (e.g. greso's p_easy) and keeps the last call's value.
+COUNT_DIAGNOSTICS = frozenset({"proposed", "skipped", "fallback_uniform", "replayed", "retested",
+                               "filled_from_parked", "candidates"})
+
+
+def merge_diagnostics(calls: list[tuple[int, dict[str, float]]]) -> dict[str, float]:
+    """One step's curriculum diagnostics from its per-domain calls ((prompts asked, diagnostics) each)."""
+    out: dict[str, float] = {}
+    total = sum(n for n, _ in calls)
+    for n, diag in calls:
+        for k, v in diag.items():
+            if k in COUNT_DIAGNOSTICS:
+                out[k] = out.get(k, 0.0) + float(v)
+            elif k.startswith("mean_"):
+                out[k] = out.get(k, 0.0) + float(v) * n / total
+            else:
+                out[k] = float(v)
+    return out
+
+
 def curriculum_batch(curriculum: Any, step: int, counts: np.ndarray | None, pool_domain: np.ndarray) -> np.ndarray:
     """The step's prompt ids from the curriculum: the whole batch, or `counts[d]` within each domain d."""
     if counts is None:
         return np.asarray(curriculum.propose(step), dtype=np.int64)
     parts: list[np.ndarray] = []
-    diag_sum: dict[str, float] = {}
+    calls: list[tuple[int, dict[str, float]]] = []
     for d, c in enumerate(np.asarray(counts, dtype=np.int64)):
         if c <= 0:
             continue
         parts.append(np.asarray(curriculum.propose(step, allowed=pool_domain == d, n=int(c)), dtype=np.int64))
-        for k, v in curriculum.last_diagnostics.items():  # counts add over the domains' calls
-            diag_sum[k] = diag_sum.get(k, 0.0) + float(v)
-    curriculum.last_diagnostics = diag_sum
+        calls.append((int(c), dict(curriculum.last_diagnostics)))
+    curriculum.last_diagnostics = merge_diagnostics(calls)
     return np.concatenate(parts)
 
 

@@ -88,3 +88,11 @@ def test_a_killed_curriculum_run_resumes_with_the_uninterrupted_runs_proposals(t
     assert budgeted.compute["steps"] == 2 and budgeted.checkpoints[-1].step == 2
     # the same seed trains the same first two steps: the budgeted run spent exactly steps 1 and 2 of the others
     assert budgeted.compute["rollout_tokens"] == first + rows[1]["tokens/rollout"]
+
+
+def test_per_domain_diagnostics_sum_counts_weigh_means_and_keep_the_state():
+    from training.prompt_choice import merge_diagnostics
+
+    got = merge_diagnostics([(4, {"proposed": 4.0, "mean_p_proposed": 0.2, "p_easy": 0.5}),
+                             (12, {"proposed": 12.0, "mean_p_proposed": 0.6, "p_easy": 0.4})])
+    assert got == {"proposed": 16.0, "mean_p_proposed": pytest.approx(0.5), "p_easy": 0.4}
