@@ -47,15 +47,16 @@ def test_the_rollout_table_pairs_by_seed_and_states_the_budget():
 
     from analysis.rollout_compute import rollout_figure, rollout_table, run_budget
 
-    rows = []
+    rows, score_of = [], {}
     for seed, (b, c) in enumerate([(50.0, 52.0), (40.0, 41.0), (60.0, 64.0)], 1):
         for pol, mech, score, tokens in (("baseline", "none", b, 1000.0), ("greso", "curriculum", c, 800.0)):
             rows.append({"campaign": "c", "model": "m", "regime": "", "policy": pol, "mechanism": mech,
                          "seed": seed, "run_id": f"{pol}{seed}", "compute_rollout_tokens": tokens,
                          "compute_prompts_rolled_out": 96.0, "zero_variance_frac_mean": 0.25,
                          "compute_rollout_token_budget": 1000.0})
+            score_of[f"{pol}{seed}"] = score
     summary = pd.DataFrame(rows)
-    scores = pd.DataFrame({"run_id": [r["run_id"] for r in rows], "DB-12": [50, 52, 40, 41, 60, 64]})
+    scores = pd.DataFrame({"run_id": list(score_of), "DB-12": list(score_of.values())})
     t = rollout_table(summary, scores, "DB-12").set_index("policy")
     assert list(t.index) == ["greso"]  # the reference is not compared with itself
     d = np.array([2.0, 1.0, 4.0])
