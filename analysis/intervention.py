@@ -12,6 +12,8 @@ Flags (per configuration = campaign, model, regime, policy; references are never
   without realised proportions the mixer is `unverified`, not passed.
 * `keeps_everything`: a selector whose mean kept fraction is >= 1 - `keep_tol` (e.g. gfpo k=8).
 * `flat_weights`: a reweighter whose mean weight_std is <= `weight_tol` (every weight equal).
+* `same_prompts`: a curriculum whose runs rolled out, at every step, the same prompts as the reference run of
+  the same seed (`rollout_ids.jsonl` beside each run's metrics); without either log it is `unverified`.
 * `unverified`: the policy's runs have no diagnostics at all.
 
 Missing stays NaN: a CPU run has gpu_s = 0, so score per GPU-hour is NaN, not infinite.
@@ -32,6 +34,7 @@ import pandas as pd
 
 from analysis.schema import DEFAULT_REFERENCE
 from wtcommon.metrics import MetricsFileError, read_metrics_jsonl
+from wtcommon.prompt_ids import IDS_FILE, PromptIdsError, read_prompt_ids
 from wtcommon.errors import UserError
 
 # Prefixes the verl trainer / MLflow use in front of the policy's own keys.
@@ -110,6 +113,7 @@ def summarise_metrics(df: pd.DataFrame) -> dict[str, float]:
         "weight_std_mean": float(_col(on, "weight_std").mean()),
         "weight_max_max": float(_col(on, "weight_max").max()),
         "update_tokens_sum": float(_col(df, "update_tokens").sum(min_count=1)),
+        "zero_variance_frac_mean": float(_col(df, "zero_variance_frac").mean()),
         "valid_tokens_sum": float(_col(df, "valid_tokens").sum(min_count=1)),
     }
     out["update_token_frac"] = (out["update_tokens_sum"] / out["valid_tokens_sum"] if out["valid_tokens_sum"] > 0
@@ -127,6 +131,37 @@ def summarise_metrics(df: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+def same_prompts(a: Mapping[int, np.ndarray], b: Mapping[int, np.ndarray]) -> bool | None:
+    """True when two runs rolled out the same set of prompts at every step both logged; None when they share no
+    step (nothing to compare). Order within a step is ignored: it changes no rollout's prompt."""
+    common = sorted(set(a) & set(b))
+    if not common:
+        return None
+    return all(np.array_equal(np.sort(a[s]), np.sort(b[s])) for s in common)
+
+
+def _ids_of(path: Any) -> dict[int, np.ndarray]:
+    try:
+        return read_prompt_ids(path) if path else {}
+    except PromptIdsError as e:
+        raise InterventionError(str(e)) from e
+
+
+def _prompts_changed(g: pd.DataFrame, summary: pd.DataFrame, ref: str) -> tuple[int, int]:
+    """(runs compared with their same-seed reference run, runs whose prompts differed from it)."""
+    compared = changed = 0
+    for r in g.itertuples():
+        m = summary[(summary["campaign"] == r.campaign) & (summary["model"] == r.model)
+                    & (summary["regime"] == r.regime) & (summary["seed"] == r.seed) & (summary["policy"] == ref)]
+        if not len(m):
+            continue
+        same = same_prompts(_ids_of(r.rollout_ids_path), _ids_of(m["rollout_ids_path"].iloc[0]))
+        if same is not None:
+            compared += 1
+            changed += int(not same)
+    return compared, changed
+
+
 def run_summary(runs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per run. Each run: identity (run_key, run_id, campaign, model, regime, policy,
     mechanism, seed), `metrics_path` (may be missing: diagnostics NaN) and `compute` (dict)."""
@@ -136,9 +171,11 @@ def run_summary(runs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
         mp = r.get("metrics_path")
         diag = summarise_metrics(read_metrics(mp)) if mp and Path(mp).is_file() else {}
         row["has_diagnostics"] = bool(diag)
+        ids = Path(mp).parent / IDS_FILE if mp else None
+        row["rollout_ids_path"] = str(ids) if ids is not None and ids.is_file() else ""
         row.update(diag)
         comp = dict(r.get("compute") or {})
-        for k in ("wall_s", "gpu_s", "rollout_tokens", "update_tokens"):
+        for k in ("wall_s", "gpu_s", "rollout_tokens", "update_tokens", "prompts_rolled_out", "rollout_token_budget"):
             v = comp.get(k)
             row[f"compute_{k}"] = float(v) if v is not None else math.nan
         rows.append(row)
@@ -146,6 +183,8 @@ def run_summary(runs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     for c in ("kept_frac_mean", "weight_std_mean", "realised_prop_move", "target_prop_move", "update_tokens_sum"):
         if c not in df.columns:
             df[c] = np.nan
+    if "rollout_ids_path" not in df.columns:
+        df["rollout_ids_path"] = ""
     return df
 
 
@@ -153,7 +192,7 @@ def flag_policies(summary: pd.DataFrame, tol: Tolerances = Tolerances(),
                   references: tuple[str, ...] = _REFERENCES) -> pd.DataFrame:
     """Per configuration (campaign, model, regime, policy): evidence columns and `flag`.
 
-    flag is "" (acted), "inert_mixer", "keeps_everything", "flat_weights" or "unverified";
+    flag is "" (acted), "inert_mixer", "keeps_everything", "flat_weights", "same_prompts" or "unverified";
     `reason` says which number triggered it.
     """
     out = []
@@ -186,6 +225,16 @@ def flag_policies(summary: pd.DataFrame, tol: Tolerances = Tolerances(),
                 flag, reason = "unverified", "no weight_std logged"
             elif row["weight_std"] <= tol.weight_tol:
                 flag, reason = "flat_weights", f"mean weight_std {row['weight_std']:.2g}"
+        elif mech == "curriculum":
+            ref = _reference_of(str(key[-1]), mech)
+            compared, changed = _prompts_changed(g, summary, ref)
+            row["prompts_changed_runs"] = changed
+            if not compared:
+                flag, reason = "unverified", (f"no rollout_ids.jsonl for its runs or the {ref!r} runs of the same "
+                                              "seeds: cannot show the prompts changed")
+            elif not changed:
+                flag, reason = "same_prompts", (f"rolled out the same prompts as {ref!r} at every step in all "
+                                                f"{compared} seed(s) compared")
         row["flag"], row["reason"] = flag, reason
         out.append(row)
     return pd.DataFrame(out)
@@ -274,7 +323,7 @@ def intervention_section_html(summary: pd.DataFrame, scores: pd.DataFrame | None
         warn
         + "<h3>What each policy changed (per configuration, means over seeds)</h3>"
         + _table(flags, ["campaign", "model", "regime", "policy", "mechanism", "n_runs", "kept_frac", "weight_std",
-                         "target_prop_move", "realised_prop_move", "flag", "reason"])
+                         "target_prop_move", "realised_prop_move", "prompts_changed_runs", "flag", "reason"])
         + f"<h3>Compute and compute-normalised {html.escape(score_col)}</h3>"
         + "<p>Ratios are to the campaign-local reference (baseline for select/reweight, static for mix). "
           "Score per GPU-hour is undefined (—) for CPU runs (gpu_s = 0).</p>"
@@ -287,7 +336,7 @@ def intervention_section_html(summary: pd.DataFrame, scores: pd.DataFrame | None
 
 def attach_to_records(records: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     """Records with the run-level diagnostic summary joined on run_id (columns prefixed `diag_`)."""
-    cols = [c for c in summary.columns if c not in _IDENT and c != "has_diagnostics"]
+    cols = [c for c in summary.columns if c not in _IDENT and c not in ("has_diagnostics", "rollout_ids_path")]
     right = summary[["run_id"] + cols].rename(columns={c: f"diag_{c}" for c in cols})
     return records.merge(right, on="run_id", how="left")
 

@@ -26,6 +26,7 @@ from analysis.figure_style import FORMATS, render
 from analysis.figures import build_figures, write_figures
 from analysis.intervention import (Tolerances, final_scores, flag_policies, flags_banner_html,
                                    intervention_section_html, run_summary)
+from analysis.rollout_compute import rollout_figure, rollout_section_html, rollout_table, run_budget
 from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
 from analysis.records import read_records
 from analysis.schema import DEFAULT_AA_PAIR, GROUP_KEYS
@@ -199,8 +200,15 @@ def build_report_with_evidence(records: pd.DataFrame, out_path: str | Path, *, s
     summary = run_summary(runs)
     scores = final_scores(records, s)
     title, body = intervention_section_html(summary, scores, s.aggregate_names[0], tol)
+    rollout = rollout_table(summary, scores, s.aggregate_names[0])
+    sections = [(title, f"<div id='intervention'>{body}</div>")]
+    if len(rollout) and rollout["rollout_tokens"].notna().any():  # the trainers recorded rollout tokens
+        fig = rollout_figure(rollout, s.aggregate_names[0])
+        svg = render(fig, ("svg",))["svg"] if fig is not None else None
+        sections.append((f"{s.aggregate_names[0]} against rollout tokens", "<div id='rollout-tokens'>"
+                         + rollout_section_html(rollout, svg, run_budget(summary), s.aggregate_names[0]) + "</div>"))
     path = build_report(records, out_path, suite=s, n_resamples=n_resamples,
                         lead_sections=[flags_banner_html(summary, tol), *lead_sections],
-                        extra_sections=[*extra_sections, (title, f"<div id='intervention'>{body}</div>")],
+                        extra_sections=[*extra_sections, *sections],
                         training_runs=runs, **report_kw)
     return path, flag_policies(summary, tol)

@@ -68,7 +68,8 @@ POLICY_MECHANISM: dict[str, str] = {
 
 # The default reference of each mechanism in paired comparisons (STUDY.md §6.2): the one mapping, also a
 # campaign's default `baselines:` (orchestrator.spec).
-DEFAULT_REFERENCE: dict[str, str] = {"select": "baseline", "reweight": "baseline", "mix": "static"}
+DEFAULT_REFERENCE: dict[str, str] = {"select": "baseline", "reweight": "baseline", "mix": "static",
+                                     "curriculum": "baseline"}
 # The A/A pair (method, reference): two policies that train the same way, whose difference is the noise floor;
 # a campaign's default `aa_pair:` (orchestrator.spec).
 DEFAULT_AA_PAIR: tuple[str, str] = ("static", "baseline")

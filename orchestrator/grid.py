@@ -95,6 +95,9 @@ class RunSpec:
     recipe_cfg: RecipeConfig = field(default_factory=RecipeConfig)
     data: dict[str, Any] = field(default_factory=dict)
     evaluation: EvaluationOptions = field(default_factory=EvaluationOptions)
+    # the campaign's `budget.rollout_tokens`: train until this many rollout tokens are spent (None: `steps` steps).
+    # Stored only when set, so specs without a budget keep their stored JSON and config hash byte for byte.
+    rollout_token_budget: int | None = None
 
     def __post_init__(self) -> None:
         where = f"run {self.run_id}"
@@ -132,6 +135,8 @@ class RunSpec:
         out: dict[str, Any] = {}
         for f in fields(self):
             k, v = f.name, getattr(self, f.name)
+            if k == "rollout_token_budget" and v is None:
+                continue
             if k == "policy":
                 out.update(policy=v.name, mechanism=v.mechanism)
                 cfg = copy.deepcopy(v.cfg)
@@ -339,6 +344,8 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
                             "model": mcfg.raw, "recipe": rcfg.raw, "policy": pref.config, "seed": seed,
                             "data": data, "steps": steps, "save_freq": save_freq, "regime": g.regime,
                         }
+                        if spec.budget is not None:  # unset: the key of every run without a budget is unchanged
+                            key_obj["rollout_token_budget"] = spec.budget.rollout_tokens
                         run_key = short_hash(key_obj)
                         run_id = f"{g.campaign}/{model}/{pol}{'@' + g.regime if g.regime else ''}/s{seed}"
                         where = f"{sub_name}/{g.campaign}"
@@ -356,6 +363,7 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
                             est_hours=mcomp.hours * steps / spec.compute.hours_at_steps,
                             model_cfg=mcfg, recipe_cfg=rcfg, data=data,
                             evaluation=evaluation,
+                            rollout_token_budget=spec.budget.rollout_tokens if spec.budget is not None else None,
                         ))
                         n_sub += 1
         if sub.expected_runs is not None and n_sub != sub.expected_runs and not spec.overrides:

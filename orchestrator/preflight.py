@@ -64,6 +64,67 @@ def check_policies(runs: list[RunSpec], root: Path) -> list[str]:
     return problems
 
 
+def _synthetic_pool(r: RunSpec) -> tuple[int, int] | None:
+    """(prompts in the pool, prompts per domain) of a run that trains on its recipe's synthetic corpus (the local
+    backend's `data:` block), else None: another corpus's size is known only once it is built."""
+    if r.backend != "local" or r.data.get("corpus") != "synthetic":
+        return None
+    data = r.recipe_cfg.data or {}
+    per = int(data.get("train_per_domain", 2000))
+    return per * len(data.get("domains") or STUDY_DOMAINS), per
+
+
+def check_curricula(runs: list[RunSpec], root: Path) -> list[str]:
+    """What a curriculum needs beyond its own parameters: the difficulty pre-pass (none is wired into the
+    trainers yet, so a rule that needs one is refused here, not after the model is built) and a pool of at least
+    one batch (per domain under a mixer, which may give one domain the whole batch)."""
+    from policies.curricula.registry import curriculum_class
+    from policies.errors import PolicyConfigError
+
+    problems: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for r in runs:
+        block = r.policy.cfg.get("curriculum")
+        if not isinstance(block, dict) or (r.policy.name, r.recipe_name) in seen:
+            continue
+        seen.add((r.policy.name, r.recipe_name))
+        path = root / "policy" / f"{r.policy.name}.yaml"
+        try:
+            cls = curriculum_class(block.get("name"))
+        except PolicyConfigError:
+            continue  # check_policies names the unknown curriculum
+        if cls.needs_pass_rates:
+            problems.append(f"{path}: key 'curriculum.name': {cls.name!r} needs the difficulty pre-pass (the base "
+                            "model's pass rate per prompt), which no trainer receives yet; remove the policy from "
+                            "the campaign")
+        batch, pool = r.recipe_cfg.actor.prompts_per_step, _synthetic_pool(r)
+        if pool is not None:
+            total, per = pool
+            have, what = (per, "prompts per domain (a mixer may ask one domain for a whole batch)") if (
+                r.policy.mechanism == "mix") else (total, "prompts in the pool")
+            if have < batch:
+                problems.append(f"{root / 'recipe' / f'{r.recipe_name}.yaml'}: key 'actor.prompts_per_step': "
+                                f"{batch} is more than the {have} {what} of policy {r.policy.name!r}'s curriculum; "
+                                "lower prompts_per_step or raise data.train_per_domain")
+    return problems
+
+
+def check_backend_curricula(spec: CampaignSpec, runs: list[RunSpec], root: Path) -> list[str]:
+    """Curricula and a rollout-token budget only on a backend that honours them (`runs_curricula`: the local
+    trainer; noop trains nothing): the verl trainer would roll out its own prompt order for the whole run and
+    the runs would be the baseline under another name."""
+    from training.registry import get_backend
+
+    if get_backend(spec.backend).runs_curricula:
+        return []
+    problems = [f"{spec.source}: key 'budget.rollout_tokens': the {spec.backend} backend does not stop at a "
+                "rollout-token budget yet; remove the budget or use backend: local"] if spec.budget else []
+    named = sorted({r.policy.name for r in runs if r.policy.cfg.get("curriculum") is not None})
+    problems += [f"{root / 'policy' / f'{name}.yaml'}: key 'curriculum': the {spec.backend} backend does not roll "
+                 "out a curriculum's prompts yet; run it with backend: local or remove the policy" for name in named]
+    return problems
+
+
 def check_references(spec: CampaignSpec, runs: list[RunSpec], root: Path) -> list[str]:
     """Every reference policy a run is compared with (`baselines:`) exists as a policy YAML."""
     from orchestrator.spec import shipped_config_root
@@ -157,6 +218,7 @@ def preflight(spec: CampaignSpec, runs: list[RunSpec], ctx: Context | None = Non
     root = Path(spec.config_root)
     add_project_path(root)  # the researcher's plugin modules live in the campaign's project directory
     problems = (check_policies(runs, root) + check_references(spec, runs, root) + check_recipes(runs, root)
+                + check_curricula(runs, root) + check_backend_curricula(spec, runs, root)
                 + check_resources(spec, runs, ctx))
     needs_eval_data = get_backend(spec.backend).needs_eval_data
     if needs_eval_data and ctx.data_dir is not None:

@@ -218,6 +218,18 @@ class ComputeSpec(_Strict):
         return self.models.get(model, ModelCompute(gpus=self.gpus_per_run, hours=self.hours_per_run))
 
 
+ROLLOUT_TOKENS_MAX = 10**15  # a larger budget is a unit mistake (the paper's 7B runs spend ~1e9 each)
+
+
+class BudgetSpec(_Strict):
+    """`budget: {rollout_tokens: N}`: every run trains until it has generated N rollout tokens (it stops after the
+    step that reaches N, so it overshoots by less than one step), with `steps` as the cap. Policies then compare
+    at equal generation compute, not at equal steps (a curriculum that rolls out less would hide its saving).
+    Enters each run's key when set (a budgeted run trains a different amount); unset, keys are unchanged."""
+
+    rollout_tokens: int = Field(ge=1, le=ROLLOUT_TOKENS_MAX, strict=True)
+
+
 class DataSpec(_Strict):
     """Which training corpus the recipes read; regimes derive variants from it (orchestrator.data)."""
 
@@ -286,6 +298,7 @@ class CampaignSpec(_Strict):
     aa_pair: tuple[PolicyName, PolicyName] = DEFAULT_AA_PAIR  # (method, reference) of the A/A noise-floor rows
     data: DataSpec = Field(default_factory=DataSpec)
     compute: ComputeSpec = Field(default_factory=ComputeSpec)
+    budget: BudgetSpec | None = None  # rollout-token budget per run (BudgetSpec); None: train `steps` steps
     retries: RetrySpec = Field(default_factory=RetrySpec)
     # evaluator options (limit, data_dir, backend) as written: stored and hashed so; `evaluation_options` types them
     evaluation: dict[str, Any] = Field(default_factory=dict)
@@ -316,9 +329,9 @@ class CampaignSpec(_Strict):
     @field_validator("baselines")
     @classmethod
     def _baselines_known(cls, v: dict[str, str]) -> dict[str, str]:
-        bad = sorted(set(v) - {"select", "reweight", "mix"})
+        bad = sorted(set(v) - set(DEFAULT_REFERENCE))
         if bad:
-            raise ValueError(f"unknown mechanism(s) {bad}; keys are select, reweight, mix")
+            raise ValueError(f"unknown mechanism(s) {bad}; keys are {', '.join(DEFAULT_REFERENCE)}")
         return {**DEFAULT_REFERENCE, **v}
 
     @field_validator("seed_design")

@@ -228,7 +228,7 @@ def stage_train(spec: RunSpec, workdir: Path, attempt: str = "") -> dict[str, An
             run_id=spec.run_id, run_key=spec.run_key, policy=dict(spec.policy.cfg), seed=spec.seed, out_dir=out,
             recipe=spec.recipe_cfg, model_path=spec.model_cfg.path or f"builtin:{spec.model}",
             train_files=_train_files(spec, workdir) if backend.needs_train_files else [], total_steps=spec.steps,
-            save_freq=spec.save_freq, model=spec.model_cfg,
+            save_freq=spec.save_freq, model=spec.model_cfg, rollout_token_budget=spec.rollout_token_budget,
             # base models and synthetic corpora are content-addressed: share them across work
             # directories (WINDTUNNEL_CACHE, else the training backend's ~/.cache/windtunnel)
             cache_dir=os.environ.get("WINDTUNNEL_CACHE") or None,

@@ -14,7 +14,7 @@ from policies import actuators as _actuators  # noqa: F401  (importing registers
 from policies import controls
 from policies import scorers as _scorers  # noqa: F401  (importing registers the scorers)
 from policies.errors import PolicyConfigError
-from policies.mechanisms import MECHANISMS
+from policies.mechanisms import CURRICULUM_COMPOSES, MECHANISMS, REFUSED_WITH_MIXER
 from policies.plugins import import_plugins
 from policies.policy import DataPolicy
 from policies.registry import Entry, lookup, validate_params
@@ -22,7 +22,7 @@ from wtcommon.files import load_yaml_mapping
 
 TOP_KEYS = {
     "name", "description", "mechanism", "scorer", "actuator", "loss_norm", "recompute_advantages",
-    "norm_adv_by_std", "warmup_step", "control", "domains", "search_space", "plugins",
+    "norm_adv_by_std", "warmup_step", "control", "domains", "search_space", "plugins", "curriculum",
 }
 
 
@@ -81,6 +81,30 @@ def _check_search_space(space: Any, policy: str, entries: dict[str, Entry | None
             raise PolicyConfigError(f"{where}: log scale needs low > 0")
 
 
+def _check_curriculum(name: str | None, params: dict, mech: str, actuator: str | None, where: str) -> None:
+    """A `curriculum:` block: required for mechanism curriculum, allowed beside select/reweight/mix (not with a
+    mixer in `REFUSED_WITH_MIXER`, nor on the baseline), its name registered and its parameters accepted by the
+    rule's own checks (`check_curriculum`: everything that needs no pool; the trainer's `build_curriculum` checks
+    the rest, e.g. hardest_k's pass rates)."""
+    if name is None:
+        if mech == "curriculum":
+            raise PolicyConfigError(f"{where}: curriculum: required for mechanism curriculum "
+                                    "({name: <rule>, params: {...}}; `campaign policies list` names the rules)")
+        return
+    if mech not in CURRICULUM_COMPOSES:
+        raise PolicyConfigError(f"{where}: curriculum: mechanism {mech!r} takes no curriculum; allowed with "
+                                f"{list(CURRICULUM_COMPOSES)}")
+    if mech == "mix" and name in REFUSED_WITH_MIXER:
+        raise PolicyConfigError(f"{where}: curriculum.name: {name!r} cannot be combined with the mixer "
+                                f"{actuator!r}: {REFUSED_WITH_MIXER[name]}")
+    from policies.curricula.registry import check_curriculum
+
+    try:
+        check_curriculum(name, params)
+    except PolicyConfigError as exc:
+        raise PolicyConfigError(f"{where}: curriculum: {exc}") from None
+
+
 def load_policy(
     source: str | Path | Mapping[str, Any],
     *,
@@ -127,8 +151,15 @@ def _load_policy(
         raise PolicyConfigError(f"{where}: mechanism: got {mech!r}; allowed: {list(MECHANISMS)}")
     sname, sparams = _block(cfg, "scorer", policy)
     aname, aparams = _block(cfg, "actuator", policy)
+    cname, cparams = _block(cfg, "curriculum", policy)
+    _check_curriculum(cname, cparams, mech, aname, where)
     s_entry = a_entry = None
-    if mech == "none":
+    if mech == "curriculum":
+        if sname or aname:
+            raise PolicyConfigError(f"{where}: mechanism curriculum takes no scorer/actuator (a curriculum acts "
+                                    "before rollout; to add a selector, write mechanism: select with a curriculum "
+                                    "block)")
+    elif mech == "none":
         if sname or aname:
             raise PolicyConfigError(f"{where}: mechanism none takes no scorer/actuator")
     else:
@@ -210,5 +241,7 @@ def _load_policy(
         cfg["scorer"] = {"name": sname, "params": sp}
     if a_entry:
         cfg["actuator"] = {"name": aname, "params": ap}
+    if cname is not None:
+        cfg["curriculum"] = {"name": cname, "params": cparams}
     return DataPolicy(cfg, seed=seed, domains=doms, rollout_n=rollout_n, scorer_entry=s_entry, scorer_params=sp,
                       actuator_entry=a_entry, actuator_params=ap)

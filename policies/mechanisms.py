@@ -5,6 +5,13 @@ campaign grid, the records schema) takes them from here.
 * select: a scorer ranks rollouts and a selector keeps some of them.
 * reweight: a scorer's scores become per-rollout or per-token loss weights.
 * mix: a mixer sets the training-data proportions of the domains.
+* curriculum: a stateful per-prompt rule proposes which prompts are rolled out next (`policies.curricula`).
+
+A `curriculum:` block composes with the others (`CURRICULUM_COMPOSES`): alone (mechanism curriculum); with a
+post-rollout selector or reweighter (mechanism select/reweight: the curriculum picks the prompts, the policy
+acts on their rollouts, e.g. GRESO + the DAPO filter); with a mixer (mechanism mix: the mixer's domain counts
+first, then the curriculum picks the prompts within each domain through `allowed`), except for curricula that
+fix the pool themselves (`REFUSED_WITH_MIXER`).
 """
 
 from __future__ import annotations
@@ -12,7 +19,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-MECHANISMS = ("none", "select", "reweight", "mix")
+MECHANISMS = ("none", "select", "reweight", "mix", "curriculum")
+
+# The mechanisms a policy's `curriculum:` block may sit beside ("none" is the baseline: it takes none).
+CURRICULUM_COMPOSES = ("curriculum", "select", "reweight", "mix")
+
+# Curricula refused together with a mixer, with the reason (the loader's message).
+REFUSED_WITH_MIXER = {
+    "hardest_k": "hardest_k keeps a fixed hardest fraction of the whole pool, which already decides the domain "
+                 "proportions a mixer would set; run the mixer without it, or hardest_k without the mixer",
+}
 
 
 def mechanism_of(cfg: Mapping[str, Any], name: str | None = None) -> str:

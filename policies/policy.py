@@ -5,7 +5,8 @@ YAML (one file per configuration in `campaigns/policy/`, a plain mapping so it i
 config-group member):
 
     name: gfpo
-    mechanism: select                # none | select | reweight | mix
+    mechanism: select                # none | select | reweight | mix | curriculum
+    curriculum: {name: greso, params: {}}                 # curriculum (required), select/reweight/mix (optional)
     scorer:   {name: reward_difficulty, params: {}}      # omitted for none and mix
     actuator: {name: gfpo, params: {k: 3}}                # omitted for none
     loss_norm: all_tokens            # select only; all_tokens (study, P6) | kept_tokens
@@ -89,6 +90,7 @@ class DataPolicy:
         self.recompute_advantages: bool = config.get("recompute_advantages", False)
         self.norm_adv_by_std: bool = config.get("norm_adv_by_std", True)
         self.control: dict | None = config.get("control")
+        self.curriculum: dict | None = config.get("curriculum")  # {name, params}, built by the trainer on its pool
         self.scorer = scorer_entry.cls(**scorer_params) if scorer_entry else None
         self.actuator = actuator_entry.cls(**actuator_params) if actuator_entry else None
         self.stats: DomainStats | None = None
@@ -117,7 +119,7 @@ class DataPolicy:
         of a (B, L) float32 tensor into existing memory. A fresh (B, L) output (the weights, recomputed
         advantages) counts one more pass: the OS zeroes new pages before we write them (measured: a fresh
         `mask * w` costs two preallocated passes)."""
-        if self.mechanism == "none":
+        if self.mechanism in ("none", "curriculum"):
             return 0.5  # the response-length reduction for diagnostics (one read)
         if self.mechanism == "mix":
             return 0.5 + (3.0 if self.stats is not None and self.stats.needs_abs_adv else 0.0)
@@ -140,7 +142,7 @@ class DataPolicy:
     # ---- selection / reweighting ---------------------------------------------------------------
     def apply(self, batch: StepBatch, step: int) -> PolicyResult:
         """The policy's action on one step's batch (after advantages, before the actor update)."""
-        inactive = self.mechanism in ("none", "mix") or step < self.warmup_step
+        inactive = self.mechanism in ("none", "mix", "curriculum") or step < self.warmup_step
         if inactive:
             diag = _weight_stats(None, None, batch)
             diag.update(kept_frac=1.0, active=0.0)
@@ -195,6 +197,18 @@ class DataPolicy:
         diag = _weight_stats(w_seq if w_tok is None else None, w_tok, batch)
         diag.update(kept_frac=kept_frac, active=1.0, **extra)
         return PolicyResult(weights.to(torch.float32), advantages, diag)
+
+    # ---- curricula ------------------------------------------------------------------------------
+    def build_curriculum(self, pool_size: int, batch_size: int, *, seed: int, domains: Any = None,
+                         pass_rates: Any = None) -> Any:
+        """The policy's curriculum (`policies.curricula.base.Curriculum`) over the trainer's pool, or None.
+        `seed`: the trainer's curriculum stream (its own, so a curriculum's draws move no other random choice)."""
+        if self.curriculum is None:
+            return None
+        from policies.curricula.registry import build_curriculum
+
+        return build_curriculum(self.curriculum["name"], self.curriculum["params"], pool_size, batch_size,
+                                seed, domains=domains, pass_rates=pass_rates)
 
     # ---- mixing --------------------------------------------------------------------------------
     def observe(self, batch: StepBatch, step: int) -> dict[str, float]:

@@ -97,6 +97,14 @@ class DomainSampler:
 
     def sample(self, proportions: Sequence[float] | np.ndarray | torch.Tensor) -> np.ndarray:
         """Item indices for the next batch (shuffled across domains)."""
+        counts = self.counts(proportions)
+        idx = np.concatenate([self._take(d, int(c)) for d, c in enumerate(counts) if c > 0])
+        return idx[self.rng.permutation(idx.size)]
+
+    def counts(self, proportions: Sequence[float] | np.ndarray | torch.Tensor) -> np.ndarray:
+        """(D,) items per domain for the next batch, summing to `batch_size`, recorded in `history` and
+        `last_diagnostics`; `sample` takes them from the domains' own orders, a curriculum composed with a mixer
+        chooses them itself (`policies.curricula`: the prompts within each domain)."""
         p = proportions.detach().cpu().numpy() if isinstance(proportions, torch.Tensor) else np.asarray(proportions)
         p = p.astype(np.float64).reshape(-1)
         if p.size != self.n_domains or not np.all(np.isfinite(p)) or p.min() < 0 or p.sum() <= 0:
@@ -107,15 +115,13 @@ class DomainSampler:
         eff = np.where(avail, target, 0.0)
         eff = eff / eff.sum()
         counts, self.carry = carried_counts(eff, self.batch_size, np.where(avail, self.carry, 0.0))
-        idx = np.concatenate([self._take(d, int(c)) for d, c in enumerate(counts) if c > 0])
-        idx = idx[self.rng.permutation(idx.size)]
         realised = counts / counts.sum()
         self.history.append(realised)
         self.last_diagnostics = {
             **{f"target_prop_{n}": float(t) for n, t in zip(self.names, target, strict=True)},
             **{f"realised_prop_{n}": float(r) for n, r in zip(self.names, realised, strict=True)},
         }
-        return idx
+        return counts
 
     def state_dict(self) -> dict:
         """A snapshot (copies, not references) for checkpointing mixing state beside verl's dataloader state."""

@@ -59,12 +59,13 @@ class TrainRequest:
     `policy` is the policy YAML content (a mapping); `recipe` the recipe (`training.config.RecipeConfig`; a
     mapping given here is typed on construction); `model_path` an HF directory or a built-in name such as
     `builtin:tiny_qwen2`; `train_files` Parquet files in the study's schema (empty: the recipe's synthetic corpus).
-    The rest are backend options that do not change the weights: `model` the model file (`ModelConfig`, or a
-    mapping typed on construction: nodes, GPUs; None: looked up from a `builtin:` name), `cache_dir` the shared
-    cache of base models and synthetic corpora (None: `training.warmup.default_cache_root()`), `val_files`
-    held-out prompts (empty: the synthetic corpus's or, for verl, the train files), `domains` the policy's
-    domains when its YAML lists none, `mlflow_uri` / `mlflow_run_id` / `experiment` verl's own MLflow logger,
-    `resume_mode` verl's `trainer.resume_mode`.
+    `rollout_token_budget` stops training after the step whose cumulative rollout tokens reach it (the local
+    backend; `total_steps` stays the cap). The rest are backend options that do not change the weights: `model`
+    the model file (`ModelConfig`, or a mapping typed on construction: nodes, GPUs; None: looked up from a
+    `builtin:` name), `cache_dir` the shared cache of base models and synthetic corpora (None:
+    `training.warmup.default_cache_root()`), `val_files` held-out prompts (empty: the synthetic corpus's or, for
+    verl, the train files), `domains` the policy's domains when its YAML lists none, `mlflow_uri` /
+    `mlflow_run_id` / `experiment` verl's own MLflow logger, `resume_mode` verl's `trainer.resume_mode`.
     """
 
     run_id: str
@@ -85,6 +86,7 @@ class TrainRequest:
     mlflow_run_id: str | None = None
     experiment: str | None = None
     resume_mode: str = "auto"  # auto: resume this run's own dir
+    rollout_token_budget: int | None = None  # stop after the step whose rollout tokens reach it (None: no budget)
 
     def __post_init__(self) -> None:
         from training.config import ModelConfig, RecipeConfig
@@ -97,6 +99,9 @@ class TrainRequest:
             raise TrainingConfigError(str(exc)) from None
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise TrainingConfigError(f"TrainRequest.seed must be an int, got {self.seed!r}")
+        budget = self.rollout_token_budget
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+            raise TrainingConfigError(f"TrainRequest.rollout_token_budget must be an int >= 1 or None, got {budget!r}")
         if self.total_steps < 0 or self.save_freq < 0:
             raise TrainingConfigError("TrainRequest.total_steps and save_freq must be >= 0 "
                                       "(0 = take the recipe's value)")
@@ -111,6 +116,8 @@ class TrainRequest:
             "train_files": list(self.train_files),
             "total_steps": self.total_steps,
         }
+        if self.rollout_token_budget is not None:  # absent when unset: existing runs keep their hash
+            payload["rollout_token_budget"] = self.rollout_token_budget
         blob = json.dumps(payload, sort_keys=True, default=str).encode()
         return short_hash(blob)
 
@@ -170,6 +177,9 @@ class TrainingBackend(abc.ABC):
     needs_train_files: bool = True  # False: the stage does not resolve the corpus for this backend
     needs_eval_data: bool = True  # False: evaluation reads no benchmark data, so preflight does not check it
     any_recipe: bool = False  # True: runs with a recipe written for any backend (preflight skips `backend:`)
+    # True: the trainer rolls out the prompts a curriculum proposes and stops at a rollout-token budget; False:
+    # preflight refuses both (a trainer that ignored them would train the baseline under the policy's name)
+    runs_curricula: bool = False
     multi_node: bool = False  # True: trains a run across `nnodes > 1` nodes (preflight refuses them otherwise)
 
     @abc.abstractmethod

@@ -6,7 +6,13 @@ GPU. This loop does its own rollouts with HF `generate`, scores them with the ev
 `compute_grpo_outcome_advantage`, the registered `vanilla` policy loss with `rollout_is_weights`
 and `token-mean` aggregation, and the `low_var_kl` penalty from `verl.trainer.ppo.core_algos`.
 The data policy acts where it acts in the verl plugin: selection/reweighting after advantages
-(its weights become `rollout_is_weights`), mixing through the `DomainSampler` before rollout.
+(its weights become `rollout_is_weights`), mixing through the `DomainSampler` before rollout, a
+curriculum (`policies.curricula`) before rollout too: it proposes the step's prompt ids (within each
+domain's count under a mixer, `training.prompt_choice`) and learns from their per-rollout correctness.
+
+Resume: each checkpoint holds the trainer's state beside the weights (`training.resume_state`: optimizer,
+prompt order, mixer and curriculum state); a run restarted on the same request continues from its last
+verified checkpoint and trains exactly as the uninterrupted run (same prompts, same weights).
 
 Determinism: every random draw comes from the run seed (data order, sampling, policy RNG), torch
 runs with deterministic algorithms on a fixed thread count, so the same seed gives bit-identical
@@ -21,7 +27,7 @@ import os
 import shutil
 import time
 import warnings
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Iterator, Sequence
@@ -30,8 +36,10 @@ import numpy as np
 import pandas as pd
 import torch
 
+from training import resume_state as rs
 from training import rollout as ro
 from training import warmup
+from training.prompt_choice import PromptIdLog, check_domain_pools, curriculum_batch, zero_variance_share
 from training.backend import (Checkpoint, MetricsSink, TrainingBackend, TrainingConfigError, TrainingError,
                               TrainRequest, TrainResult)
 from training.registry import register_backend
@@ -101,8 +109,10 @@ class ShuffledOrder:
         return out
 
 
-def score_responses(pool: PromptPool, idx: np.ndarray, texts: list[str], n: int) -> tuple[torch.Tensor, list[str]]:
-    """Rewards from the evaluation graders (one grader for training and evaluation)."""
+def score_responses(pool: PromptPool, idx: np.ndarray, texts: list[str], n: int,
+                    accuracy: list[float] | None = None) -> tuple[torch.Tensor, list[str]]:
+    """Rewards from the evaluation graders (one grader for training and evaluation); `accuracy`, when given,
+    receives each rollout's correctness (the grader's `acc`, what a curriculum reads, not the shaped score)."""
     from evaluation.reward import compute_score
 
     scores, statuses = [], []
@@ -111,19 +121,25 @@ def score_responses(pool: PromptPool, idx: np.ndarray, texts: list[str], n: int)
         res = compute_score(pool.data_source[i], text, pool.ground_truth[i], pool.extra_info[i])
         scores.append(float(res["score"]))
         statuses.append(str(res.get("status", "ok")))
+        if accuracy is not None:
+            accuracy.append(float(bool(res["acc"])))
     return torch.tensor(scores, dtype=torch.float32), statuses
 
 
 # --- checkpoints and metrics --------------------------------------------------------------------
 
 
-def save_checkpoint(model, tokenizer, out_dir: Path, step: int, meta: dict[str, Any]) -> Checkpoint:
-    """HF-format save into a temp dir, `completed.json` (with weight sha256) written last, then rename."""
+def save_checkpoint(model, tokenizer, out_dir: Path, step: int, meta: dict[str, Any],
+                    state: Callable[[Path], None] | None = None) -> Checkpoint:
+    """HF-format save into a temp dir (with the trainer's resumable `state` when given), `completed.json` (with
+    weight sha256) written last, then rename."""
     final = out_dir / "checkpoints" / f"global_step_{step}"
     tmp = final.with_name(f".global_step_{step}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    if state is not None:
+        state(tmp)
     save_checkpoint_meta(tmp, step, meta)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
@@ -182,6 +198,37 @@ def heldout_reward(model, tokenizer, pool: PromptPool, max_new_tokens: int, samp
     return res
 
 
+def _resume_point(out: Path, config_hash: str) -> Checkpoint | None:
+    """The latest checkpoint of this exact request that verifies and holds the trainer's state, else None; the
+    checkpoints after it (a save that the kill interrupted) are removed."""
+    ckdir = out / "checkpoints"
+    found = []
+    for d in ckdir.glob("global_step_*") if ckdir.is_dir() else []:
+        try:
+            info = json.loads((d / "completed.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if info.get("config_hash") == config_hash and rs.has_trainer_state(d) and verify_checkpoint(d):
+            found.append(Checkpoint(int(info["step"]), d))
+    if not found:
+        return None
+    last = max(found, key=lambda c: c.step)
+    for d in ckdir.iterdir():
+        if d != last.path and not any(d == c.path for c in found if c.step < last.step):
+            shutil.rmtree(d, ignore_errors=True)
+    return last
+
+
+def _kept_rows(path: Path, upto: int) -> list[dict[str, Any]]:
+    """The metrics rows of steps <= `upto` from an interrupted run's file (a torn last line dropped)."""
+    from wtcommon.metrics import read_metrics_jsonl
+
+    if not path.is_file():
+        return []
+    rows, _ = read_metrics_jsonl(path, torn_tail="skip")
+    return [r for r in rows if int(r.get("step", 0)) <= upto]
+
+
 def _finished(out: Path, config_hash: str) -> TrainResult | None:
     """The earlier result of this exact request, if its final checkpoint verifies."""
     rp = out / "result.json"
@@ -235,7 +282,9 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
     done = _finished(out, config_hash)
     if done is not None:
         return done
-    shutil.rmtree(out / "checkpoints", ignore_errors=True)
+    resume = _resume_point(out, config_hash)
+    if resume is None:
+        shutil.rmtree(out / "checkpoints", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
 
     # determinism: fixed threads, deterministic kernels, everything seeded from req.seed
@@ -272,11 +321,24 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
-    ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+    ref_model = copy.deepcopy(model).eval().requires_grad_(False)  # the base model, also on resume
+    if resume is not None:
+        model = AutoModelForCausalLM.from_pretrained(resume.path, dtype=torch.float32, attn_implementation="eager")
 
     prompts_per_step = actor_cfg.prompts_per_step
     max_new = roll_cfg.max_new_tokens
     mixing = policy is not None and policy.mechanism == "mix"
+    curriculum = None
+    if policy is not None and policy.curriculum is not None:
+        from policies.errors import PolicyConfigError
+
+        try:
+            curriculum = policy.build_curriculum(len(pool), prompts_per_step, seed=_step_seed(req.seed, 0, 4),
+                                                 domains=pool.domain)
+        except PolicyConfigError as exc:  # deterministic (a pool smaller than the batch, a missing pre-pass)
+            raise TrainingConfigError(f"policy {policy.name!r}: {exc}") from None
+        if mixing:
+            check_domain_pools(pool.domain, domains, prompts_per_step)
     if mixing:
         from policies import DomainSampler
 
@@ -310,10 +372,40 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
 
     metrics_path = out / "metrics.jsonl"
     checkpoints: list[Checkpoint] = []
-    compute = {"wall_s": 0.0, "gpu_s": 0.0, "rollout_tokens": 0, "update_tokens": 0.0}
+    compute = {"wall_s": 0.0, "gpu_s": 0.0, "rollout_tokens": 0, "update_tokens": 0.0, "prompts_rolled_out": 0,
+               "steps": 0}
+    budget = req.rollout_token_budget
+    if budget is not None:  # the analysis states the budget the runs compared at
+        compute["rollout_token_budget"] = budget
+
+    def trainer_state(step: int) -> Callable[[Path], None]:
+        extra: dict[str, Any] = {"compute": dict(compute)}
+        if mixing:
+            extra["sampler"] = sampler.state_dict()
+            assert policy is not None  # mixing implies a policy
+            extra["policy"] = policy.state_dict()
+        else:
+            extra["order"] = rs.order_state(order)
+        return lambda d: rs.save_trainer_state(d, step=step, optim=optim, extra=extra, curriculum=curriculum)
+
+    first_step, kept_rows = 1, []
+    if resume is not None:
+        meta = rs.load_trainer_state(resume.path, optim, curriculum)
+        if mixing:
+            assert policy is not None
+            sampler.load_state_dict(meta["sampler"])
+            policy.load_state_dict(meta["policy"])
+        else:
+            rs.load_order_state(order, meta["order"])
+        compute.update(meta["compute"])
+        first_step = resume.step + 1
+        kept_rows = _kept_rows(metrics_path, resume.step)
+        checkpoints = sorted((Checkpoint(int(json.loads((d / "completed.json").read_text())["step"]), d)
+                              for d in (out / "checkpoints").glob("global_step_*")), key=lambda c: c.step)
+    ids_log = PromptIdLog(out, resume_step=resume.step if resume is not None else None)
     if sink is not None:  # standalone `campaign train` (this process is the store's only writer): stream each step
         sink.start(req)
-    with open(metrics_path, "w") as mf, _failed_on_error(sink, req):
+    with open(metrics_path, "w") as mf, closing(ids_log), _failed_on_error(sink, req):
 
         def emit(row: dict[str, Any]) -> None:
             mf.write(json.dumps(row, sort_keys=True) + "\n")
@@ -321,18 +413,30 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
             if sink is not None:
                 sink.log(row)
 
-        if trainer_cfg.val_before_train:
+        for kept in kept_rows:  # a resumed run's file keeps the steps up to its checkpoint
+            mf.write(json.dumps(kept, sort_keys=True) + "\n")
+        mf.flush()
+        if trainer_cfg.val_before_train and resume is None:
             emit({"step": 0, **heldout_reward(model, tokenizer, heldout, max_new, val_samples, val_seed)})
 
-        for step in range(1, total_steps + 1):
+        for step in range(first_step, total_steps + 1):
             ts = time.time()
             row: dict[str, Any] = {"step": step}
-            # 1. which prompts (mixers act here, before rollout)
+            # 1. which prompts (mixers and curricula act here, before rollout)
             if mixing:
-                idx = sampler.sample(policy.proportions(step))
+                assert policy is not None  # mixing implies a policy
+                if curriculum is not None:  # the mixer's domain counts, the curriculum's prompts within each
+                    idx = curriculum_batch(curriculum, step, sampler.counts(policy.proportions(step)), pool.domain)
+                else:
+                    idx = sampler.sample(policy.proportions(step))
                 row.update({f"mix/{k}": float(v) for k, v in sampler.last_diagnostics.items()})
+            elif curriculum is not None:
+                idx = curriculum_batch(curriculum, step, None, pool.domain)
             else:
                 idx = order.next()
+            if curriculum is not None:
+                row.update({f"curriculum/{k}": float(v) for k, v in curriculum.last_diagnostics.items()})
+            ids_log.log(step, idx)
             # 2. rollout
             model.eval()
             roll = ro.generate(
@@ -347,7 +451,11 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
                 seed=_step_seed(req.seed, step, 2),
             )
             mask = roll.response_mask
-            rewards, statuses = score_responses(pool, idx, roll.texts, n)
+            acc: list[float] = []
+            rewards, statuses = score_responses(pool, idx, roll.texts, n, accuracy=acc)
+            correct = np.asarray(acc, dtype=np.float64).reshape(len(idx), n)
+            if curriculum is not None:  # the accuracy signal, per rollout (not the shaped score)
+                curriculum.update(step, idx, correct)
             group = torch.arange(len(idx)).repeat_interleave(n)
             domain = torch.from_numpy(pool.domain[idx]).repeat_interleave(n)
             # 3. GRPO advantages (verl)
@@ -400,6 +508,8 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
                              else float(rollout_tokens))
             compute["rollout_tokens"] += rollout_tokens
             compute["update_tokens"] += update_tokens
+            compute["prompts_rolled_out"] += len(idx)
+            compute["steps"] = step
             row.update({
                 "actor/pg_loss": float(pg_loss.detach()), "actor/grad_norm": float(grad_norm),
                 **{k: float(v) for k, v in pg_metrics.items()},
@@ -410,19 +520,24 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
                 # a grader over its time budget scores 0 with status `timeout`: logged, never hidden in the reward
                 "reward/timeout_rate": float(np.mean([s == "timeout" for s in statuses])),
                 "tokens/rollout": rollout_tokens, "tokens/update": update_tokens,
+                "tokens/rollout_cum": compute["rollout_tokens"], "data/prompts": len(idx),
+                "data/zero_variance_frac": zero_variance_share(correct),
             })
             for d, name in enumerate(domains):
                 sel = domain == d
                 row[f"reward/mean/{name}"] = float(rewards[sel].mean()) if bool(sel.any()) else float("nan")
                 row[f"data/realised_prop_{name}"] = float(sel.float().mean())
-            if step % eval_freq == 0 or step == total_steps:
+            stop = step == total_steps or (budget is not None and compute["rollout_tokens"] >= budget)
+            if step % eval_freq == 0 or stop:
                 row.update(heldout_reward(model, tokenizer, heldout, max_new, val_samples, val_seed))
-            if step % save_freq == 0 or step == total_steps:
-                checkpoints.append(save_checkpoint(model, tokenizer, out, step, ckpt_meta))
+            if step % save_freq == 0 or stop:
+                checkpoints.append(save_checkpoint(model, tokenizer, out, step, ckpt_meta, trainer_state(step)))
             row["time/step_s"] = time.time() - ts
             emit(row)
             if progress is not None:
                 progress(step, total_steps, row)
+            if stop:  # the budget is spent (or the step cap reached): stop within one step of it
+                break
 
     compute["wall_s"] = time.time() - t0
     result = TrainResult(checkpoints, metrics_path, compute)
@@ -436,6 +551,8 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
 @register_backend("local")
 class LocalBackend(TrainingBackend):
     """CPU GRPO on tiny models (see the module docstring)."""
+
+    runs_curricula = True
 
 
     def train(self, req: TrainRequest) -> TrainResult:

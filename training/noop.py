@@ -38,6 +38,7 @@ class NoopBackend(TrainingBackend):
     needs_train_files = False  # no data is read
     needs_eval_data = False
     any_recipe = True  # it reads only its own knobs (sleep_s, fail, eval_sleep_s, simulate)
+    runs_curricula = True  # it trains nothing: a curriculum or budget changes no job path
     multi_node = True  # it reserves a multi-node run's nodes exactly as verl does (orchestrator.placement)
 
     def train(self, req: TrainRequest) -> TrainResult:

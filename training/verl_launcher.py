@@ -433,6 +433,12 @@ class VerlBackend(TrainingBackend):
 
         from training.reservation import private_runtime, reserved_nodes
 
+        if not self.runs_curricula and ((req.policy or {}).get("curriculum") is not None
+                                        or req.rollout_token_budget is not None):
+            # preflight refuses these for a campaign; a direct request (campaign train) is refused here, before
+            # any launch, rather than trained as the baseline under the policy's name
+            raise TrainingConfigError(f"run {req.run_id}: the verl backend does not run curricula or stop at a "
+                                      "rollout-token budget yet; use the local backend")
         req = resolve_inputs(req)
         dirs = run_dirs(req.out_dir)
         # verl's file logger truncates its file on open (`verl/utils/tracking.py:541`): each launch (a resume

@@ -57,6 +57,11 @@ class DomainStats:
                 self._seq[k] = [torch.cat([old, new])[-self.window :]
                                 for old, new in zip(self._seq[k], parts, strict=True)]
 
+    def series(self, key: str) -> list[Tensor]:
+        """Per domain, its windowed values of `key` in time order (steps where a domain was not sampled are
+        absent, not zero): what a mixer with its own recursion (SEC's TD(0)) folds."""
+        return self._series(key)
+
     def _series(self, key: str) -> list[Tensor]:
         if self.unit == "steps":
             h = self._steps[key]
@@ -195,3 +200,30 @@ class TSCL(Mixer):
     def mix(self, stats: DomainStats) -> Tensor:
         x = stats.mean("reward") if self.params["signal"] == "window_mean_reward" else stats.slope("reward")
         return self._finish(x if self.params["signed"] else x.abs())
+
+
+@register_actuator("sec")
+class SEC(Mixer):
+    """SEC (Self-Evolving Curriculum, arXiv 2505.14970): a bandit over the domains. The reward of an arm at a
+    step is the mean absolute advantage of its samples; its value follows TD(0), Q_d <- alpha r_d +
+    (1 - alpha) Q_d from Q_d = 0, updated only at steps that sampled d; p = softmax(Q / T) (Boltzmann).
+
+    Q is folded from the windowed per-step series (`window_unit: steps`), so it needs no state of its own and
+    resumes from the checkpointed `DomainStats`; a window of W steps drops terms of weight (1 - alpha) ** W
+    (1e-30 at the defaults)."""
+
+    PARAMS = {
+        **_common(("mean_abs_advantage",)),
+        "alpha": Param(float, 0.5, low=0.0, high=1.0, low_open=True, doc="TD(0) step size"),
+        "window": Param(int, 100, low=1, doc="steps of history folded into Q"),
+        "window_unit": Param(str, "steps", choices=("steps",), doc="TD(0) is per step"),
+        "floor": Param(float, 0.0, low=0.0, high=1.0),
+    }
+
+    def mix(self, stats: DomainStats) -> Tensor:
+        a = self.params["alpha"]
+        q = []
+        for s in stats.series("abs_adv"):  # one short series per domain
+            w = a * (1.0 - a) ** torch.arange(s.numel() - 1, -1, -1, dtype=torch.float64)
+            q.append((w * s.double()).sum())
+        return self._finish(torch.stack(q) if q else torch.zeros(0, dtype=torch.float64))

@@ -110,6 +110,12 @@ BAD_FILES = {
                      "retries: {backoff_s: 60, backoff_max_s: 5}\n",
     "group_steps": "name: x\nrecipe: cpu_tiny\nsub_campaigns: {a: {groups: [{campaign: main, models: [tiny_qwen2], "
                    "policies: [baseline], steps: 1.0e+12}]}}\n",
+    # issue 34: a rollout-token budget is a whole number in [1, 1e15], the only key of its block
+    **{f"budget_{k}": f"name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nbackend: local\n"
+                      f"budget: {v}\n"
+       for k, v in {"zero": "{rollout_tokens: 0}", "negative": "{rollout_tokens: -5}", "float": "{rollout_tokens: 1.5}",
+                    "text": "{rollout_tokens: many}", "huge": "{rollout_tokens: 1.0e+30}", "empty": "{}",
+                    "scalar": "1000", "unknown_key": "{rollout_tokens: 10, steps: 3}"}.items()},
 }
 
 
@@ -162,6 +168,16 @@ BAD_POLICIES = [
     # issue 25: a policy's name is text
     {**GOOD_SELECT, "name": [1, 2]}, {**GOOD_SELECT, "name": 7}, {**GOOD_SELECT, "name": {"a": 1}},
     {**GOOD_SELECT, "name": True}, {**GOOD_SELECT, "name": 1.5},
+    # issue 34: curricula at the integration level (the rules' own parameters are tested with the rules)
+    {"name": "p", "mechanism": "curriculum"},
+    {"name": "p", "mechanism": "curriculum", "curriculum": {"name": "no_such_rule"}},
+    {"name": "p", "mechanism": "curriculum", "curriculum": "greso"},
+    {"name": "p", "mechanism": "curriculum", "curriculum": {"name": "uniform", "params": {"bogus": 1}}},
+    {"name": "p", "mechanism": "curriculum", "curriculum": {"name": "uniform"},
+     "scorer": {"name": "advantage_magnitude"}},
+    {"name": "p", "mechanism": "none", "curriculum": {"name": "uniform"}},
+    {"name": "p", "mechanism": "mix", "domains": ["a", "b"], "actuator": {"name": "static"},
+     "curriculum": {"name": "hardest_k"}},
 ]
 
 
@@ -433,6 +449,55 @@ LONG_VARIANTS = ["two_generations.csv", "zero_items.csv", "more_correct_than_ite
                  "none_policy.parquet", "blank_seed.csv"]
 
 
+# --- 7b. curricula and budgets that only the campaign's backend, recipe and data can refuse (issue 34) ----------
+
+
+def _curriculum_campaign(tmp_path: Path, case: str) -> Path:
+    """A campaign tree in tmp_path: the shipped policies, and a recipe of its own where the case needs one."""
+    root = tmp_path / "campaigns"
+    (root / "recipe").mkdir(parents=True)
+    (root / "policy").mkdir()
+    recipe = yaml.safe_load((REPO / "campaigns" / "recipe" / "cpu_tiny.yaml").read_text())
+    recipe["name"] = "small_pool"
+    recipe["data"]["train_per_domain"] = 3  # 9 prompts, 3 a domain, for a batch of 12
+    (root / "recipe" / "small_pool.yaml").write_text(yaml.safe_dump(recipe))
+    if case == "mixer_domain_pool":
+        recipe["data"]["train_per_domain"] = 5
+        recipe["actor"]["prompts_per_step"] = 6  # 15 prompts in all (enough), 5 a domain (not)
+        (root / "recipe" / "small_pool.yaml").write_text(yaml.safe_dump(recipe))
+        (root / "policy" / "static_greso.yaml").write_text(yaml.safe_dump(
+            {"name": "static_greso", "mechanism": "mix", "actuator": {"name": "static"}, "curriculum":
+             {"name": "greso"}}))
+    body = {
+        "pool_smaller_than_batch": ("local", "small_pool", "[baseline, greso]", ""),
+        "mixer_domain_pool": ("local", "small_pool", "[static_greso]", "baselines: {mix: static_greso}\n"),
+        "missing_prepass": ("local", "cpu_tiny", "[baseline, hardest_k]", ""),
+        "curriculum_on_verl": ("verl", "verl_cpu_tiny", "[baseline, greso]", ""),
+        "budget_on_verl": ("verl", "verl_cpu_tiny", "[baseline]", "budget: {rollout_tokens: 1000}\n"),
+    }[case]
+    f = root / f"{case}.yaml"
+    f.write_text(f"name: x\nmodels: [tiny_qwen2]\npolicies: {body[2]}\nrecipe: {body[1]}\nbackend: {body[0]}\n"
+                 f"data: {{corpus: synthetic}}\n{body[3]}")
+    return f
+
+
+CURRICULUM_CASES = {  # case -> the file and key the message must name
+    "pool_smaller_than_batch": "small_pool.yaml: key 'actor.prompts_per_step'",
+    "mixer_domain_pool": "small_pool.yaml: key 'actor.prompts_per_step'",
+    "missing_prepass": "hardest_k.yaml: key 'curriculum.name'",
+    "curriculum_on_verl": "greso.yaml: key 'curriculum'",
+    "budget_on_verl": "budget_on_verl.yaml: key 'budget.rollout_tokens'",
+}
+
+
+@pytest.mark.parametrize("case", sorted(CURRICULUM_CASES))
+def test_a_curriculum_or_budget_the_campaign_cannot_run_is_refused(case, tmp_path):
+    f = _curriculum_campaign(tmp_path, case)
+    _refused(["plan", str(f)], names=CURRICULUM_CASES[case])
+    wd = tmp_path / "w"
+    _refused(["submit", str(f), "--workdir", str(wd)], nothing_at=[wd], names=CURRICULUM_CASES[case])
+
+
 # --- 8. the corpus size ----------------------------------------------------------------------------------
 
 
@@ -445,5 +510,6 @@ def test_the_corpus_holds_at_least_260_inputs(tmp_path):
         "unparseable policy YAML": 4, "records (compare, tables)": 2 * len(RECORD_VARIANTS),
         "missing records": 3, "cli options": len(_cli_cases(tmp_path, tmp_path)), "long records": len(LONG_VARIANTS),
         "--ray-address": len(BAD_RAY_ADDRESSES) + 1, "suite under noop (plan, submit)": 2 * len(NOOP_SUITES),
+        "curricula and budgets (plan, submit)": 2 * len(CURRICULUM_CASES),
     }
     assert sum(counts.values()) >= 260, counts

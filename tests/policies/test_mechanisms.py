@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_records_add_only_unknown_to_the_policies_mechanisms() -> None:
-    assert MECHANISMS == ("none", "select", "reweight", "mix")
+    assert MECHANISMS == ("none", "select", "reweight", "mix", "curriculum")  # curriculum: issue 34
     assert RECORD_MECHANISMS == (*MECHANISMS, "unknown")
 
 
@@ -32,7 +32,7 @@ def test_mechanism_of_reads_what_the_config_declares(cfg: dict, name: str | None
 
 
 def test_the_loader_refuses_a_mechanism_outside_the_set() -> None:
-    allowed = r"allowed: \['none', 'select', 'reweight', 'mix'\]"
+    allowed = r"allowed: \['none', 'select', 'reweight', 'mix', 'curriculum'\]"
     with pytest.raises(PolicyConfigError, match=r"mechanism: got 'boost'; " + allowed):
         load_policy({"name": "x", "mechanism": "boost"})
 

@@ -1,0 +1,48 @@
+"""The shipped curricula by name, and `build_curriculum`, the one way callers construct one.
+
+A plain table (no decorator): the rule modules import only `base`, so nothing here can form an import loop."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from policies.curricula.base import Curriculum
+from policies.curricula.greso import Greso
+from policies.curricula.hardest_k import HardestK
+from policies.curricula.learnability import Learnability
+from policies.curricula.mopps import MoPPS
+from policies.curricula.prioritized_replay import PrioritizedReplay
+from policies.curricula.prompt_replay import PromptReplay
+from policies.curricula.uniform import Uniform
+from policies.errors import PolicyConfigError
+
+CURRICULA: dict[str, type[Curriculum]] = {c.name: c for c in (Uniform, Greso, MoPPS, Learnability, PrioritizedReplay,
+                                                              PromptReplay, HardestK)}
+
+
+def curriculum_class(name: Any) -> type[Curriculum]:
+    """The class registered as `name`; an unknown name is refused with the close names."""
+    if isinstance(name, str) and name in CURRICULA:
+        return CURRICULA[name]
+    close = difflib.get_close_matches(str(name), list(CURRICULA), n=3, cutoff=0.5)
+    hint = f"; did you mean {close}?" if close else ""
+    raise PolicyConfigError(f"curriculum.name: unknown curriculum {name!r}{hint} known: {sorted(CURRICULA)}")
+
+
+def check_curriculum(name: Any, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A config's curriculum block checked without a pool (the policy loader's check): the name, every parameter
+    and the rule's cross-field constraints; returns the parameters with defaults filled. What needs the pool
+    (batch <= pool, hardest_k's pass rates and kept count) is checked by `build_curriculum` in the trainer."""
+    return curriculum_class(name).validate(params)
+
+
+def build_curriculum(name: str, params: Mapping[str, Any] | None, pool_size: int, batch_size: int, seed: int,
+                     domains: np.ndarray | None = None, pass_rates: np.ndarray | None = None) -> Curriculum:
+    """Construct and validate: unknown name or parameter, out-of-range value, pool smaller than the batch, a
+    missing pre-pass -> `PolicyConfigError` naming the field and the fix."""
+    cls = curriculum_class(name)
+    return cls(pool_size, batch_size, seed, params, domains=domains, pass_rates=pass_rates)
