@@ -127,11 +127,19 @@ def _sft(model_dir: Path, examples: list[tuple[list[dict], str]], cfg: dict) -> 
     opt = torch.optim.AdamW(model.parameters(), lr=float(cfg.get("lr", 3e-3)), weight_decay=0.0)
     rng = random.Random(seed)
     bs, steps = int(cfg.get("batch_size", 32)), int(cfg.get("steps", 200))
+    tokens: dict[int, tuple[list[int], list[int]]] = {}  # each example tokenized once: the same ids, drawn again
+
+    def tokenized(i: int) -> tuple[list[int], list[int]]:
+        if i not in tokens:
+            messages, response = examples[i]
+            prompt = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            tokens[i] = (tok(prompt, add_special_tokens=False)["input_ids"],
+                         tok(response + "<|im_end|>", add_special_tokens=False)["input_ids"])
+        return tokens[i]
+
     for _ in range(steps):
-        batch = [examples[rng.randrange(len(examples))] for _ in range(bs)]
-        prompts = [tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m, _ in batch]
-        p_ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
-        r_ids = [tok(r + "<|im_end|>", add_special_tokens=False)["input_ids"] for _, r in batch]
+        batch = [tokenized(rng.randrange(len(examples))) for _ in range(bs)]
+        p_ids, r_ids = [p for p, _ in batch], [r for _, r in batch]
         width = max(len(p) + len(r) for p, r in zip(p_ids, r_ids, strict=True))
         ids = torch.full((bs, width), tok.pad_token_id)
         labels = torch.full((bs, width), -100)
