@@ -142,8 +142,8 @@ def _regrade(records: Path, s, data_dir: Path | None) -> None:
                         "CHECKPOINT --out RECORDS` writes one)")
     with as_user_error():  # RecordsError, RegradeError: exit 2, nothing written
         r = regrade_output(read_records(rp, s), rp, s, data_dir=data_dir)
+        write_records(r.records, rp)  # validated before anything is replaced; then the item log beside it
         write_regraded(r)
-        write_records(r.records, rp)
     t = Table(title=f"regrade {rp} on {s.name}")
     for c in ("benchmark", "grader", "n", "before", "after", "change", "items changed"):
         t.add_column(c, justify="left" if c in ("benchmark", "grader") else "right")

@@ -149,11 +149,14 @@ def regrade_rows(rows: list[dict[str, Any]], suite: Suite, *, data_dir: Path | N
         if not old:
             continue
         b = suite.benchmark(bid)
-        old = sorted(old, key=lambda r: str(r["item_id"]))
         k = int(old[0].get("n_samples") or 1)
         sampled = any(r.get("samples") for r in old)
         if sampled and any(len(r.get("samples") or []) != k for r in old):
             raise RegradeError(f"{bid}: item rows list different sample counts; the item log is corrupt")
+        if (k if sampled else 1) != b.samples:
+            raise RegradeError(f"{bid}: the item log holds {k if sampled else 1} sample(s) per item but suite "
+                               f"{suite.name!r} decodes {b.samples}: its decoding changed since, so the stored "
+                               "generations cannot be re-scored as its records; re-evaluate the checkpoint")
         texts = [s["response"] for r in old for s in r["samples"]] if sampled else [r["response"] for r in old]
         reps = k if sampled else 1
         golds = [str(r["gold"]) for r in old for _ in range(reps)]
@@ -231,7 +234,7 @@ def regrade_records(records: pd.DataFrame, health: dict[str, BenchmarkHealth],
 def regrade_output(records: pd.DataFrame, where: Path, suite: Suite, *, data_dir: Path | None = None,
                    processes: int = 2) -> Regraded:
     """Re-score the evaluation output at `where` (its records file, read by the caller as `records`); nothing
-    is written here (`write_regraded` writes the item log and health file; the caller writes the records)."""
+    is written here (the caller writes the records, then `write_regraded` the item log and health file)."""
     rp = records_path(where)
     ip = items_path_of(rp)
     rows = read_item_log(ip)

@@ -53,12 +53,16 @@ def test_regrade_rescores_every_stored_response_with_the_current_grader() -> Non
 def test_sampled_rows_regrade_every_sample_and_rebuild_the_metric() -> None:
     samples = [{"response": t, "score": 0.0, "status": "ok", "parsed": None, "finish_reason": "stop",
                 "response_tokens": 4} for t in ("\\boxed{7}", "\\boxed{6}", "\\boxed{7}")]
-    rows = [_row("math500", "math500-0", "\\boxed{7}", "7", 0.0, n_samples=3, samples=samples)]
-    new, health, _ = regrade_rows(rows, SUITE, processes=0)
-    assert [s["score"] for s in new[0]["samples"]] == [1.0, 0.0, 1.0]
-    metric = SUITE.benchmark("math500").metric
-    assert new[0]["score"] == pytest.approx({"avg": 2 / 3, "maj": 1.0}.get(metric, new[0]["score"]))
-    assert health["math500"].samples == 3
+    sampled = load_suite("db12_sampled")  # aime24: 4 samples at temperature 0.8, metric avg@4
+    samples.append({**samples[0], "response": "no idea"})
+    rows = [_row("aime24", "aime24-0", "\\boxed{7}", "7", 0.0, n_samples=4, samples=samples)]
+    new, health, _ = regrade_rows(rows, sampled, processes=0)
+    assert [s["score"] for s in new[0]["samples"]] == [1.0, 0.0, 1.0, 0.0]
+    assert sampled.benchmark("aime24").metric == "avg" and new[0]["score"] == 0.5
+    assert health["aime24"].accuracy == 50.0 and health["aime24"].metrics["aime24@pass4"] == 100.0
+    assert health["aime24"].parse_rate == 0.75  # "no idea" has no answer
+    with pytest.raises(RegradeError, match="decodes 1"):  # the log's decoding is not the suite's
+        regrade_rows(rows, SUITE, processes=0)
 
 
 def test_multiple_choice_without_option_counts_reads_the_benchmark_data_or_says_how() -> None:
