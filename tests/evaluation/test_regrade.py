@@ -122,40 +122,41 @@ def _generations(cache: Path) -> list[tuple]:
 
 
 @pytest.mark.slow
-def test_regrade_through_the_cli_changes_grades_only(boxed_model, tmp_path: Path, run_meta) -> None:
-    """Cost: ~15 CPU-s (one 4-item gsm8k evaluation of the tiny boxed model, a regrade, a cached re-evaluation).
-    Proves: a regrade re-scores the stored generations (scores rewound to an "older grader" come back), writes
-    the current grader version, adds no generation to the cache, and equals a fresh evaluation from the cache."""
+def test_regrade_through_the_cli_changes_grades_only(random_model, tmp_path: Path, run_meta) -> None:
+    """Cost: ~20 CPU-s (a 4-item gsm8k evaluation of the random tiny model at 8 tokens, a regrade, a cached
+    re-evaluation). Proves: a regrade re-scores the stored generations (scores rewound to an "older grader" that
+    credited everything come back to the real ones), writes the current grader version, adds no generation to the
+    cache, and equals a fresh evaluation from the cache."""
+    from analysis.records import write_records
     from evaluation.evaluator import evaluate_checkpoint
 
-    out, cache = tmp_path / "rec.csv", tmp_path / "cache"
-    args = ["--data-dir", str(FIXTURE_DIR), "--benchmark", "gsm8k", "--max-gen-toks", "32", "--policy", "baseline"]
-    r = runner.invoke(app, ["eval", str(boxed_model), *args, "--out", str(out), "--cache-dir", str(cache)])
-    assert r.exit_code == 0, r.output + r.stderr
-    fresh = pd.read_csv(out)
+    out, cache = tmp_path / "records.parquet", tmp_path / "cache"
+    relaxed = {"min_parse_rate": 0.0, "max_truncation_rate": 1.0}  # a random model parses nothing
+    kw = dict(suite=SUITE, data_dir=FIXTURE_DIR, run_meta=run_meta, benchmarks=["gsm8k"], max_gen_toks=8,
+              cache_dir=cache, gates=relaxed, progress=False)
+    fresh = evaluate_checkpoint(random_model, out=out, **kw)
+    write_records(fresh, out)  # as the evaluate stage does
     before = _generations(cache)
-    assert len(before) == 4
-    # rewind: an older grader that credited nothing
-    log = tmp_path / "rec.items.jsonl.gz"
+    assert len(before) == 4 and fresh.attrs["n_generated"] == 4
+    # rewind: an older grader that credited every response
+    log = tmp_path / "records.items.jsonl.gz"
     rows = [json.loads(x) for x in gzip.open(log, "rt")]
     with gzip.open(log, "wt") as f:
         for row in rows:
-            f.write(json.dumps({**row, "score": 0.0, "grader_version": "math-v0"}) + "\n")
-    fresh.assign(accuracy=0.0, n_correct=0.0,
-                 harness_version=fresh["harness_version"].str.replace(grader_version("math"), "math-v0")
-                 ).to_csv(out, index=False)
+            f.write(json.dumps({**row, "score": 1.0, "grader_version": "math-v0"}) + "\n")
+    write_records(fresh.assign(accuracy=100.0, n_correct=4.0, harness_version=fresh["harness_version"].str.replace(
+        grader_version("math"), "math-v0")), out)
 
     r = runner.invoke(app, ["eval", "--regrade", "--out", str(out)])
     assert r.exit_code == 0, r.output + r.stderr
     assert "0 new generations: 4 stored responses re-scored" in r.output
-    assert f"math-v0 -> {grader_version('math')}" in r.output and "+100.0" in r.output
+    assert f"math-v0 -> {grader_version('math')}" in r.output and "-100.0" in r.output
     assert _generations(cache) == before  # the cache is untouched: same keys, same responses
-    regraded = pd.read_csv(out)
-    assert regraded["accuracy"].tolist() == fresh["accuracy"].tolist() == [100.0]
+    regraded = pd.read_parquet(out)
+    assert regraded["accuracy"].tolist() == fresh["accuracy"].tolist()
     assert grader_version("math") in regraded["harness_version"].iloc[0]
     assert {json.loads(x)["grader_version"] for x in gzip.open(log, "rt")} == {grader_version("math")}
     # a fresh evaluation from the same cache regenerates nothing and scores what the regrade wrote
-    again = evaluate_checkpoint(boxed_model, suite=load_suite("db12"), data_dir=FIXTURE_DIR, run_meta=run_meta,
-                                benchmarks=["gsm8k"], max_gen_toks=32, cache_dir=cache, progress=False)
+    again = evaluate_checkpoint(random_model, out=tmp_path / "again", **kw)
     assert again.attrs["n_generated"] == 0
     assert again["accuracy"].tolist() == regraded["accuracy"].tolist()
