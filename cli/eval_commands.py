@@ -147,10 +147,10 @@ def _regrade(records: Path, s, data_dir: Path | None) -> None:
     t = Table(title=f"regrade {rp} on {s.name}")
     for c in ("benchmark", "grader", "n", "before", "after", "change", "items changed"):
         t.add_column(c, justify="left" if c in ("benchmark", "grader") else "right")
-    for c in r.changes:
-        grader = c.grader_after if c.grader_before == c.grader_after else f"{c.grader_before} -> {c.grader_after}"
-        t.add_row(c.benchmark, grader, str(c.n_items), _fmt(c.accuracy_before, True), _fmt(c.accuracy_after, True),
-                  f"{c.delta:+.1f}", str(c.changed))
+    for ch in r.changes:
+        grader = ch.grader_after if ch.grader_before == ch.grader_after else f"{ch.grader_before} -> {ch.grader_after}"
+        t.add_row(ch.benchmark, grader, str(ch.n_items), _fmt(ch.accuracy_before, True),
+                  _fmt(ch.accuracy_after, True), f"{ch.delta:+.1f}", str(ch.changed))
     out.print(t)
     n_resp = sum(len(x.get("samples") or [x]) for x in r.rows)
     out.print(f"{r.n_generated} new generations: {n_resp} stored responses re-scored, no model loaded\n"
