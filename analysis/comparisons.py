@@ -27,6 +27,7 @@ from analysis.paired_stats import (
     sign_flip_floor,
     stats_block,
 )
+from analysis.record_checks import check_one_grader
 from analysis.schema import DEFAULT_AA_PAIR, DEFAULT_REFERENCE, GROUP_KEYS
 from evaluation.suite import Suite
 
@@ -184,7 +185,7 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
                        aggregates: list[str] | None = None, margin: float | None = None, effect: float = 1.0,
                        n_resamples: int = 10_000, level: float = 0.95, seed: int = 0,
                        runs: pd.DataFrame | None = None, items: pd.DataFrame | None = None,
-                       aa_pair: tuple[str, str] = DEFAULT_AA_PAIR) -> PairedResult:
+                       aa_pair: tuple[str, str] = DEFAULT_AA_PAIR, allow_mixed_graders: bool = False) -> PairedResult:
     """Every policy vs its campaign-local reference, per aggregate, domain and benchmark.
 
     reference_map: policy -> reference policy, overriding the default by mechanism
@@ -195,7 +196,11 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
     `runs` (a precomputed `run_table`) skips recomputing the per-run aggregates.
     `items` (analysis.items layer: run_id, benchmark, item_id, score, ...) adds the seed + item
     two-way clustered CI (`item_lo`, `item_hi`); without it those are NaN and `item_note` says why.
+    Records of one group in which a benchmark was scored under two grader versions are refused (RecordsError
+    naming the runs and versions, `analysis.record_checks.check_one_grader`) unless `allow_mixed_graders`.
     """
+    if not allow_mixed_graders:
+        check_one_grader(records)
     runs = run_table(records, suite) if runs is None else runs
     metrics = metric_columns(suite, aggregates)
     cols = [name for _, name in metrics]

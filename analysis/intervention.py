@@ -16,6 +16,10 @@ Flags (per configuration = campaign, model, regime, policy; references are never
   the same seed (`rollout_ids.jsonl` beside each run's metrics); without either log it is `unverified`.
 * `unverified`: the policy's runs have no diagnostics at all.
 
+Beside the flag, every configuration (references included) gets `watch`: `reward-suspect` when its training
+reward may measure a grader's hole rather than skill (analysis/reward_watch.py states the tests and thresholds),
+with `watch_reason`; it never replaces the flag or drops the configuration's comparisons.
+
 Missing stays NaN: a CPU run has gpu_s = 0, so score per GPU-hour is NaN, not infinite.
 """
 
@@ -32,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.reward_watch import DEFAULT_WATCH, WatchThresholds, watch_summary, watch_verdict
 from analysis.schema import DEFAULT_REFERENCE
 from wtcommon.metrics import MetricsFileError, read_metrics_jsonl
 from wtcommon.prompt_ids import IDS_FILE, PromptIdsError, read_prompt_ids
@@ -128,6 +133,7 @@ def summarise_metrics(df: pd.DataFrame) -> dict[str, float]:
         out[f"{kind}_prop_move"] = float(np.nanmax(np.abs(h - h[0]))) if len(h) >= 2 else math.nan
         for j, d in enumerate(doms):
             out[f"{kind}_prop_mean_{d}"] = float(np.nanmean(h[:, j])) if len(h) else math.nan
+    out.update(watch_summary(df))
     return out
 
 
@@ -180,7 +186,8 @@ def run_summary(runs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
             row[f"compute_{k}"] = float(v) if v is not None else math.nan
         rows.append(row)
     df = pd.DataFrame(rows)
-    for c in ("kept_frac_mean", "weight_std_mean", "realised_prop_move", "target_prop_move", "update_tokens_sum"):
+    for c in ("kept_frac_mean", "weight_std_mean", "realised_prop_move", "target_prop_move", "update_tokens_sum",
+              *watch_summary(pd.DataFrame({"step": []}))):
         if c not in df.columns:
             df[c] = np.nan
     if "rollout_ids_path" not in df.columns:
@@ -189,11 +196,13 @@ def run_summary(runs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
 
 
 def flag_policies(summary: pd.DataFrame, tol: Tolerances = Tolerances(),
-                  references: tuple[str, ...] = _REFERENCES) -> pd.DataFrame:
+                  references: tuple[str, ...] = _REFERENCES, watch: WatchThresholds = DEFAULT_WATCH
+                  ) -> pd.DataFrame:
     """Per configuration (campaign, model, regime, policy): evidence columns and `flag`.
 
     flag is "" (acted), "inert_mixer", "keeps_everything", "flat_weights", "same_prompts" or "unverified";
-    `reason` says which number triggered it.
+    `reason` says which number triggered it. `watch` is "reward-suspect" or "" (references too), with
+    `watch_reason`.
     """
     out = []
     for key, g in summary.groupby(list(POLICY_KEYS), sort=True):
@@ -236,6 +245,7 @@ def flag_policies(summary: pd.DataFrame, tol: Tolerances = Tolerances(),
                 flag, reason = "same_prompts", (f"rolled out the same prompts as {ref!r} at every step in all "
                                                 f"{compared} seed(s) compared")
         row["flag"], row["reason"] = flag, reason
+        row["watch"], row["watch_reason"] = watch_verdict(g, watch)
         out.append(row)
     return pd.DataFrame(out)
 
@@ -323,7 +333,8 @@ def intervention_section_html(summary: pd.DataFrame, scores: pd.DataFrame | None
         warn
         + "<h3>What each policy changed (per configuration, means over seeds)</h3>"
         + _table(flags, ["campaign", "model", "regime", "policy", "mechanism", "n_runs", "kept_frac", "weight_std",
-                         "target_prop_move", "realised_prop_move", "prompts_changed_runs", "flag", "reason"])
+                         "target_prop_move", "realised_prop_move", "prompts_changed_runs", "flag", "reason",
+                         "watch", "watch_reason"])
         + f"<h3>Compute and compute-normalised {html.escape(score_col)}</h3>"
         + "<p>Ratios are to the campaign-local reference (baseline for select/reweight, static for mix). "
           "Score per GPU-hour is undefined (—) for CPU runs (gpu_s = 0).</p>"
@@ -385,14 +396,22 @@ def final_scores(records: pd.DataFrame, suite: Any) -> pd.DataFrame:
 
 def flags_banner_html(summary: pd.DataFrame, tol: Tolerances = Tolerances()) -> str:
     """The flag list that goes at the top of the report, before any score comparison."""
-    bad = flag_policies(summary, tol)
-    bad = bad[bad["flag"] != ""]
+    flags = flag_policies(summary, tol)
+    bad = flags[flags["flag"] != ""]
+    suspect = flags[flags["watch"] != ""]
+    watch = "" if not len(suspect) else (
+        f"<h2>Reward watch: {len(suspect)} configuration(s) <code>reward-suspect</code></h2>"
+        "<p><b>Their training reward may measure a grader's hole rather than skill; their comparisons below are "
+        "kept, to be read beside this flag.</b></p><ul class='flags'>" + "".join(
+            f"<li><b>{html.escape(r.policy)}</b> ({html.escape(r.campaign)}/{html.escape(r.model)}"
+            f"{'/' + html.escape(r.regime) if r.regime else ''}): {html.escape(r.watch_reason)}</li>"
+            for r in suspect.itertuples()) + "</ul>")
     if not len(bad):
-        return ("<h2>Intervention check</h2><p>Every policy's diagnostics show that it acted; "
-                "details in <a href='#intervention'>Intervention evidence and compute</a>.</p>")
+        return watch + ("<h2>Intervention check</h2><p>Every policy's diagnostics show that it acted; "
+                        "details in <a href='#intervention'>Intervention evidence and compute</a>.</p>")
     items = "".join(f"<li><b>{html.escape(r.policy)}</b> ({html.escape(r.campaign)}/{html.escape(r.model)}"
                     f"{'/' + html.escape(r.regime) if r.regime else ''}): <code>{html.escape(r.flag)}</code> — "
                     f"{html.escape(r.reason)}</li>" for r in bad.itertuples())
     return (f"<h2>Intervention check: {len(bad)} policy configuration(s) flagged</h2>"
             "<p><b>Their diagnostics show no effect: their score differences below are not evidence about the "
-            "policy.</b></p>" f"<ul class='flags'>{items}</ul>")
+            "policy.</b></p>" f"<ul class='flags'>{items}</ul>" + watch)

@@ -1,6 +1,6 @@
 """Cell-by-cell checks of raw records, each appending a `Problem` (file, 1-based row, column, fix) to a
 list instead of raising, so analysis.records reports every problem of a file in one pass; and the refusal of
-records that mix evaluation settings within one comparison group.
+records that mix evaluation settings or grader versions within one comparison group.
 """
 
 from __future__ import annotations
@@ -131,22 +131,62 @@ def check_mechanism(raw: pd.DataFrame, f: str, problems: list[Problem]) -> None:
                                 f"{raw['mechanism'].iloc[r - 1]!r} is not one of {list(MECHANISMS)}"))
 
 
-def check_one_evaluation(df: pd.DataFrame, source: str = "<records>") -> None:
+def grader_labels(df: pd.DataFrame) -> pd.Series:
+    """Each record's grader version as its `harness_version` names it (`grader math-v3`, evaluation/evaluator.py;
+    a regrade rewrites it, evaluation/regrade.py); "unknown" where none is named (released files, older runs)."""
+    if "harness_version" not in df.columns:
+        return pd.Series("unknown", index=df.index)
+    got = df["harness_version"].fillna("").astype(str).str.extract(r"grader (\S+?)(?:;|$)", expand=False)
+    return got.fillna("unknown")
+
+
+def check_one_grader(df: pd.DataFrame, source: str = "<records>") -> None:
+    """Refuse (RecordsError naming the runs and versions) records of one comparison group (campaign, model,
+    regime, step) in which one benchmark was scored under two grader versions: a paired difference would
+    mix a grader change into the policy effect. Re-scoring the older runs (`campaign eval --regrade`) makes
+    them one version; records naming no version are one "unknown" version."""
+    if df.empty:
+        return
+    d = df.assign(_grader=grader_labels(df)).drop_duplicates(["run_key", "step", "benchmark"])
+    problems: list[Problem] = []
+    for key, g in d.groupby([*GROUP_KEYS, "benchmark"], sort=True):
+        counts = g["_grader"].value_counts()
+        if len(counts) < 2:
+            continue
+        ids = {v: sorted(g.loc[g["_grader"] == v, "run_id"].astype(str)) for v in counts.index}
+        named = ", ".join(f"{v} ({n} run{'s' if n > 1 else ''}: {', '.join(ids[v][:3])}{', ...' if n > 3 else ''})"
+                          for v, n in counts.items())
+        where = "/".join(str(k) for k in key[:-1] if k != "")
+        problems.append(Problem(source, None, "harness_version", f"{where}: {key[-1]} scored under {len(counts)} "
+                                f"grader versions: {named}; re-score the older runs with `campaign eval --regrade "
+                                "--out RECORDS` or pass --allow-mixed-graders to compare them anyway"))
+    if problems:
+        raise RecordsError(problems)
+
+
+def check_one_evaluation(df: pd.DataFrame, source: str = "<records>", *, by_graders: bool = False) -> None:
     """Refuse (RecordsError naming both) records of one comparison group (campaign, model, regime, step) scored
     under different evaluation settings or data (`eval_hash`, evaluation/settings.py): a paired difference would
     mix an evaluation change into the policy effect. Records without a hash (released files, older runs) are one
-    "unknown" generation; a group of only those passes."""
+    "unknown" generation; a group of only those passes. `by_graders` (mixed grader versions allowed): the grader
+    versions change the hash, so the settings must agree only among runs scored by the same graders."""
     if "eval_hash" not in df.columns or df.empty:
         return
+    keys = list(GROUP_KEYS)
+    if by_graders:
+        sig = df.assign(_g=grader_labels(df)).groupby(["run_key", "step"])["_g"].agg(lambda x: ",".join(sorted(set(x))))
+        df = df.join(sig.rename("_graders"), on=["run_key", "step"])
+        keys.append("_graders")
     runs = df.drop_duplicates(["run_key", "step"])
     problems: list[Problem] = []
-    for key, g in runs.groupby(list(GROUP_KEYS), sort=True):
+    for key, g in runs.groupby(keys, sort=True):
         counts = g["eval_hash"].replace("", "unknown").value_counts()
         if len(counts) > 1:
             named = ", ".join(f"{h} ({n} run{'s' if n > 1 else ''}, e.g. "
                               f"{g.loc[g['eval_hash'].replace('', 'unknown') == h, 'run_id'].iloc[0]})"
                               for h, n in counts.items())
-            problems.append(Problem(source, None, "eval_hash", f"{'/'.join(str(k) for k in key if k != '')}: records "
+            where = "/".join(str(k) for k in key[:len(GROUP_KEYS)] if k != "")
+            problems.append(Problem(source, None, "eval_hash", f"{where}: records "
                                     f"of {len(counts)} evaluation settings: {named}; re-evaluate the older runs "
                                     "(`campaign submit` re-evaluates runs whose evaluation settings changed) or pass "
                                     "--allow-mixed-evaluations to compare them anyway"))

@@ -106,7 +106,8 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
                  n_resamples: int = 10_000, title: str = "Windtunnel analysis report", margin: float = 1.0,
                  items: pd.DataFrame | None = None, figures_dir: str | Path | None = None,
                  training_runs: Sequence[Mapping[str, Any]] | None = None,
-                 aa_pair: tuple[str, str] = DEFAULT_AA_PAIR) -> Path:
+                 aa_pair: tuple[str, str] = DEFAULT_AA_PAIR, allow_mixed_graders: bool = False,
+                 watch: pd.DataFrame | None = None) -> Path:
     """Write the report atomically to out_path and return it.
 
     records: long Records (DataFrame) or a path read with `read_records`. extra_sections:
@@ -116,11 +117,14 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
     item-level layer (analysis.items) for the seed + item CI beside the seed-only one. figures_dir:
     also write every figure there as <name>.svg/.pdf/.png. training_runs: runs with `metrics_path`
     (`analysis.intervention.runs_from_dir`) for the training curves. aa_pair: the campaign's A/A pair.
+    allow_mixed_graders: compare records scored under two grader versions (refused by default). watch: the
+    `flag_policies` frame whose `watch` flags (`reward-suspect`) go in a column beside each verdict.
     """
     s = load_suite(suite) if isinstance(suite, str) else suite
     recs = read_records(records, s) if isinstance(records, (str, Path)) else records
     runs = run_table(recs, s)
-    paired = paired_comparisons(recs, s, runs=runs, n_resamples=n_resamples, items=items, aa_pair=aa_pair)
+    paired = paired_comparisons(recs, s, runs=runs, n_resamples=n_resamples, items=items, aa_pair=aa_pair,
+                                allow_mixed_graders=allow_mixed_graders)
     tables = [t for t in build_tables(recs, s, paired=paired, runs=runs, margin=margin) if not t.display.empty]
     by_name = {t.name: t for t in tables}
     config_means = runs.groupby(list(GROUP_KEYS) + ["policy"], sort=True)[s.aggregate_names].mean()
@@ -139,6 +143,10 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
     # 1. the findings: verdicts (and the flags, in lead_sections), then the forest plots
     if "verdicts" in by_name:
         t = by_name["verdicts"]
+        if watch is not None:
+            from analysis.reward_watch import watch_column
+
+            t.display = t.display.assign(watch=watch_column(t.data, watch))
         parts.append(f'<h2 id="{t.name}">{html.escape(t.title)}</h2><p><b>{html.escape(t.lead)}</b></p>'
                      + html_table(t.display) + f'<p class="note">{html.escape(t.note)}</p>')
     parts.append(f'<p class="note">{html.escape(SMALL_N_NOTE)}</p>')
@@ -207,8 +215,9 @@ def build_report_with_evidence(records: pd.DataFrame, out_path: str | Path, *, s
         svg = render(fig, ("svg",))["svg"] if fig is not None else None
         sections.append((f"{s.aggregate_names[0]} against rollout tokens", "<div id='rollout-tokens'>"
                          + rollout_section_html(rollout, svg, run_budget(summary), s.aggregate_names[0]) + "</div>"))
+    flags = flag_policies(summary, tol)
     path = build_report(records, out_path, suite=s, n_resamples=n_resamples,
                         lead_sections=[flags_banner_html(summary, tol), *lead_sections],
                         extra_sections=[*extra_sections, *sections],
-                        training_runs=runs, **report_kw)
-    return path, flag_policies(summary, tol)
+                        training_runs=runs, watch=flags, **report_kw)
+    return path, flags

@@ -266,6 +266,8 @@ def paired_table(paired: pd.DataFrame, metric: str) -> Table:
                           + ", A/A noise floor)",
                           data["reference"].astype(str))  # astype: an empty table's columns are float
     disp["n"] = data["n"].map(lambda v: _fmt(v, 0))
+    if "watch" in data.columns:  # the reward watch of the method's runs (analysis/reward_watch.py), when read
+        disp["watch"] = data["watch"].astype(str)
     disp["Δ mean"] = data["mean_diff"].map(lambda v: f"{v:+.2f}")
     disp["sd"] = data["sd"].map(_fmt)
     disp["t 95% CI"] = [_ci(a, b) for a, b in zip(data["t_lo"], data["t_hi"], strict=True)]
@@ -298,22 +300,26 @@ def paired_table(paired: pd.DataFrame, metric: str) -> Table:
             + (f"; seed + item CI missing (—): {data['item_note'].iloc[0]}"
                if len(data) and data["item_lo"].isna().all() and data["item_note"].iloc[0] else ""))
     has_items = bool(len(data)) and bool(data["item_lo"].notna().any())
-    keep = ("policy", "vs", "n", "Δ mean", "t 95% CI", *(["seed + item 95% CI"] if has_items else []), "p Holm",
+    keep = ("policy", "vs", *(["watch"] if "watch" in data.columns else []), "n", "Δ mean", "t 95% CI",
+            *(["seed + item 95% CI"] if has_items else []), "p Holm",
             "range / bootstrap CI (coverage)", "P(d>0) seeds", "model", "campaign", "regime", "step")
     return Table("paired", f"{EXTRA_TABLES['paired']} ({metric})", data, disp, note, lead=SMALL_N_NOTE, keep=keep)
 
 
 def build_tables(records: pd.DataFrame, suite: Suite, names: list[str] | None = None, *,
                  paired: PairedResult | None = None, metric: str | None = None,
-                 n_resamples: int = 10_000, runs: pd.DataFrame | None = None, margin: float = 1.0) -> list[Table]:
-    """Build the named tables (default: all, in TABLE_NAMES order) from long records."""
+                 n_resamples: int = 10_000, runs: pd.DataFrame | None = None, margin: float = 1.0,
+                 allow_mixed_graders: bool = False) -> list[Table]:
+    """Build the named tables (default: all, in TABLE_NAMES order) from long records (`allow_mixed_graders`:
+    as `paired_comparisons`)."""
     wanted = list(names or TABLE_NAMES)
     unknown = [n for n in wanted if n not in TABLE_NAMES]
     if unknown:
         raise KeyError(f"unknown table(s) {unknown}; choose from {', '.join(TABLE_NAMES)} or 'all'")
     runs = run_table(records, suite) if runs is None else runs
     if paired is None:
-        paired = paired_comparisons(records, suite, runs=runs, n_resamples=n_resamples)
+        paired = paired_comparisons(records, suite, runs=runs, n_resamples=n_resamples,
+                                    allow_mixed_graders=allow_mixed_graders)
     specs = {s.name: s for s in CONFIG_TABLES}
     summ_all = config_summary(runs, list(suite.domains) + suite.aggregate_names)
     out = []

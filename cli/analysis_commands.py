@@ -38,6 +38,9 @@ WideOpt = Annotated[bool, typer.Option("--wide", metavar="",
                                        "columns so that they fit the terminal (120 characters when not a terminal)")]
 MixedOpt = Annotated[bool, typer.Option("--allow-mixed-evaluations", metavar="", help=(
     "compare records scored under different evaluation settings (eval_hash) in one group; refused by default"))]
+MixedGradersOpt = Annotated[bool, typer.Option("--allow-mixed-graders", metavar="", help=(
+    "compare records of one group in which a benchmark was scored under two grader versions; refused by default "
+    "(`campaign eval --regrade` re-scores the older runs)"))]
 ForceOpt = Annotated[bool, typer.Option("--force", metavar="", help="replace existing output files of --out")]
 EXT = {"md": "md", "latex": "tex", "csv": "csv", "json": "json"}
 
@@ -104,10 +107,11 @@ def _write_tables(built: list, fmt: str, out: Path) -> None:
 
 
 def _load(records: Path, suite: str, campaign: str | None = None, model: str | None = None, *,
-          mixed_evaluations: bool = False):
+          mixed_evaluations: bool = False, mixed_graders: bool = False):
     """Suite + validated records, filtered; every user error becomes exit 2 with a located message. Records of
-    one comparison group scored under two evaluation settings are refused unless `mixed_evaluations`."""
-    from analysis.record_checks import check_one_evaluation
+    one comparison group scored under two evaluation settings are refused unless `mixed_evaluations`, under two
+    grader versions unless `mixed_graders` (then the settings must agree among runs of the same graders)."""
+    from analysis.record_checks import check_one_evaluation, check_one_grader
     from analysis.records import read_records
     from evaluation.suite import load_suite
 
@@ -121,8 +125,10 @@ def _load(records: Path, suite: str, campaign: str | None = None, model: str | N
             raise UserError(f"{records}: no records with {col} {val!r}; present: {', '.join(sorted(df[col].unique()))}")
         if val is not None:
             df = df[df[col] == val]
+    if not mixed_graders:
+        check_one_grader(df, str(records))
     if not mixed_evaluations:
-        check_one_evaluation(df, str(records))
+        check_one_evaluation(df, str(records), by_graders=mixed_graders)
     return s, df
 
 
@@ -236,6 +242,7 @@ def tables(
     show_all: AllOpt = False,
     wide: WideOpt = False,
     allow_mixed: MixedOpt = False,
+    allow_mixed_graders: MixedGradersOpt = False,
 ) -> None:
     """Print the study's tables regenerated from RECORDS (Markdown, CSV, LaTeX or JSON).
 
@@ -258,7 +265,8 @@ def tables(
         raise UserError(f"--format csv prints one table on stdout ({len(names)} asked): pass --table NAME (one of "
                         f"{', '.join(TABLE_NAMES)}), or --out FOLDER for one <table>.csv per table")
     _out_dir(out, [records, items], names, EXT[fmt], force)
-    s, df = _load(records, suite, mixed_evaluations=allow_mixed)
+    s, df = _load(records, suite, mixed_evaluations=allow_mixed,
+                  mixed_graders=allow_mixed_graders)
     item_df = _read_items(items)
     if metric is not None and metric not in s.aggregate_names + list(s.domains) + s.benchmark_ids:
         raise UserError(f"--aggregate {metric!r}: not an aggregate, domain or benchmark of suite {s.name!r} "
@@ -271,7 +279,8 @@ def tables(
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        paired = paired_comparisons(df, s, n_resamples=resamples, items=item_df)
+        paired = paired_comparisons(df, s, n_resamples=resamples, items=item_df,
+                                    allow_mixed_graders=allow_mixed_graders)
         if set(names) & {"paired", "verdicts", "random_effects"}:
             _require_pairs(paired, records)
         built = build_tables(df, s, names, metric=metric, n_resamples=resamples, paired=paired, margin=margin)
@@ -336,7 +345,7 @@ def _narrow_paired(pt, width: int, *, lead: bool = True, note: bool = True, item
     from analysis.schema import GROUP_KEYS
     from analysis.table_formats import _md, fit_columns
 
-    key = ["policy", "vs", "n", "Δ mean", "t 95% CI", *(["seed + item 95% CI"] if items else []), "p Holm",
+    key = ["policy", "vs", "watch", "n", "Δ mean", "t 95% CI", *(["seed + item 95% CI"] if items else []), "p Holm",
            "range / bootstrap CI (coverage)", "P(d>0) seeds", "sd", "p (t)"]
 
     def wrap(text: str) -> str:
@@ -393,8 +402,12 @@ def compare(
     out: OutFileOpt[Path | None] = None,
     force: ForceOpt = False,
     allow_mixed: MixedOpt = False,
+    allow_mixed_graders: MixedGradersOpt = False,
     show_all: Annotated[bool, typer.Option("--all", metavar="", help="on a terminal, every table even when they "
                                                                    "take more than one screen")] = False,
+    runs_dir: Annotated[Path | None, typer.Option(
+        "--runs-dir", metavar="FOLDER", help="the work dir's runs/ folder: each comparison gets the reward watch of "
+                                             "its policy's runs (`reward-suspect`) beside it")] = None,
 ) -> None:
     """Seed-paired comparison of every policy with its campaign-local reference.
 
@@ -407,7 +420,8 @@ def compare(
     refs = _parse_map(reference_map)
     _check(check_points("--margin", margin), check_points("--effect", effect), check_seed("--seed", seed))
     _out_file(out, [records, items], force)
-    s, df = _load(records, suite, campaign, model, mixed_evaluations=allow_mixed)
+    s, df = _load(records, suite, campaign, model, mixed_evaluations=allow_mixed,
+                  mixed_graders=allow_mixed_graders)
     if aggregate is not None and aggregate not in s.aggregate_names:
         raise UserError(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
     import warnings
@@ -424,9 +438,19 @@ def compare(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = paired_comparisons(df, s, reference_map=refs, margin=margin, effect=effect,
-                                 n_resamples=resamples, seed=seed, items=item_df)
+                                 n_resamples=resamples, seed=seed, items=item_df,
+                                 allow_mixed_graders=allow_mixed_graders)
     _require_pairs(res, records)
     t = res.table
+    if runs_dir is not None:  # the reward watch, beside each comparison (analysis/reward_watch.py)
+        from analysis.intervention import flag_policies, run_summary, runs_from_dir
+        from analysis.reward_watch import watch_column
+
+        flags = flag_policies(run_summary(runs_from_dir(df, runs_dir)))
+        t["watch"] = watch_column(t, flags)
+        for r in flags[flags["watch"] != ""].itertuples():
+            err.print(f"flagged {r.policy} ({r.campaign}/{r.model}): {r.watch}: {r.watch_reason}", markup=False,
+                      soft_wrap=True)
     if item_df is None:
         t["item_note"] = no_items_note(records)
     aggs = [aggregate] if aggregate else s.aggregate_names
@@ -531,6 +555,7 @@ def sensitivity(
     out: OutDirOpt[Path | None] = None,
     force: ForceOpt = False,
     allow_mixed: MixedOpt = False,
+    allow_mixed_graders: MixedGradersOpt = False,
 ) -> None:
     """Ranking sensitivity: aggregate-vs-aggregate rank correlations, leave-one-benchmark-out, seed bootstrap.
 
@@ -546,7 +571,8 @@ def sensitivity(
                         f"{', '.join(SENSITIVITY_TABLES)}), "
                         "or --out FOLDER for one <table>.csv per table")
     _out_dir(out, [records], names, EXT[fmt], force)
-    s, df = _load(records, suite, campaign, model, mixed_evaluations=allow_mixed)
+    s, df = _load(records, suite, campaign, model, mixed_evaluations=allow_mixed,
+                  mixed_graders=allow_mixed_graders)
     if aggregate is not None and aggregate not in s.aggregate_names:
         raise UserError(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
     import pandas as pd
@@ -611,6 +637,7 @@ def report(
         "--figures", metavar="FOLDER",
         help="also write every figure into this folder as <name>.svg, .pdf and .png (200 dpi)")] = None,
     allow_mixed: MixedOpt = False,
+    allow_mixed_graders: MixedGradersOpt = False,
     workdir: Annotated[Path | None, typer.Option(
         "--workdir", metavar="DIR",
         help="also attach the report to the MLflow parent run of each of its campaigns in this work directory "
@@ -632,7 +659,8 @@ def report(
         if figures.is_dir() and any(figures.glob("*.svg")) and not force:
             raise UserError(f"--figures {figures}: already holds figures; pass --force to replace them, or choose "
                             f"another folder")
-    s, df = _load(records, suite, mixed_evaluations=allow_mixed)
+    s, df = _load(records, suite, mixed_evaluations=allow_mixed,
+                  mixed_graders=allow_mixed_graders)
     import warnings
 
     from analysis.comparisons import paired_comparisons as _pc
@@ -658,16 +686,19 @@ def report(
         warnings.simplefilter("ignore")
         if runs_dir is None:
             path = build_report(df, out, suite=s, n_resamples=resamples, lead_sections=lead, margin=margin,
-                                items=item_df, figures_dir=figures)
+                                items=item_df, figures_dir=figures, allow_mixed_graders=allow_mixed_graders)
         else:
             from analysis.intervention import runs_from_dir
             from analysis.report import build_report_with_evidence
 
             path, flags = build_report_with_evidence(df, out, suite=s, runs=runs_from_dir(df, runs_dir),
                                                      n_resamples=resamples, lead_sections=lead,
-                                                     margin=margin, items=item_df, figures_dir=figures)
+                                                     margin=margin, items=item_df, figures_dir=figures,
+                                                     allow_mixed_graders=allow_mixed_graders)
             for r in flags[flags["flag"] != ""].itertuples():
                 err.print(f"flagged {r.policy} ({r.campaign}/{r.model}): {r.flag}: {r.reason}", markup=False)
+            for r in flags[flags["watch"] != ""].itertuples():
+                err.print(f"flagged {r.policy} ({r.campaign}/{r.model}): {r.watch}: {r.watch_reason}", markup=False)
     err.print(f"wrote {path}" + (f" and its figures (svg, pdf, png) in {figures}" if figures is not None else ""),
               markup=False)
     if workdir is not None:
@@ -718,6 +749,7 @@ def verdicts(
     force: ForceOpt = False,
     resamples: ResamplesOpt = RESAMPLES,
     allow_mixed: MixedOpt = False,
+    allow_mixed_graders: MixedGradersOpt = False,
 ) -> None:
     """One verdict per method-vs-reference comparison: better / worse / equivalent within ±M / undecided.
 
@@ -726,7 +758,8 @@ def verdicts(
     refs = _parse_map(reference_map)
     _check(check_points("--margin", margin), check_open_probability("--alpha", alpha))
     _out_file(out, [records], force)
-    s, df = _load(records, suite, campaign, model, mixed_evaluations=allow_mixed)
+    s, df = _load(records, suite, campaign, model, mixed_evaluations=allow_mixed,
+                  mixed_graders=allow_mixed_graders)
     if aggregate is not None and aggregate not in s.aggregate_names:
         raise UserError(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
     import warnings
@@ -739,7 +772,7 @@ def verdicts(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = paired_comparisons(df, s, reference_map=refs, aggregates=[aggregate] if aggregate else None,
-                                 n_resamples=resamples)
+                                 n_resamples=resamples, allow_mixed_graders=allow_mixed_graders)
     _require_pairs(res, records)
     t = verdicts_table(res.table, aggregate or s.aggregate_names[0], margin, alpha)
     if fmt == "json":

@@ -47,7 +47,7 @@ def _data_dir_or_fail(data_dir: Path) -> Path:
 
 
 def eval_cmd(
-    checkpoint: Path = typer.Argument(..., help="HF-format checkpoint directory"),
+    checkpoint: Path | None = typer.Argument(None, help="HF-format checkpoint directory (not with --regrade)"),
     suite: str = typer.Option("db12", "--suite", help="suite name (campaigns/suite/<name>.yaml) or path"),
     backend: str = typer.Option("hf", "--backend", help="hf (CPU/GPU) or vllm (GPU, needs the gpu extra)"),
     data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir", help="directory of <benchmark>.parquet files"),
@@ -67,10 +67,26 @@ def eval_cmd(
     regime: str = typer.Option("", "--regime"),
     config_hash: str = typer.Option("", "--config-hash"),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="HF backend generation batch"),
+    regrade: bool = typer.Option(False, "--regrade", help=(
+        "re-score the evaluation at --out (its records and the item log beside them) under the current graders: "
+        "no model, no new generation; prints each benchmark's score change")),
 ) -> None:
     """Evaluate one checkpoint on the suite (one model load) and write Records.
 
-    --out FILE gets the records (.parquet or .csv), and the item log goes beside it."""
+    --out FILE gets the records (.parquet or .csv), and the item log goes beside it. With --regrade, --out
+    names an existing evaluation whose stored generations are re-scored in place."""
+    if regrade:
+        if checkpoint is not None:
+            raise UserError(f"--regrade re-scores the stored generations at --out; it takes no CHECKPOINT "
+                            f"({checkpoint}): drop it")
+        if out_path is None:
+            raise UserError("--regrade needs --out RECORDS: the records file of the evaluation to re-score (its item "
+                            "log, RECORDS' stem + .items.jsonl.gz, holds the generations)")
+        _regrade(out_path, _suite_or_fail(suite, max_gen_toks), data_dir if data_dir.is_dir() else None)
+        return
+    if checkpoint is None:
+        raise UserError("missing CHECKPOINT: the HF-format checkpoint directory to evaluate (or --regrade --out "
+                        "RECORDS to re-score a stored evaluation)")
     from analysis.records import write_records
     from evaluation.backends.vllm import VLLMUnavailableError
     from evaluation.evaluator import evaluate_checkpoint
@@ -112,6 +128,33 @@ def eval_cmd(
     out.print(t)
     if out_path:
         out.print(f"records: {out_path}\nitem log: {rec.attrs['items_path']}")
+
+
+def _regrade(records: Path, s, data_dir: Path | None) -> None:
+    """`campaign eval --regrade`: re-score, print the change per benchmark, then write (item log, then records)."""
+    from analysis.records import read_records, write_records
+    from evaluation.evaluator import records_path
+    from evaluation.regrade import regrade_output, write_regraded
+
+    rp = records_path(records)
+    if not rp.is_file():
+        raise UserError(f"{rp}: records not found; --regrade re-scores an existing evaluation (`campaign eval "
+                        "CHECKPOINT --out RECORDS` writes one)")
+    with as_user_error():  # RecordsError, RegradeError: exit 2, nothing written
+        r = regrade_output(read_records(rp, s), rp, s, data_dir=data_dir)
+        write_records(r.records, rp)  # validated before anything is replaced; then the item log beside it
+        write_regraded(r)
+    t = Table(title=f"regrade {rp} on {s.name}")
+    for c in ("benchmark", "grader", "n", "before", "after", "change", "items changed"):
+        t.add_column(c, justify="left" if c in ("benchmark", "grader") else "right")
+    for ch in r.changes:
+        grader = ch.grader_after if ch.grader_before == ch.grader_after else f"{ch.grader_before} -> {ch.grader_after}"
+        t.add_row(ch.benchmark, grader, str(ch.n_items), _fmt(ch.accuracy_before, True),
+                  _fmt(ch.accuracy_after, True), f"{ch.delta:+.1f}", str(ch.changed))
+    out.print(t)
+    n_resp = sum(len(x.get("samples") or [x]) for x in r.rows)
+    out.print(f"{r.n_generated} new generations: {n_resp} stored responses re-scored, no model loaded\n"
+              f"records: {rp}\nitem log: {r.items_path}")
 
 
 def export_tasks_cmd(

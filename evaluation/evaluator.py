@@ -29,7 +29,7 @@ from evaluation.checkpoint_hash import checkpoint_hash
 from evaluation.generation_cache import CachedLM, GenerationStore
 from evaluation.graders import grader_version
 from evaluation.sampling import benchmark_metrics, item_metrics
-from evaluation.suite import Gates, Suite, load_suite, with_max_gen_toks
+from evaluation.suite import Benchmark, Gates, Suite, load_suite, with_max_gen_toks
 from evaluation.tasks.build import write_task_dir
 from wtcommon.atomic import atomic_path, atomic_write_text
 from wtcommon.errors import WindtunnelError
@@ -193,6 +193,12 @@ def _build_model(backend: str, checkpoint: Path, *, longest: int, max_gen: int, 
     raise EvaluationError(f"unknown backend {backend!r}; use 'hf' or 'vllm'")
 
 
+def _options_of(doc: dict[str, Any]) -> dict[str, int]:
+    """`{"n_options": n}` for a multiple-choice item (what its grader needs to re-grade it from the log), else {}."""
+    n = doc.get("n_options")
+    return {} if n is None or (isinstance(n, float) and math.isnan(n)) else {"n_options": int(n)}
+
+
 def _item_rows(bid: str, name: str, k: int, samples: list[dict[str, Any]], cached: CachedLM, h: BenchmarkHealth,
                plen: dict[str, int]) -> tuple[list[dict[str, Any]], np.ndarray, list[list[str | None]]]:
     """The item-log rows of one benchmark (a greedy pass: exactly the old rows; k samples: plus each sample's
@@ -213,7 +219,7 @@ def _item_rows(bid: str, name: str, k: int, samples: list[dict[str, Any]], cache
                 "response": smp["resps"][0][0], "gold": doc["answer"], "parsed": smp["answer"] or None,
                 "score": float(smp["acc"]), "status": status, "finish_reason": fin,
                 "response_tokens": info.get("n_tokens"), "prompt_tokens": plen.get(doc["item_id"]),
-                "max_gen_toks": h.max_gen_toks, "grader_version": h.grader_version,
+                "max_gen_toks": h.max_gen_toks, "grader_version": h.grader_version, **_options_of(doc),
             })
             grid[n, 0] = float(smp["acc"])
             answers.append([smp["answer"] or None])
@@ -238,10 +244,53 @@ def _item_rows(bid: str, name: str, k: int, samples: list[dict[str, Any]], cache
             "finish_reason": ("length" if any(o["finish_reason"] == "length" for o in outs)
                               else outs[0]["finish_reason"]),
             "response_tokens": float(np.mean(toks)) if toks else None, "prompt_tokens": plen.get(doc["item_id"]),
-            "max_gen_toks": h.max_gen_toks, "grader_version": h.grader_version,
+            "max_gen_toks": h.max_gen_toks, "grader_version": h.grader_version, **_options_of(doc),
             "n_samples": k, "samples": outs,
         })
     return rows, grid, answers
+
+
+def score_benchmark(h: BenchmarkHealth, b: Benchmark, rows_b: list[dict[str, Any]], grid: np.ndarray,
+                    answers: list[list[str | None]]) -> None:
+    """Fill `h`'s figures from one benchmark's item rows and their (items, k) score matrix; each row's `score`
+    becomes the benchmark's metric for that item. Shared by the evaluator and the regrade (evaluation/regrade.py),
+    so a re-scored log is summarised exactly as a fresh one."""
+    outs = [o for r in rows_b for o in (r.get("samples") or [r])]
+    per = item_metrics(grid, answers)
+    primary = per[b.metric]
+    for r, v in zip(rows_b, primary, strict=True):
+        r["score"] = float(v)
+    if b.samples > 1:
+        for i, r in enumerate(rows_b):
+            r["metrics"] = {m: float(x[i]) for m, x in per.items()}
+        h.metrics = benchmark_metrics(b.id, grid, answers)
+    h.n_correct = float(np.sum(primary))
+    h.accuracy = 100.0 * h.n_correct / len(rows_b)
+    h.parse_rate = float(np.mean([o["status"] == "ok" for o in outs]))
+    fins = np.array([np.nan if o["finish_reason"] is None else float(o["finish_reason"] == "length")
+                     for o in outs])
+    h.truncation_rate = float(np.nanmean(fins)) if not np.all(np.isnan(fins)) else math.nan
+    h.n_grader_errors = sum(o["status"] == "error" for o in outs)
+    h.n_grader_timeouts = sum(o["status"] == "timeout" for o in outs)
+
+
+def gate_failures(h: BenchmarkHealth, g: Gates, n_graded: int) -> list[str]:
+    """The health-gate failures of one benchmark's figures (DESIGN.md rule 2), `n_graded` samples graded."""
+    bid = h.benchmark
+    failures = []
+    timeout_failure = grader_timeout_gate(bid, h.n_grader_timeouts, n_graded)
+    if timeout_failure:
+        failures.append(timeout_failure)
+    if h.n_grader_errors:
+        failures.append(f"{bid}: {h.n_grader_errors} grader error(s) (bad gold or grader crash); see the item log")
+    if not h.parse_rate >= g.min_parse_rate:  # NaN fails too
+        failures.append(f"{bid}: parse rate {h.parse_rate:.3f} below the gate {g.min_parse_rate}")
+    if math.isnan(h.truncation_rate):
+        failures.append(f"{bid}: truncation rate unknown (no finish reasons recorded)")
+    elif h.truncation_rate > g.max_truncation_rate:
+        failures.append(f"{bid}: truncation rate {h.truncation_rate:.3f} above the gate {g.max_truncation_rate} "
+                        f"(max_gen_toks {h.max_gen_toks})")
+    return failures
 
 
 def records_path(out: str | Path) -> Path:
@@ -396,38 +445,9 @@ def evaluate_checkpoint(
         if len(samples) != n_eff:
             h.failures.append(f"{bid}: {len(samples)} logged samples for {n_eff} evaluated items")
         if rows_b:
-            outs = [o for r in rows_b for o in (r.get("samples") or [r])]
-            per = item_metrics(grid, answers)
-            primary = per[b.metric]
-            for r, v in zip(rows_b, primary, strict=True):
-                r["score"] = float(v)
-            if b.samples > 1:
-                for i, r in enumerate(rows_b):
-                    r["metrics"] = {m: float(x[i]) for m, x in per.items()}
-                h.metrics = benchmark_metrics(bid, grid, answers)
-            h.n_correct = float(np.sum(primary))
-            h.accuracy = 100.0 * h.n_correct / len(rows_b)
-            h.parse_rate = float(np.mean([o["status"] == "ok" for o in outs]))
-            fins = np.array([np.nan if o["finish_reason"] is None else float(o["finish_reason"] == "length")
-                             for o in outs])
-            h.truncation_rate = float(np.nanmean(fins)) if not np.all(np.isnan(fins)) else math.nan
-            h.n_grader_errors = sum(o["status"] == "error" for o in outs)
-            h.n_grader_timeouts = sum(o["status"] == "timeout" for o in outs)
+            score_benchmark(h, b, rows_b, grid, answers)
             item_rows.extend(rows_b)
-        n_graded = len(samples) * b.samples
-        timeout_failure = grader_timeout_gate(bid, h.n_grader_timeouts, n_graded)
-        if timeout_failure:
-            h.failures.append(timeout_failure)
-        if h.n_grader_errors:
-            h.failures.append(f"{bid}: {h.n_grader_errors} grader error(s) (bad gold or grader crash); see the item "
-                              "log")
-        if not h.parse_rate >= g.min_parse_rate:  # NaN fails too
-            h.failures.append(f"{bid}: parse rate {h.parse_rate:.3f} below the gate {g.min_parse_rate}")
-        if math.isnan(h.truncation_rate):
-            h.failures.append(f"{bid}: truncation rate unknown (no finish reasons recorded)")
-        elif h.truncation_rate > g.max_truncation_rate:
-            h.failures.append(f"{bid}: truncation rate {h.truncation_rate:.3f} above the gate {g.max_truncation_rate} "
-                              f"(max_gen_toks {h.max_gen_toks})")
+        h.failures.extend(gate_failures(h, g, len(samples) * b.samples))
 
     items_path = None
     base = None

@@ -47,9 +47,9 @@ class DemoTimings:
         done = [a for a in attempts if a.get("ended_at") is not None]
         for stage in dict.fromkeys(a["stage"] for a in done):
             walls = [a["ended_at"] - a["started_at"] for a in done if a["stage"] == stage]
-            self.add(f"{stage} stages", sum(walls),
-                     f"{len(walls)} job{'s' if len(walls) > 1 else ''}, mean {sum(walls) / len(walls):.1f} s, longest {max(walls):.1f} s; "
-                     "summed (they run two at a time)")
+            jobs = f"{len(walls)} job" + ("s" if len(walls) > 1 else "")
+            self.add(f"{stage} stages", sum(walls), f"{jobs}, mean {sum(walls) / len(walls):.1f} s, longest "
+                     f"{max(walls):.1f} s; summed (they run two at a time)")
         if done:
             span = max(a["ended_at"] for a in done) - min(a["started_at"] for a in done)
             self.add("campaign: first stage start → last stage end", span, "wall time of every stage together")

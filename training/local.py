@@ -44,6 +44,7 @@ from training.backend import (Checkpoint, MetricsSink, TrainingBackend, Training
                               TrainRequest, TrainResult)
 from training.registry import register_backend
 from training.checkpoints import save_checkpoint_meta, verify_checkpoint
+from evaluation.exploit_watch import step_watch
 from training.config import ModelConfig, RecipeConfig, load_model_config, load_recipe  # noqa: F401 - load_recipe: API
 from wtcommon.atomic import atomic_write_text
 
@@ -86,6 +87,12 @@ class PromptPool:
         self.extra_info = [dict(e) if isinstance(e, dict) else {} for e in df.get("extra_info", [None] * len(df))]
         self.domain_names = domains
         self.domain = np.array([domains.index(d) for d in df["domain"]], dtype=np.int64)
+        from evaluation.reward import route
+
+        # each prompt's grader family, once per pool: what the exploit watch reads a response by
+        sources = pd.unique(df["data_source"].astype(str))
+        family = {src: route(src)[0] for src in sources}
+        self.grader = df["data_source"].astype(str).map(family).to_numpy(dtype=object)
 
     def __len__(self) -> int:
         return len(self.df)
@@ -522,6 +529,9 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
                 "tokens/rollout": rollout_tokens, "tokens/update": update_tokens,
                 "tokens/rollout_cum": compute["rollout_tokens"], "data/prompts": len(idx),
                 "data/zero_variance_frac": zero_variance_share(correct),
+                # the exploit watch over the rollouts just scored (evaluation/exploit_watch.py)
+                **step_watch(roll.texts, np.repeat(pool.grader[idx], n), rewards.numpy(),
+                             mask.sum(dim=1).numpy(), roll.truncated.numpy()),
             })
             for d, name in enumerate(domains):
                 sel = domain == d

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import typer
 from typer.testing import CliRunner
 
-from analysis.record_checks import check_one_evaluation
+from analysis.record_checks import check_one_evaluation, check_one_grader
 from analysis.records import read_records, write_records
 from analysis.schema import RecordsError
 from evaluation.settings import evaluation_hash, evaluation_key
@@ -77,4 +78,51 @@ def test_compare_refuses_mixed_evaluations_unless_told(tmp_path: Path) -> None:
     assert res.exit_code == 2, res.output
     assert "0f0f0f0f0f0f0f0f" in res.output and "1e1e1e1e1e1e1e1e" in res.output
     res = CliRunner().invoke(app, ["compare", str(path), "--resamples", "200", "--allow-mixed-evaluations"])
+    assert res.exit_code == 0, res.output
+
+
+def _graded(labels: list[str], hashes: list[str] | None = None) -> pd.DataFrame:
+    rows = [{"run_key": f"k{i}", "run_id": f"c/m/p{i % 2}/s{i}", "campaign": "c", "model": "m", "regime": "",
+             "step": 2, "benchmark": "gsm8k", "eval_hash": (hashes or [""] * len(labels))[i],
+             "harness_version": f"lm-eval 0.4; windtunnel-eval 1; backend hf; grader {lab}; max_gen_toks 32"
+             if lab else ""} for i, lab in enumerate(labels)]
+    return pd.DataFrame(rows)
+
+
+def test_one_benchmark_under_two_grader_versions_is_refused_naming_runs_and_versions() -> None:
+    check_one_grader(_graded(["", ""]))  # released records name no version: one "unknown" version
+    check_one_grader(_graded(["math-v3", "math-v3"]))
+    with pytest.raises(RecordsError) as exc:
+        check_one_grader(_graded(["math-v3", "math-v4", "math-v4"]), "recs.parquet")
+    msg = str(exc.value)
+    assert "recs.parquet" in msg and "gsm8k scored under 2 grader versions" in msg
+    assert "math-v3 (1 run: c/m/p0/s0)" in msg and "math-v4 (2 runs: c/m/p0/s2, c/m/p1/s1)" in msg
+    assert "--allow-mixed-graders" in msg and "campaign eval --regrade" in msg
+    # allowed mixed graders: the settings hash must agree only among runs of the same graders
+    mixed = _graded(["math-v3", "math-v4", "math-v4"], ["aaa", "bbb", "bbb"])
+    check_one_evaluation(mixed, by_graders=True)
+    with pytest.raises(RecordsError, match="eval_hash|evaluation settings"):
+        check_one_evaluation(mixed)
+    with pytest.raises(RecordsError):
+        check_one_evaluation(_graded(["math-v4", "math-v4"], ["aaa", "bbb"]), by_graders=True)
+
+
+@pytest.mark.skipif(not RELEASED.is_file(), reason="../shared/data/released_runs_171.csv not present")
+def test_compare_and_paired_comparisons_refuse_mixed_graders_unless_told(tmp_path: Path) -> None:
+    from analysis.comparisons import paired_comparisons
+    from evaluation.suite import load_suite
+
+    df = read_records(RELEASED)
+    one = df[(df["campaign"] == df["campaign"].iloc[0]) & (df["model"] == df["model"].iloc[0])].copy()
+    first = sorted(one["run_key"].unique())[0]
+    one["harness_version"] = np.where(one["run_key"] == first, "grader math-v2", "grader math-v3")
+    with pytest.raises(RecordsError, match="math-v2 .1 run"):
+        paired_comparisons(one, load_suite("db12"), n_resamples=100)
+    assert len(paired_comparisons(one, load_suite("db12"), n_resamples=100, allow_mixed_graders=True).table)
+    path = write_records(one, tmp_path / "mixed.parquet")
+    app = typer.Typer()
+    analysis_commands.register(app)
+    res = CliRunner().invoke(app, ["compare", str(path), "--resamples", "200"])
+    assert res.exit_code == 2 and "math-v2" in res.output and "math-v3" in res.output, res.output
+    res = CliRunner().invoke(app, ["compare", str(path), "--resamples", "200", "--allow-mixed-graders"])
     assert res.exit_code == 0, res.output
