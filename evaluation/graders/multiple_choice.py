@@ -40,7 +40,7 @@ import string
 from evaluation.graders.registry import register_grader
 from evaluation.graders.result import GradeResult
 
-GRADER_VERSION = "3"
+GRADER_VERSION = "4"
 LETTERS = string.ascii_uppercase
 
 _MARKUP = re.compile(r"[*_`$]++")
@@ -74,9 +74,27 @@ _HEDGE = re.compile(
 )
 _LOWER_END = re.compile(r"[.!)]? ?(?:\n|$)")
 _LOWER_PUNCT = re.compile(r"[.,;:!?)]")
-# after a marker's letter: "or" / "/" / "and/or" and a second letter = alternatives offered (rule 6)
-_ALT = re.compile(r" ?[)\]]? ?(?:/|,? ?(?:or|and/or)(?: (?:maybe|possibly|perhaps|else))?) ?(?:(?:option|choice) )?"
-                  r"(?:[(\[] ?[A-Za-z] ?[)\]]|[A-Z](?![A-Za-z0-9'])|[a-z](?=[.,;:!?)}]|\n|$))")
+# after a marker's letter: "or" / "/" / "and" / a comma or a space and a second letter = several letters offered
+# ("B or C", "A, B", "(A), (B), (C), or (D)", "A B C D"; rule 6); "Answer: A I think" is the pronoun
+_ALT = re.compile(r" ?[)\]]? ?(?:[/&,;]? ?(?:or|and/or|and|nor)(?: (?:maybe|possibly|perhaps|else))? |[/&,;] ?|(?= ))"
+                  r" ?(?:(?:option|choice) )?"
+                  r"(?:[(\[] ?[A-Za-z] ?[)\]]|(?!I [a-z])[A-Z](?![A-Za-z0-9'])|[a-z](?=[.,;:!?)}]|\n|$))")
+# the letter first, the verdict after: "Option C is correct.", "C is the correct answer", "(C) is right" (v4)
+_VERDICT = re.compile(r"(?:\b(?:option|choice|letter) )?(?<![A-Za-z0-9'])([(\[] ?[A-Z] ?[)\]]|[A-Z])(?![A-Za-z0-9'])"
+                      r" ?(?:is|must be|would be|should be) (?:the )?(?:correct|right|best)\b"
+                      r"(?!,? (?:only|if|when|for|in|under|at|provided|assuming|unless|with)\b)")
+# a rejected letter or a correction, then the answer: "not C; it is D", "Actually no, it is D", "Wait, it's D",
+# "Correction: D" (v4)
+_NOT_THEN = re.compile(r"\b(?i:(?:not \(?[A-Z]\)?|actually|wait|no|rather|instead|oops|sorry)[;,.:!]?"
+                       r"(?: (?:no|actually|wait|sorry)[;,.:!]?)? ?(?:it|that|this|the answer|the correct one)"
+                       r" ?(?:is|'s|must be|should be|would be)|correction ?[:：]) ?"
+                       r"([(\[] ?[A-Za-z] ?[)\]]|[A-Z])(?![A-Za-z0-9'])")
+# a marker inside a supposition or a reported claim is not the response's answer ("If the answer is A, ...")
+_SUPPOSE = re.compile(r"\b(?:if|suppose|supposing|assume|assuming|whether|unless|says|said|claims|claimed|"
+                      r"thinks|argues|would mean|were)\b", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?\n;]")
+_CONDITIONALS = {"if", "whether", "unless"}
+_CLAUSE_AFTER = re.compile(r" ?[)\]]? ?(?:,|then\b|the\b|we\b|it\b)")
 _PRONOUN_I = re.compile(r" [a-z]")
 _PAREN = re.compile(r"\(([A-Z])\)")
 _OPTION_LABEL = re.compile(r"[(\[]?([A-Z])[)\].:] ")
@@ -110,10 +128,25 @@ def _letter(text: str, m: re.Match[str]) -> str | None:
     return None if _ALT.match(text, m.end(1), m.end(1) + 40) else m.group(1).strip("()[] \n").upper()
 
 
+def _supposed(text: str, at: int, end: int) -> bool:
+    """True when the sentence before position `at` (up to 60 characters) opens a supposition or a reported claim.
+    A conditional ("if", "whether", "unless") counts only with its clause after the letter at `end`
+    ("If the answer is A, then ..."), so "if" in the reasoning before "The answer is: (A)" does not."""
+    head = text[max(0, at - 60): at]
+    ends = list(_SENTENCE_END.finditer(head))
+    words = {w.lower() for w in _SUPPOSE.findall(head[ends[-1].end() if ends else 0:])}
+    if words - _CONDITIONALS:
+        return True
+    return bool(words) and _CLAUSE_AFTER.match(text, end) is not None
+
+
 def _markers(text: str) -> list[tuple[int, str | None]]:
     """(position, letter) of every explicit final-answer marker in normalised `text`; letter None: alternatives."""
     out = [(m.start(1), _letter(text, m)) for m in _BOXED.finditer(text)]
     out += [(m.start(1), _letter(text, m)) for m in _TAG.finditer(text)]
+    out += [(m.start(1), m.group(1).strip("()[] ").upper()) for m in _VERDICT.finditer(text)
+            if not _supposed(text, m.start(), m.end(1))]
+    out += [(m.start(1), _letter(text, m)) for m in _NOT_THEN.finditer(text)]
     for m in [*_PHRASE.finditer(text), *_HEDGE.finditer(text)]:
         raw = m.group(1)
         letter = raw.strip("()[] \n")
@@ -124,6 +157,8 @@ def _markers(text: str) -> list[tuple[int, str | None]]:
                 continue  # "the answer is a bit unclear"
             if letter in "Ii" and _PRONOUN_I.match(rest):
                 continue  # "Answer: I think ..."
+        if _supposed(text, m.start(), m.end(1)):
+            continue  # "If the answer is A, then ...", "Bob says the answer is C"
         out.append((m.start(1), _letter(text, m)))
     return out
 
@@ -148,6 +183,8 @@ def extract_letter(response: str) -> str | None:
     text = normalise_text(response)
     marks = _markers(text)
     if marks:
+        if len({letter for _, letter in marks if letter is not None}) > 1:
+            return None  # rule 8: a final answer and then a different one (or an earlier one) is no answer
         return max(marks, key=lambda mk: mk[0])[1]  # the last marker; None when it offers alternatives
     lone = _lone_last_line(text)
     if lone is not None:
