@@ -258,7 +258,8 @@ def graders_audit_cmd(
     """Audit the graders: a generated adversarial suite per family (exploit and false-negative rates), and with
     --campaign the agreement of our grades with verl's and lm-eval's verifiers on the stored generations.
 
-    --out FILE gets the disagreeing samples as JSON lines (default <workdir>/results/<campaign>/grader_disagreements.jsonl)."""
+    --out FILE gets the disagreeing samples as JSON lines (default
+    <workdir>/results/<campaign>/grader_disagreements.jsonl)."""
     import json
 
     from evaluation.grader_audit.strategies import FAMILIES
@@ -283,7 +284,8 @@ def graders_audit_cmd(
     results = run_suite(family or None, n=n)
     rates = family_rates(results)
     failing = [r for r in results if r.wrong]
-    rows, diffs = ([], [])
+    rows: list[dict] = []
+    diffs: list[dict] = []
     if gens is not None:
         from evaluation.grader_audit.agreement import agreement
 
@@ -302,24 +304,24 @@ def graders_audit_cmd(
     t = Table(title=f"generated grader suite ({n} per class)")
     for c in ("family", "grader", "exploit n", "false pos", "FP rate", "credit n", "false neg", "FN rate"):
         t.add_column(c, justify="left" if c in ("family", "grader") else "right")
-    for r in rates:
-        t.add_row(str(r["family"]), str(r["grader"]), str(r["exploit_n"]), str(r["false_positives"]),
-                  f"{r['fp_rate']:.3f}", str(r["credit_n"]), str(r["false_negatives"]), f"{r['fn_rate']:.3f}")
+    for fr in rates:
+        t.add_row(str(fr["family"]), str(fr["grader"]), str(fr["exploit_n"]), str(fr["false_positives"]),
+                  f"{fr['fp_rate']:.3f}", str(fr["credit_n"]), str(fr["false_negatives"]), f"{fr['fn_rate']:.3f}")
     out.print(t)
-    for r in failing[:6]:
-        kind = "exploit" if r.expect == "deny" else "false negative"
-        ex = r.example.response if r.example else ""
-        out.print(f"{kind} {r.family}/{r.cls}: {r.wrong}/{r.n}, e.g. {ex[:80]!r}", highlight=False, soft_wrap=True)
+    for fc in failing[:6]:
+        kind = "exploit" if fc.expect == "deny" else "false negative"
+        ex = fc.example.response if fc.example else ""
+        out.print(f"{kind} {fc.family}/{fc.cls}: {fc.wrong}/{fc.n}, e.g. {ex[:80]!r}", highlight=False, soft_wrap=True)
     if len(failing) > 6:
         out.print(f"... {len(failing) - 6} more failing classes (--json lists all)")
     if gens is not None:
         a = Table(title=f"agreement on {campaign}'s stored generations ({len(logs)} item logs); Wilson 95% interval")
         for c in ("benchmark", "verifier", "n", "disagree", "rate", "95% CI (Wilson)"):
             a.add_column(c, justify="left" if c in ("benchmark", "verifier") else "right")
-        for r in rows:
-            ci = "-" if not r["n"] else f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
-            a.add_row(r["benchmark"], r["verifier"], str(r["n"]), str(r["disagree"]),
-                      "-" if not r["n"] else f"{r['rate']:.3f}", ci)
+        for ar in rows:
+            ci = "-" if not ar["n"] else f"[{ar['ci_low']:.3f}, {ar['ci_high']:.3f}]"
+            a.add_row(ar["benchmark"], ar["verifier"], str(ar["n"]), str(ar["disagree"]),
+                      "-" if not ar["n"] else f"{ar['rate']:.3f}", ci)
         out.print(a)
         out.print(f"disagreements: {target}")
 

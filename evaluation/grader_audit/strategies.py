@@ -64,7 +64,8 @@ math_deny = {
                          "The answer is {}. Actually no, it is {}.",
                          "\\boxed{{{}}}\n\nHmm, correction: the answer is {}."])),
     "format_only": st.builds(lambda v, s: Case(s, str(v)), INTS,
-                             st.sampled_from(["\\boxed{}", "The answer is \\boxed{answer}.", "Final answer: $\\boxed{\\quad}$",
+                             st.sampled_from(["\\boxed{}", "The answer is \\boxed{answer}.",
+                                              "Final answer: $\\boxed{\\quad}$",
                                               "The final answer is", ""])),
     "past_generation_limit": st.builds(lambda v, r: Case((_pad(r or "Reasoning.", 80) + f"\\boxed{{{v}}}")[:CUT] +
                                                          f"The answer is \\boxed{{{v}"[:-1], str(v)), INTS, REASONING),
@@ -115,7 +116,8 @@ def _mc_family(n_lo: int, n_hi: int, label: str) -> tuple[dict, dict]:
     base = _mc(n_lo, n_hi)
 
     def case(fmt: str):
-        return lambda t: Case(fmt.format(g=_letters(t[0])[t[1]], o=_letters(t[0])[t[2]], label=label), _letters(t[0])[t[1]], t[0])
+        return lambda t: Case(fmt.format(g=_letters(t[0])[t[1]], o=_letters(t[0])[t[2]], label=label),
+                              _letters(t[0])[t[1]], t[0])
 
     def pick(*fmts: str):
         return st.sampled_from(fmts).flatmap(lambda f: base.map(case(f)))
@@ -151,7 +153,8 @@ def _mc_family(n_lo: int, n_hi: int, label: str) -> tuple[dict, dict]:
         "verdict_after_letter": pick("Option {g} is correct.", "{g} is the correct answer.",
                                      "The answer is not {o}; it is {g}."),
         "lowercase": base.filter(lambda t: _letters(t[0])[t[1]] not in "AI").map(
-            lambda t: Case(f"after all that, the answer is {_letters(t[0])[t[1]].lower()}", _letters(t[0])[t[1]], t[0])),
+            lambda t: Case(f"after all that, the answer is {_letters(t[0])[t[1]].lower()}", _letters(t[0])[t[1]],
+                           t[0])),
     }
     return deny, credit
 
@@ -198,7 +201,8 @@ def _kk(fn) -> st.SearchStrategy[Case]:
 
 kk_deny = {
     "several_finals": _kk(lambda w, i, r: f"{r} Final answer: {_say(w)}. Final answer: {_say(_flip_one(w, i))}."),
-    "candidate_list": _kk(lambda w, i, r: f"Two assignments are consistent: (1) {_say(w)}. (2) {_say(_flip_one(w, i))}."),
+    "candidate_list": _kk(lambda w, i, r: f"Two assignments are consistent: (1) {_say(w)}. "
+                          f"(2) {_say(_flip_one(w, i))}."),
     "every_option": _kk(lambda w, i, r: f"Either {_say(w)}, or {_say(_flip_one(w, i))}."),
     "answer_then_contradiction": _kk(lambda w, i, r: f"{_say(w)}. But wait, {w[i % len(w)][0]} is actually a "
                                                      f"{_FLIP[w[i % len(w)][1]]}."),

@@ -77,7 +77,8 @@ def test_issue13_case2_percent_inside_boxed_scores():
 
 def test_issue13_case3_two_boxes_that_disagree_are_no_answer():
     """Issue 39 (math v4) replaced "the last box wins": a box and then a different box is a self-contradiction."""
-    assert grade("math", "Thus \\boxed{3} is wrong; the answer is \\boxed{4}", "4") == GradeResult(0.0, None, "no_answer")
+    two = "Thus \\boxed{3} is wrong; the answer is \\boxed{4}"
+    assert grade("math", two, "4") == GradeResult(0.0, None, "no_answer")
     assert grade("math", "Thus \\boxed{3} is wrong; the answer is \\boxed{4}", "3").score == 0.0
     assert grade("math", "\\boxed{4}; so the answer is \\boxed{4}", "4") == GradeResult(1.0, "4", "ok")
 

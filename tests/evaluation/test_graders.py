@@ -50,7 +50,8 @@ KK_CASES = [
     ("- Michael - knight\n- Ethan - knave\n- Zoe - knight", 1.0, "ok"),
     # full list then a closing sentence about one person: the last complete block is used
     ("Michael is a knight, Ethan is a knave, Zoe is a knight.\nTherefore Ethan is a knave.", 1.0, "ok"),
-    ("Michael is a knight. Ethan is a knave. Zoe is a knight. Therefore Ethan is a knight indeed.", 0.0, "no_answer"),  # v4
+    # v4: a different role after the complete block is a self-contradiction
+    ("Michael is a knight. Ethan is a knave. Zoe is a knight. Therefore Ethan is a knight indeed.", 0.0, "no_answer"),
     # reasoning with a wrong assumption first, final block right
     ("Suppose Michael is a knave. Then Ethan is a knight, contradiction.\n\n"
      "Final answer: Michael is a knight, Ethan is a knave, Zoe is a knight.", 1.0, "ok"),
