@@ -62,6 +62,7 @@ math_deny = {
         st.sampled_from(["\\boxed{{{}}}. Wait, let me recheck: the correct value is {}.",
                          "The answer is \\boxed{{{}}}. Actually no, it is {}.",
                          "The answer is {}. Actually no, it is {}.",
+                         "The answer is {}. Actually no, it is \\boxed{{{}}}.",
                          "\\boxed{{{}}}\n\nHmm, correction: the answer is {}."])),
     "format_only": st.builds(lambda v, s: Case(s, str(v)), INTS,
                              st.sampled_from(["\\boxed{}", "The answer is \\boxed{answer}.",

@@ -9,6 +9,7 @@ credited (score 1); for a credit class, a false negative is a response not credi
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, Phase, given, settings
@@ -28,6 +29,7 @@ class ClassResult:
     wrong: int = 0
     example: Case | None = None  # one response graded against expectation
     statuses: dict[str, int] = field(default_factory=dict)
+    digest: str = ""  # sha256 of the drawn responses in order: the same examples every run
 
 
 def run_class(family: str, cls: str, expect: str, n: int) -> ClassResult:
@@ -36,6 +38,7 @@ def run_class(family: str, cls: str, expect: str, n: int) -> ClassResult:
     res = ClassResult(family, cls, expect)
     strategy = CLASSES[family][expect][cls]
     seen: set[Case] = set()
+    h = hashlib.sha256()
 
     @settings(database=None, derandomize=True, max_examples=n, phases=[Phase.generate], deadline=None,
               suppress_health_check=list(HealthCheck))
@@ -44,6 +47,7 @@ def run_class(family: str, cls: str, expect: str, n: int) -> ClassResult:
         if case in seen:
             return
         seen.add(case)
+        h.update(case.response.encode() + b"\0")
         r = grader.grade_inprocess(case.response, case.gold, case.n_options)
         res.n += 1
         res.statuses[r.status] = res.statuses.get(r.status, 0) + 1
@@ -53,6 +57,7 @@ def run_class(family: str, cls: str, expect: str, n: int) -> ClassResult:
             res.example = res.example or case
 
     draw()
+    res.digest = h.hexdigest()
     return res
 
 

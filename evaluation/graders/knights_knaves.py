@@ -232,7 +232,9 @@ class _Parser:
 _ANY_ROLE = re.compile(r"kni|kna", re.IGNORECASE)
 
 
-_GROUP_ROLE = r"(?:are|is|must be|are all|must all be)(?: all)? (?:a |an )?(knights?|knaves?)\b"
+# "all are knights", not "all of them are knights or knaves" (the puzzle's premise)
+_GROUP_ROLE = (r"(?:are|is|must be|are all|must all be)(?: all)? (?:a |an )?(knights?|knaves?)\b"
+               r"(?! ?(?:or|and|/) ?(?:a |an )?kn)")
 _ALL = re.compile(r"\b(?:all(?: three| four| five| six| seven| eight| of them| of us)?|everyone|everybody|"
                   r"each of them) " + _GROUP_ROLE, re.IGNORECASE)
 _ALL_EXCEPT = re.compile(r"\b(?:all|everyone|everybody)(?: of them)? (?:except|but|other than|apart from) "

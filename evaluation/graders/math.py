@@ -18,7 +18,8 @@ tests/evaluation/adversarial_corpus.yaml):
    top-level boxes whose values disagree (`\\boxed{3} ... \\boxed{4}`, "\\boxed{4}, although \\boxed{8} is also
    possible"), or a stated answer followed by a correction or restatement that gives another value ("\\boxed{12}.
    Wait, ... the correct value is 15", "The answer is 12. Actually no, it is 15") is status `no_answer`, whatever
-   the gold. A restatement that agrees (`\\boxed{12}` ... "the answer is 12") keeps the credit. A nested box is one
+   the gold (with a box, an answer phrase before the first box counts only when a correction cue follows it:
+   "The answer is 12. Actually no, it is \\boxed{15}"). A restatement that agrees (`\\boxed{12}` ... "the answer is 12") keeps the credit. A nested box is one
    box (`\\boxed{x = \\boxed{9}}`).
 6. Read as values (v4): `12\\text{ m}^2` is 12 (the unit's exponent is the unit's), `0.\\overline{3}` is 1/3,
    and an inequality union `x < -1 or x > 1` is the interval union `(-\\infty,-1)\\cup(1,\\infty)`.
@@ -141,6 +142,9 @@ def _interval(m: re.Match[str]) -> str:
     return union if "$" in m.string or "\\" in m.string else f"${union}$"  # plain prose: give it math delimiters
 
 
+_CUE = re.compile(r"(?i:\b(?:wait|actually|correction|oops|sorry|no,|mistake|on second thought)\b)")
+
+
 def _outer_boxes(text: str) -> list[tuple[int, int, int]]:
     """The boxes not inside another box, by position (`\\boxed{x = \\boxed{9}}` is one)."""
     out: list[tuple[int, int, int]] = []
@@ -152,9 +156,14 @@ def _outer_boxes(text: str) -> list[tuple[int, int, int]]:
 
 def stated_answers(response: str) -> list[str]:
     """Every final answer the response states (rule 5), in order: the content of each top-level box and each
-    value introduced by an answer phrase or a correction ("the correct value is 15", "Actually no, it is 15")."""
+    value introduced by an answer phrase or a correction ("the correct value is 15", "Actually no, it is 15")
+    after the first box (before it only when a correction cue follows it; anywhere when there is no box)."""
     found = [(o, response[o + 1: c]) for _, o, c in _outer_boxes(response)]
-    found += [(m.start(1), m.group(1)) for m in _STATED.finditer(response)]
+    first_box = found[0][0] if found else -1
+    # with a box, a phrase before it is reasoning ("for part (a) the answer is 3.") unless a correction follows
+    # it before the box ("The answer is 12. Actually no, it is \\boxed{15}")
+    found += [(m.start(1), m.group(1)) for m in _STATED.finditer(response)
+              if m.start() > first_box or _CUE.search(response, m.end(), first_box)]
     return [text for _, text in sorted(found)]
 
 

@@ -26,6 +26,17 @@ def test_every_family_has_zero_exploit_false_positives_on_the_generated_suite():
     assert all(row["false_positives"] == 0 for row in family_rates(results))
 
 
+def test_the_suite_is_seeded_the_same_examples_every_run_and_the_cli_default_is_the_suites():
+    import inspect
+
+    from cli.eval_commands import graders_audit_cmd
+    from evaluation.grader_audit.suite import DEFAULT_N, run_class
+
+    a, b = run_class("knights_knaves", "reordered", "credit", 3), run_class("knights_knaves", "reordered", "credit", 3)
+    assert (a.n, a.wrong, a.statuses, a.digest) == (b.n, b.wrong, b.statuses, b.digest) and a.n == 3
+    assert inspect.signature(graders_audit_cmd).parameters["n"].default.default == DEFAULT_N
+
+
 def test_every_issue_class_is_a_strategy_in_every_family():
     deny = {"several_finals", "candidate_list", "answer_then_contradiction", "format_only", "past_generation_limit",
             "lookalike_unicode"}
