@@ -19,8 +19,8 @@ tests/evaluation/adversarial_corpus.yaml):
    possible"), or a stated answer followed by a correction or restatement that gives another value ("\\boxed{12}.
    Wait, ... the correct value is 15", "The answer is 12. Actually no, it is 15") is status `no_answer`, whatever
    the gold (with a box, an answer phrase before the first box counts only when a correction cue follows it:
-   "The answer is 12. Actually no, it is \\boxed{15}"). A restatement that agrees (`\\boxed{12}` ... "the answer is 12") keeps the credit. A nested box is one
-   box (`\\boxed{x = \\boxed{9}}`).
+   "The answer is 12. Actually no, it is \\boxed{15}"). A restatement that agrees (`\\boxed{12}` ... "the answer
+   is 12") keeps the credit. A nested box is one box (`\\boxed{x = \\boxed{9}}`).
 6. Read as values (v4): `12\\text{ m}^2` is 12 (the unit's exponent is the unit's), `0.\\overline{3}` is 1/3,
    and an inequality union `x < -1 or x > 1` is the interval union `(-\\infty,-1)\\cup(1,\\infty)`.
 
