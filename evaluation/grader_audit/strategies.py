@@ -128,8 +128,8 @@ def _mc_family(n_lo: int, n_hi: int, label: str) -> tuple[dict, dict]:
                                "Answer: {g}\nAnswer: {o}"),
         "candidate_list": pick("Answer: {g}, {o}", "The answer is {g} or {o}.", "\\boxed{{{g}/{o}}}",
                                "Answer: ({g}) and ({o})"),
-        "every_option": base.map(lambda t: Case(
-            st_join(t[0]), _letters(t[0])[t[1]], t[0])),
+        "every_option": st.sampled_from(range(len(_LISTINGS))).flatmap(lambda k: base.map(lambda t: Case(
+            _every_option(t[0], k), _letters(t[0])[t[1]], t[0]))),
         "answer_then_contradiction": pick("The answer is ({g}). Wait, no. The answer is ({o}).",
                                           "\\boxed{{{g}}}. Actually no, it is {o}.", "Answer: {g}\nCorrection: {o}",
                                           "Answer: {o}\nOn reflection, the correct answer is {g}."),
@@ -160,16 +160,18 @@ def _mc_family(n_lo: int, n_hi: int, label: str) -> tuple[dict, dict]:
     return deny, credit
 
 
-def st_join(n: int) -> str:
-    """Every option enumerated as the answer, in one of the listing styles."""
+_LISTINGS = ("The answer is {paren_or}.", "Answer: {spaced}", "Answer: {commas}", "\\boxed{{{commas}}}")
+
+
+def _every_option(n: int, style: int) -> str:
+    """Every option enumerated as the answer: "(A), (B), (C), or (D)", "A B C D", "A, B, C, D", boxed."""
     letters = _letters(n)
-    return "The answer is " + ", ".join(f"({c})" for c in letters[:-1]) + f", or ({letters[-1]})."
+    paren_or = ", ".join(f"({c})" for c in letters[:-1]) + f", or ({letters[-1]})"
+    return _LISTINGS[style].format(paren_or=paren_or, spaced=" ".join(letters), commas=", ".join(letters))
 
 
 mc_deny, mc_credit = _mc_family(4, 10, "option")
 zebra_deny, zebra_credit = _mc_family(3, 6, "house")
-zebra_deny["every_option"] = st.integers(3, 6).flatmap(lambda n: st.integers(0, n - 1).map(
-    lambda g: Case("Answer: " + " ".join(_letters(n)), _letters(n)[g], n)))
 
 # ---------------------------------------------------------------- knights & knaves
 

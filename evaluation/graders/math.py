@@ -226,7 +226,11 @@ def grade_math_inprocess(response: str, gold: str) -> GradeResult:
                                 parsing_timeout=None)
         if not gold_parsed:
             return GradeResult(0.0, None, "error")  # unparsable gold: a data bug, never a silent zero
-        response = _INEQ_UNION.sub(_interval, _REPEATING.sub(_repeating, response))
+        if "overline" in response:
+            response = _REPEATING.sub(_repeating, response)
+        if "<" in response or ">" in response or "\\le" in response or "\\ge" in response or "≤" in response \
+                or "≥" in response:
+            response = _INEQ_UNION.sub(_interval, response)
         if offers_alternatives(response):
             if not _OR.search(gold) and "," not in normalise_answer(gold):  # "12,345" is one value
                 return GradeResult(0.0, None, "no_answer")  # rule 4: two values offered for one

@@ -154,8 +154,10 @@ def _markers(text: str) -> list[tuple[int, str | None]]:
     "": a marker inside a supposition or claim (no answer, but its letter is no bare answer either)."""
     out: list[tuple[int, str | None]] = [(m.start(1), _letter(text, m)) for m in _BOXED.finditer(text)]
     out += [(m.start(1), _letter(text, m)) for m in _TAG.finditer(text)]
-    out += [(m.start(1), "" if _supposed(text, m.start(), m.end(1)) else m.group(1).strip("()[] ").upper())
-            for m in _VERDICT.finditer(text)]
+    low = text.lower()
+    if "correct" in low or "right" in low or "best" in low:  # the verdict words: skip the scan without them
+        out += [(m.start(1), "" if _supposed(text, m.start(), m.end(1)) else m.group(1).strip("()[] ").upper())
+                for m in _VERDICT.finditer(text)]
     out += [(m.start(1), _letter(text, m)) for m in _NOT_THEN.finditer(text)]
     for m in [*_PHRASE.finditer(text), *_HEDGE.finditer(text)]:
         raw = m.group(1)
