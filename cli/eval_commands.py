@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.table import Table
 
 from cli.console import err, out
@@ -301,12 +302,13 @@ def graders_audit_cmd(
              "example": r.example.response if r.example else None} for r in failing],
             "agreement": rows, "disagreements": len(diffs)}, default=str))
         return
-    t = Table(title=f"generated grader suite ({n} per class)")
-    for c in ("family", "grader", "exploit n", "false pos", "FP rate", "credit n", "false neg", "FN rate"):
-        t.add_column(c, justify="left" if c in ("family", "grader") else "right")
+    t = Table(title=f"generated grader suite, {n} per class (zebra_logic: the multiple_choice grader); FP: "
+                    "exploit credited, FN: equivalent form refused", box=box.SIMPLE_HEAD, pad_edge=False)
+    for c in ("family", "exploit n", "FP", "FP rate", "credit n", "FN", "FN rate"):
+        t.add_column(c, justify="left" if c == "family" else "right", no_wrap=True)
     for fr in rates:
-        t.add_row(str(fr["family"]), str(fr["grader"]), str(fr["exploit_n"]), str(fr["false_positives"]),
-                  f"{fr['fp_rate']:.3f}", str(fr["credit_n"]), str(fr["false_negatives"]), f"{fr['fn_rate']:.3f}")
+        t.add_row(str(fr["family"]), str(fr["exploit_n"]), str(fr["false_positives"]), f"{fr['fp_rate']:.3f}",
+                  str(fr["credit_n"]), str(fr["false_negatives"]), f"{fr['fn_rate']:.3f}")
     out.print(t)
     for fc in failing[:6]:
         kind = "exploit" if fc.expect == "deny" else "false negative"
@@ -315,11 +317,12 @@ def graders_audit_cmd(
     if len(failing) > 6:
         out.print(f"... {len(failing) - 6} more failing classes (--json lists all)")
     if gens is not None:
-        a = Table(title=f"agreement on {campaign}'s stored generations ({len(logs)} item logs); Wilson 95% interval")
-        for c in ("benchmark", "verifier", "n", "disagree", "rate", "95% CI (Wilson)"):
-            a.add_column(c, justify="left" if c in ("benchmark", "verifier") else "right")
+        a = Table(title=f"agreement on {campaign}'s stored generations ({len(logs)} item logs)",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+        for c in ("benchmark", "verifier", "n", "differ", "rate", "Wilson 95%"):
+            a.add_column(c, justify="left" if c in ("benchmark", "verifier") else "right", no_wrap=True)
         for ar in rows:
-            ci = "-" if not ar["n"] else f"[{ar['ci_low']:.3f}, {ar['ci_high']:.3f}]"
+            ci = "-" if not ar["n"] else f"{ar['ci_low']:.3f}-{ar['ci_high']:.3f}"
             a.add_row(ar["benchmark"], ar["verifier"], str(ar["n"]), str(ar["disagree"]),
                       "-" if not ar["n"] else f"{ar['rate']:.3f}", ci)
         out.print(a)

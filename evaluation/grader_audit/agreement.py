@@ -66,6 +66,7 @@ class Generation:
     response: str
     gold: str
     score: float
+    source: str = ""  # the item log it was read from (which run and checkpoint)
 
 
 def item_logs(root: Path) -> list[Path]:
@@ -99,7 +100,7 @@ def read_generations(path: Path) -> list[Generation]:
                                 "item_id, response, gold and score")
         samples = r.get("samples") or [{"response": r["response"], "score": r["score"]}]
         out += [Generation(str(r["benchmark"]), str(r["item_id"]), str(s.get("response", "")), str(r["gold"]),
-                           float(s.get("score", 0.0))) for s in samples]
+                           float(s.get("score", 0.0)), str(path)) for s in samples]
     return out
 
 
@@ -126,7 +127,7 @@ def agreement(generations: list[Generation], benchmarks: list[str] | None = None
                 if theirs != ours:
                     k += 1
                     diffs.append({"benchmark": bid, "item_id": g.item_id, "response": g.response, "our_grade": ours,
-                                  "their_grade": theirs, "verifier": name})
+                                  "their_grade": theirs, "verifier": name, "item_log": g.source})
             n = len(by[bid])
             lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
             rows.append({"benchmark": bid, "verifier": name, "n": n, "disagree": k, "rate": k / n,

@@ -80,7 +80,7 @@ def test_cli_regrades_stored_generations_and_writes_the_disagreements(tmp_path):
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert {(x["benchmark"], x["item_id"], x["our_grade"], x["their_grade"]) for x in lines} == {
         ("gsm8k", "g2", 1.0, 0.0), ("mmlu_pro_physics", "p1", 1.0, 0.0)}
-    assert all(x["response"] and x["verifier"] for x in lines)
+    assert all(x["response"] and x["verifier"] and x["item_log"].endswith("step_8.items.jsonl.gz") for x in lines)
     r = runner.invoke(app, ["audit", "graders", "--n", "2", "--family", "math", "--campaign", "c1",
                             "--workdir", str(tmp_path)])
     assert r.exit_code == 0 and "Wilson" in r.stdout and "math" in r.stdout
