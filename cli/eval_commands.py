@@ -1,4 +1,4 @@
-"""`campaign` commands for the evaluation area: eval, calibrate, data benchmarks, audit contamination."""
+"""`campaign` commands for the evaluation area: eval, calibrate, data benchmarks, audit contamination|graders."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import typer
+from rich import box
 from rich.table import Table
 
 from cli.console import err, out
@@ -288,6 +289,89 @@ def contamination_cmd(
         raise typer.Exit(1)
 
 
+def graders_audit_cmd(
+    family: list[str] = typer.Option([], "--family", help="only these grader families (repeatable): math, "
+                                     "multiple_choice, knights_knaves, zebra_logic"),
+    n: int = typer.Option(25, "--n", min=1, help="generated examples per class"),
+    campaign: str | None = typer.Option(None, "--campaign", help="also re-grade this campaign's stored generations"),
+    workdir: Path = typer.Option(Path("."), "--workdir", help="the campaign's work directory"),
+    benchmark: list[str] = typer.Option([], "--benchmark", help="only these benchmark ids (repeatable)"),
+    out_path: OutFileOpt[Path | None] = None,
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+) -> None:
+    """Audit the graders: a generated adversarial suite per family (exploit and false-negative rates), and with
+    --campaign the agreement of our grades with verl's and lm-eval's verifiers on the stored generations.
+
+    --out FILE gets the disagreeing samples as JSON lines (default
+    <workdir>/results/<campaign>/grader_disagreements.jsonl)."""
+    import json
+
+    from evaluation.grader_audit.strategies import FAMILIES
+    from evaluation.grader_audit.suite import family_rates, run_suite
+
+    unknown = sorted(set(family) - set(FAMILIES))
+    if unknown:
+        raise UserError(f"--family {unknown}: unknown grader family; use one of {list(FAMILIES)}")
+    gens, logs = None, []
+    if campaign is not None:
+        from evaluation.grader_audit.agreement import item_logs, read_generations
+        from evaluation.suite import load_suite
+
+        logs = item_logs(workdir / "runs" / campaign)
+        gens = [g for log in logs for g in read_generations(log)]
+        known = sorted(set(load_suite("db12").benchmark_ids) | {g.benchmark for g in gens})
+        bad = sorted(set(benchmark) - set(known))
+        if bad:
+            raise UserError(f"--benchmark {bad}: unknown benchmark; use one of {known}")
+    elif benchmark:
+        raise UserError("--benchmark selects stored generations: pass --campaign NAME --workdir W too")
+    results = run_suite(family or None, n=n)
+    rates = family_rates(results)
+    failing = [r for r in results if r.wrong]
+    rows: list[dict] = []
+    diffs: list[dict] = []
+    if gens is not None:
+        from evaluation.grader_audit.agreement import agreement
+
+        rows, diffs = agreement(gens, benchmark or None)
+        target = out_path or workdir / "results" / str(campaign) / "grader_disagreements.jsonl"
+        from wtcommon.atomic import atomic_write_text
+
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(target, "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in diffs))
+    if as_json:
+        typer.echo(json.dumps({"families": rates, "failing_classes": [
+            {"family": r.family, "class": r.cls, "expect": r.expect, "n": r.n, "wrong": r.wrong,
+             "example": r.example.response if r.example else None} for r in failing],
+            "agreement": rows, "disagreements": len(diffs)}, default=str))
+        return
+    t = Table(title=f"generated grader suite, {n} per class (zebra_logic: the multiple_choice grader); FP: "
+                    "exploit credited, FN: equivalent form refused", box=box.SIMPLE_HEAD, pad_edge=False)
+    for c in ("family", "exploit n", "FP", "FP rate", "credit n", "FN", "FN rate"):
+        t.add_column(c, justify="left" if c == "family" else "right", no_wrap=True)
+    for fr in rates:
+        t.add_row(str(fr["family"]), str(fr["exploit_n"]), str(fr["false_positives"]), f"{fr['fp_rate']:.3f}",
+                  str(fr["credit_n"]), str(fr["false_negatives"]), f"{fr['fn_rate']:.3f}")
+    out.print(t)
+    for fc in failing[:6]:
+        kind = "exploit" if fc.expect == "deny" else "false negative"
+        ex = fc.example.response if fc.example else ""
+        out.print(f"{kind} {fc.family}/{fc.cls}: {fc.wrong}/{fc.n}, e.g. {ex[:80]!r}", highlight=False, soft_wrap=True)
+    if len(failing) > 6:
+        out.print(f"... {len(failing) - 6} more failing classes (--json lists all)")
+    if gens is not None:
+        a = Table(title=f"agreement on {campaign}'s stored generations ({len(logs)} item logs)",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+        for c in ("benchmark", "verifier", "n", "differ", "rate", "Wilson 95%"):
+            a.add_column(c, justify="left" if c in ("benchmark", "verifier") else "right", no_wrap=True)
+        for ar in rows:
+            ci = "-" if not ar["n"] else f"{ar['ci_low']:.3f}-{ar['ci_high']:.3f}"
+            a.add_row(ar["benchmark"], ar["verifier"], str(ar["n"]), str(ar["disagree"]),
+                      "-" if not ar["n"] else f"{ar['rate']:.3f}", ci)
+        out.print(a)
+        out.print(f"disagreements: {target}")
+
+
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the main app."""
     command(app, "eval", eval_cmd)
@@ -297,6 +381,7 @@ def register(app: typer.Typer) -> None:
     command(data_app, "benchmarks", data_benchmarks_cmd)
     audit_app = subgroup(app, "audit", "Audits of data and runs.")
     command(audit_app, "contamination", contamination_cmd)
+    command(audit_app, "graders", graders_audit_cmd)
 
 
 __all__ = ["register"]

@@ -1,6 +1,6 @@
 """Knights & Knaves assignment grader.
 
-Final-answer semantics (GRADER_VERSION 3; every rule is a test in tests/evaluation/test_grader_corpus.py and
+Final-answer semantics (GRADER_VERSION 4; every rule is a test in tests/evaluation/test_grader_corpus.py and
 tests/evaluation/adversarial_corpus.yaml):
 
 1. **Statements.** Accepted phrasings, in any order and case, markdown stripped: `X is a knight`,
@@ -24,6 +24,15 @@ tests/evaluation/adversarial_corpus.yaml):
 5. **Alternatives are no answer** (v3): when that last complete block follows another, different complete
    block and the two are joined by "or" / "alternatively" ("Michael is a knight, Ethan is a knight, Zoey is a
    knave; or Michael is a knave, ..."), two assignments are offered: status `no_answer`, no credit for either.
+6. **A final answer followed by a different one is no answer** (v4, the rule every grader shares): after the
+   assignment that is graded, any statement that gives a person the other role ("But wait ... Zoey is actually a
+   knight", "Correction: Emma is a knight"), inside the final block or after it, makes the response status
+   `no_answer`; a restatement that agrees keeps the credit, and a question ("Zoey is a knight? No.") is not a
+   statement. A response announcing several solutions ("Two assignments are consistent: (1) ... (2) ...") with
+   two different complete assignments is no answer too.
+7. Group statements (v4): "all three are knaves" / "everyone is a knight" assign every person; "All except Noah
+   and Emma are knights" assigns the others the other role; "Neither X nor Y is a knave" makes both knights; a
+   Markdown table with one column per person and a row of roles is read column by column.
 
 Parsing is one linear tokenisation plus bounded scans around each role word: no regex backtracking.
 """
@@ -35,7 +44,7 @@ import re
 from evaluation.graders.registry import register_grader
 from evaluation.graders.result import GradeResult
 
-GRADER_VERSION = "3"
+GRADER_VERSION = "4"
 
 _MARKDOWN = re.compile(r"[*_`#]++")
 # words and punctuation; line breaks are whitespace (a statement may wrap), names in a list need separators
@@ -205,7 +214,8 @@ class _Parser:
                         r += 1
                     names = self._list_right(r)
                     before = j - 1 - (1 if j > 0 and low[j - 1] == "the" else 0)
-            if names and not (before >= 0 and self._hypothetical(before)):
+            question = j + 1 < len(low) and low[j + 1] == "?"  # "Zoey is a knight? No." asks, does not state
+            if names and not question and not (before >= 0 and self._hypothetical(before)):
                 roles = self._role_list(j)
                 if len(roles) > 1:  # "A, B and C: knight, knight, knave" is respective; a count mismatch is no answer
                     skip.update(roles)
@@ -222,9 +232,64 @@ class _Parser:
 _ANY_ROLE = re.compile(r"kni|kna", re.IGNORECASE)
 
 
+# "all are knights", not "all of them are knights or knaves" (the puzzle's premise)
+_GROUP_ROLE = (r"(?:are|is|must be|are all|must all be)(?: all)? (?:a |an )?(knights?|knaves?)\b"
+               r"(?! ?(?:or|and|/) ?(?:a |an )?kn)")
+_ALL = re.compile(r"\b(?:all(?: three| four| five| six| seven| eight| of them| of us)?|everyone|everybody|"
+                  r"each of them) " + _GROUP_ROLE, re.IGNORECASE)
+_ALL_EXCEPT = re.compile(r"\b(?:all|everyone|everybody)(?: of them)? (?:except|but|other than|apart from) "
+                         r"([A-Za-z][A-Za-z ,&]{0,120}?) " + _GROUP_ROLE, re.IGNORECASE)
+_NEITHER = re.compile(r"\bneither ([A-Za-z]+) nor ([A-Za-z]+) " + _GROUP_ROLE, re.IGNORECASE)
+_SUPPOSED = re.compile(r"\b(?:if|suppose|supposing|assume|assuming|says|said|claims|claimed|whether)\b",
+                       re.IGNORECASE)
+_TABLE_ROW = re.compile(r"^ ?\|(.+)\| ?$", re.MULTILINE)
+
+
+def _supposed(text: str, at: int) -> bool:
+    head = text[max(0, at - 60): at]
+    cut = max(head.rfind("."), head.rfind("\n"), head.rfind(";"))
+    return _SUPPOSED.search(head[cut + 1:]) is not None
+
+
+def _group_statements(text: str, names: set[str]) -> tuple[list[Statement], list[tuple[int, int]]]:
+    """Rule 7: statements about every person at once, and the column-per-person table; with the spans of the
+    "all except" / "neither ... nor" phrases (their inner "Zoey are knights" is not a statement)."""
+    out: list[Statement] = []
+    spans: list[tuple[int, int]] = []
+    for m in _ALL.finditer(text):
+        if not _supposed(text, m.start()):
+            out.extend((m.start() + k, n, _ROLES[m.group(1).lower()]) for k, n in enumerate(sorted(names)))
+    for m in _ALL_EXCEPT.finditer(text):
+        listed = {w.lower() for w in re.findall(r"[A-Za-z]+", m.group(1))} & names
+        if listed and not _supposed(text, m.start()):
+            role = _ROLES[m.group(2).lower()]
+            out.extend((m.start() + k, n, _OTHER[role] if n in listed else role) for k, n in enumerate(sorted(names)))
+            spans.append(m.span())
+    for m in _NEITHER.finditer(text):
+        pair = [m.group(1).lower(), m.group(2).lower()]
+        if set(pair) <= names and not _supposed(text, m.start()):
+            role = _OTHER[_ROLES[m.group(3).lower()]]
+            out.extend((m.start(k + 1), n, role) for k, n in enumerate(pair))
+            spans.append(m.span())
+    rows = [(r.start(), [c.strip().lower() for c in r.group(1).split("|")]) for r in _TABLE_ROW.finditer(text)]
+    for i, (_, head) in enumerate(rows):
+        if len(head) > 1 and all(c in names for c in head):
+            body = [r for r in rows[i + 1: i + 3] if not all(set(c) <= set("-: ") for c in r[1])]
+            if body and len(body[0][1]) == len(head) and all(c in _ROLES for c in body[0][1]):
+                out.extend((body[0][0] + k, n, _ROLES[c]) for k, (n, c) in enumerate(zip(head, body[0][1],
+                                                                                          strict=True)))
+    return out, spans
+
+
 def parse_assignments(text: str, names: set[str] | None = None) -> list[Statement]:
     """All `(position, name_lower, role)` statements in `text`, in order (role None: ambiguous/contradictory)."""
-    return _Parser(_MARKDOWN.sub("", text), names).statements()
+    clean = _MARKDOWN.sub("", text)
+    stmts = _Parser(clean, names).statements()
+    if names:
+        group, spans = _group_statements(clean, names)
+        stmts = sorted([st for st in stmts if not any(a <= st[0] < b for a, b in spans)] + group,
+                       key=lambda st: st[0])
+    return stmts
 
 
 def parse_gold(gold: str) -> dict[str, str]:
@@ -310,6 +375,60 @@ def _offers_alternatives(text: str, stmts: list[Statement], names: set[str]) -> 
     return bool(words) and _ALTERNATIVE.search(" ".join(words)) is not None and set(words) <= _JOINING
 
 
+_MULTI = re.compile(r"\b(?:two|2|both|multiple|several|more than one)\b[^.\n]{0,30}?\b(?:assignments|solutions|"
+                    r"answers|possibilities|scenarios|configurations|cases|options)\b[^.\n]{0,20}?\b(?:are|is|"
+                    r"remain|work|fit|satisfy|consistent|possible|valid)\b", re.IGNORECASE)
+
+
+_CUE = re.compile(r"\b(?:wait|actually|correction|mistake|error|on second thought|oops|sorry|rather|instead)\b",
+                  re.IGNORECASE)
+_REJECTED = re.compile(r"\b(?:contradict\w*|impossible|inconsistent|fails?|cannot|can't|invalid|not possible)\b",
+                       re.IGNORECASE)
+
+
+def _first_complete(stmts: list[Statement], names: set[str]) -> tuple[int, dict[str, str | None]] | None:
+    """(index of its last statement, block) of the earliest run of statements that assigns every name."""
+    for start in range(len(stmts)):
+        block: dict[str, str | None] = {}
+        prev = stmts[start][0]
+        for k in range(start, len(stmts)):
+            pos, name, role = stmts[k]
+            if pos - prev > _BLOCK_GAP or name in block:
+                break
+            block[name] = role
+            prev = pos
+            if names <= block.keys():
+                return k, block
+    return None
+
+
+def _contradicted(stmts: list[Statement], names: set[str], block: dict[str, str | None], after: list[Statement],
+                  text: str, final: bool) -> bool:
+    """Rule 6: after the graded assignment, or after an earlier complete assignment that a correction cue
+    ("But wait", "Correction:", "Actually"; inside a final answer block none is needed) revises, a statement gives
+    a person another role; or several
+    complete, different assignments in a response that announces several solutions."""
+    found = _complete_block(stmts, names)
+    later = list(after)
+    if found is not None:
+        later += stmts[found[0] + len(found[1]):]
+    if any(role is not None and block.get(name) not in (None, role) for _, name, role in later):
+        return True
+    first = _first_complete(stmts, names)
+    if first is not None:
+        end, stated = first
+        for pos, name, role in stmts[end + 1:]:
+            if role is not None and stated.get(name) not in (None, role):
+                between = text[stmts[end][0]: pos]
+                if (final or _CUE.search(between)) and not _REJECTED.search(between):
+                    return True
+                break
+    if found is not None and _MULTI.search(text):
+        prev = _complete_block(stmts[:found[0]], names)
+        return prev is not None and prev[1] != found[1]
+    return False
+
+
 @register_grader("knights_knaves", version=GRADER_VERSION, budget_s=2.0)  # a regex grader (multiple_choice)
 def grade_knights_knaves(response: str, gold: str) -> GradeResult:
     truth = parse_gold(gold)
@@ -321,12 +440,16 @@ def grade_knights_knaves(response: str, gold: str) -> GradeResult:
     clean = _MARKDOWN.sub("", response)
     stmts: list[Statement] = []
     read = clean
+    after: list[Statement] = []  # statements after the final block, outside it (rule 6)
     block_text = final_block(clean)
     if block_text is not None:
-        stmts = _Parser(block_text, names).statements()
+        stmts = parse_assignments(block_text, names)
         read = block_text
+        if stmts:
+            end = clean.rfind(block_text) + len(block_text)
+            after = parse_assignments(clean[end:], names) if end < len(clean) else []
     if not stmts:
-        stmts = _Parser(clean, names).statements()
+        stmts = parse_assignments(clean, names)
         read = clean
     if not stmts:
         return GradeResult(0.0, None, "no_answer")
@@ -339,6 +462,8 @@ def grade_knights_knaves(response: str, gold: str) -> GradeResult:
             block[name] = role
     if all(role is None for role in block.values()):
         return GradeResult(0.0, None, "no_answer")
+    if _contradicted(stmts, names, block, after, read, read is not clean):
+        return GradeResult(0.0, None, "no_answer")  # rule 6: a final answer and then a different one
     order = [n for n in truth if n in block]
     parsed = ", ".join(f"{n.capitalize()}={block[n] or '?'}" for n in order)
     score = 1.0 if all(block.get(n) == r for n, r in truth.items()) else 0.0

@@ -1,6 +1,6 @@
 """Math grader: math-verify (symbolic equivalence) on the response's final answer vs the gold answer.
 
-Final-answer semantics (GRADER_VERSION 3; every rule is a test in tests/evaluation/test_grader_corpus.py and
+Final-answer semantics (GRADER_VERSION 4; every rule is a test in tests/evaluation/test_grader_corpus.py and
 tests/evaluation/adversarial_corpus.yaml):
 
 1. The **last balanced `\\boxed{…}`** (or `\\fbox{…}`) is what is graded; anything before it (a rejected
@@ -14,6 +14,16 @@ tests/evaluation/adversarial_corpus.yaml):
    gold is one value. When the gold itself lists several values (a comma or "or" in it, e.g. the two roots
    `3, 4`), "or" is read as a list separator: `x = 3 or x = 4` is graded as `x = 3, x = 4`.
 
+5. **A final answer followed by a different one is no answer** (v4, the rule every grader shares): several
+   top-level boxes whose values disagree (`\\boxed{3} ... \\boxed{4}`, "\\boxed{4}, although \\boxed{8} is also
+   possible"), or a stated answer followed by a correction or restatement that gives another value ("\\boxed{12}.
+   Wait, ... the correct value is 15", "The answer is 12. Actually no, it is 15") is status `no_answer`, whatever
+   the gold (with a box, an answer phrase before the first box counts only when a correction cue follows it:
+   "The answer is 12. Actually no, it is \\boxed{15}"). A restatement that agrees (`\\boxed{12}` ... "the answer
+   is 12") keeps the credit. A nested box is one box (`\\boxed{x = \\boxed{9}}`).
+6. Read as values (v4): `12\\text{ m}^2` is 12 (the unit's exponent is the unit's), `0.\\overline{3}` is 1/3,
+   and an inequality union `x < -1 or x > 1` is the interval union `(-\\infty,-1)\\cup(1,\\infty)`.
+
 math-verify's own timeouts use `signal.alarm`, which breaks in threads (verl's reward loop, Ray actors), so
 it is called with its timeouts off and the *parent* enforces the grader budget (`evaluation.graders.pool`).
 """
@@ -26,13 +36,29 @@ import re
 from evaluation.graders.registry import register_grader
 from evaluation.graders.result import GradeResult
 
-GRADER_VERSION = "3"
+GRADER_VERSION = "4"
 
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox) ?\{")
 _PERCENT = re.compile(r"\\?%")
 _DEGREE = re.compile(r"\^ ?\{ ?\\circ ?\}|\^ ?\\circ|°|\\degree")
 # a \text{...}/\mbox{...} unit right after a value: a digit, brace or letter, optional space
-_UNIT = re.compile(r"(?<=[0-9}a-zA-Z.)]) ?\\(?:text|mbox|mathrm) ?\{ ?[A-Za-z][A-Za-z .^0-9/]{0,40}\}")
+_UNIT = re.compile(r"(?<=[0-9}a-zA-Z.)]) ?\\(?:text|mbox|mathrm) ?\{ ?[A-Za-z][A-Za-z .^0-9/]{0,40}\}"
+                   r"(?: ?\^ ?(?:\{ ?[0-9] ?\}|[0-9]))?")  # "12\text{ m}^2": the unit's exponent goes with it (v4)
+# a repeating decimal 0.\overline{3}, 1.2\overline{34} (v4: read as the exact fraction)
+_REPEATING = re.compile(r"(-?)([0-9]*)\.([0-9]*)\\overline ?\{ ?([0-9]{1,12}) ?\}")
+# an inequality union "x < -1 or x > 1" (v4: read as the interval union (-\infty,-1)\cup(1,\infty))
+_REL = r"(<|>|\\le(?:q)?|\\ge(?:q)?|≤|≥)"
+_NUM = r"(-? ?[0-9]+(?:\.[0-9]+)?|-?\\frac ?\{[0-9]+\} ?\{[0-9]+\})"
+_INEQ_UNION = re.compile(r"([a-z]) ?" + _REL + r" ?" + _NUM + r" ?\$? ?(?:or|\\text ?\{ ?or ?\}|\\cup|\\lor) ?\$? ?"
+                         r"\1 ?" + _REL + r" ?" + _NUM)
+# rule 5: after a stated answer, a correction or a restatement that gives a value ("Wait, ... the correct value is
+# 15", "Actually no, it is 15", "the answer is 15"); the value is a plain number, fraction or `x = number`
+_VALUE = r"\$? ?((?:[a-z] ?= ?)?-? ?(?:\\frac ?\{ ?-?[0-9]+ ?\} ?\{ ?[0-9]+ ?\}|[0-9]+(?:[.,][0-9]+)*(?: ?/ ?[0-9]+)?))"
+_STATED = re.compile(
+    r"(?i:\b(?:(?:the )?final answer|the answer|the (?:correct|right|real|actual|true) (?:value|answer|result)"
+    r"|(?:wait|actually|correction|oops|sorry|hmm|no|rather|instead)[,.!:;]?(?: (?:no|wait|actually)[,.!:;]?)?"
+    r" (?:it|that|this|the value|the result)) ?(?:is|'s|would be|should be|must be|:|=)(?: actually)? ?)" + _VALUE
+    + r"(?= ?(?:[.,;!)\n$]|\\[)\]]|$))")
 _THOUSANDS = re.compile(r"(?<![0-9.])[0-9]{1,3}(?:(?:,|\{,\}|\\,)[0-9]{3})++(?![0-9])")
 _SEP = re.compile(r",|\{,\}|\\,")
 # "or" between two values (rule 4): a word, or \text{or} / \mbox{or} with optional spaces
@@ -89,9 +115,64 @@ def offers_alternatives(response: str) -> bool:
     return _OR_VALUE.search(line) is not None
 
 
+def _repeating(m: re.Match[str]) -> str:
+    from fractions import Fraction
+
+    sign, whole, fixed, rep = m.groups()
+    value = (Fraction(int(whole or "0")) + Fraction(int(fixed or "0"), 10 ** len(fixed))
+             + Fraction(int(rep), 10 ** len(fixed) * (10 ** len(rep) - 1)))
+    return f"{sign}\\frac{{{value.numerator}}}{{{value.denominator}}}"
+
+
+def _interval(m: re.Match[str]) -> str:
+    """`x < a or x > b` as `(-\\infty,a)\\cup(b,\\infty)` (either order); unchanged when it is not a union of
+    two rays pointing away from each other."""
+    _, r1, v1, r2, v2 = m.groups()
+    rays = []
+    for rel, v in ((r1, v1), (r2, v2)):
+        strict = rel in ("<", ">")
+        if rel in ("<", "\\le", "\\leq", "≤"):
+            rays.append((0, f"(-\\infty,{v.replace(' ', '')}" + (")" if strict else "]")))
+        else:
+            rays.append((1, ("(" if strict else "[") + f"{v.replace(' ', '')},\\infty)"))
+    if {rays[0][0], rays[1][0]} != {0, 1}:
+        return m.group(0)
+    rays.sort()
+    union = f"{rays[0][1]}\\cup{rays[1][1]}"
+    return union if "$" in m.string or "\\" in m.string else f"${union}$"  # plain prose: give it math delimiters
+
+
+_CUE = re.compile(r"(?i:\b(?:wait|actually|correction|oops|sorry|no,|mistake|on second thought)\b)")
+
+
+def _outer_boxes(text: str) -> list[tuple[int, int, int]]:
+    """The boxes not inside another box, by position (`\\boxed{x = \\boxed{9}}` is one)."""
+    out: list[tuple[int, int, int]] = []
+    for b in _boxes(text):
+        if not out or b[0] > out[-1][2]:
+            out.append(b)
+    return out
+
+
+def stated_answers(response: str) -> list[str]:
+    """Every final answer the response states (rule 5), in order: the content of each top-level box and each
+    value introduced by an answer phrase or a correction ("the correct value is 15", "Actually no, it is 15")
+    after the first box (before it only when a correction cue follows it; anywhere when there is no box)."""
+    found = [(o, response[o + 1: c]) for _, o, c in _outer_boxes(response)]
+    first_box = found[0][0] if found else -1
+    # with a box, a phrase before it is reasoning ("for part (a) the answer is 3.") unless a correction follows
+    # it before the box ("The answer is 12. Actually no, it is \\boxed{15}")
+    found += [(m.start(1), m.group(1)) for m in _STATED.finditer(response)
+              if m.start() > first_box or _CUE.search(response, m.end(), first_box)]
+    return [text for _, text in sorted(found)]
+
+
 def normalise_answer(text: str) -> str:
-    """Percent signs, degrees, trailing text units and thousands separators removed (rule 3); linear time."""
-    out = _PERCENT.sub("", text)
+    """Percent signs, degrees, trailing text units (with their exponent) and thousands separators removed
+    (rule 3); repeating decimals as fractions and inequality unions as interval unions (rule 6); linear time."""
+    out = _REPEATING.sub(_repeating, text)
+    out = _INEQ_UNION.sub(_interval, out)
+    out = _PERCENT.sub("", out)
     out = _DEGREE.sub("", out)
     out = _UNIT.sub("", out)
     return _THOUSANDS.sub(lambda m: _SEP.sub("", m.group(0)), out)
@@ -112,6 +193,23 @@ def _quiet() -> None:
     logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 
+def _contradicted(response: str, graded: str | None, pred: list) -> bool:
+    """Rule 5: a stated answer other than the graded one that math-verify reads as a different value. Only the
+    statements whose text differs from the graded box are parsed, so a one-box response costs no extra parse."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    same = None if graded is None else normalise_answer(graded).strip()
+    for text in stated_answers(response):
+        norm = normalise_answer(text).strip()
+        if norm == same:
+            continue
+        other = parse(f"\\boxed{{{norm}}}", extraction_config=[LatexExtractionConfig(boxed_match_priority=0),
+                                                                ExprExtractionConfig()], parsing_timeout=None)
+        if other and not verify(other, pred, timeout_seconds=None):
+            return True
+    return False
+
+
 BUDGET_S = 5.0  # parent-enforced time budget per item (math-verify can run for minutes on power towers)
 
 
@@ -128,6 +226,11 @@ def grade_math_inprocess(response: str, gold: str) -> GradeResult:
                                 parsing_timeout=None)
         if not gold_parsed:
             return GradeResult(0.0, None, "error")  # unparsable gold: a data bug, never a silent zero
+        if "overline" in response:
+            response = _REPEATING.sub(_repeating, response)
+        if "<" in response or ">" in response or "\\le" in response or "\\ge" in response or "≤" in response \
+                or "≥" in response:
+            response = _INEQ_UNION.sub(_interval, response)
         if offers_alternatives(response):
             if not _OR.search(gold) and "," not in normalise_answer(gold):  # "12,345" is one value
                 return GradeResult(0.0, None, "no_answer")  # rule 4: two values offered for one
@@ -141,6 +244,8 @@ def grade_math_inprocess(response: str, gold: str) -> GradeResult:
         )
         if not pred:
             return GradeResult(0.0, None, "no_answer")
+        if _contradicted(response, boxed, pred):
+            return GradeResult(0.0, None, "no_answer")  # rule 5: a final answer and then a different one
         ok = verify(gold_parsed, pred, timeout_seconds=None)
         return GradeResult(1.0 if ok else 0.0, str(pred[-1]), "ok")
     except Exception:
@@ -150,4 +255,4 @@ def grade_math_inprocess(response: str, gold: str) -> GradeResult:
 # Budgeted grading (a spawned pool per process) is `evaluation.graders.grade`/`grade_batch`; the pool imports
 # this module, never the other way round.
 __all__ = ["BUDGET_S", "GRADER_VERSION", "grade_math_inprocess", "last_boxed", "normalise_answer",
-           "offers_alternatives"]
+           "offers_alternatives", "stated_answers"]

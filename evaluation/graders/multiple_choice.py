@@ -1,6 +1,6 @@
 """Multiple-choice letter grader.
 
-Final-answer semantics (GRADER_VERSION 3; every rule is a test in tests/evaluation/test_grader_corpus.py and
+Final-answer semantics (GRADER_VERSION 4; every rule is a test in tests/evaluation/test_grader_corpus.py and
 tests/evaluation/adversarial_corpus.yaml):
 
 1. An *explicit final-answer marker* is `\\boxed{X}` (also `\\boxed{(X)}`, `\\boxed{\\text{X}}`), an
@@ -9,8 +9,8 @@ tests/evaluation/adversarial_corpus.yaml):
    not a marker (no link). Hedged phrasings linked to a letter are markers too (v3): `I believe it is (C)`,
    `I think it's C`, `I'm fairly sure the answer is C`, `My best guess is C`, `I'd go with C`,
    `It is most likely C`, so a hedged answer after a listing of every option is read.
-2. The **last** marker in the response wins; anything after it that is not itself a marker (an explanation
-   mentioning other options) does not change it.
+2. The **last** marker in the response is the answer; anything after it that is not itself a marker (an
+   explanation mentioning other options) does not change it. Markers that disagree are rule 8.
 3. With no marker, a last line that is only a letter (`(C)`, `**C**`, `C.`) is the answer, unless it is the
    next label of a list of options on the line before ("(C) 14" then "(D)"); otherwise a parenthesised
    letter `(C)` counts only when it is the *only* letter so written: a bare list of options ("(A) … (D)")
@@ -22,9 +22,18 @@ tests/evaluation/adversarial_corpus.yaml):
 5. The letter set comes from the item's option count: "E" on a 4-option item parses but scores 0.
 6. **Alternatives are no answer** (v3): a final marker that offers two letters ("The answer is B or C",
    "\\boxed{B/C}", "Answer: (A) or possibly (D)", "I'd go with B or C") gets no credit for either: status
-   `no_answer`. A later marker still wins (a self-correction after the alternatives is the answer).
+   `no_answer`. A later single-letter marker is the answer ("B or C ... the answer is C"). Letters listed after
+   a marker are alternatives too (v4): "Answer: A, B", "(A), (B), (C), or (D)", "A B C D".
 7. **LaTeX around a letter** is read (v3): `\\(B\\)`, `\\[B\\]`, `\\mathrm{B}`, `\\text{B}`, `\\textbf{B}`,
    `\\mathbf{B}` (also inside `\\boxed{}`), so `The answer is \\(\\mathrm{C}\\)` is C.
+
+8. **A final answer followed by a different one is no answer** (v4, the rule every grader shares): markers
+   naming two different letters ("The answer is (A). Wait, no. The answer is (B).", "\\boxed{C}. Actually no,
+   it is D", "Answer: C ... Correction: D") are status `no_answer`; a restatement of the same letter keeps the
+   credit. Markers also read (v4): the letter then its verdict ("Option C is correct.", "C is the correct
+   answer", not "B would be right only at ..."), and a rejected letter then the answer ("not C; it is D"). A
+   marker inside a supposition or a reported claim ("If the answer is A, then ...", "Bob says the answer is C")
+   is not one.
 
 LaTeX letter wrappers and `\\( \\) \\[ \\]` delimiters are unwrapped, typographic apostrophes made plain, markdown
 (`**`, `__`, backticks, `$`) removed and whitespace runs collapsed first (a run holding a
@@ -40,7 +49,7 @@ import string
 from evaluation.graders.registry import register_grader
 from evaluation.graders.result import GradeResult
 
-GRADER_VERSION = "3"
+GRADER_VERSION = "4"
 LETTERS = string.ascii_uppercase
 
 _MARKUP = re.compile(r"[*_`$]++")
@@ -74,9 +83,27 @@ _HEDGE = re.compile(
 )
 _LOWER_END = re.compile(r"[.!)]? ?(?:\n|$)")
 _LOWER_PUNCT = re.compile(r"[.,;:!?)]")
-# after a marker's letter: "or" / "/" / "and/or" and a second letter = alternatives offered (rule 6)
-_ALT = re.compile(r" ?[)\]]? ?(?:/|,? ?(?:or|and/or)(?: (?:maybe|possibly|perhaps|else))?) ?(?:(?:option|choice) )?"
-                  r"(?:[(\[] ?[A-Za-z] ?[)\]]|[A-Z](?![A-Za-z0-9'])|[a-z](?=[.,;:!?)}]|\n|$))")
+# after a marker's letter: "or" / "/" / "and" / a comma or a space and a second letter = several letters offered
+# ("B or C", "A, B", "(A), (B), (C), or (D)", "A B C D"; rule 6); "Answer: A I think" is the pronoun
+_ALT = re.compile(r" ?[)\]]? ?(?:[/&,;]? ?(?:or|and/or|and|nor)(?: (?:maybe|possibly|perhaps|else))? |[/&,;] ?|(?= ))"
+                  r" ?(?:(?:option|choice) )?"
+                  r"(?:[(\[] ?[A-Za-z] ?[)\]]|(?!I [a-z])[A-Z](?![A-Za-z0-9'])|[a-z](?=[.,;:!?)}]|\n|$))")
+# the letter first, the verdict after: "Option C is correct.", "C is the correct answer", "(C) is right" (v4)
+_VERDICT = re.compile(r"(?:\b(?:option|choice|letter) )?(?<![A-Za-z0-9'])([(\[] ?[A-Z] ?[)\]]|[A-Z])(?![A-Za-z0-9'])"
+                      r" ?(?:is|must be|would be|should be) (?:the )?(?:correct|right|best)\b"
+                      r"(?!,? (?:only|if|when|for|in|under|at|provided|assuming|unless|with)\b)")
+# a rejected letter or a correction, then the answer: "not C; it is D", "Actually no, it is D", "Wait, it's D",
+# "Correction: D" (v4)
+_NOT_THEN = re.compile(r"\b(?i:(?:not \(?[A-Z]\)?|actually|wait|no|rather|instead|oops|sorry)[;,.:!]?"
+                       r"(?: (?:no|actually|wait|sorry)[;,.:!]?)? ?(?:it|that|this|the answer|the correct one)"
+                       r" ?(?:is|'s|must be|should be|would be)|correction ?[:：]) ?"
+                       r"([(\[] ?[A-Za-z] ?[)\]]|[A-Z])(?![A-Za-z0-9'])")
+# a marker inside a supposition or a reported claim is not the response's answer ("If the answer is A, ...")
+_SUPPOSE = re.compile(r"\b(?:if|suppose|supposing|assume|assuming|whether|unless|says|said|claims|claimed|"
+                      r"thinks|argues|would mean|were)\b", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?\n;]")
+_CONDITIONALS = {"if", "whether", "unless"}
+_CLAUSE_AFTER = re.compile(r" ?[)\]]? ?(?:,|then\b|the\b|we\b|it\b)")
 _PRONOUN_I = re.compile(r" [a-z]")
 _PAREN = re.compile(r"\(([A-Z])\)")
 _OPTION_LABEL = re.compile(r"[(\[]?([A-Z])[)\].:] ")
@@ -110,10 +137,28 @@ def _letter(text: str, m: re.Match[str]) -> str | None:
     return None if _ALT.match(text, m.end(1), m.end(1) + 40) else m.group(1).strip("()[] \n").upper()
 
 
+def _supposed(text: str, at: int, end: int) -> bool:
+    """True when the sentence before position `at` (up to 60 characters) opens a supposition or a reported claim.
+    A conditional ("if", "whether", "unless") counts only with its clause after the letter at `end`
+    ("If the answer is A, then ..."), so "if" in the reasoning before "The answer is: (A)" does not."""
+    head = text[max(0, at - 60): at]
+    ends = list(_SENTENCE_END.finditer(head))
+    words = {w.lower() for w in _SUPPOSE.findall(head[ends[-1].end() if ends else 0:])}
+    if words - _CONDITIONALS:
+        return True
+    return bool(words) and _CLAUSE_AFTER.match(text, end) is not None
+
+
 def _markers(text: str) -> list[tuple[int, str | None]]:
-    """(position, letter) of every explicit final-answer marker in normalised `text`; letter None: alternatives."""
-    out = [(m.start(1), _letter(text, m)) for m in _BOXED.finditer(text)]
+    """(position, letter) of every explicit final-answer marker in normalised `text`; letter None: alternatives;
+    "": a marker inside a supposition or claim (no answer, but its letter is no bare answer either)."""
+    out: list[tuple[int, str | None]] = [(m.start(1), _letter(text, m)) for m in _BOXED.finditer(text)]
     out += [(m.start(1), _letter(text, m)) for m in _TAG.finditer(text)]
+    low = text.lower()
+    if "correct" in low or "right" in low or "best" in low:  # the verdict words: skip the scan without them
+        out += [(m.start(1), "" if _supposed(text, m.start(), m.end(1)) else m.group(1).strip("()[] ").upper())
+                for m in _VERDICT.finditer(text)]
+    out += [(m.start(1), _letter(text, m)) for m in _NOT_THEN.finditer(text)]
     for m in [*_PHRASE.finditer(text), *_HEDGE.finditer(text)]:
         raw = m.group(1)
         letter = raw.strip("()[] \n")
@@ -124,6 +169,9 @@ def _markers(text: str) -> list[tuple[int, str | None]]:
                 continue  # "the answer is a bit unclear"
             if letter in "Ii" and _PRONOUN_I.match(rest):
                 continue  # "Answer: I think ..."
+        if _supposed(text, m.start(), m.end(1)):
+            out.append((m.start(1), ""))  # "If the answer is A, then ...", "Bob says the answer is C": not an answer
+            continue
         out.append((m.start(1), _letter(text, m)))
     return out
 
@@ -147,8 +195,14 @@ def extract_letter(response: str) -> str | None:
     """The answer letter of `response` under the module's final-answer rules; None when there is none."""
     text = normalise_text(response)
     marks = _markers(text)
+    supposed = any(letter == "" for _, letter in marks)
+    marks = [mk for mk in marks if mk[1] != ""]
     if marks:
+        if len({letter for _, letter in marks if letter is not None}) > 1:
+            return None  # rule 8: a final answer and then a different one (or an earlier one) is no answer
         return max(marks, key=lambda mk: mk[0])[1]  # the last marker; None when it offers alternatives
+    if supposed:
+        return None  # the only answer-like phrase is a supposition or a reported claim
     lone = _lone_last_line(text)
     if lone is not None:
         return lone

@@ -38,7 +38,7 @@ def test_corpus_covers_the_issue25_categories_for_every_grader():
     assert all("alternatives" in r for r in rules.values())
     assert {"lowercase_letter", "latex_letter", "hedged"} <= rules["multiple_choice"]
     assert {"markdown_table", "negation"} <= rules["knights_knaves"]
-    assert all(GRADER_VERSIONS[g] == "3" for g in GRADERS)
+    assert all(GRADER_VERSIONS[g] == "4" for g in GRADERS)
 
 
 @pytest.mark.parametrize("case", CORPUS["multiple_choice"], ids=lambda c: c["rule"])
@@ -75,9 +75,12 @@ def test_issue13_case2_percent_inside_boxed_scores():
     assert [(r.score, r.status) for r in res] == [(1.0, "ok")] * 4
 
 
-def test_issue13_case3_self_correction_grades_the_last_box():
-    assert grade("math", "Thus \\boxed{3} is wrong; the answer is \\boxed{4}", "4") == GradeResult(1.0, "4", "ok")
+def test_issue13_case3_two_boxes_that_disagree_are_no_answer():
+    """Issue 39 (math v4) replaced "the last box wins": a box and then a different box is a self-contradiction."""
+    two = "Thus \\boxed{3} is wrong; the answer is \\boxed{4}"
+    assert grade("math", two, "4") == GradeResult(0.0, None, "no_answer")
     assert grade("math", "Thus \\boxed{3} is wrong; the answer is \\boxed{4}", "3").score == 0.0
+    assert grade("math", "\\boxed{4}; so the answer is \\boxed{4}", "4") == GradeResult(1.0, "4", "ok")
 
 
 def test_issue13_case4_mc_answer_does_not_flip_after_the_final_answer_and_option_lists_are_no_answer():
@@ -164,11 +167,27 @@ def test_prose_without_a_marker_after_a_marked_mc_answer_never_changes_it(letter
     assert grade("multiple_choice", style.format(letter) + "\n\n" + tail, letter) == GradeResult(1.0, letter, "ok")
 
 
+ROLE_FREE_PROSE = st.lists(st.sampled_from([w for w in PROSE_WORDS if w not in ("knight", "knave")]),
+                          max_size=40).map(" ".join)
+
+
 @settings(max_examples=30, deadline=None)
-@given(tail=prose)
+@given(tail=ROLE_FREE_PROSE)
 def test_prose_after_a_kk_answer_block_never_changes_it(tail):
+    """Prose that assigns no role keeps the answer (issue 39: a tail that gives a person another role is a
+    self-contradiction, `test_a_kk_answer_then_a_different_role_never_scores`)."""
     resp = "<answer>Michael is a knight, Ethan is a knight, Zoey is a knave</answer>\n" + tail
     assert grade("knights_knaves", resp, KK_GOLD).score == 1.0
+
+
+@settings(max_examples=15, deadline=None)
+@given(person=st.sampled_from([("Michael", "knave"), ("Ethan", "knave"), ("Zoey", "knight")]),
+       lead=st.sampled_from(["But wait, ", "Correction: ", "Actually ", "", "Hmm. "]), inside=st.booleans())
+def test_a_kk_answer_then_a_different_role_never_scores(person, lead, inside):
+    answer = "Michael is a knight, Ethan is a knight, Zoey is a knave."
+    flip = f" {lead}{person[0]} is a {person[1]}."
+    resp = f"<answer>{answer}{flip}</answer>" if inside else f"<answer>{answer}</answer>\n{flip}"
+    assert grade("knights_knaves", resp, KK_GOLD) == GradeResult(0.0, None, "no_answer")
 
 
 @settings(max_examples=10, deadline=None)

@@ -1,0 +1,138 @@
+"""Agreement of our grades with the field's other verifiers on a campaign's stored evaluation generations.
+
+The evaluator writes every graded generation to `<run dir>/eval/step_N.items.jsonl.gz` (benchmark, item_id,
+response, gold, score; sampled items under `samples`). Each is re-graded by verl's own
+`verl.utils.reward_score` function for the dataset (gsm8k: `gsm8k`, MATH-style: `math_reward`, AIME:
+`math_dapo`) and by lm-eval's task answer check where lm-eval has one and it imports here (MMLU-Pro's
+`answer is (X)` regex filter, through lm-eval's `RegexFilter`; minerva_math's check needs antlr4 4.11, which the
+pinned math-verify excludes, so it is not used). Disagreement rate per benchmark and verifier
+with a Wilson score interval (statsmodels `proportion_confint(method="wilson")`, 95%; the binomial
+interval's coverage is standard, the items being independent draws).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from wtcommon.errors import UserError
+
+Verifier = Callable[[str, str], float]
+
+
+def _verl(module: str) -> Verifier:
+    def score(response: str, gold: str) -> float:
+        import importlib
+
+        fn = importlib.import_module(f"verl.utils.reward_score.{module}").compute_score
+        res = fn(response, gold)
+        return float(res["score"] if isinstance(res, dict) else res) >= 1.0
+
+    return score
+
+
+_MMLU_PRO = re.compile(r"answer is \(?([ABCDEFGHIJ])\)?")  # lm_eval/tasks/mmlu_pro/_default_template_yaml
+
+
+def _lm_eval_mmlu_pro(response: str, gold: str) -> float:
+    from lm_eval.filters.extraction import RegexFilter
+
+    got = RegexFilter(regex_pattern=_MMLU_PRO.pattern).apply([[response]], [{}])[0][0]
+    return float(got.strip() == gold.strip().strip("()"))
+
+
+def verifiers_for(benchmark: str) -> dict[str, Verifier]:
+    """The other verifiers that apply to a benchmark (none for Knights & Knaves, BBH, GPQA, ZebraLogic)."""
+    out: dict[str, Verifier] = {}
+    if benchmark == "gsm8k":
+        out["verl.gsm8k"] = _verl("gsm8k")
+    elif benchmark in ("math500", "minerva_math", "olympiadbench"):
+        out["verl.math_reward"] = _verl("math_reward")
+    elif benchmark.startswith("aime"):
+        out["verl.math_dapo"] = _verl("math_dapo")
+    if benchmark.startswith("mmlu_pro"):
+        out["lm_eval.mmlu_pro"] = _lm_eval_mmlu_pro
+    return out
+
+
+@dataclass(frozen=True)
+class Generation:
+    benchmark: str
+    item_id: str
+    response: str
+    gold: str
+    score: float
+    source: str = ""  # the item log it was read from (which run and checkpoint)
+
+
+def item_logs(root: Path) -> list[Path]:
+    """The stored item logs under a campaign's run folder; UserError when there are none."""
+    logs = sorted(root.rglob("*.items.jsonl.gz")) if root.is_dir() else []
+    if not logs:
+        raise UserError(f"{root}: no stored evaluation generations (*.items.jsonl.gz) found; pass the --workdir "
+                        "and --campaign of an evaluated campaign (the evaluate stage writes them)")
+    return logs
+
+
+def read_generations(path: Path) -> list[Generation]:
+    """Every graded generation of one item log; UserError naming the file, line and field otherwise."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: not a readable gzip JSON-lines item log ({e}); re-run `campaign eval` for this "
+                        "checkpoint or remove the file") from None
+    out = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{path}:{i}: not JSON ({e.msg}); fix or remove this line") from None
+        for key in ("benchmark", "item_id", "response", "gold", "score"):
+            if not isinstance(r, dict) or key not in r:
+                raise UserError(f"{path}:{i}: field {key!r} is missing; every item-log line needs benchmark, "
+                                "item_id, response, gold and score")
+        samples = r.get("samples") or [{"response": r["response"], "score": r["score"]}]
+        out += [Generation(str(r["benchmark"]), str(r["item_id"]), str(s.get("response", "")), str(r["gold"]),
+                           float(s.get("score", 0.0)), str(path)) for s in samples]
+    return out
+
+
+def agreement(generations: list[Generation], benchmarks: list[str] | None = None) -> tuple[list[dict], list[dict]]:
+    """(per benchmark x verifier rows with the disagreement rate and its Wilson 95% interval, the disagreeing
+    samples). Benchmarks without another verifier get a row with n 0."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    by: dict[str, list[Generation]] = {}
+    for g in generations:
+        if benchmarks is None or g.benchmark in benchmarks:
+            by.setdefault(g.benchmark, []).append(g)
+    rows, diffs = [], []
+    for bid in sorted(by):
+        vs = verifiers_for(bid)
+        if not vs:
+            rows.append({"benchmark": bid, "verifier": "none", "n": 0, "disagree": 0, "rate": float("nan"),
+                         "ci_low": float("nan"), "ci_high": float("nan")})
+        for name, fn in vs.items():
+            k = 0
+            for g in by[bid]:
+                theirs = float(fn(g.response, g.gold))
+                ours = 1.0 if g.score >= 1.0 else 0.0
+                if theirs != ours:
+                    k += 1
+                    diffs.append({"benchmark": bid, "item_id": g.item_id, "response": g.response, "our_grade": ours,
+                                  "their_grade": theirs, "verifier": name, "item_log": g.source})
+            n = len(by[bid])
+            lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
+            rows.append({"benchmark": bid, "verifier": name, "n": n, "disagree": k, "rate": k / n,
+                         "ci_low": float(lo), "ci_high": float(hi)})
+    return rows, diffs
+
+
+__all__ = ["Generation", "agreement", "item_logs", "read_generations", "verifiers_for"]
