@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.reward_watch import DEFAULT_WATCH, WatchThresholds, watch_summary, watch_verdict
+from analysis.prompt_changes import prompts_changed, same_prompts  # noqa: F401 - same_prompts: API here too
 from analysis.schema import DEFAULT_REFERENCE
 from wtcommon.metrics import MetricsFileError, read_metrics_jsonl
 from wtcommon.prompt_ids import IDS_FILE, PromptIdsError, read_prompt_ids
@@ -137,35 +138,11 @@ def summarise_metrics(df: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def same_prompts(a: Mapping[int, np.ndarray], b: Mapping[int, np.ndarray]) -> bool | None:
-    """True when two runs rolled out the same set of prompts at every step both logged; None when they share no
-    step (nothing to compare). Order within a step is ignored: it changes no rollout's prompt."""
-    common = sorted(set(a) & set(b))
-    if not common:
-        return None
-    return all(np.array_equal(np.sort(a[s]), np.sort(b[s])) for s in common)
-
-
 def _ids_of(path: Any) -> dict[int, np.ndarray]:
     try:
         return read_prompt_ids(path) if path else {}
     except PromptIdsError as e:
         raise InterventionError(str(e)) from e
-
-
-def _prompts_changed(g: pd.DataFrame, summary: pd.DataFrame, ref: str) -> tuple[int, int]:
-    """(runs compared with their same-seed reference run, runs whose prompts differed from it)."""
-    compared = changed = 0
-    for r in g.itertuples():
-        m = summary[(summary["campaign"] == r.campaign) & (summary["model"] == r.model)
-                    & (summary["regime"] == r.regime) & (summary["seed"] == r.seed) & (summary["policy"] == ref)]
-        if not len(m):
-            continue
-        same = same_prompts(_ids_of(r.rollout_ids_path), _ids_of(m["rollout_ids_path"].iloc[0]))
-        if same is not None:
-            compared += 1
-            changed += int(not same)
-    return compared, changed
 
 
 def run_summary(runs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
@@ -236,7 +213,7 @@ def flag_policies(summary: pd.DataFrame, tol: Tolerances = Tolerances(),
                 flag, reason = "flat_weights", f"mean weight_std {row['weight_std']:.2g}"
         elif mech == "curriculum":
             ref = _reference_of(str(key[-1]), mech)
-            compared, changed = _prompts_changed(g, summary, ref)
+            compared, changed = prompts_changed(g, summary, ref, _ids_of)
             row["prompts_changed_runs"] = changed
             if not compared:
                 flag, reason = "unverified", (f"no rollout_ids.jsonl for its runs or the {ref!r} runs of the same "
