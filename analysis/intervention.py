@@ -231,6 +231,17 @@ def _reference_of(policy: str, mechanism: str) -> str:
     return DEFAULT_REFERENCE.get(mechanism, "baseline")
 
 
+def with_scores(summary: pd.DataFrame, scores: pd.DataFrame | None, score_col: str) -> pd.DataFrame:
+    """A copy of `summary` with each run's `score` (its `score_col` in `scores`, by run_id; NaN without one)."""
+    s = summary.copy()
+    if scores is not None and score_col in scores.columns:
+        s = s.merge(scores[["run_id", score_col]].drop_duplicates("run_id"), on="run_id", how="left")
+        s["score"] = s[score_col]
+    else:
+        s["score"] = np.nan
+    return s
+
+
 def compare_to_reference(summary: pd.DataFrame, scores: pd.DataFrame | None = None,
                          score_col: str = "DB-12") -> pd.DataFrame:
     """Per policy vs its campaign-local reference: what changed, and compute-normalised scores.
@@ -239,12 +250,7 @@ def compare_to_reference(summary: pd.DataFrame, scores: pd.DataFrame | None = No
     (e.g. `analysis.aggregates.run_table` at the final step). Returns one row per
     configuration with means over seeds and ratios to the reference (NaN when not computable).
     """
-    s = summary.copy()
-    if scores is not None and score_col in scores.columns:
-        s = s.merge(scores[["run_id", score_col]].drop_duplicates("run_id"), on="run_id", how="left")
-        s["score"] = s[score_col]
-    else:
-        s["score"] = np.nan
+    s = with_scores(summary, scores, score_col)
     gpu_h = s["compute_gpu_s"] / 3600.0
     s["score_per_gpu_hour"] = np.where(gpu_h > 0, s["score"] / gpu_h.where(gpu_h > 0), np.nan)
     upd = s["compute_update_tokens"].where(s["compute_update_tokens"].notna(), s["update_tokens_sum"])

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.figure_style import RC, Figure
+from analysis.intervention import with_scores
 from analysis.paired_stats import t_interval
 from analysis.schema import DEFAULT_REFERENCE
 
@@ -33,12 +34,7 @@ def rollout_table(summary: pd.DataFrame, scores: pd.DataFrame | None, score_col:
     """One row per configuration but the references: means over seeds, and Δ = score − reference score paired
     by seed (`t_lo`–`t_hi`: paired-t 95% CI, df = n − 1; NaN below two pairs). `summary`: `run_summary` rows;
     `scores`: run_id + `score_col` (the final evaluated step)."""
-    s = summary.copy()
-    if scores is not None and score_col in scores.columns:
-        s = s.merge(scores[["run_id", score_col]].drop_duplicates("run_id"), on="run_id", how="left")
-        s["score"] = s[score_col]
-    else:
-        s["score"] = np.nan
+    s = with_scores(summary, scores, score_col)
     for c in ("compute_rollout_tokens", "compute_prompts_rolled_out", "zero_variance_frac_mean"):
         if c not in s.columns:
             s[c] = np.nan
