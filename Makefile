@@ -24,10 +24,12 @@ venv: $(STAMP)
 # wheel is found): a bare `torch` requirement pulls several GB of CUDA. Then the rest by uv, inside the venv and
 # pinned by constraints.txt as pip would: it resolves and downloads in parallel (37 s against pip's 100 s from
 # an empty cache on the 2-core machine), and keeps the installed torch, which satisfies pyproject's range.
+# --compile-bytecode: pip compiles .pyc at install, uv does not, and with PYTHONDONTWRITEBYTECODE set (as on this
+# machine and CI) every process then compiled every module it imports again: the suite ran 3-5x slower.
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet "torch==2.13.0" "uv>=0.9,<0.14"
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt -e ".[test,postgres]"
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c constraints.txt -e ".[test,postgres]"
 	touch $(STAMP)
 
 # The main job: campaigns/demo.yaml end to end on CPU (local Ray, SQLite ledger + MLflow, tiny model).
