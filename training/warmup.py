@@ -148,6 +148,22 @@ def _sft(model_dir: Path, examples: list[tuple[list[dict], str]], cfg: dict) -> 
     model.save_pretrained(model_dir)
 
 
+def _base_model_inputs(model_cfg: ModelConfig, recipe: RecipeConfig) -> tuple[dict, dict, dict]:
+    # the warm-up always covers every synthetic domain, so recipes that train on a subset of domains
+    # (e.g. math only) share one base model
+    data_cfg = {**dict(recipe.data or {}), "domains": list(synthetic.DOMAINS)}
+    return data_cfg, dict(recipe.warmup), dict(model_cfg.architecture)
+
+
+def base_model_key(model_cfg: ModelConfig | Mapping[str, Any], recipe: RecipeConfig | Mapping[str, Any]) -> str:
+    """The content key of the base model `base_model` builds for these configs, without building it (other
+    caches keyed by the model, e.g. the difficulty pre-pass, name it by this key)."""
+    from training.config import ModelConfig, RecipeConfig
+
+    data_cfg, warm_cfg, arch = _base_model_inputs(ModelConfig.of(model_cfg), RecipeConfig.of(recipe))
+    return content_hash({"arch": arch, "data": data_cfg, "warmup": warm_cfg, "v": WARMUP_VERSION})
+
+
 def base_model(model_cfg: ModelConfig | Mapping[str, Any], recipe: RecipeConfig | Mapping[str, Any],
                cache_root: Path | None = None) -> Path:
     """Path of the warmed-up tiny base model for (model YAML, recipe data + warmup), built once (a mapping
@@ -156,12 +172,8 @@ def base_model(model_cfg: ModelConfig | Mapping[str, Any], recipe: RecipeConfig 
 
     model_cfg, recipe = ModelConfig.of(model_cfg), RecipeConfig.of(recipe)
     cache_root = Path(cache_root or default_cache_root())
-    # the warm-up always covers every synthetic domain, so recipes that train on a subset of domains
-    # (e.g. math only) share one base model
-    data_cfg = {**dict(recipe.data or {}), "domains": list(synthetic.DOMAINS)}
-    warm_cfg = dict(recipe.warmup)
-    arch = dict(model_cfg.architecture)
-    key = content_hash({"arch": arch, "data": data_cfg, "warmup": warm_cfg, "v": WARMUP_VERSION})
+    data_cfg, warm_cfg, arch = _base_model_inputs(model_cfg, recipe)
+    key = base_model_key(model_cfg, recipe)
     final = cache_root / "base_models" / key
     from wtcommon.phase import set_phase
 
