@@ -60,12 +60,12 @@ class TrainRequest:
     mapping given here is typed on construction); `model_path` an HF directory or a built-in name such as
     `builtin:tiny_qwen2`; `train_files` Parquet files in the study's schema (empty: the recipe's synthetic corpus).
     `rollout_token_budget` stops training after the step whose cumulative rollout tokens reach it (the local
-    backend; `total_steps` stays the cap). The rest are backend options that do not change the weights: `model` the model file (`ModelConfig`, or a
-    mapping typed on construction: nodes, GPUs; None: looked up from a `builtin:` name), `cache_dir` the shared
-    cache of base models and synthetic corpora (None: `training.warmup.default_cache_root()`), `val_files`
-    held-out prompts (empty: the synthetic corpus's or, for verl, the train files), `domains` the policy's
-    domains when its YAML lists none, `mlflow_uri` / `mlflow_run_id` / `experiment` verl's own MLflow logger,
-    `resume_mode` verl's `trainer.resume_mode`.
+    backend; `total_steps` stays the cap). The rest are backend options that do not change the weights: `model`
+    the model file (`ModelConfig`, or a mapping typed on construction: nodes, GPUs; None: looked up from a
+    `builtin:` name), `cache_dir` the shared cache of base models and synthetic corpora (None:
+    `training.warmup.default_cache_root()`), `val_files` held-out prompts (empty: the synthetic corpus's or, for
+    verl, the train files), `domains` the policy's domains when its YAML lists none, `mlflow_uri` /
+    `mlflow_run_id` / `experiment` verl's own MLflow logger, `resume_mode` verl's `trainer.resume_mode`.
     """
 
     run_id: str

@@ -45,7 +45,8 @@ def curriculum_batch(curriculum: Any, step: int, counts: np.ndarray | None, pool
     """The step's prompt ids from the curriculum: the whole batch, or `counts[d]` within each domain d."""
     if counts is None:
         return np.asarray(curriculum.propose(step), dtype=np.int64)
-    parts, diag_sum = [], {}
+    parts: list[np.ndarray] = []
+    diag_sum: dict[str, float] = {}
     for d, c in enumerate(np.asarray(counts, dtype=np.int64)):
         if c <= 0:
             continue

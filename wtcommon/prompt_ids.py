@@ -8,10 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
+from wtcommon.errors import UserError
+
 IDS_FILE = "rollout_ids.jsonl"
 
 
-class PromptIdsError(ValueError):
+class PromptIdsError(UserError):  # a ValueError too, so existing `except ValueError` still catches it
     """A prompt-id log line that is not `{"step": int, "ids": [int, ...]}` (other than a torn last line)."""
 
 
