@@ -21,6 +21,8 @@ def difficulty_cmd(
                                                 "the recipe's corpus (repeatable; rows in the order given)"),
     samples: int | None = typer.Option(None, "-k", "--samples", help="samples per prompt (default: rollout.n)"),
     temperature: float | None = typer.Option(None, "--temperature", help="default: rollout.temperature; 0 = greedy"),
+    top_p: float | None = typer.Option(None, "--top-p", help="default: rollout.top_p"),
+    top_k: int | None = typer.Option(None, "--top-k", help="default: rollout.top_k (0 = off)"),
     max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="default: rollout.max_new_tokens"),
     seed: int = typer.Option(0, "--seed", help="sampling seed"),
     limit: int | None = typer.Option(None, "--limit", metavar="N", help="only the first N prompts (smoke use)"),
@@ -33,7 +35,7 @@ def difficulty_cmd(
     from training.difficulty import histogram, run_prepass, spec_for
 
     spec = spec_for(model, recipe, train_files=train_file or (), samples=samples, temperature=temperature,
-                    max_new_tokens=max_new_tokens, seed=seed, limit=limit)  # UserError (exit 2) on bad input
+                    max_new_tokens=max_new_tokens, top_p=top_p, top_k=top_k, seed=seed, limit=limit)  # UserError: exit 2
     res = run_prepass(spec, cache_dir)
     hist = histogram(res)
     if as_json:

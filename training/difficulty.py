@@ -64,9 +64,9 @@ class Decoding:
         if not self.temperature >= 0:
             out.append(f"--temperature: got {self.temperature}; must be >= 0 (0 = greedy)")
         if not 0 < self.top_p <= 1:
-            out.append(f"rollout.top_p: got {self.top_p}; must be in (0, 1] (set it in the recipe)")
+            out.append(f"--top-p: got {self.top_p}; must be in (0, 1]")
         if self.top_k < 0:
-            out.append(f"rollout.top_k: got {self.top_k}; must be >= 0 (0 = off; set it in the recipe)")
+            out.append(f"--top-k: got {self.top_k}; must be >= 0 (0 = off)")
         if self.max_new_tokens < 1:
             out.append(f"--max-new-tokens: got {self.max_new_tokens}; must be >= 1")
         return out
@@ -90,8 +90,8 @@ class PrepassSpec:
         argv = ["campaign", "data", "difficulty", "--model", self.model, "--recipe", self.recipe]
         for f in self.train_files:
             argv += ["--train-file", f]
-        argv += ["-k", str(d.samples), "--temperature", f"{d.temperature:g}", "--max-new-tokens",
-                 str(d.max_new_tokens), "--seed", str(d.seed)]
+        argv += ["-k", str(d.samples), "--temperature", repr(d.temperature), "--top-p", repr(d.top_p), "--top-k",
+                 str(d.top_k), "--max-new-tokens", str(d.max_new_tokens), "--seed", str(d.seed)]
         if self.limit is not None:
             argv += ["--limit", str(self.limit)]
         return shlex.join(argv)
@@ -111,10 +111,13 @@ class Difficulty:
 
 def spec_for(model: str | None = None, recipe: str | Path | RecipeConfig | Mapping[str, Any] = "cpu_tiny", *,
              train_files: Sequence[str | Path] = (), samples: int | None = None, temperature: float | None = None,
-             max_new_tokens: int | None = None, seed: int = 0, limit: int | None = None) -> PrepassSpec:
+             max_new_tokens: int | None = None, top_p: float | None = None, top_k: int | None = None,
+             seed: int = 0, limit: int | None = None,
+             model_cfg: ModelConfig | Mapping[str, Any] | None = None) -> PrepassSpec:
     """The pre-pass for these settings, defaults from the recipe (its model, its `rollout:` section); every bad
     value raises UserError (exit 2) naming the option. `recipe` may be a name/path or an already-loaded recipe
-    (a trainer passes its own), `model` a config name, `builtin:<name>` or an HF directory."""
+    (a trainer passes its own), `model` a config name, `builtin:<name>` or an HF directory; `model_cfg`, when
+    given, is that model's config (a trainer's `TrainRequest.model`) instead of `campaigns/model/<name>.yaml`."""
     if isinstance(recipe, (str, Path)):
         try:
             recipe_cfg = RecipeConfig.of(load_recipe(recipe))
@@ -127,11 +130,17 @@ def spec_for(model: str | None = None, recipe: str | Path | RecipeConfig | Mappi
     model = model or recipe_cfg.model
     if not model:
         raise UserError(f"--model: recipe {recipe_label!r} names no model; give --model NAME or an HF directory")
-    model_cfg = None if _is_hf_dir(model) else _model_config(model)
+    if _is_hf_dir(model):
+        model_cfg = None
+    elif model_cfg is not None:
+        model_cfg = ModelConfig.of(model_cfg, model)
+    else:
+        model_cfg = _model_config(model)
     roll = recipe_cfg.rollout
     dec = Decoding(samples=roll.n if samples is None else int(samples),
                    temperature=roll.temperature if temperature is None else float(temperature),
-                   top_p=float(roll.top_p), top_k=int(roll.top_k),
+                   top_p=float(roll.top_p if top_p is None else top_p),
+                   top_k=int(roll.top_k if top_k is None else top_k),
                    max_new_tokens=roll.max_new_tokens if max_new_tokens is None else int(max_new_tokens),
                    seed=int(seed))
     problems = dec.problems() + ([f"--limit: got {limit}; must be >= 1"] if limit is not None and limit < 1 else [])

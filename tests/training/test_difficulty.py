@@ -60,7 +60,8 @@ def computed(app, cache) -> dict:
 def test_the_loader_error_names_the_command_and_exits_2(computed) -> None:
     err, spec = computed["error"], computed["spec"]
     assert err.exit_code == 2
-    assert "campaign data difficulty --model tiny_qwen2 --recipe cpu_tiny -k 2" in str(err)
+    assert ("campaign data difficulty --model tiny_qwen2 --recipe cpu_tiny -k 2 --temperature 1.0 --top-p 1.0 "
+            "--top-k 0 --max-new-tokens 20 --seed 0 --limit 24") in str(err)
     assert spec.command() in str(err)
 
 
@@ -105,6 +106,19 @@ def test_hardest_k_on_these_pass_rates_keeps_the_hardest_fraction(cache, compute
     assert keep[proposed].all()
 
 
+def test_the_trainers_call_finds_the_commands_entry(cache, computed) -> None:
+    """What a trainer holds (`builtin:` model path, its typed recipe and model config, the corpus file as its
+    train file) resolves to the entry the plain command wrote."""
+    from training.config import ModelConfig, RecipeConfig, load_model_config, load_recipe
+    from training.warmup import synthetic_corpus
+
+    recipe = RecipeConfig.of(load_recipe("cpu_tiny"))
+    corpus = synthetic_corpus(dict(recipe.data or {}), cache)["train"]
+    spec = dy.spec_for("builtin:tiny_qwen2", recipe, train_files=[corpus], samples=K, limit=LIMIT,
+                       model_cfg=ModelConfig.of(load_model_config("tiny_qwen2")))
+    assert np.array_equal(dy.pass_rates_for(spec, cache), dy.pass_rates_for(computed["spec"], cache))
+
+
 def test_the_key_moves_with_model_pool_and_decoding(cache, tmp_path) -> None:
     base = dy.spec_for("tiny_qwen2", "cpu_tiny", samples=K, limit=LIMIT)
     key = dy.cache_key(base, cache)
@@ -113,6 +127,7 @@ def test_the_key_moves_with_model_pool_and_decoding(cache, tmp_path) -> None:
               dy.spec_for("tiny_qwen2", "cpu_tiny", samples=K, limit=LIMIT, seed=1),
               dy.spec_for("tiny_qwen2", "cpu_tiny", samples=K, limit=LIMIT, temperature=0.5),
               dy.spec_for("tiny_qwen2", "cpu_tiny", samples=K, limit=LIMIT, max_new_tokens=8),
+              dy.spec_for("tiny_qwen2", "cpu_tiny", samples=K, limit=LIMIT, top_p=0.9),
               dy.spec_for("tiny_qwen2", "cpu_tiny", samples=K, limit=LIMIT + 1)]
     assert len({key, *(dy.cache_key(s, cache) for s in others)}) == 1 + len(others)
     hf = tmp_path / "ckpt"
@@ -129,6 +144,8 @@ def test_the_key_moves_with_model_pool_and_decoding(cache, tmp_path) -> None:
     (["-k", "0"], "-k/--samples"),
     (["--temperature", "-0.5"], "--temperature"),
     (["--max-new-tokens", "0"], "--max-new-tokens"),
+    (["--top-p", "0"], "--top-p"),
+    (["--top-k", "-1"], "--top-k"),
     (["--limit", "0"], "--limit"),
     (["--model", "no_such_model"], "--model"),
     (["--recipe", "no_such_recipe"], "--recipe"),
