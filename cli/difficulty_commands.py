@@ -35,7 +35,7 @@ def difficulty_cmd(
     from training.difficulty import histogram, run_prepass, spec_for
 
     spec = spec_for(model, recipe, train_files=train_file or (), samples=samples, temperature=temperature,
-                    max_new_tokens=max_new_tokens, top_p=top_p, top_k=top_k, seed=seed, limit=limit)  # UserError: exit 2
+                    max_new_tokens=max_new_tokens, top_p=top_p, top_k=top_k, seed=seed, limit=limit)  # UserError: 2
     res = run_prepass(spec, cache_dir)
     hist = histogram(res)
     if as_json:
