@@ -8,6 +8,7 @@ import typer
 from cli import (
                  analysis_commands,
                  campaign_commands,
+                 difficulty_commands,
                  doctor_commands,
                  eval_commands,
                  head_commands,
@@ -43,8 +44,8 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
                                        help="print the version and exit")) -> None:
     """Windtunnel: matched-seed comparisons of RLVR data policies."""
 
-for _module in (analysis_commands, policy_commands, eval_commands, train_commands, campaign_commands, tune_commands,
-                sequential_commands, doctor_commands, head_commands):
+for _module in (analysis_commands, policy_commands, eval_commands, train_commands, difficulty_commands,
+                campaign_commands, tune_commands, sequential_commands, doctor_commands, head_commands):
     _module.register(app)
 
 

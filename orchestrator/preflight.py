@@ -74,9 +74,25 @@ def _synthetic_pool(r: RunSpec) -> tuple[int, int] | None:
     return per * len(data.get("domains") or STUDY_DOMAINS), per
 
 
+def _missing_prepass(r: RunSpec) -> str | None:
+    """Why the trainer would find no cached pre-pass for this run (None: cached, or a corpus built only at train
+    time, where the trainer itself refuses a missing one, naming the same command)."""
+    if _synthetic_pool(r) is None:
+        return None
+    from training import difficulty
+    from wtcommon.errors import UserError
+
+    try:
+        difficulty.pass_rates_for(difficulty.spec_for(r.model_cfg.path or f"builtin:{r.model}", r.recipe_cfg,
+                                                      model_cfg=r.model_cfg))
+    except UserError as exc:  # DifficultyMissing names the command that computes it
+        return str(exc)
+    return None
+
+
 def check_curricula(runs: list[RunSpec], root: Path) -> list[str]:
-    """What a curriculum needs beyond its own parameters: the difficulty pre-pass (none is wired into the
-    trainers yet, so a rule that needs one is refused here, not after the model is built) and a pool of at least
+    """What a curriculum needs beyond its own parameters: the difficulty pre-pass of a rule that reads one
+    (refused here, naming the command that computes it, not after the model is built) and a pool of at least
     one batch (per domain under a mixer, which may give one domain the whole batch)."""
     from policies.curricula.registry import curriculum_class
     from policies.errors import PolicyConfigError
@@ -93,10 +109,9 @@ def check_curricula(runs: list[RunSpec], root: Path) -> list[str]:
             cls = curriculum_class(block.get("name"))
         except PolicyConfigError:
             continue  # check_policies names the unknown curriculum
-        if cls.needs_pass_rates:
+        if cls.needs_pass_rates and (missing := _missing_prepass(r)):
             problems.append(f"{path}: key 'curriculum.name': {cls.name!r} needs the difficulty pre-pass (the base "
-                            "model's pass rate per prompt), which no trainer receives yet; remove the policy from "
-                            "the campaign")
+                            f"model's pass rate per prompt): {missing}")
         batch, pool = r.recipe_cfg.actor.prompts_per_step, _synthetic_pool(r)
         if pool is not None:
             total, per = pool

@@ -172,6 +172,25 @@ def _load_policy(req: TrainRequest, domains: list[str], n: int):
     return load_policy(dict(req.policy), seed=req.seed, domains=domains, rollout_n=n)
 
 
+def _pass_rates(curriculum: str, req: TrainRequest, recipe: RecipeConfig, train_files: list[str],
+                cache_root: Path) -> Any:
+    """The base model's cached pass rate per pool prompt when the policy's curriculum needs it (hardest_k), else
+    None; a missing pre-pass is a TrainingConfigError naming the `campaign data difficulty` command."""
+    from policies.curricula.registry import curriculum_class
+
+    if not curriculum_class(curriculum).needs_pass_rates:
+        return None
+    from training import difficulty
+
+    # the synthetic corpus is the pre-pass's own default pool: name it as the command does (no --train-file)
+    spec = difficulty.spec_for(req.model_path, recipe, train_files=train_files if req.train_files else [],
+                               model_cfg=req.model)
+    try:
+        return difficulty.pass_rates_for(spec, cache_root)
+    except difficulty.DifficultyMissing as exc:
+        raise TrainingConfigError(str(exc)) from None
+
+
 def _resolve_model(req: TrainRequest, recipe: RecipeConfig, cache_root: Path) -> Path:
     mp = req.model_path
     if mp.startswith("builtin:"):
@@ -341,7 +360,9 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
 
         try:
             curriculum = policy.build_curriculum(len(pool), prompts_per_step, seed=_step_seed(req.seed, 0, 4),
-                                                 domains=pool.domain)
+                                                 domains=pool.domain,
+                                                 pass_rates=_pass_rates(policy.curriculum["name"], req, recipe,
+                                                                       train_files, cache_root))
         except PolicyConfigError as exc:  # deterministic (a pool smaller than the batch, a missing pre-pass)
             raise TrainingConfigError(f"policy {policy.name!r}: {exc}") from None
         if mixing:

@@ -168,13 +168,18 @@ def _identity(model_cfg: ModelConfig, recipe: RecipeConfig) -> tuple[dict, dict,
                                                    "v": WARMUP_VERSION})
 
 
+def base_model_key(model_cfg: ModelConfig | Mapping[str, Any], recipe: RecipeConfig | Mapping[str, Any]) -> str:
+    """The content key of the base model `base_model` builds for these configs, without building it (other
+    caches keyed by the model, e.g. the difficulty pre-pass, name it by this key)."""
+    from training.config import ModelConfig, RecipeConfig
+
+    return _identity(ModelConfig.of(model_cfg), RecipeConfig.of(recipe))[3]
+
+
 def base_model_dir(model_cfg: ModelConfig | Mapping[str, Any], recipe: RecipeConfig | Mapping[str, Any],
                    cache_root: Path | None = None) -> Path:
     """Where `base_model` keeps (or will keep) the base model of (model YAML, recipe); built or not."""
-    from training.config import ModelConfig, RecipeConfig
-
-    key = _identity(ModelConfig.of(model_cfg), RecipeConfig.of(recipe))[3]
-    return Path(cache_root or default_cache_root()) / "base_models" / key
+    return Path(cache_root or default_cache_root()) / "base_models" / base_model_key(model_cfg, recipe)
 
 
 def base_model(model_cfg: ModelConfig | Mapping[str, Any], recipe: RecipeConfig | Mapping[str, Any],
