@@ -125,19 +125,35 @@ def check_curricula(runs: list[RunSpec], root: Path) -> list[str]:
 
 
 def check_backend_curricula(spec: CampaignSpec, runs: list[RunSpec], root: Path) -> list[str]:
-    """Curricula and a rollout-token budget only on a backend that honours them (`runs_curricula`: the local
-    trainer; noop trains nothing): the verl trainer would roll out its own prompt order for the whole run and
-    the runs would be the baseline under another name."""
+    """Curricula and a rollout-token budget only on a backend that honours them (`runs_curricula`: local and
+    verl; `runs_rollout_budget`: local; noop trains nothing): a trainer that ignored them would train the
+    baseline, or for its steps, under the policy's name."""
     from training.registry import get_backend
 
-    if get_backend(spec.backend).runs_curricula:
-        return []
+    backend = get_backend(spec.backend)
     problems = [f"{spec.source}: key 'budget.rollout_tokens': the {spec.backend} backend does not stop at a "
-                "rollout-token budget yet; remove the budget or use backend: local"] if spec.budget else []
+                "rollout-token budget yet; remove the budget or use backend: local"] if (
+        spec.budget and not backend.runs_rollout_budget) else []
+    if backend.runs_curricula:
+        return problems + _prepass_on(spec.backend, backend.runs_difficulty_prepass, runs, root)
     named = sorted({r.policy.name for r in runs if r.policy.cfg.get("curriculum") is not None})
     problems += [f"{root / 'policy' / f'{name}.yaml'}: key 'curriculum': the {spec.backend} backend does not roll "
                  "out a curriculum's prompts yet; run it with backend: local or remove the policy" for name in named]
     return problems
+
+
+def _prepass_on(backend: str, reads: bool, runs: list[RunSpec], root: Path) -> list[str]:
+    """A curriculum that needs the difficulty pre-pass (hardest_k) on a trainer that does not read it: the rule
+    would refuse at the run's first step, after its launch."""
+    if reads:
+        return []
+    from policies.curricula.registry import CURRICULA
+
+    named = sorted({r.policy.name for r in runs if isinstance(b := r.policy.cfg.get("curriculum"), dict)
+                    and (cls := CURRICULA.get(str(b.get("name")))) is not None and cls.needs_pass_rates})
+    return [f"{root / 'policy' / f'{name}.yaml'}: key 'curriculum.name': the {backend} backend does not read the "
+            "difficulty pre-pass this curriculum needs yet; run it with backend: local or remove the policy"
+            for name in named]
 
 
 def check_references(spec: CampaignSpec, runs: list[RunSpec], root: Path) -> list[str]:

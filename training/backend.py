@@ -177,9 +177,12 @@ class TrainingBackend(abc.ABC):
     needs_train_files: bool = True  # False: the stage does not resolve the corpus for this backend
     needs_eval_data: bool = True  # False: evaluation reads no benchmark data, so preflight does not check it
     any_recipe: bool = False  # True: runs with a recipe written for any backend (preflight skips `backend:`)
-    # True: the trainer rolls out the prompts a curriculum proposes and stops at a rollout-token budget; False:
-    # preflight refuses both (a trainer that ignored them would train the baseline under the policy's name)
+    # True: the trainer rolls out the prompts a curriculum proposes / stops at a rollout-token budget; False:
+    # preflight refuses it (a trainer that ignored them would train the baseline under the policy's name)
     runs_curricula: bool = False
+    runs_rollout_budget: bool = False
+    # True: the trainer reads the difficulty pre-pass a curriculum such as hardest_k needs (training.difficulty)
+    runs_difficulty_prepass: bool = False
     multi_node: bool = False  # True: trains a run across `nnodes > 1` nodes (preflight refuses them otherwise)
 
     @abc.abstractmethod

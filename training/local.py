@@ -584,6 +584,8 @@ class LocalBackend(TrainingBackend):
     """CPU GRPO on tiny models (see the module docstring)."""
 
     runs_curricula = True
+    runs_rollout_budget = True
+    runs_difficulty_prepass = True
 
 
     def train(self, req: TrainRequest) -> TrainResult:

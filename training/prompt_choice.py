@@ -12,14 +12,14 @@ rollouts of the chosen prompts, as without a curriculum.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
-
 import numpy as np
 
+from policies.curricula.compose import COUNT_DIAGNOSTICS, curriculum_batch, merge_diagnostics
 from training.backend import TrainingError
-from wtcommon.prompt_ids import IDS_FILE, read_prompt_ids
+from wtcommon.prompt_ids import PromptIdLog
+
+__all__ = ["COUNT_DIAGNOSTICS", "PromptIdLog", "check_domain_pools", "curriculum_batch", "merge_diagnostics",
+           "zero_variance_share"]
 
 
 def zero_variance_share(correct: np.ndarray) -> float:
@@ -39,61 +39,3 @@ def check_domain_pools(pool_domain: np.ndarray, names: list[str], batch_size: in
     if short:
         raise TrainingError(f"curriculum with a mixer: domain pool(s) {short} hold fewer prompts than "
                             f"actor.prompts_per_step = {batch_size}; lower prompts_per_step or add prompts")
-
-
-# Diagnostics that count prompts: summed over a mixer's per-domain calls. `mean_*` keys are averaged weighted by
-# each call's prompts; any other key is the rule's state (e.g. greso's p_easy) and keeps the last call's value.
-COUNT_DIAGNOSTICS = frozenset({"proposed", "skipped", "fallback_uniform", "replayed", "retested",
-                               "filled_from_parked", "candidates"})
-
-
-def merge_diagnostics(calls: list[tuple[int, dict[str, float]]]) -> dict[str, float]:
-    """One step's curriculum diagnostics from its per-domain calls ((prompts asked, diagnostics) each)."""
-    out: dict[str, float] = {}
-    total = sum(n for n, _ in calls)
-    for n, diag in calls:
-        for k, v in diag.items():
-            if k in COUNT_DIAGNOSTICS:
-                out[k] = out.get(k, 0.0) + float(v)
-            elif k.startswith("mean_"):
-                out[k] = out.get(k, 0.0) + float(v) * n / total
-            else:
-                out[k] = float(v)
-    return out
-
-
-def curriculum_batch(curriculum: Any, step: int, counts: np.ndarray | None, pool_domain: np.ndarray) -> np.ndarray:
-    """The step's prompt ids from the curriculum: the whole batch, or `counts[d]` within each domain d."""
-    if counts is None:
-        return np.asarray(curriculum.propose(step), dtype=np.int64)
-    parts: list[np.ndarray] = []
-    calls: list[tuple[int, dict[str, float]]] = []
-    for d, c in enumerate(np.asarray(counts, dtype=np.int64)):
-        if c <= 0:
-            continue
-        parts.append(np.asarray(curriculum.propose(step, allowed=pool_domain == d, n=int(c)), dtype=np.int64))
-        calls.append((int(c), dict(curriculum.last_diagnostics)))
-    curriculum.last_diagnostics = merge_diagnostics(calls)
-    return np.concatenate(parts)
-
-
-class PromptIdLog:
-    """`<out>/rollout_ids.jsonl`: one line `{"step": s, "ids": [...]}` per step, appended and flushed, so a
-    resumed run keeps the lines up to its checkpoint and continues the file."""
-
-    def __init__(self, out_dir: Path, *, resume_step: int | None) -> None:
-        self.path = Path(out_dir) / IDS_FILE
-        kept = read_prompt_ids(self.path, upto=resume_step) if resume_step is not None else {}
-        self._f = open(self.path, "w")
-        for s in sorted(kept):
-            self._write(s, kept[s])
-
-    def _write(self, step: int, ids: np.ndarray) -> None:
-        self._f.write(json.dumps({"step": int(step), "ids": [int(i) for i in ids]}) + "\n")
-        self._f.flush()
-
-    def log(self, step: int, ids: np.ndarray) -> None:
-        self._write(step, ids)
-
-    def close(self) -> None:
-        self._f.close()

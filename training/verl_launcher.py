@@ -427,18 +427,26 @@ class VerlBackend(TrainingBackend):
     """GPU training through verl 0.9.1 with the Windtunnel policy plugin."""
 
     multi_node = True  # nnodes > 1: a placement group across nodes and a private runtime on them (reservation)
+    runs_curricula = True  # the windtunnel_sync trainer rolls out a curriculum's prompts (policies/verl/trainer.py)
 
     def train(self, req: TrainRequest) -> TrainResult:
         from training.checkpoints import save_checkpoint_meta
 
         from training.reservation import private_runtime, reserved_nodes
 
-        if not self.runs_curricula and ((req.policy or {}).get("curriculum") is not None
-                                        or req.rollout_token_budget is not None):
-            # preflight refuses these for a campaign; a direct request (campaign train) is refused here, before
-            # any launch, rather than trained as the baseline under the policy's name
-            raise TrainingConfigError(f"run {req.run_id}: the verl backend does not run curricula or stop at a "
-                                      "rollout-token budget yet; use the local backend")
+        if not self.runs_rollout_budget and req.rollout_token_budget is not None:
+            # preflight refuses this for a campaign; a direct request (campaign train) is refused here, before
+            # any launch, rather than trained for its steps as if it had no budget
+            raise TrainingConfigError(f"run {req.run_id}: the verl backend does not stop at a rollout-token "
+                                      "budget yet; remove the budget or use the local backend")
+        block = (req.policy or {}).get("curriculum")
+        if isinstance(block, dict):
+            from policies.curricula.registry import CURRICULA
+
+            cls = CURRICULA.get(str(block.get("name")))
+            if cls is not None and cls.needs_pass_rates:  # refused before the launch, not at its first fetch
+                raise TrainingConfigError(f"run {req.run_id}: curriculum {cls.name!r} needs the difficulty "
+                                          "pre-pass, which the verl backend does not read yet; use the local backend")
         req = resolve_inputs(req)
         dirs = run_dirs(req.out_dir)
         # verl's file logger truncates its file on open (`verl/utils/tracking.py:541`): each launch (a resume

@@ -37,3 +37,25 @@ def read_prompt_ids(path: str | Path, upto: int | None = None) -> dict[int, np.n
         if upto is None or step <= upto:
             out[step] = ids
     return out
+
+
+class PromptIdLog:
+    """`<out>/rollout_ids.jsonl`: one line `{"step": s, "ids": [...]}` per step, appended and flushed, so a
+    resumed run keeps the lines up to its checkpoint and continues the file."""
+
+    def __init__(self, out_dir: Path, *, resume_step: int | None) -> None:
+        self.path = Path(out_dir) / IDS_FILE
+        kept = read_prompt_ids(self.path, upto=resume_step) if resume_step is not None else {}
+        self._f = open(self.path, "w")
+        for s in sorted(kept):
+            self._write(s, kept[s])
+
+    def _write(self, step: int, ids: np.ndarray) -> None:
+        self._f.write(json.dumps({"step": int(step), "ids": [int(i) for i in ids]}) + "\n")
+        self._f.flush()
+
+    def log(self, step: int, ids: np.ndarray) -> None:
+        self._write(step, ids)
+
+    def close(self) -> None:
+        self._f.close()

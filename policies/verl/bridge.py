@@ -118,3 +118,30 @@ def apply_in_canonical_order(policy: Any, sb: StepBatch, prompts: Tensor, respon
     if res.advantages is not None:
         res.advantages = res.advantages[inv]
     return res
+
+
+def rollout_correctness(uids: Sequence[Any], is_padding: Sequence[bool], uid_prompt: dict[str, int],
+                        extra_fields: Sequence[Any] | None) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(prompt ids (P,), correctness (P, K), read from `acc`) of a rolled-out batch for a curriculum update.
+
+    Rows are grouped by their prompt group `uid` (mapped to the pool index the curriculum proposed), padding rows
+    dropped; correctness is each rollout's `reward_extra_info["acc"]` (False when the row has none, and the
+    flag says whether every row had one). Groups of unequal size are a trainer bug (named)."""
+    keep = ~np.asarray(is_padding, dtype=bool)
+    u = np.asarray([str(x) for x in uids], dtype=object)[keep]
+    rows = [e for e, k in zip(extra_fields, keep, strict=True) if k] if extra_fields is not None else []
+    infos = [(r.get("reward_extra_info") or {}) if isinstance(r, dict) else {} for r in rows]
+    has = bool(infos) and all("acc" in i for i in infos)
+    acc = np.array([float(bool(i.get("acc", False))) for i in infos], dtype=np.float64)
+    unknown = sorted(set(u) - set(uid_prompt))
+    if unknown:
+        raise PolicyConfigError(f"windtunnel: curriculum: rollouts of prompt group(s) {unknown[:3]} that this "
+                                "step's fetch did not propose")
+    groups, inv, counts = np.unique(u, return_inverse=True, return_counts=True)
+    if counts.size and counts.min() != counts.max():
+        raise PolicyConfigError(f"windtunnel: curriculum: prompt groups of unequal sizes {sorted(set(counts))}")
+    order = np.argsort(inv, kind="stable")
+    k = int(counts[0]) if counts.size else 0
+    correct = acc[order].reshape(groups.size, k) if has else np.zeros((groups.size, k))
+    ids = np.array([uid_prompt[g] for g in groups], dtype=np.int64)
+    return ids, correct, has

@@ -8,6 +8,11 @@
 - Mixers: the same hook feeds the step's per-domain signals to the policy; `_fetch_one_gen_batch` draws the
   next prompts from per-domain pools with `DomainSampler` in the policy's proportions, so mixing changes
   what is rolled out (P12). Target and realised proportions and an inert flag are logged.
+- Curricula (VERL.md §3.5): a policy with a `curriculum:` block proposes the next prompts in the same
+  `_fetch_one_gen_batch` seam (under a mixer: the mixer's domain counts, the curriculum's prompts within each
+  domain, `policies.curricula.compose`), learns from each rollout's correctness (the reward's `acc`, not the
+  shaped score) after the reward, logs each step's proposed ids to `<run>/rollout_ids.jsonl` and its
+  diagnostics as `windtunnel/curriculum/*`; its state (npz + JSON) is saved in every verl checkpoint folder.
 - Metrics go through verl's metrics dict as `windtunnel/<key>`.
 
 Config (Hydra overrides; `policies.verl.launcher.launcher_overrides` writes them):
@@ -35,11 +40,15 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import collate_fn
 from verl.workers.utils.padding import response_to_nested
 
+from policies.curricula.compose import curriculum_batch
+from policies.curricula.state import load_state, save_state
 from policies.errors import PolicyConfigError
 from policies.loader import load_policy
 from policies.policy import DataPolicy
 from policies.sampler import DomainSampler, is_inert
-from policies.verl.bridge import apply_in_canonical_order, build_step_batch, rolled_out_prompts, to_list
+from policies.verl.bridge import (apply_in_canonical_order, build_step_batch, rollout_correctness, rolled_out_prompts,
+                                  to_list)
+from wtcommon.prompt_ids import PromptIdLog
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -88,6 +97,10 @@ class WindtunnelTrainer(PPOTrainerSync):
         self.wt_sampler: DomainSampler | None = None
         self.wt_pending_metrics: dict[str, float] = {}
         self.wt_skip_update = False  # set by `_compute_advantage` when the policy zeroed every weight
+        self.wt_curriculum: Any = None  # built on the training pool at the first fetch or on resume
+        self.wt_uid_prompt: dict[str, int] = {}  # this step's prompt group uid -> pool index (curriculum update)
+        self.wt_ids_log: PromptIdLog | None = None
+        self.wt_resume_step: int | None = None
         self._wt_runtime_record(started_at=time.time())
 
     # ---- which runtime this run lives in (isolation is checkable from outside) ------------------------
@@ -148,10 +161,12 @@ class WindtunnelTrainer(PPOTrainerSync):
         # rollouts of this step (rows verl did not add as `_balance_batch` padding): what the reward function
         # was called for, so a reward audit can be checked against verl's own batch
         metrics[f"{METRIC_PREFIX}rollouts"] = float(sum(not t.get("is_padding", False) for t in batch.tags))
-        if policy.mechanism == "none":
-            return batch
         step = int(getattr(self, "global_steps", 0) or 0)
         existing = list(batch.fields or [])
+        if self.wt_curriculum is not None:
+            metrics.update(self._wt_update_curriculum(batch, existing, step))
+        if policy.mechanism == "none":
+            return batch
         select = ["uid", "response_mask", "rm_scores", "advantages"]
         if policy.scorer is not None and "old_log_probs" in policy.scorer.reads:
             select.append("old_log_probs")
@@ -240,14 +255,32 @@ class WindtunnelTrainer(PPOTrainerSync):
 
     def _fetch_one_gen_batch(self) -> TensorDict:
         policy = self.wt_policy
-        if policy is None or policy.mechanism != "mix":
+        mixing = policy is not None and policy.mechanism == "mix"
+        if policy is None or (not mixing and policy.curriculum is None):
             return super()._fetch_one_gen_batch()
-        if self.wt_sampler is None:
+        diag: dict[str, float] = {}
+        if mixing and self.wt_sampler is None:
             self.wt_sampler = self._wt_build_sampler()
-        idx = self.wt_sampler.sample(policy.proportions())
+        if policy.curriculum is not None:
+            if self.wt_curriculum is None:
+                self.wt_curriculum = self._wt_build_curriculum()
+            step = int(getattr(self, "global_steps", 0) or 0)
+            counts = self.wt_sampler.counts(policy.proportions()) if self.wt_sampler is not None else None
+            idx = curriculum_batch(self.wt_curriculum, step, counts, self._wt_pool_domains(policy.domains or None))
+            diag.update({f"curriculum/{k}": float(v) for k, v in self.wt_curriculum.last_diagnostics.items()})
+            self._wt_log_ids(step, idx)
+        else:
+            assert self.wt_sampler is not None  # mixing
+            idx = self.wt_sampler.sample(policy.proportions())
         batch_dict = collate_fn([self.train_dataset[int(i)] for i in idx])
-        batch_dict["uid"] = np.array([str(uuid.uuid4()) for _ in range(len(idx))], dtype=object)
-        diag = dict(self.wt_sampler.last_diagnostics)
+        uids = [str(uuid.uuid4()) for _ in range(len(idx))]
+        batch_dict["uid"] = np.array(uids, dtype=object)
+        self.wt_uid_prompt.update(zip(uids, (int(i) for i in idx), strict=True))  # until the update
+        if not mixing:
+            self.wt_pending_metrics.update(diag)
+            return tu.get_tensordict(batch_dict)
+        assert self.wt_sampler is not None  # built above for a mixer
+        diag.update(self.wt_sampler.last_diagnostics)
         # the target THIS batch was drawn for (`target_prop_*` is overwritten in the same step's metrics by the
         # mixer's next proportions, computed from this batch's rewards)
         diag.update({f"batch_{k}": v for k, v in self.wt_sampler.last_diagnostics.items()
@@ -255,6 +288,64 @@ class WindtunnelTrainer(PPOTrainerSync):
         diag["mix_inert"] = float(is_inert(self.wt_sampler.history[-50:]) and len(self.wt_sampler.history) >= 10)
         self.wt_pending_metrics.update(diag)
         return tu.get_tensordict(batch_dict)
+
+    # ---- curricula before rollout ----------------------------------------------------------------
+    def _wt_pool_domains(self, names: list[str] | None) -> np.ndarray:
+        """(pool,) dense domain id of every training prompt (zeros without domains): a mixer's counts are
+        drawn within these."""
+        frame = self.train_dataset.dataframe
+        if not names or self.wt_domain_key not in frame.column_names:
+            return np.zeros(len(self.train_dataset), dtype=np.int64)
+        index = {n: i for i, n in enumerate(names)}
+        return np.array([index.get(str(v), -1) for v in frame[self.wt_domain_key]], dtype=np.int64)
+
+    def _wt_build_curriculum(self) -> Any:
+        """The policy's curriculum over verl's training pool (one id per dataset row), one batch per fetch."""
+        policy = self.wt_policy
+        assert policy is not None and policy.curriculum is not None
+        gen_bs = int(self.config.data.get("gen_batch_size", None) or self.config.data.train_batch_size)
+        domains = self._wt_pool_domains(policy.domains or None)
+        if policy.mechanism == "mix":  # a mixer may give one domain the whole batch (training.prompt_choice)
+            sizes = np.bincount(domains[domains >= 0], minlength=len(policy.domains))
+            short = [f"{n} ({int(c)})" for n, c in zip(policy.domains, sizes, strict=True) if c < gen_bs]
+            if short:
+                raise PolicyConfigError(f"windtunnel: curriculum with a mixer: domain pool(s) {short} hold fewer "
+                                        f"prompts than data.train_batch_size = {gen_bs}; lower it or add prompts")
+        # its own stream of the run seed, so its draws move neither the mixer's sampler nor verl's dataloader
+        return policy.build_curriculum(len(self.train_dataset), gen_bs, seed=int(policy.seed) + 4, domains=domains)
+
+    def _wt_run_dir(self) -> Path | None:
+        run_dir = Path(str(self.config.trainer.default_local_dir))
+        return run_dir.parent if run_dir.is_absolute() else None  # not launched by Windtunnel: no log
+
+    def _wt_log_ids(self, step: int, idx: np.ndarray) -> None:
+        """`<run>/rollout_ids.jsonl`, the local trainer's format: a resumed run keeps the lines up to its
+        checkpoint step and continues the file."""
+        if self.wt_ids_log is None:
+            run_dir = self._wt_run_dir()
+            if run_dir is None:
+                return
+            self.wt_ids_log = PromptIdLog(run_dir, resume_step=self.wt_resume_step)
+        self.wt_ids_log.log(step, idx)
+
+    def _wt_update_curriculum(self, batch: Any, existing: list[str], step: int) -> dict[str, float]:
+        """Feed the step's per-rollout correctness to the curriculum: the reward's `acc` (in `extra_fields`'
+        `reward_extra_info`), never the shaped score (verl-recipe #125)."""
+        select = ["uid"] + (["extra_fields"] if "extra_fields" in existing else ["rm_scores"])
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=select)
+        uids = to_list(data["uid"])
+        padding = [bool(t.get("is_padding", False)) for t in batch.tags]
+        extra = to_list(data["extra_fields"]) if "extra_fields" in select else None
+        ids, correct, from_acc = rollout_correctness(uids, padding, self.wt_uid_prompt, extra)
+        if not from_acc:
+            raise PolicyConfigError("windtunnel: curriculum: the rollouts carry no `acc` in their reward_extra_info; "
+                                    "a curriculum reads per-rollout correctness, so the reward function must "
+                                    "return {'score': ..., 'acc': ...} (evaluation/reward.py compute_score does)")
+        self.wt_curriculum.update(step, ids, correct)
+        self.wt_uid_prompt = {}
+        return {f"{METRIC_PREFIX}curriculum/zero_variance_share":
+                float(np.mean(np.all(correct == correct[:, :1], axis=1))) if correct.size else float("nan"),
+                f"{METRIC_PREFIX}curriculum/mean_acc": float(correct.mean()) if correct.size else float("nan")}
 
     # ---- mixing state in checkpoints (verl's data.pt holds only the dataloader) --------------------
     def _wt_step_folder(self) -> Path:
@@ -266,9 +357,11 @@ class WindtunnelTrainer(PPOTrainerSync):
 
     def _save_checkpoint(self, *args: Any, **kwargs: Any):
         out = super()._save_checkpoint(*args, **kwargs)
+        folder = Path(self.config.trainer.default_local_dir).absolute() / f"global_step_{self.global_steps}"
         if self.wt_policy is not None and self.wt_policy.mechanism == "mix":
-            folder = Path(self.config.trainer.default_local_dir).absolute() / f"global_step_{self.global_steps}"
             save_mix_state(folder / MIX_STATE_FILE, self.wt_policy, self.wt_sampler)
+        if self.wt_curriculum is not None:
+            save_state(folder / CURRICULUM_STATE_FILE, self.wt_curriculum)
         return out
 
     def _load_checkpoint(self, *args: Any, **kwargs: Any):
@@ -282,10 +375,18 @@ class WindtunnelTrainer(PPOTrainerSync):
                     self.wt_sampler.load_state_dict(state["sampler"])
                 # visible in verl's metrics of the next step: the mixer resumed from this checkpoint step
                 self.wt_pending_metrics["mix_state_restored_step"] = float(self.global_steps)
+        if self.wt_policy is not None and self.wt_policy.curriculum is not None and self.global_steps > 0:
+            self.wt_resume_step = int(self.global_steps)
+            path = self._wt_step_folder() / CURRICULUM_STATE_FILE
+            # a checkpoint without the state would resume a fresh curriculum: other prompts than the run's own
+            self.wt_curriculum = self._wt_build_curriculum()
+            self.wt_curriculum.load_state_dict(load_state(path))  # missing or foreign: PolicyConfigError
+            self.wt_pending_metrics["curriculum_state_restored_step"] = float(self.global_steps)
         return out
 
 
 MIX_STATE_FILE = "windtunnel_mix.json"
+CURRICULUM_STATE_FILE = "windtunnel_curriculum.npz"  # + its JSON sidecar (policies.curricula.state)
 RUNTIME_FILE = "verl_runtime.json"
 
 

@@ -472,7 +472,7 @@ def _curriculum_campaign(tmp_path: Path, case: str) -> Path:
         "pool_smaller_than_batch": ("local", "small_pool", "[baseline, greso]", ""),
         "mixer_domain_pool": ("local", "small_pool", "[static_greso]", "baselines: {mix: static_greso}\n"),
         "missing_prepass": ("local", "cpu_tiny", "[baseline, hardest_k]", ""),
-        "curriculum_on_verl": ("verl", "verl_cpu_tiny", "[baseline, greso]", ""),
+        "prepass_on_verl": ("verl", "verl_cpu_tiny", "[baseline, hardest_k]", ""),
         "budget_on_verl": ("verl", "verl_cpu_tiny", "[baseline]", "budget: {rollout_tokens: 1000}\n"),
     }[case]
     f = root / f"{case}.yaml"
@@ -485,7 +485,7 @@ CURRICULUM_CASES = {  # case -> the file and key the message must name
     "pool_smaller_than_batch": "small_pool.yaml: key 'actor.prompts_per_step'",
     "mixer_domain_pool": "small_pool.yaml: key 'actor.prompts_per_step'",
     "missing_prepass": "hardest_k.yaml: key 'curriculum.name'",
-    "curriculum_on_verl": "greso.yaml: key 'curriculum'",
+    "prepass_on_verl": "hardest_k.yaml: key 'curriculum.name'",
     "budget_on_verl": "budget_on_verl.yaml: key 'budget.rollout_tokens'",
 }
 

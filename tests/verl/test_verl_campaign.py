@@ -8,9 +8,11 @@ suite's CPU once: every verl launch costs about a minute of both cores).
 - `baseline`, `gfpo_k1` (keeps one rollout of each group of 4) and `drop_all` (plain GRPO at step 1, every
   weight zero from step 2): same seed -> the same step-1 rollouts; drop_all's step 1 is baseline's, update
   included; gfpo_k1's weights change verl's actor update; drop_all's zero-weight step changes no parameter;
-- `reward_gap` (an adaptive mixer) is SIGKILLed after its first checkpoint; the scheduler's retry resumes it
-  (`trainer.resume_mode=auto`) with the mixer's state restored, and it ends equal to `reward_gap_ref`, the same
-  mixer under another name, which runs uninterrupted; the mixer's realised proportions follow its targets;
+- `reward_gap` (an adaptive mixer composed with the GRESO curriculum: the mixer's domain counts, GRESO's prompts
+  within each domain) is SIGKILLed after its first checkpoint; the scheduler's retry resumes it
+  (`trainer.resume_mode=auto`) with the mixer's and the curriculum's state restored, and it ends equal to
+  `reward_gap_ref`, the same policy under another name, which runs uninterrupted: the same metrics and the same
+  proposed prompts in its `rollout_ids.jsonl` (issue 34); the mixer's realised proportions follow its targets;
 - every run has its own Ray runtime and TransferQueue, two train at once, `compute_score` runs exactly once
   per rollout (the reward audit, one per run), and every run is merged to HF, evaluated and recorded.
 
@@ -29,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -69,6 +72,8 @@ def _tree(tmp: Path) -> Path:
     (root / "policy" / "gfpo_k1.yaml").write_text(yaml.safe_dump(gfpo))
     (root / "policy" / "drop_all.yaml").write_text(yaml.safe_dump(DROP_ALL))
     mixer = yaml.safe_load((root / "policy" / "reward_gap.yaml").read_text())
+    mixer["curriculum"] = {"name": "greso"}  # the verl trainer's curriculum seam, under the mixer, at no extra run
+    (root / "policy" / "reward_gap.yaml").write_text(yaml.safe_dump(mixer))
     (root / "policy" / "reward_gap_ref.yaml").write_text(yaml.safe_dump({**mixer, "name": "reward_gap_ref"}))
     demo = yaml.safe_load((REPO / "campaigns" / "demo.yaml").read_text())
     demo.update(name="vcpu", backend="verl", recipe="verl_cpu_tiny", policies=POLICIES, seeds=[1], steps=2,
@@ -175,6 +180,7 @@ def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
     _check_same_seed_and_policy_weights(m)
     _check_zero_weight_step(m["drop_all"], manifests["drop_all"])
     _check_resume(killed, m["reward_gap"], m["reward_gap_ref"])
+    _check_curriculum(run_dirs["reward_gap"], run_dirs["reward_gap_ref"], m["reward_gap"], m["reward_gap_ref"])
     _check_mixing(m["reward_gap_ref"])
     _check_reward_calls(run_dirs, m)
     records = pd.read_parquet(wd / "results" / "vcpu" / "records.parquet")
@@ -251,6 +257,24 @@ def _check_resume(train: Path, resumed: dict[int, dict], ref: dict[int, dict]) -
             assert resumed[step][k] == pytest.approx(ref[step][k], rel=1e-4, abs=1e-6), (step, k)
         # 1e-3: see _check_same_seed_and_policy_weights (measured 2.6e-4 relative after the resume)
         assert resumed[step]["actor/grad_norm"] == pytest.approx(ref[step]["actor/grad_norm"], rel=1e-3), step
+
+
+def _check_curriculum(killed: Path, ref: Path, resumed: dict[int, dict], ref_m: dict[int, dict]) -> None:
+    """GRESO proposed each step's prompts through the verl trainer (logged per step, one batch each), learned from
+    their rollouts' correctness, and the killed run resumed its state: it proposed exactly what the uninterrupted
+    twin proposed, step 2 included."""
+    from wtcommon.prompt_ids import IDS_FILE, read_prompt_ids
+
+    ov = yaml.safe_load((REPO / "campaigns/recipe/verl_cpu_tiny.yaml").read_text())["overrides"]
+    prompts = int(ov["data.train_batch_size"])
+    a, b = read_prompt_ids(killed / "train" / IDS_FILE), read_prompt_ids(ref / "train" / IDS_FILE)
+    assert sorted(a) == sorted(b) == [1, 2], (a, b)
+    for step in (1, 2):
+        assert a[step].size == prompts == len(set(a[step].tolist())), (step, a[step])
+        assert np.array_equal(a[step], b[step]), (step, a[step], b[step])
+        assert 0.0 <= ref_m[step]["windtunnel/curriculum/mean_acc"] <= 1.0  # updated from the rollouts' acc
+    assert resumed[2]["windtunnel/curriculum_state_restored_step"] == 1.0
+    assert any(k.startswith("windtunnel/curriculum/") for k in ref_m[1])
 
 
 def _check_mixing(ref: dict[int, dict]) -> None:
