@@ -163,6 +163,7 @@ class WindtunnelTrainer(PPOTrainerSync):
         metrics[f"{METRIC_PREFIX}rollouts"] = float(sum(not t.get("is_padding", False) for t in batch.tags))
         step = int(getattr(self, "global_steps", 0) or 0)
         existing = list(batch.fields or [])
+        metrics.update(self._wt_watch(batch, existing))
         if self.wt_curriculum is not None:
             metrics.update(self._wt_update_curriculum(batch, existing, step))
         if policy.mechanism == "none":
@@ -288,6 +289,35 @@ class WindtunnelTrainer(PPOTrainerSync):
         diag["mix_inert"] = float(is_inert(self.wt_sampler.history[-50:]) and len(self.wt_sampler.history) >= 10)
         self.wt_pending_metrics.update(diag)
         return tu.get_tensordict(batch_dict)
+
+    # ---- the exploit watch ----------------------------------------------------------------------
+    def _wt_watch(self, batch: Any, existing: list[str]) -> dict[str, float]:
+        """The exploit watch (evaluation/exploit_watch.py) over this step's scored rollouts, the local trainer's
+        `watch/*` keys: rewarded responses offering several final answers, answering without reasoning, at the
+        length limit, and the mean response length. Each row is read by its data source's grader family."""
+        from evaluation.exploit_watch import step_watch
+        from evaluation.reward import route
+
+        fields = ["responses", "response_mask", "rm_scores"] + (["data_source"] if "data_source" in existing else [])
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+        keep = np.array([not t.get("is_padding", False) for t in batch.tags], dtype=bool)
+        mask = data["response_mask"].to_padded_tensor(0)
+        lengths = mask.sum(-1)
+        responses = data["responses"].to_padded_tensor(self.tokenizer.pad_token_id)
+        texts = self.tokenizer.batch_decode([r[: int(n)] for r, n in zip(responses, lengths, strict=True)],
+                                            skip_special_tokens=True)
+        sources = to_list(data["data_source"]) if "data_source" in fields else ["unknown"] * len(texts)
+        family: dict[str, str] = {}
+        for src in {str(x) for x in sources}:
+            try:
+                family[src] = route(src)[0]
+            except ValueError:  # the reward refuses such a row itself; here it is read by no family
+                family[src] = ""
+        graders = np.array([family[str(src)] for src in sources], dtype=object)
+        rewards = data["rm_scores"].to_padded_tensor(0.0).sum(-1).float().numpy()
+        at_limit = (lengths >= int(self.config.data.max_response_length)).numpy()
+        return step_watch([t for t, k in zip(texts, keep, strict=True) if k], graders[keep], rewards[keep],
+                          lengths.float().numpy()[keep], at_limit[keep])
 
     # ---- curricula before rollout ----------------------------------------------------------------
     def _wt_pool_domains(self, names: list[str] | None) -> np.ndarray:

@@ -14,7 +14,8 @@ suite's CPU once: every verl launch costs about a minute of both cores).
   `reward_gap_ref`, the same policy under another name, which runs uninterrupted: the same metrics and the same
   proposed prompts in its `rollout_ids.jsonl` (issue 34); the mixer's realised proportions follow its targets;
 - every run has its own Ray runtime and TransferQueue, two train at once, `compute_score` runs exactly once
-  per rollout (the reward audit, one per run), and every run is merged to HF, evaluated and recorded.
+  per rollout (the reward audit, one per run), the exploit watch logs each step's `watch/*` metrics from the
+  rollouts verl scored (issue 39), and every run is merged to HF, evaluated and recorded.
 
 The module's second test submits `campaigns/demo_verl.yaml` as a user writes it, at the suite's default health
 gates, and re-evaluates it after an evaluation-only change (issue 24); it lives here so that both verl campaigns
@@ -172,6 +173,10 @@ def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
             assert (Path(c["path"]) / "config.json").exists()
         m[p] = _metrics(Path(manifests[p]["metrics_path"]))
         assert sorted(m[p]) == [1, 2], p
+        for step in (1, 2):  # the exploit watch on verl's reward path reads the rollouts verl itself logged
+            assert m[p][step]["watch/response_length_mean"] == pytest.approx(m[p][step]["response_length/mean"],
+                                                                             rel=1e-4), (p, step)
+            assert {"watch/multi_answer_frac", "watch/no_reasoning_frac", "watch/at_limit_frac"} <= set(m[p][step])
         assert (d / "records.parquet").exists()
         # submitted to a `ray start --head` cluster with token auth: verl's ray.init never tried to join it
         assert "must not be provided" not in (d / "train" / "train.log").read_text()
