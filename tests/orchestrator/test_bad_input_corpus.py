@@ -491,7 +491,8 @@ CURRICULUM_CASES = {  # case -> the file and key the message must name
 
 
 @pytest.mark.parametrize("case", sorted(CURRICULUM_CASES))
-def test_a_curriculum_or_budget_the_campaign_cannot_run_is_refused(case, tmp_path):
+def test_a_curriculum_or_budget_the_campaign_cannot_run_is_refused(case, tmp_path, monkeypatch):
+    monkeypatch.setenv("WINDTUNNEL_CACHE", str(tmp_path / "cache"))  # no pre-pass cached, whatever the user's holds
     f = _curriculum_campaign(tmp_path, case)
     _refused(["plan", str(f)], names=CURRICULUM_CASES[case])
     wd = tmp_path / "w"

@@ -23,6 +23,6 @@ def test_a_budget_reaches_every_run_and_changes_its_key_only_when_set():
 
 def test_the_cpu_frontier_plans_with_its_budget_and_the_curriculum_control():
     runs = expand(load_campaign(REPO / "campaigns/frontier_cpu.yaml"))
-    assert len(runs) == 18 and {r.rollout_token_budget for r in runs} == {6000}
+    assert len(runs) == 20 and {r.rollout_token_budget for r in runs} == {6000}
     mech = {r.policy.name: (r.policy.mechanism, r.reference) for r in runs}
     assert mech["matched_random_curriculum"] == ("curriculum", "baseline") == mech["greso"]
