@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from collections.abc import Callable, Mapping
 
 from policies.errors import PolicyConfigError
+from wtcommon.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -80,18 +81,16 @@ class Entry:
     params: Mapping[str, Param]
 
 
-SCORERS: dict[str, Entry] = {}
-ACTUATORS: dict[str, Entry] = {}
+SCORERS: Registry[Entry] = Registry("scorer", PolicyConfigError, lambda e: e.cls)
+ACTUATORS: Registry[Entry] = Registry("actuator", PolicyConfigError, lambda e: e.cls)
+TABLES = {"scorer": SCORERS, "actuator": ACTUATORS}
 
 T = TypeVar("T", bound=type)
 
 
-def _register(table: dict[str, Entry], kind: str, name: str) -> Callable[[T], T]:
+def _register(table: Registry[Entry], kind: str, name: str) -> Callable[[T], T]:
     def deco(cls: T) -> T:
-        existing = table.get(name)
-        if existing is not None and existing.cls.__qualname__ != cls.__qualname__:
-            raise PolicyConfigError(f"{kind} {name!r} is already registered by {existing.cls.__qualname__}")
-        table[name] = Entry(kind, name, cls, dict(getattr(cls, "PARAMS", {})))
+        table[name] = Entry(kind, name, cls, dict(getattr(cls, "PARAMS", {})))  # a different class: refused
         cls.registry_name = name  # type: ignore[attr-defined]
         return cls
 
@@ -109,10 +108,10 @@ def register_actuator(name: str) -> Callable[[T], T]:
 
 
 def lookup(kind: str, name: Any, policy: str) -> Entry:
-    table = SCORERS if kind == "scorer" else ACTUATORS
-    if not isinstance(name, str) or name not in table:
-        raise PolicyConfigError(f"policy {policy!r}: {kind}.name: unknown {kind} {name!r}; known: {sorted(table)}")
-    return table[name]
+    """The `kind` ("scorer" or "actuator") entry `name`; an unknown kind or name is a PolicyConfigError."""
+    if kind not in TABLES:
+        raise PolicyConfigError(f"policy {policy!r}: unknown registry kind {kind!r}; one of {sorted(TABLES)}")
+    return TABLES[kind].lookup(name, where=f"policy {policy!r}: {kind}.name")
 
 
 def validate_params(entry: Entry, given: Mapping[str, Any] | None, policy: str) -> dict[str, Any]:

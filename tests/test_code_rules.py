@@ -520,3 +520,48 @@ def test_the_ledger_file_name_is_decided_in_one_place() -> None:
              and any(isinstance(n, ast.Constant) and n.value == "ledger.db" for n in ast.walk(ast.parse((ROOT / p)
                                                                                                        .read_text())))]
     assert found == []
+
+
+# ---------------------------------------------------------------- one registry idiom (issue 37)
+
+def plain_dict_registries(source: str) -> list[tuple[int, str]]:
+    """(line, table) of each module-level plain dict (`{}`, `dict()`, a dict comprehension) that a `register*`
+    function of the same module writes by key: a registry outside the one idiom (wtcommon/registry.py), which
+    would overwrite a taken name silently or refuse it in its own words."""
+    tree = ast.parse(source)
+    plain: dict[str, int] = {}
+    for node in tree.body:
+        target, value = None, None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
+        if isinstance(target, ast.Name) and (isinstance(value, (ast.Dict, ast.DictComp)) or (
+                isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict")):
+            plain[target.id] = node.lineno
+    found = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name.lstrip("_").startswith("register"):
+            for node in ast.walk(fn):
+                targets = node.targets if isinstance(node, ast.Assign) else []
+                for t in targets:
+                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in plain:
+                        found.add((plain[t.value.id], t.value.id))
+    return sorted(found)
+
+
+def test_the_registry_idiom_checker() -> None:
+    plain = ("TABLE: dict[str, type] = {}\n"
+             "def register_thing(name):\n    def deco(cls):\n        TABLE[name] = cls\n        return cls\n"
+             "    return deco\n")
+    assert plain_dict_registries(plain) == [(1, "TABLE")]
+    assert plain_dict_registries(plain.replace("= {}", "= dict()")) == [(1, "TABLE")]
+    one_idiom = plain.replace("= {}", '= Registry("thing", ValueError)')
+    assert plain_dict_registries(one_idiom) == []
+    assert plain_dict_registries("CACHE = {}\ndef fill(k, v):\n    CACHE[k] = v\n") == []  # not a registry
+
+
+def test_every_registry_is_the_one_idiom() -> None:
+    bad = [f"{p}:{line}: {name} is a plain dict written by a register function; make it a wtcommon.registry.Registry"
+           for p in product_files() for line, name in plain_dict_registries((ROOT / p).read_text())]
+    assert not bad, "\n".join(bad)

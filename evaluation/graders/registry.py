@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from evaluation.graders.result import GradeResult
+from wtcommon.errors import UserError
+from wtcommon.registry import Registry
 
 F = TypeVar("F", bound=Callable[..., GradeResult])
 
@@ -29,27 +31,27 @@ class Grader:
         return self.grade(response, gold, n_options) if self.takes_options else self.grade(response, gold)
 
 
-REGISTRY: dict[str, Grader] = {}
+class GraderError(UserError):
+    """An unknown grader name, or a second grader under a taken one (a ValueError too, as before)."""
+
+
+REGISTRY: Registry[Grader] = Registry("grader", GraderError, lambda g: g.grade)
 
 
 def register_grader(name: str, *, version: str, budget_s: float, takes_options: bool = False) -> Callable[[F], F]:
     """Function decorator: register an in-process grading function under `name`."""
 
     def deco(fn: F) -> F:
-        existing = REGISTRY.get(name)
-        if existing is not None and existing.grade.__qualname__ != fn.__qualname__:
-            raise ValueError(f"grader {name!r} is already registered by {existing.grade.__qualname__}")
-        REGISTRY[name] = Grader(name, fn, version, budget_s, takes_options)
+        REGISTRY[name] = Grader(name, fn, version, budget_s, takes_options)  # a different function: refused
         return fn
 
     return deco
 
 
 def get_grader(name: str) -> Grader:
-    """The registered grader `name`; a ValueError naming the known graders otherwise."""
-    if not isinstance(name, str) or name not in REGISTRY:
-        raise ValueError(f"unknown grader {name!r}; use one of {list(REGISTRY)}")
-    return REGISTRY[name]
+    """The registered grader `name`; a GraderError (a ValueError) naming the close and the known graders
+    otherwise."""
+    return REGISTRY.lookup(name)
 
 
-__all__ = ["REGISTRY", "Grader", "get_grader", "register_grader"]
+__all__ = ["REGISTRY", "Grader", "GraderError", "get_grader", "register_grader"]

@@ -1,10 +1,11 @@
 """The shipped curricula by name, and `build_curriculum`, the one way callers construct one.
 
-A plain table (no decorator): the rule modules import only `base`, so nothing here can form an import loop."""
+The rule modules import only `base` and are registered here, in the one registry idiom (wtcommon/registry.py): a
+plugin's own rule registers with `CURRICULA[name] = cls` (a taken name is refused), so nothing here can form an
+import loop."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,18 +20,15 @@ from policies.curricula.prioritized_replay import PrioritizedReplay
 from policies.curricula.prompt_replay import PromptReplay
 from policies.curricula.uniform import Uniform
 from policies.errors import PolicyConfigError
+from wtcommon.registry import Registry
 
-CURRICULA: dict[str, type[Curriculum]] = {c.name: c for c in (Uniform, Greso, MoPPS, Learnability, PrioritizedReplay,
-                                                              PromptReplay, HardestK)}
+CURRICULA: Registry[type[Curriculum]] = Registry("curriculum", PolicyConfigError)
+CURRICULA.update({c.name: c for c in (Uniform, Greso, MoPPS, Learnability, PrioritizedReplay, PromptReplay, HardestK)})
 
 
 def curriculum_class(name: Any) -> type[Curriculum]:
     """The class registered as `name`; an unknown name is refused with the close names."""
-    if isinstance(name, str) and name in CURRICULA:
-        return CURRICULA[name]
-    close = difflib.get_close_matches(str(name), list(CURRICULA), n=3, cutoff=0.5)
-    hint = f"; did you mean {close}?" if close else ""
-    raise PolicyConfigError(f"curriculum.name: unknown curriculum {name!r}{hint} known: {sorted(CURRICULA)}")
+    return CURRICULA.lookup(name, where="curriculum.name")
 
 
 def check_curriculum(name: Any, params: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -142,6 +142,7 @@ def test_each_grader_is_declared_once_by_its_decorator():
     assert BUDGET_S == {g: get_grader(g).budget_s for g in GRADERS}
     with pytest.raises(ValueError, match="already registered"):
         register_grader("math", version="9", budget_s=1.0)(lambda response, gold: GradeResult(0.0, None, "ok"))
-    with pytest.raises(ValueError, match=r"unknown grader 'regex'; use one of \['math', 'multiple_choice'"):
+    known = r"known: \['knights_knaves', 'math', 'multiple_choice'\]"
+    with pytest.raises(ValueError, match=rf"unknown grader 'regex' {known}"):
         get_grader("regex")
     assert REGISTRY["math"].version == GRADER_VERSIONS["math"]  # the refused registration changed nothing
