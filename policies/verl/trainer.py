@@ -298,6 +298,8 @@ class WindtunnelTrainer(PPOTrainerSync):
         from evaluation.exploit_watch import step_watch
         from evaluation.reward import route
 
+        if getattr(self, "tokenizer", None) is None or not {"responses", "response_mask", "rm_scores"} <= set(existing):
+            return {}  # verl's batch always holds them; a trainer built without them (a unit fake) has no watch
         fields = ["responses", "response_mask", "rm_scores"] + (["data_source"] if "data_source" in existing else [])
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
         keep = np.array([not t.get("is_padding", False) for t in batch.tags], dtype=bool)
