@@ -360,15 +360,19 @@ def graders_audit_cmd(
     if len(failing) > 6:
         out.print(f"... {len(failing) - 6} more failing classes (--json lists all)")
     if gens is not None:
-        a = Table(title=f"agreement on {campaign}'s stored generations ({len(logs)} item logs)",
+        a = Table(title=f"disagreements on {campaign}'s stored generations ({len(logs)} item logs)",
                   box=box.SIMPLE_HEAD, pad_edge=False)
-        for c in ("benchmark", "verifier", "n", "differ", "rate", "Wilson 95%"):
+        for c in ("benchmark", "verifier", "responses", "items", "95% items"):
             a.add_column(c, justify="left" if c in ("benchmark", "verifier") else "right", no_wrap=True)
         for ar in rows:
-            ci = "-" if not ar["n"] else f"{ar['ci_low']:.3f}-{ar['ci_high']:.3f}"
-            a.add_row(ar["benchmark"], ar["verifier"], str(ar["n"]), str(ar["disagree"]),
-                      "-" if not ar["n"] else f"{ar['rate']:.3f}", ci)
+            ci = "-" if not ar["n"] else f"{ar['ci_low']:.2f}-{ar['ci_high']:.2f}"
+            a.add_row(ar["benchmark"], ar["verifier"], "-" if not ar["n"] else f"{ar['disagree']}/{ar['n']}",
+                      "-" if not ar["n"] else f"{ar['items_disagree']}/{ar['items']}", ci)
         out.print(a)
+        out.print("interval: Clopper-Pearson exact 95% of the share of items with a disagreement (the runs answer "
+                  "the same items, so items, not responses, are the independent draws); coverage >= 95% at every "
+                  "rate and n by construction (simulated: benchmarks/binomial_coverage.py); at n items the smallest "
+                  "nonzero share is 1/n", highlight=False, soft_wrap=True)
         out.print(f"disagreements: {target}")
 
 
