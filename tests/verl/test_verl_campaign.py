@@ -258,8 +258,13 @@ def _check_resume(train: Path, resumed: dict[int, dict], ref: dict[int, dict]) -
     assert "Resuming from" in (train / "train.log").read_text()  # verl's own resume (trainer_base.py)
     # restored weights, optimizer, dataloader, mixer and rollout seeds: the resumed step 2 is the uninterrupted one
     for step in (1, 2):
-        for k in ROLLOUT_KEYS + UPDATE_KEYS + [k for k in ref[2] if k.startswith("windtunnel/target_prop_")]:
+        for k in ROLLOUT_KEYS + [k for k in ref[2] if k.startswith("windtunnel/target_prop_")]:
             assert resumed[step][k] == pytest.approx(ref[step][k], rel=1e-4, abs=1e-6), (step, k)
+        # the actor's entropy and loss are bf16 means: when a group's samples finish in another order their sum
+        # rounds differently (measured on a fresh clone: entropy 0.15625 against 0.158203125 at step 2, two bf16
+        # steps apart, with the same prompts and the same rollout metrics); 2e-2 is five bf16 steps
+        for k in UPDATE_KEYS:
+            assert resumed[step][k] == pytest.approx(ref[step][k], rel=2e-2, abs=1e-3), (step, k)
         # 1e-3: see _check_same_seed_and_policy_weights (measured 2.6e-4 relative after the resume)
         assert resumed[step]["actor/grad_norm"] == pytest.approx(ref[step]["actor/grad_norm"], rel=1e-3), step
 
