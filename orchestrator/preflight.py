@@ -147,10 +147,9 @@ def _prepass_on(backend: str, reads: bool, runs: list[RunSpec], root: Path) -> l
     would refuse at the run's first step, after its launch."""
     if reads:
         return []
-    from policies.curricula.registry import CURRICULA
+    from policies.curricula.registry import needs_pass_rates
 
-    named = sorted({r.policy.name for r in runs if isinstance(b := r.policy.cfg.get("curriculum"), dict)
-                    and (cls := CURRICULA.get(str(b.get("name")))) is not None and cls.needs_pass_rates})
+    named = sorted({r.policy.name for r in runs if needs_pass_rates(r.policy.cfg.get("curriculum"))})
     return [f"{root / 'policy' / f'{name}.yaml'}: key 'curriculum.name': the {backend} backend does not read the "
             "difficulty pre-pass this curriculum needs yet; run it with backend: local or remove the policy"
             for name in named]

@@ -439,14 +439,12 @@ class VerlBackend(TrainingBackend):
             # any launch, rather than trained for its steps as if it had no budget
             raise TrainingConfigError(f"run {req.run_id}: the verl backend does not stop at a rollout-token "
                                       "budget yet; remove the budget or use the local backend")
-        block = (req.policy or {}).get("curriculum")
-        if isinstance(block, dict):
-            from policies.curricula.registry import CURRICULA
+        from policies.curricula.registry import needs_pass_rates
 
-            cls = CURRICULA.get(str(block.get("name")))
-            if cls is not None and cls.needs_pass_rates:  # refused before the launch, not at its first fetch
-                raise TrainingConfigError(f"run {req.run_id}: curriculum {cls.name!r} needs the difficulty "
-                                          "pre-pass, which the verl backend does not read yet; use the local backend")
+        block = (req.policy or {}).get("curriculum") or {}
+        if needs_pass_rates(block):  # refused before the launch, not at its first fetch
+            raise TrainingConfigError(f"run {req.run_id}: curriculum {block['name']!r} needs the difficulty "
+                                      "pre-pass, which the verl backend does not read yet; use the local backend")
         req = resolve_inputs(req)
         dirs = run_dirs(req.out_dir)
         # verl's file logger truncates its file on open (`verl/utils/tracking.py:541`): each launch (a resume

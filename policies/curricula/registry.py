@@ -31,6 +31,13 @@ def curriculum_class(name: Any) -> type[Curriculum]:
     return CURRICULA.lookup(name, where="curriculum.name")
 
 
+def needs_pass_rates(block: Any) -> bool:
+    """Whether a policy's `curriculum:` block names a rule that reads the difficulty pre-pass (hardest_k); an
+    unknown or missing name is False here (the policy checks name it)."""
+    cls = CURRICULA.get(str(block.get("name"))) if isinstance(block, dict) else None
+    return cls is not None and cls.needs_pass_rates
+
+
 def check_curriculum(name: Any, params: Mapping[str, Any] | None) -> dict[str, Any]:
     """A config's curriculum block checked without a pool (the policy loader's check): the name, every parameter
     and the rule's cross-field constraints; returns the parameters with defaults filled. What needs the pool
