@@ -16,7 +16,7 @@ import pandas as pd
 
 from evaluation.graders.multiple_choice import normalise_gold
 from wtcommon.atomic import atomic_path, atomic_write_text
-from wtcommon.files import sha256_file
+from wtcommon.hashing import sha256_file
 from wtcommon.errors import UserError
 
 COLUMNS: dict[str, str] = {"item_id": "str", "prompt": "str", "answer": "str", "n_options": "int"}

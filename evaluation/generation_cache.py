@@ -8,8 +8,6 @@ a re-grade (graders changed, generations did not) therefore regenerates nothing.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from collections.abc import Callable
 from lm_eval.api.model import LM
 
 from evaluation.backends.tracking import request_key
+from wtcommon.hashing import digest
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS generations (
   key TEXT PRIMARY KEY, checkpoint TEXT NOT NULL, task TEXT NOT NULL, item TEXT NOT NULL,
@@ -30,8 +29,7 @@ def generation_key(checkpoint_hash: str, task: str, doc_id: Any, context: str, g
     parts: list[Any] = [checkpoint_hash, task, str(doc_id), context, gen_kwargs]
     if sample is not None:
         parts.append({"sample": int(sample[0]), "seed": int(sample[1])})
-    blob = json.dumps(parts, sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()
+    return digest(parts, 64, spaced=True)
 
 
 class GenerationStore:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from evaluation.evaluator import (BenchmarkHealth, _atomic_gzip_jsonl, gate_fail
 from evaluation.graders import grade_batch, grader_version
 from evaluation.suite import Gates, Suite
 from wtcommon.errors import UserError
+from wtcommon.hashing import digest
 
 GRADER_LABEL = re.compile(r"grader (\S+?)(?=;|$)")
 
@@ -219,8 +219,7 @@ def regraded_hash(old: str, graders: dict[str, str]) -> str:
     was known), else 16 hex digits of the old hash and the new labels."""
     if not old:
         return ""
-    blob = json.dumps({"regraded_from": old, "graders": graders}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return digest({"regraded_from": old, "graders": graders}, spaced=True)
 
 
 def regrade_records(records: pd.DataFrame, health: dict[str, BenchmarkHealth],

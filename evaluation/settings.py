@@ -19,7 +19,6 @@ manifest, and the rest does not change a score.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wtcommon.config_fields import ConfigFieldError, MappingConfig
+from wtcommon.hashing import digest
 
 if TYPE_CHECKING:  # the suite and graders are imported where used: typing a campaign's options loads neither
     from evaluation.suite import Benchmark
@@ -130,10 +130,6 @@ def _raw(options: EvaluationOptions | Mapping[str, Any]) -> Mapping[str, Any]:
     return options.raw if isinstance(options, EvaluationOptions) else options
 
 
-def _digest(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()[:16]
-
-
 # decoding fields added with sampled decoding (evaluation/sampling.py): left out at their greedy single-pass
 # defaults, so the key of a suite that declares none of them is the key it had before they existed
 _DECODING_DEFAULTS = {"samples": 1, "seed": 0, "metric": "avg"}
@@ -166,7 +162,7 @@ def evaluation_settings(suite: str, options: EvaluationOptions | Mapping[str, An
 
 @lru_cache(maxsize=256)
 def _key(suite: str, options_json: str) -> str:
-    return _digest(evaluation_settings(suite, json.loads(options_json)))
+    return digest(evaluation_settings(suite, json.loads(options_json)))
 
 
 def evaluation_key(suite: str, options: EvaluationOptions | Mapping[str, Any]) -> str:
@@ -185,12 +181,12 @@ def data_digest(data_dir: Path | None) -> str:
         manifest = json.loads(p.read_text())
     except ValueError:
         return ""
-    return _digest({"kind": manifest.get("kind"), "benchmarks": manifest.get("benchmarks")})
+    return digest({"kind": manifest.get("kind"), "benchmarks": manifest.get("benchmarks")})
 
 
 def evaluation_hash(key: str, data_dir: Path | None) -> str:
     """16 hex digits naming the settings *and* the data a record was scored with (the records' `eval_hash`)."""
-    return _digest({"key": key, "data": data_digest(data_dir)})
+    return digest({"key": key, "data": data_digest(data_dir)})
 
 
 __all__ = ["EVALUATION_KEYS", "SCORED_OPTIONS", "EvaluationOptions", "check_evaluation_options", "data_digest",

@@ -11,7 +11,6 @@ directory holds a `manifest.json` with the sha256 of its rows, and that hash ent
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
@@ -20,7 +19,7 @@ from typing import Any
 from collections.abc import Iterable
 
 from wtcommon.atomic import atomic_path, atomic_write_text
-from wtcommon.files import short_hash
+from wtcommon.hashing import digest, rows_digest
 from wtcommon.errors import UserError
 
 # Instructions appended after a blank line ([inferred]: the builder's exact strings are not
@@ -248,11 +247,8 @@ def apply_regime(rows: list[dict[str, Any]], regime: str, seed: int) -> list[dic
 # ---- hashing, writing, identity --------------------------------------------------------------
 
 def content_hash(rows: Iterable[dict[str, Any]]) -> str:
-    h = hashlib.sha256()
-    for r in rows:
-        h.update(json.dumps(r, sort_keys=True, separators=(",", ":"), default=str).encode())
-        h.update(b"\n")
-    return h.hexdigest()
+    """A corpus split's identity: the digest of its rows in order (what `train_sha256` records)."""
+    return rows_digest(rows)
 
 
 def write_corpus(out_dir: Path, train: list[dict[str, Any]], test: list[dict[str, Any]],
@@ -286,7 +282,7 @@ def corpus_identity(data_spec: Any, regime: str, data_root: Path | None) -> dict
             ident["hash"] = json.loads(man.read_text())["train_sha256"]
             return ident
     recipe = {"sources": SOURCES if data_spec.corpus == "multidomain_3" else data_spec.corpus, **ident}
-    ident["hash"] = "spec:" + short_hash(json.dumps(recipe, sort_keys=True))
+    ident["hash"] = "spec:" + digest(recipe, spaced=True)
     return ident
 
 

@@ -21,7 +21,8 @@ from evaluation.settings import EvaluationOptions
 from policies import MECHANISMS, mechanism_of
 from training.config import ModelConfig, RecipeConfig
 from wtcommon.config_fields import ConfigFieldError, MappingConfig
-from wtcommon.files import load_yaml_mapping, short_hash as _short_hash
+from wtcommon.files import load_yaml_mapping
+from wtcommon.hashing import canonical_json, digest
 
 if TYPE_CHECKING:
     from orchestrator.spec import CampaignSpec
@@ -29,15 +30,6 @@ if TYPE_CHECKING:
 # orchestrator.spec (pydantic, its models built at import: most of a stage process's start-up) and
 # orchestrator.data are imported where a campaign is expanded, not here: a stage process reads its RunSpec from
 # JSON and needs neither (wtcommon.start_latency; tests/test_stage_imports.py keeps it so)
-
-
-def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-
-
-def short_hash(obj: Any, n: int = 16) -> str:
-    """The first `n` hex digits of sha256 of `obj`'s canonical JSON (run keys, config hashes)."""
-    return _short_hash(canonical_json(obj), n)
 
 
 @dataclass(frozen=True)
@@ -127,7 +119,7 @@ class RunSpec:
     @property
     def config_hash(self) -> str:
         """Hash of the full resolved config (incl. evaluation options), recorded per Record."""
-        return short_hash(self.to_dict())
+        return digest(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         """The stored form: every field, the policy as its three keys in their old places (`policy` the name,
@@ -346,7 +338,7 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
                         }
                         if spec.budget is not None:  # unset: the key of every run without a budget is unchanged
                             key_obj["rollout_token_budget"] = spec.budget.rollout_tokens
-                        run_key = short_hash(key_obj)
+                        run_key = digest(key_obj)
                         run_id = f"{g.campaign}/{model}/{pol}{'@' + g.regime if g.regime else ''}/s{seed}"
                         where = f"{sub_name}/{g.campaign}"
                         if run_key in seen:

@@ -28,6 +28,7 @@ from orchestrator.scheduler import Scheduler, SchedulerConfig
 from orchestrator.spec import CampaignSpec, load_campaign
 from orchestrator.workdir import Workdir
 from wtcommon.errors import WindtunnelError
+from wtcommon.hashing import text_hash
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,9 +42,7 @@ class RecordsMissing(WindtunnelError, RuntimeError):
 
 def spec_hash(spec_json: str) -> str:
     """sha256 of the campaign spec as stored in the ledger (what a records file says it came from)."""
-    import hashlib
-
-    return hashlib.sha256(spec_json.encode()).hexdigest()
+    return text_hash(spec_json, 64)
 
 
 def records_spec_hash(path: str | Path) -> str | None:

@@ -44,7 +44,7 @@ from orchestrator.paths import inside, run_dir  # noqa: F401 - inside: this modu
 from wtcommon.errors import StageConfigError, StageHealthGateError
 from training.backend import Checkpoint, EvalRequest, TrainingConfigError
 from wtcommon.atomic import atomic_write_text
-from wtcommon.files import sha256_file
+from wtcommon.hashing import sha256_file
 from wtcommon.errors import RunFailed
 from wtcommon import start_latency
 

@@ -565,3 +565,46 @@ def test_every_registry_is_the_one_idiom() -> None:
     bad = [f"{p}:{line}: {name} is a plain dict written by a register function; make it a wtcommon.registry.Registry"
            for p in product_files() for line, name in plain_dict_registries((ROOT / p).read_text())]
     assert not bad, "\n".join(bad)
+
+
+# ---------------------------------------------------------------- one home for content hashes (issue 37)
+
+HASHING_MODULE = Path("wtcommon/hashing.py")
+
+
+def hand_rolled_json_hashes(source: str) -> list[int]:
+    """Lines where JSON is serialised straight into a hash: `hashlib.<algo>(json.dumps(...)...)`, `h.update(
+    json.dumps(...)...)`, or a blob `json.dumps(...)` handed to `text_hash`. Such a key belongs to
+    wtcommon/hashing.py's `digest(obj, spaced=...)`, where both stored serialisations live."""
+    tree = ast.parse(source)
+
+    def has_dumps(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "dumps"
+                   and isinstance(n.func.value, ast.Name) and n.func.value.id == "json" for n in ast.walk(node))
+
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        hashing = ((isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "hashlib")
+                   or (isinstance(f, ast.Attribute) and f.attr == "update")
+                   or (isinstance(f, ast.Name) and f.id == "text_hash"))
+        if hashing and any(has_dumps(a) for a in node.args):
+            found.add(node.lineno)
+    return sorted(found)
+
+
+def test_the_json_hash_checker() -> None:
+    assert hand_rolled_json_hashes("import hashlib, json\nk = hashlib.sha256(json.dumps(x).encode()).hexdigest()\n") == [2]
+    assert hand_rolled_json_hashes("h.update(json.dumps(r, sort_keys=True).encode())\n") == [1]
+    assert hand_rolled_json_hashes("k = text_hash(json.dumps(x, sort_keys=True))\n") == [1]
+    assert hand_rolled_json_hashes("k = digest(x, spaced=True)\nh = hashlib.sha256(b'seed')\n") == []
+    assert hand_rolled_json_hashes("path.write_text(json.dumps(x))\n") == []  # writing JSON is not hashing it
+
+
+def test_json_is_hashed_only_in_the_hashing_module() -> None:
+    bad = [f"{p}:{line}" for p in product_files() if p != HASHING_MODULE
+           for line in hand_rolled_json_hashes((ROOT / p).read_text())]
+    assert not bad, "hash objects with wtcommon.hashing.digest (say spaced=True for a key born spaced):\n" + \
+        "\n".join(bad)

@@ -10,12 +10,11 @@ for its records: the real evaluator unless the backend has no model to evaluate.
 from __future__ import annotations
 
 import abc
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from wtcommon.files import short_hash
+from wtcommon.hashing import digest
 from training.errors import TrainingConfigError, TrainingError
 from wtcommon.config_fields import ConfigFieldError
 
@@ -118,8 +117,7 @@ class TrainRequest:
         }
         if self.rollout_token_budget is not None:  # absent when unset: existing runs keep their hash
             payload["rollout_token_budget"] = self.rollout_token_budget
-        blob = json.dumps(payload, sort_keys=True, default=str).encode()
-        return short_hash(blob)
+        return digest(payload, spaced=True)
 
 
 @dataclass

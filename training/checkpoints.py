@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from training.backend import TrainingError
-from wtcommon.files import sha256_file
+from wtcommon.hashing import sha256_file
 
 
 def save_checkpoint_meta(ckpt_dir: Path, step: int, meta: dict[str, Any]) -> None:

@@ -34,7 +34,7 @@ from training.config import ModelConfig, RecipeConfig, load_model_config, load_r
 from training.errors import TrainingError
 from wtcommon.atomic import atomic_path, atomic_write_text
 from wtcommon.errors import UserError
-from wtcommon.files import sha256_file
+from wtcommon.hashing import sha256_file
 
 DIFFICULTY_VERSION = 1  # bump when the pre-pass procedure changes (invalidates the cache)
 CHUNK_PROMPTS = 32  # prompts per generate call: part of the key (the sampling draws depend on it)

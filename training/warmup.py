@@ -23,7 +23,7 @@ import torch
 
 from training import synthetic
 from training.tiny_model import build_tiny_model
-from wtcommon.files import short_hash
+from wtcommon.hashing import digest
 
 if TYPE_CHECKING:
     from training.config import ModelConfig, RecipeConfig
@@ -36,7 +36,8 @@ def default_cache_root() -> Path:
 
 
 def content_hash(obj: Any) -> str:
-    return short_hash(json.dumps(obj, sort_keys=True, default=str))
+    """16 hex digits of `obj` (the warm-up and pre-pass cache keys)."""
+    return digest(obj, spaced=True)
 
 
 class _Lock:

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.grid import PolicyRef, RunSpec, short_hash
+from orchestrator.grid import PolicyRef, RunSpec
+from wtcommon.hashing import digest
 from orchestrator.spec import CampaignSpec
 from tuning.request import TuneError, TuneRequest
 
@@ -85,7 +86,7 @@ def validation_run(run: RunSpec, campaign: str, suite: str, evaluation: Mapping[
     if policy_cfg is not None:
         cfg.pop("search_space", None)
     policy = run.policy.with_cfg(cfg)
-    key = short_hash(_key_obj(run, policy))
+    key = digest(_key_obj(run, policy))
     label = f"{run.policy.name}~t{trial}" if trial is not None else run.policy.name
     rid = f"{run.group}/{run.model}/{label}{'@' + run.regime if run.regime else ''}/s{run.seed}"
     return dataclasses.replace(run, run_key=key, run_id=rid, campaign=campaign, policy=policy, suite=suite,

@@ -1,26 +1,13 @@
-"""File and content fingerprints and the one YAML-mapping loader.
+"""The one YAML-mapping loader (fingerprints are in wtcommon/hashing.py).
 
-Why one home: the same sha256-of-a-file, truncated-sha256 and "safe_load, must be a mapping" code was
-written in several modules with slightly different messages; each caller keeps its own typed error.
+Why one home: the same "safe_load, must be a mapping" code was written in several modules with slightly
+different messages; each caller keeps its own typed error.
 """
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
-
-
-def sha256_file(path: str | Path) -> str:
-    """Hex sha256 of a file's bytes (streamed)."""
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def short_hash(data: str | bytes, n: int = 16) -> str:
-    """The first `n` hex digits of sha256(`data`); callers serialise (e.g. canonical JSON) first, so a
-    key's value depends only on what they hash, never on this helper."""
-    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()[:n]
 
 
 def load_yaml_mapping(path: str | Path, *, what: str = "YAML file",

@@ -69,9 +69,9 @@ def submission_id(run_key: str, stage: str, attempt: int, campaign: str = "", in
     """Deterministic per (campaign instance, run, stage, attempt): a restarted orchestrator finds its
     job again, the same cell in two campaigns (same run_key) never collides on one cluster, and
     neither does the same campaign driven from two work dirs (each ledger has its own `instance`)."""
-    from wtcommon.files import short_hash
+    from wtcommon.hashing import text_hash
 
-    tag = short_hash(campaign, 6) if campaign else "x"
+    tag = text_hash(campaign, 6) if campaign else "x"
     return f"wt-{tag}-{instance}-{run_key}-{stage}-a{attempt}" if instance else f"wt-{tag}-{run_key}-{stage}-a{attempt}"
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from orchestrator.executor.base import ClusterUnreachable
 from orchestrator.executor.local_head import _alive, _env, _free_port, _kill_head_processes, _ray_bin, token_file
+from wtcommon.hashing import text_hash
 from wtcommon.polling import wait_until
 from wtcommon.ports import port_free
 from wtcommon.processes import terminate_then_kill
@@ -164,9 +165,7 @@ class LocalCluster:
     def _tmp_base(self) -> str:
         if len(str(self.root)) <= 40:
             return str(self.root / "ray")
-        import hashlib
-
-        return f"/tmp/wtc-{hashlib.sha256(str(self.root).encode()).hexdigest()[:10]}"
+        return f"/tmp/wtc-{text_hash(str(self.root), 10)}"
 
     # -- start / stop -------------------------------------------------------------------------------------------
     def start(self, n_nodes: int, *, num_gpus: int = 4, num_cpus: int = 4, node_env: dict[int, dict[str, str]] | None

@@ -37,7 +37,7 @@ from typing import Any
 from orchestrator.executor.base import ClusterUnreachable
 from orchestrator.workdir import Workdir
 from wtcommon.atomic import atomic_write_text
-from wtcommon.files import short_hash
+from wtcommon.hashing import text_hash
 from wtcommon.polling import wait_until
 from wtcommon.ports import free_port, port_free
 from wtcommon.processes import terminate_then_kill
@@ -85,7 +85,7 @@ def _temp_dir(workdir: Path) -> Path:
         return Path(os.environ["WT_RAY_TMP"])
     tmp = workdir / "ray"
     if len(str(tmp)) > 40:
-        tmp = Path("/tmp") / f"wt-ray-{short_hash(str(workdir), 10)}"
+        tmp = Path("/tmp") / f"wt-ray-{text_hash(str(workdir), 10)}"
     return tmp
 
 
