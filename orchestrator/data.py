@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterable
 
-from wtcommon.atomic import atomic_path, atomic_write_text
+from wtcommon.atomic import atomic_path, atomic_write_json
 from wtcommon.hashing import digest, rows_digest
 from wtcommon.errors import UserError
 
@@ -262,7 +262,7 @@ def write_corpus(out_dir: Path, train: list[dict[str, Any]], test: list[dict[str
             pd.DataFrame(rows).to_parquet(tmp, index=False)
     manifest = {**meta, "train_rows": len(train), "test_rows": len(test),
                 "train_sha256": content_hash(train), "test_sha256": content_hash(test)}
-    atomic_write_text(out_dir / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True))
+    atomic_write_json(out_dir / "manifest.json", manifest, indent=2)
     return manifest
 
 

@@ -43,7 +43,7 @@ from orchestrator.grid import RunSpec
 from orchestrator.paths import inside, run_dir  # noqa: F401 - inside: this module's API too
 from wtcommon.errors import StageConfigError, StageHealthGateError
 from training.backend import Checkpoint, EvalRequest, TrainingConfigError
-from wtcommon.atomic import atomic_write_text
+from wtcommon.atomic import atomic_write_json, atomic_write_text, json_file_text
 from wtcommon.hashing import sha256_file
 from wtcommon.errors import RunFailed
 from wtcommon import start_latency
@@ -144,17 +144,13 @@ def cancelled(rd: Path, attempt: str) -> bool:
 def write_manifest(rd: Path, stage: str, attempt: str, manifest: dict[str, Any]) -> None:
     """`<rd>/<stage>_done.json`, carrying its attempt, unless a newer attempt holds the fence (StageFenced)."""
     check_fence(rd, stage, attempt)
-    _atomic_json(rd / f"{stage if stage == 'train' else 'eval'}_done.json",
-                 {**manifest, **({"attempt": attempt} if attempt else {})})
-
-
-def _atomic_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str))
+    atomic_write_json(rd / f"{stage if stage == 'train' else 'eval'}_done.json",
+                      {**manifest, **({"attempt": attempt} if attempt else {})}, indent=2)
 
 
 def write_run_spec(spec: RunSpec, workdir: Path) -> Path:
     path = run_dir(workdir, spec) / "run_spec.json"
-    text = json.dumps(spec.to_dict(), indent=2, sort_keys=True, default=str)  # as _atomic_json writes it
+    text = json_file_text(spec.to_dict(), 2)
     if not path.exists() or path.read_text() != text:
         atomic_write_text(path, text)
     return path

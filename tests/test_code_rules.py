@@ -596,7 +596,8 @@ def hand_rolled_json_hashes(source: str) -> list[int]:
 
 
 def test_the_json_hash_checker() -> None:
-    assert hand_rolled_json_hashes("import hashlib, json\nk = hashlib.sha256(json.dumps(x).encode()).hexdigest()\n") == [2]
+    src = "import hashlib, json\nk = hashlib.sha256(json.dumps(x).encode()).hexdigest()\n"
+    assert hand_rolled_json_hashes(src) == [2]
     assert hand_rolled_json_hashes("h.update(json.dumps(r, sort_keys=True).encode())\n") == [1]
     assert hand_rolled_json_hashes("k = text_hash(json.dumps(x, sort_keys=True))\n") == [1]
     assert hand_rolled_json_hashes("k = digest(x, spaced=True)\nh = hashlib.sha256(b'seed')\n") == []
@@ -608,3 +609,28 @@ def test_json_is_hashed_only_in_the_hashing_module() -> None:
            for line in hand_rolled_json_hashes((ROOT / p).read_text())]
     assert not bad, "hash objects with wtcommon.hashing.digest (say spaced=True for a key born spaced):\n" + \
         "\n".join(bad)
+
+
+def hand_rolled_json_writes(source: str) -> list[int]:
+    """Lines that write sorted JSON through `atomic_write_text(path, json.dumps(..., sort_keys=True))`: the
+    format `wtcommon.atomic.atomic_write_json` writes, spelled again (JSONL and unsorted files are not it)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "atomic_write_text"
+                and len(node.args) == 2 and isinstance(a := node.args[1], ast.Call)
+                and isinstance(a.func, ast.Attribute) and a.func.attr == "dumps"
+                and any(k.arg == "sort_keys" for k in a.keywords)):
+            found.append(node.lineno)
+    return found
+
+
+def test_the_json_writer_checker() -> None:
+    assert hand_rolled_json_writes("atomic_write_text(p, json.dumps(o, indent=2, sort_keys=True))\n") == [1]
+    assert hand_rolled_json_writes("atomic_write_json(p, o, indent=2)\n") == []
+    assert hand_rolled_json_writes('atomic_write_text(p, "".join(json.dumps(r) + "\\n" for r in rows))\n') == []
+
+
+def test_sorted_json_files_are_written_by_the_one_writer() -> None:
+    bad = [f"{p}:{line}" for p in product_files() if p != Path("wtcommon/atomic.py")
+           for line in hand_rolled_json_writes((ROOT / p).read_text())]
+    assert not bad, "use wtcommon.atomic.atomic_write_json(path, obj, indent=...):\n" + "\n".join(bad)

@@ -32,7 +32,7 @@ import pandas as pd
 from training import warmup
 from training.config import ModelConfig, RecipeConfig, load_model_config, load_recipe
 from training.errors import TrainingError
-from wtcommon.atomic import atomic_path, atomic_write_text
+from wtcommon.atomic import atomic_path, atomic_write_json
 from wtcommon.errors import UserError
 from wtcommon.hashing import sha256_file
 
@@ -324,7 +324,7 @@ def run_prepass(spec: PrepassSpec, cache_root: Path | None = None) -> Difficulty
                 "limit": spec.limit, "pool_size": int(len(pool)), "decoding": asdict(spec.decoding),
                 "chunk_prompts": CHUNK_PROMPTS, "mean_pass_rate": float(rates.mean()) if len(rates) else None,
                 "command": spec.command()}
-        atomic_write_text(side, json.dumps(meta, indent=1, sort_keys=True))
+        atomic_write_json(side, meta, indent=1)
         return Difficulty(npz, rates, successes, ids, meta, cached=False)
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 @contextmanager
@@ -36,6 +38,16 @@ def atomic_path(path: str | Path, mode: int | None = None) -> Iterator[Path]:
 def atomic_write_text(path: str | Path, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def json_file_text(obj: Any, indent: int | None = None) -> str:
+    """How Windtunnel writes a JSON file: sorted keys (files diff cleanly), `str` for what JSON cannot hold."""
+    return json.dumps(obj, indent=indent, sort_keys=True, default=str)
+
+
+def atomic_write_json(path: str | Path, obj: Any, *, indent: int | None = None) -> None:
+    """`obj` as `json_file_text` into `path`, atomically: the one JSON writer (issue 37)."""
+    atomic_write_text(path, json_file_text(obj, indent))
 
 
 def atomic_write_bytes(path: str | Path, data: bytes, mode: int | None = None) -> None:

@@ -36,7 +36,7 @@ from typing import Any
 
 from orchestrator.executor.base import ClusterUnreachable
 from orchestrator.workdir import Workdir
-from wtcommon.atomic import atomic_write_text
+from wtcommon.atomic import atomic_write_json
 from wtcommon.hashing import text_hash
 from wtcommon.polling import wait_until
 from wtcommon.ports import free_port, port_free
@@ -167,7 +167,7 @@ def read_state(workdir: Path) -> dict | None:
 
 
 def _write_state(workdir: Path, info: dict) -> None:
-    atomic_write_text(_state_path(workdir), json.dumps(info, sort_keys=True))
+    atomic_write_json(_state_path(workdir), info)
 
 
 @contextmanager

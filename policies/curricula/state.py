@@ -13,7 +13,7 @@ import numpy as np
 
 from policies.curricula.base import Curriculum
 from policies.errors import PolicyConfigError
-from wtcommon.atomic import atomic_write_bytes, atomic_write_text
+from wtcommon.atomic import atomic_write_bytes, atomic_write_json
 
 
 def sidecar_path(path: str | Path) -> Path:
@@ -29,7 +29,7 @@ def save_state(path: str | Path, curriculum: Curriculum) -> None:
     buf = io.BytesIO()
     np.savez(buf, **arrays)  # type: ignore[arg-type]
     atomic_write_bytes(path, buf.getvalue())
-    atomic_write_text(sidecar_path(path), json.dumps(scalars, sort_keys=True))
+    atomic_write_json(sidecar_path(path), scalars)
 
 
 def load_state(path: str | Path) -> dict[str, Any]:
