@@ -26,13 +26,13 @@ def add_project_path(root: str | Path | None) -> None:
 
 
 def plugin_names(policy_cfgs: Iterable[dict[str, Any]]) -> list[str]:
-    """Distinct top-level module names listed under `plugins:` by these policy configs."""
+    """Distinct top-level module names listed under `plugins:` by these (resolved, checked) policy configs."""
+    from policies.plugins import plugin_modules
+
     names: dict[str, None] = {}
     for cfg in policy_cfgs:
-        mods = cfg.get("plugins") or []
-        for m in [mods] if isinstance(mods, str) else mods:
-            if isinstance(m, str) and m:
-                names[m.split(".")[0]] = None
+        for m in plugin_modules(cfg, f"policy {cfg.get('name', '?')}"):
+            names[m.split(".")[0]] = None
     return list(names)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -123,23 +122,19 @@ def _base_config(entry: str, spec: CampaignSpec, key: str, who: str = "") -> tup
     return _load(found, "policy file"), found
 
 
-def _import_plugins(cfg: dict[str, Any], where: str) -> None:
-    mods = cfg.get("plugins") or []
-    for mod in [mods] if isinstance(mods, str) else mods:
-        try:
-            importlib.import_module(str(mod))
-        except Exception as exc:  # a plugin that cannot be imported: say which, never a traceback
-            raise SpecError(f"{where}: plugins: cannot import {mod!r} ({type(exc).__name__}: {exc})") from None
-
-
 def apply_overrides(base: dict[str, Any], variant: PolicyVariant, where: str) -> dict[str, Any]:
     """The base config with the variant's parameter overrides, each checked against the registry's schema
     (`actuator.fraction`, `scorer.agg`, or a bare name that only one of the two blocks declares)."""
     from policies import PolicyConfigError
     from policies.registry import lookup
 
+    from policies.plugins import import_plugins
+
     cfg = copy.deepcopy(base)
-    _import_plugins(cfg, where)
+    try:  # its plugin modules first: they register the scorers and actuators it names
+        import_plugins(cfg, where)
+    except PolicyConfigError as exc:
+        raise SpecError(str(exc)) from None
     entries = {}
     for part in ("scorer", "actuator"):
         blk = cfg.get(part)
