@@ -46,7 +46,7 @@ from training.registry import register_backend
 from training.checkpoints import save_checkpoint_meta, verify_checkpoint
 from evaluation.exploit_watch import step_watch
 from training.config import ModelConfig, RecipeConfig, load_model_config, load_recipe  # noqa: F401 - load_recipe: API
-from wtcommon.atomic import atomic_write_text
+from wtcommon.atomic import atomic_write_json
 
 ProgressFn = Callable[[int, int, dict[str, Any]], None]
 
@@ -151,10 +151,6 @@ def save_checkpoint(model, tokenizer, out_dir: Path, step: int, meta: dict[str, 
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     return Checkpoint(step, final)
-
-
-def _atomic_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True, default=str))
 
 
 # --- the loop -----------------------------------------------------------------------------------
@@ -572,8 +568,8 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
 
     compute["wall_s"] = time.time() - t0
     result = TrainResult(checkpoints, metrics_path, compute)
-    _atomic_json(out / "result.json", {**result.to_json(), "config_hash": config_hash, "run_id": req.run_id,
-                                        "run_key": req.run_key, "base_model": str(model_dir)})
+    atomic_write_json(out / "result.json", {**result.to_json(), "config_hash": config_hash, "run_id": req.run_id,
+                                           "run_key": req.run_key, "base_model": str(model_dir)}, indent=1)
     if sink is not None:
         sink.finish(req, result)
     return result
