@@ -316,8 +316,9 @@ def graders_audit_cmd(
     if campaign is not None:
         from evaluation.grader_audit.agreement import item_logs, read_generations
         from evaluation.suite import load_suite
+        from orchestrator.paths import campaign_runs, results_file
 
-        logs = item_logs(workdir / "runs" / campaign)
+        logs = item_logs(campaign_runs(workdir, campaign))
         gens = [g for log in logs for g in read_generations(log)]
         known = sorted(set(load_suite("db12").benchmark_ids) | {g.benchmark for g in gens})
         bad = sorted(set(benchmark) - set(known))
@@ -334,7 +335,7 @@ def graders_audit_cmd(
         from evaluation.grader_audit.agreement import agreement
 
         rows, diffs = agreement(gens, benchmark or None)
-        target = out_path or workdir / "results" / str(campaign) / "grader_disagreements.jsonl"
+        target = out_path or results_file(workdir, str(campaign), "grader_disagreements.jsonl")
         from wtcommon.atomic import atomic_write_text
 
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -81,7 +81,7 @@ def seeds_look_cmd(
     if runs_its_own_looks(wd, campaign):
         raise UserError(f"campaign {campaign!r} runs a sequential seed design: `campaign submit/resume` take its looks "
                         f"and add its batches; see them with `campaign looks {campaign} --workdir {workdir}`")
-    path = records or workdir / "results" / campaign / "records.parquet"
+    path = records or wd.records(campaign)
     dec, design, agg = look_at_records(path, suite, {"max": max_seeds, "batch": batch, "design": "sequential",
                                                      "equivalence_margin": margin, "futility_cp": futility,
                                                      "spending": spending, "familywise": familywise}, look, aggregate)

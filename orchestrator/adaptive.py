@@ -191,9 +191,9 @@ def export_looks(sess: Session, campaign: str) -> Path | None:
     looks = read_looks(sess.ledger, campaign)
     if looks.empty:
         return None
-    from orchestrator.paths import inside
+    from orchestrator.paths import results_file
 
-    path = inside(sess.workdir, "results", campaign, "sequential_looks.csv")
+    path = results_file(sess.workdir, campaign, "sequential_looks.csv")
     atomic_write_text(path, looks[list(LOOK_COLUMNS)].to_csv(index=False))
     return path
 

@@ -16,6 +16,7 @@ from rich.console import Console
 from analysis.schema import DEFAULT_AA_PAIR
 from orchestrator.campaign import CampaignError, drive
 from orchestrator.demo_timings import DemoTimings
+from orchestrator.paths import campaign_runs, runs_root
 from orchestrator.progress import status_matrix
 from orchestrator.tracking import default_uri
 
@@ -131,7 +132,8 @@ def write_report(records: Path, workdir: Path, *, out: Console, err: Console, su
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             path, flags = build_report_with_evidence(df, workdir / "report.html", suite=suite,
-                                                     runs=runs_from_dir(df, workdir / "runs"), n_resamples=n_resamples,
+                                                     runs=runs_from_dir(df, runs_root(workdir)),
+                                                     n_resamples=n_resamples,
                                                      figures_dir=workdir / "figures", aa_pair=aa_pair)
     except (InterventionError, ValueError, KeyError) as exc:
         err.print(f"report not written: {exc}", markup=False, highlight=False)
@@ -256,7 +258,7 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
         out.print(f"records: {records}\nMLflow: mlflow ui --backend-store-uri {default_uri(workdir)}",
                   highlight=False, soft_wrap=True)  # one line: the command is copied as printed
         with tm.part("analysis: paired comparisons and tables"):
-            print_analysis(records, out=out, suite=spec.suite, items_dir=workdir / "runs" / spec.name,
+            print_analysis(records, out=out, suite=spec.suite, items_dir=campaign_runs(workdir, spec.name),
                            show_all=show_all, aa_pair=spec.aa_pair)
         with tm.part("report: HTML, figures, MLflow attachment"):
             report = write_report(records, workdir, out=out, err=err, suite=spec.suite, aa_pair=spec.aa_pair)

@@ -1,5 +1,6 @@
-"""Where a run's files live: `<workdir>/runs/<campaign>/<run_key>`, and the check that every path the tool
-writes stays inside the work directory.
+"""Where a run's files live: `<workdir>/runs/<campaign>/<run_key>`, a campaign's collected outputs
+`<workdir>/results/<campaign>/`, and the check that every path the tool writes stays inside the work directory.
+The one place those two folder names are spelled (tests/test_code_rules.py keeps it so).
 
 A module of its own so that tracking, the scheduler and the stages find run dirs without importing each
 other (tracking ↔ stages was an import cycle). The stage errors live in `wtcommon.errors`.
@@ -25,6 +26,24 @@ def inside(workdir: Path, *parts: str) -> Path:
     return path
 
 
+RUNS, RESULTS = "runs", "results"
+
+
+def runs_root(workdir: Path) -> Path:
+    """`<workdir>/runs`: every campaign's run folders (what the analysis reads training evidence from)."""
+    return Path(workdir) / RUNS
+
+
+def campaign_runs(workdir: Path, campaign: str) -> Path:
+    """`<workdir>/runs/<campaign>`: one campaign's run folders."""
+    return inside(workdir, RUNS, campaign)
+
+
 def run_dir(workdir: Path, spec: RunSpec) -> Path:
     """`<workdir>/runs/<campaign>/<run_key>`: per campaign, since records carry its labels."""
-    return inside(workdir, "runs", spec.campaign, spec.run_key)
+    return inside(workdir, RUNS, spec.campaign, spec.run_key)
+
+
+def results_file(workdir: Path, campaign: str, name: str) -> Path:
+    """`<workdir>/results/<campaign>/<name>`: a campaign's collected records and what is derived from them."""
+    return inside(workdir, RESULTS, campaign, name)

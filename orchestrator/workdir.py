@@ -108,9 +108,9 @@ class Workdir:
 
     def records(self, campaign: str) -> Path:
         """`<workdir>/results/<campaign>/records.parquet`, a campaign's collected records."""
-        from orchestrator.paths import inside
+        from orchestrator.paths import results_file
 
-        return inside(self.root, "results", campaign, "records.parquet")
+        return results_file(self.root, campaign, "records.parquet")
 
     @property
     def head_state_file(self) -> Path:

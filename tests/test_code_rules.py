@@ -634,3 +634,39 @@ def test_sorted_json_files_are_written_by_the_one_writer() -> None:
     bad = [f"{p}:{line}" for p in product_files() if p != Path("wtcommon/atomic.py")
            for line in hand_rolled_json_writes((ROOT / p).read_text())]
     assert not bad, "use wtcommon.atomic.atomic_write_json(path, obj, indent=...):\n" + "\n".join(bad)
+
+
+# ---------------------------------------------------------------- one work-dir layout (issue 37)
+
+LAYOUT_MODULE = Path("orchestrator/paths.py")
+# analysis/ finds a records file's runs from its path alone and cannot import orchestrator (the layer order)
+LAYOUT_READERS = frozenset({Path("analysis/items.py")})
+
+
+def hand_built_layout_paths(source: str) -> list[int]:
+    """Lines that spell the work dir's "runs" or "results" folder into a path: an operand of `/`, or an argument
+    of `inside(...)` / `.joinpath(...)`. orchestrator/paths.py says where they are."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        parts: list[ast.AST] = []
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            parts = [node.left, node.right]
+        elif isinstance(node, ast.Call) and ((isinstance(node.func, ast.Name) and node.func.id == "inside") or (
+                isinstance(node.func, ast.Attribute) and node.func.attr == "joinpath")):
+            parts = list(node.args)
+        if any(isinstance(p, ast.Constant) and p.value in ("runs", "results") for p in parts):
+            found.add(node.lineno)
+    return sorted(found)
+
+
+def test_the_layout_path_checker() -> None:
+    assert hand_built_layout_paths('p = workdir / "runs" / campaign\n') == [1]
+    assert hand_built_layout_paths('p = inside(root, "results", c, "records.parquet")\n') == [1]
+    assert hand_built_layout_paths('p = root.joinpath("runs", c)\n') == [1]
+    assert hand_built_layout_paths('t.add_column("runs")\nacc["results"] = 1\np = campaign_runs(w, c)\n') == []
+
+
+def test_the_work_dir_layout_is_spelled_in_one_place() -> None:
+    bad = [f"{p}:{line}" for p in product_files() if p != LAYOUT_MODULE and p not in LAYOUT_READERS
+           for line in hand_built_layout_paths((ROOT / p).read_text())]
+    assert not bad, "use orchestrator.paths (runs_root, campaign_runs, run_dir, results_file):\n" + "\n".join(bad)
