@@ -256,7 +256,7 @@ def start_training_run(uri: str, req: TrainRequest, experiment: str | None = Non
     """The run of a standalone training request, created (RUNNING) before its first step."""
     exp = experiment or req.experiment or "windtunnel-train"
     params = {"policy": req.policy, "seed": req.seed, "recipe": req.recipe.to_dict(), "model_path": req.model_path,
-              "config_hash": req.config_hash()}
+              "weights_hash": req.weights_hash()}
     rid = ensure_run(uri, exp, req.run_key, req.run_id, params=params,
                      tags={"windtunnel.policy": str(req.policy.get("name", "")), "windtunnel.seed": str(req.seed)})
     client(uri).update_run(rid, status="RUNNING")

@@ -105,8 +105,12 @@ class TrainRequest:
             raise TrainingConfigError("TrainRequest.total_steps and save_freq must be >= 0 "
                                       "(0 = take the recipe's value)")
 
-    def config_hash(self) -> str:
-        """Short hash of what changes the trained weights (not out_dir, run_id or the backend options)."""
+    def weights_hash(self) -> str:
+        """Short hash of what changes the trained weights (not out_dir, run_id or the backend options).
+
+        Not `RunSpec.config_hash` (the whole resolved config, evaluation included, recorded per Record): a
+        checkpoint's `completed.json` and a run's `result.json` store this one under their older key
+        "config_hash", kept so that existing checkpoints still resume."""
         payload = {
             "policy": self.policy,
             "seed": self.seed,

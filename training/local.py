@@ -300,7 +300,7 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
     if total_steps < 1:
         raise TrainingConfigError("total_steps must be >= 1 (set it in the request or recipe trainer.total_steps)")
     out = Path(req.out_dir).resolve()
-    config_hash = req.config_hash()
+    config_hash = req.weights_hash()  # stored as "config_hash" (see weights_hash)
     done = _finished(out, config_hash)
     if done is not None:
         return done
