@@ -32,7 +32,8 @@ import os
 import platform
 import secrets
 import sys
-import time
+
+from wtcommon.polling import wait_until
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -282,13 +283,14 @@ def run_probe(executor, workdir: Path, nonce: str, *, deep: bool, timeout_s: flo
     argv = [sys.executable, "-m", "orchestrator.cluster_doctor", "--workdir", str(workdir), "--nonce", nonce,
             "--timeout", str(int(timeout_s)), *(["--deep"] if deep else [])]
     executor.submit(sid, argv)
-    deadline = time.monotonic() + timeout_s + 120
-    st = JobStatus("PENDING")
-    while time.monotonic() < deadline:
-        st = executor.status(sid)
-        if st.done:
-            break
-        time.sleep(1.0)
+    seen = [JobStatus("PENDING")]
+
+    def finished() -> bool:
+        seen[0] = executor.status(sid)
+        return seen[0].done
+
+    wait_until(finished, timeout_s + 120, interval_s=1.0)
+    st = seen[0]
     if not st.done:
         executor.stop(sid)
         raise DoctorError(f"the doctor's job {sid} did not finish in {timeout_s + 120:.0f} s (state {st.state}); "

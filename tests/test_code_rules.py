@@ -670,3 +670,40 @@ def test_the_work_dir_layout_is_spelled_in_one_place() -> None:
     bad = [f"{p}:{line}" for p in product_files() if p != LAYOUT_MODULE and p not in LAYOUT_READERS
            for line in hand_built_layout_paths((ROOT / p).read_text())]
     assert not bad, "use orchestrator.paths (runs_root, campaign_runs, run_dir, results_file):\n" + "\n".join(bad)
+
+
+# ---------------------------------------------------------------- one deadline loop (issue 37)
+
+POLLING_MODULE = Path("wtcommon/polling.py")
+
+
+def hand_rolled_deadlines(source: str) -> list[int]:
+    """Lines that set a deadline from the clock (`deadline = time.time() + ...`, or `time.monotonic()`) or loop
+    on one (`while time.monotonic() < ...`): the loop wtcommon/polling.py's `wait_until` already is. A lease's
+    expiry written to the ledger (`.values(lease_expires=time.time() + ttl)`) is a stored time, not a loop."""
+    def clock(n: ast.AST) -> bool:
+        return (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("time", "monotonic")
+                and isinstance(n.func.value, ast.Name) and n.func.value.id == "time")
+
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        v = node.value if isinstance(node, ast.Assign) else None
+        if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Add) and (clock(v.left) or clock(v.right)):
+            found.add(node.lineno)
+        elif isinstance(node, ast.While) and isinstance(node.test, ast.Compare) and (
+                clock(node.test.left) or any(clock(c) for c in node.test.comparators)):
+            found.add(node.lineno)
+    return sorted(found)
+
+
+def test_the_deadline_checker() -> None:
+    assert hand_rolled_deadlines("deadline = time.time() + 5\n") == [1]
+    assert hand_rolled_deadlines("while time.monotonic() < end:\n    pass\n") == [1]
+    assert hand_rolled_deadlines("t0 = time.time()\nelapsed = time.time() - t0\nwait_until(ok, 5)\n") == []
+    assert hand_rolled_deadlines("q.values(lease_expires=time.time() + ttl)\n") == []
+
+
+def test_deadline_loops_are_the_one_loop() -> None:
+    bad = [f"{p}:{line}" for p in product_files() if p != POLLING_MODULE
+           for line in hand_rolled_deadlines((ROOT / p).read_text())]
+    assert not bad, "wait with wtcommon.polling.wait_until(condition, timeout_s, interval_s):\n" + "\n".join(bad)

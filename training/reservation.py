@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from training.backend import TrainingError
+from wtcommon.polling import wait_until
 from wtcommon.ports import free_port, port_free
 
 if TYPE_CHECKING:
@@ -224,18 +224,20 @@ class PrivateNode:
         log = open(log_path, "ab")
         offset = log.tell()  # this start's part of the log (an earlier try's lines stay above it)
         self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_pdeathsig)
-        deadline = time.time() + ready_s
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
+        proc = self.proc
+
+        def up() -> bool:
+            if proc.poll() is not None:
                 tail = Path(log_path).read_bytes()[offset:][-4000:].decode(errors="replace")
                 why = " (timed out during startup)" if "timed out during startup" in tail else ""
-                raise RuntimeError(f"private Ray node exited with {self.proc.returncode}{why}; see {log_path}")
-            if b"Ray runtime started" in Path(log_path).read_bytes()[offset:]:
-                node_id = ray.get_runtime_context().get_node_id()
-                return {"ip": ip, "gcs": f"{ip}:{gcs}" if gcs else "", "node_id": node_id, "pid": self.proc.pid,
-                        "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
-            time.sleep(0.5)
-        raise RuntimeError(f"private Ray node did not start within {ready_s:.0f} s; see {log_path}")
+                raise RuntimeError(f"private Ray node exited with {proc.returncode}{why}; see {log_path}")
+            return b"Ray runtime started" in Path(log_path).read_bytes()[offset:]
+
+        if not wait_until(up, ready_s, interval_s=0.5):
+            raise RuntimeError(f"private Ray node did not start within {ready_s:.0f} s; see {log_path}")
+        node_id = ray.get_runtime_context().get_node_id()
+        return {"ip": ip, "gcs": f"{ip}:{gcs}" if gcs else "", "node_id": node_id, "pid": proc.pid,
+                "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
 
     def stop(self) -> None:
         import shutil

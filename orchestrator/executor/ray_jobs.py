@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import shlex
-import time
 from pathlib import Path
 from collections.abc import Mapping, Sequence
 
 from orchestrator.executor.base import ClusterUnreachable, DuplicateSubmission, Executor, JobStatus, NoJobAgent
 from orchestrator.placement import Node
+from wtcommon.polling import wait_until
 
 _UNREACHABLE_HINTS = ("connection refused", "failed to connect", "max retries exceeded", "timed out",
                       "name or service not known", "connectionerror", "newconnectionerror", "cannot connect")
@@ -140,27 +140,29 @@ class RayJobsExecutor(Executor):
         env_vars = {**self.job_env, **(env or {})}
         if self.token_file is not None:
             env_vars |= {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(self.token_file)}
-        deadline = time.time() + self.agent_wait_s
-        while True:
+        refused: list[str] = []
+
+        def submitted() -> bool:
             try:
                 self._call(self.client.submit_job, entrypoint=entrypoint, submission_id=submission_id,
                            runtime_env={"env_vars": env_vars, **({"py_modules": list(self.py_modules)}
                                                                  if self.py_modules else {})},
                            entrypoint_num_cpus=num_cpus,
                            entrypoint_num_gpus=num_gpus or None)
-                return
+                return True
             except RuntimeError as exc:
                 # Ray refuses a reused submission_id with HTTP 500 "... already exists": reattach.
                 if "already exists" in str(exc) or "already been used" in str(exc):
                     raise DuplicateSubmission(submission_id) from None
                 # A fresh head has no job agent for a few seconds: "No available agent ... try again later".
                 if "try again later" in str(exc):
-                    if time.time() < deadline:
-                        time.sleep(1.0)
-                        continue
-                    raise NoJobAgent(f"Ray at {self.address} has no job agent after "
-                                             f"{self.agent_wait_s:.0f} s: {exc}") from None
+                    refused[:] = [str(exc)]
+                    return False
                 raise
+
+        if not wait_until(submitted, self.agent_wait_s, interval_s=1.0):
+            raise NoJobAgent(f"Ray at {self.address} has no job agent after {self.agent_wait_s:.0f} s: "
+                             f"{refused[-1] if refused else ''}") from None
 
     def status(self, submission_id: str) -> JobStatus:
         try:
