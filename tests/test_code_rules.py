@@ -1,7 +1,7 @@
 """Code rules checked over the package sources with `ast` (issue 14): run states are `RunState` members,
-never bare strings, outside `orchestrator/ledger/states.py`; imports point one way
-(`orchestrator → evaluation → policies`, `orchestrator → analysis`, everything → `wtcommon`) and no two
-modules import each other, directly or round a loop.
+never bare strings, outside `orchestrator/ledger/states.py`; imports point one way, down the layer order that
+docs/DESIGN.md states (`LAYERS` below, checked equal to it) and no two modules import each other, directly or
+round a loop.
 
 Each checker is a pure function over source text, tested on small snippets first (so a checker that
 finds nothing cannot pass by accident), then run over every product module.
@@ -210,6 +210,17 @@ def test_the_import_checker_sees_arrows_function_level_imports_and_cycles() -> N
 @functools.cache
 def _product_graph() -> dict[str, set[tuple[str, int]]]:
     return import_graph({str(p): (ROOT / p).read_text() for p in product_files()})
+
+
+def stated_layers(design: str) -> tuple[str, ...]:
+    """The layer order as DESIGN.md writes it: the backticked names of its "Imports run one way" sentence."""
+    start = design.index("Imports run one way")
+    return tuple(re.findall(r"`(\w+)`", design[start:design.index("(", start)]))
+
+
+def test_the_layer_order_is_stated_once_and_enforced_as_stated() -> None:
+    assert stated_layers("Imports run one way, bottom-up: `a` → `b` →\n`c` (a package ...") == ("a", "b", "c")
+    assert stated_layers((ROOT / "docs/DESIGN.md").read_text()) == LAYERS
 
 
 def test_imports_point_one_way() -> None:
