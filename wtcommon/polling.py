@@ -6,13 +6,15 @@ import time
 from collections.abc import Callable
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float, interval_s: float = 0.1) -> bool:
+def wait_until(condition: Callable[[], bool], timeout_s: float, interval_s: float = 0.1, *,
+               clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> bool:
     """Poll `condition` every `interval_s` until it is true (True) or `timeout_s` has passed (False); it is
-    checked at least once, and once more at the deadline, so a condition met in the last interval counts."""
-    deadline = time.monotonic() + timeout_s
+    checked at least once, and once more at the deadline, so a condition met in the last interval counts.
+    `clock` and `sleep` are injectable so a test drives the loop on a fake clock instead of waiting."""
+    deadline = clock() + timeout_s
     while True:
         if condition():
             return True
-        if time.monotonic() >= deadline:
+        if clock() >= deadline:
             return False
-        time.sleep(min(interval_s, max(0.0, deadline - time.monotonic())))
+        sleep(min(interval_s, max(0.0, deadline - clock())))

@@ -151,8 +151,11 @@ def _retry(fn: Callable[[], T], tries: int = 6) -> T:
 
 
 class SQLLedger(Ledger):
-    def __init__(self, url: str):
+    def __init__(self, url: str, clock: Callable[[], float] = time.time):
+        """`clock`: the wall clock that stamps rows and decides lease expiry (a test passes a settable one, so
+        an expiry is reached by advancing it, not by sleeping)."""
         self.url = url
+        self._now = clock
         self._sqlite = url.startswith("sqlite")
         self._fences: dict[str, tuple[str, int]] = {}  # campaign -> (owner, epoch) of the lease this object took
         self.engine = _engine(url)
@@ -232,7 +235,7 @@ class SQLLedger(Ledger):
         return _retry(lambda: self._upsert(name, spec_json, runs))
 
     def _upsert(self, name: str, spec_json: str, runs: list[dict[str, Any]]) -> UpsertDiff:
-        now = time.time()
+        now = self._now()
         diff = UpsertDiff()
         with self._tx(name) as c:
             if c.execute(sa.select(campaigns_t.c.name).where(campaigns_t.c.name == name)).first():
@@ -331,7 +334,7 @@ class SQLLedger(Ledger):
         """Take the campaign's driver lease (free, expired, ours, or `steal_from`'s): (ok, holder, expires).
         Anything but renewing the live lease this object holds is a takeover: the epoch goes up by one, and
         this object's later writes about the campaign carry (and are checked against) the new epoch."""
-        now = time.time()
+        now = self._now()
         with self._tx() as c:
             r = c.execute(sa.select(campaigns_t.c.driver, campaigns_t.c.driver_expires, campaigns_t.c.driver_epoch)
                           .where(campaigns_t.c.name == name).with_for_update()).first()
@@ -435,7 +438,7 @@ class SQLLedger(Ledger):
     def transition(self, campaign: str, run_key: str, to: RunState | str, *, expect: RunState | str | None = None,
                    stage: str | None = None, reason: str | None = None, **fields: Any) -> RunRow:
         to = RunState(to)
-        now = time.time()
+        now = self._now()
         with self._tx(campaign) as c:
             cur = c.execute(sa.select(runs_t.c.state).where((runs_t.c.campaign == campaign)
                                                             & (runs_t.c.run_key == run_key))).first()
@@ -464,7 +467,7 @@ class SQLLedger(Ledger):
         to = RunState(to)
         if to not in REOPEN:
             raise IllegalTransition(f"run {run_key}: a recorded run reopens only to {sorted(s.value for s in REOPEN)}")
-        now = time.time()
+        now = self._now()
         with self._tx(campaign) as c:
             res = c.execute(runs_t.update().where(
                 (runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key) & (runs_t.c.state == S.recorded.value)
@@ -481,11 +484,11 @@ class SQLLedger(Ledger):
             raise ValueError("use transition() to change state")
         with self._tx(campaign) as c:
             c.execute(runs_t.update().where((runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key))
-                      .values(updated_at=time.time(), **self._values(fields)))
+                      .values(updated_at=self._now(), **self._values(fields)))
 
     # -- leases ------------------------------------------------------------------------------
     def claim(self, campaign: str, run_key: str, owner: str, ttl_s: float) -> bool:
-        now = time.time()
+        now = self._now()
         with self._tx(campaign) as c:
             res = c.execute(runs_t.update().where(
                 (runs_t.c.campaign == campaign) & (runs_t.c.run_key == run_key)
@@ -503,9 +506,9 @@ class SQLLedger(Ledger):
             for name, _ in mine:
                 self._fenced(c, name)
             c.execute(campaigns_t.update().where(campaigns_t.c.driver == owner)
-                      .values(driver_expires=time.time() + ttl_s))
+                      .values(driver_expires=self._now() + ttl_s))
             return c.execute(runs_t.update().where(runs_t.c.lease_owner == owner)
-                             .values(lease_expires=time.time() + ttl_s)).rowcount
+                             .values(lease_expires=self._now() + ttl_s)).rowcount
 
     def release(self, campaign: str, run_key: str, owner: str) -> None:
         with self._tx(campaign) as c:
@@ -515,7 +518,7 @@ class SQLLedger(Ledger):
 
     # -- attempts and events -----------------------------------------------------------------
     def add_attempt(self, campaign: str, run_key: str, stage: str, submission_id: str) -> int:
-        now = time.time()
+        now = self._now()
         with self._tx(campaign) as c:
             n = c.execute(sa.select(runs_t.c.attempts).where((runs_t.c.campaign == campaign)
                                                              & (runs_t.c.run_key == run_key))).scalar_one() + 1
@@ -532,7 +535,7 @@ class SQLLedger(Ledger):
     def start_attempt(self, campaign: str, run_key: str, src: RunState | str, dst: RunState | str, stage: str,
                       submission_id: str) -> int:
         """Record a new attempt and move the run into its active state, in one transaction."""
-        now = time.time()
+        now = self._now()
         check(src, dst)
         with self._tx(campaign) as c:
             cur = c.execute(sa.select(runs_t.c.state, runs_t.c.attempts).where(
@@ -556,7 +559,7 @@ class SQLLedger(Ledger):
         with self._tx(campaign) as c:
             c.execute(attempts_t.update().where((attempts_t.c.campaign == campaign)
                                                 & (attempts_t.c.submission_id == submission_id))
-                      .values(ended_at=time.time(), status=AttemptStatus(status).value, reason=reason,
+                      .values(ended_at=self._now(), status=AttemptStatus(status).value, reason=reason,
                               failure_class=failure_class))
 
     def attempts(self, campaign: str, run_key: str | None = None) -> list[dict[str, Any]]:
@@ -568,7 +571,7 @@ class SQLLedger(Ledger):
 
     def event(self, campaign: str, kind: str, detail: str = "", run_key: str = "") -> None:
         with self._tx(campaign) as c:
-            c.execute(events_t.insert().values(ts=time.time(), campaign=campaign, run_key=run_key, kind=kind, src="",
+            c.execute(events_t.insert().values(ts=self._now(), campaign=campaign, run_key=run_key, kind=kind, src="",
                                                dst="", detail=detail))
 
     def events(self, campaign: str, run_key: str | None = None) -> list[dict[str, Any]]:
@@ -591,7 +594,7 @@ class SQLLedger(Ledger):
                     key = ((looks_t.c.campaign == campaign) & (looks_t.c.look == r["look"])
                            & (looks_t.c.comparison == r["comparison"]))
                     c.execute(looks_t.delete().where(key))
-                    c.execute(looks_t.insert().values(**{**r, "campaign": campaign, "ts": time.time()}))
+                    c.execute(looks_t.insert().values(**{**r, "campaign": campaign, "ts": self._now()}))
             return len(rows)
 
         return _retry(write)

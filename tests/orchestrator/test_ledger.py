@@ -146,16 +146,26 @@ def test_upsert_is_idempotent_and_reports_new_changed_unchanged_removed(ledger) 
                                                                   "k4"}  # removed runs stay until cancelled
 
 
-def test_leases_block_other_owners_until_expiry(ledger) -> None:
+def test_leases_block_other_owners_until_expiry(ledger_url: str) -> None:
+    """On the ledger's injectable clock: expiry is reached by moving the clock, so the test never sleeps and a
+    loaded machine cannot make it flaky."""
+    from orchestrator.ledger.sql import SQLLedger
+
+    now = [1_000.0]
+    ledger = SQLLedger(ledger_url, clock=lambda: now[0])
     ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
-    assert ledger.claim("c", "k1", "A", ttl_s=0.3)
+    assert ledger.claim("c", "k1", "A", ttl_s=30)
     assert not ledger.claim("c", "k1", "B", ttl_s=10)
-    assert ledger.heartbeat("A", ttl_s=0.3) == 1
-    time.sleep(0.4)
+    now[0] += 20
+    assert ledger.heartbeat("A", ttl_s=30) == 1  # renewed: now expires at 1,050
+    now[0] += 29
+    assert not ledger.claim("c", "k1", "B", ttl_s=10)  # 1 s before the renewed expiry: still A's
+    now[0] += 2
     assert ledger.claim("c", "k1", "B", ttl_s=10)  # expired: stale claims are reclaimed (L7)
     assert not ledger.claim("c", "k1", "A", ttl_s=10)
     ledger.release("c", "k1", "B")
     assert ledger.claim("c", "k1", "A", ttl_s=10)
+    ledger.close()
 
 
 def _paths_from_planned() -> dict[RunState, list[RunState]]:
