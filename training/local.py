@@ -30,15 +30,15 @@ import warnings
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 
 import numpy as np
-import pandas as pd
 import torch
 
 from training import resume_state as rs
 from training import rollout as ro
 from training import warmup
+from training.prompt_pool import PromptPool, ShuffledOrder
 from training.prompt_choice import PromptIdLog, check_domain_pools, curriculum_batch, zero_variance_share
 from training.backend import (Checkpoint, MetricsSink, TrainingBackend, TrainingConfigError, TrainingError,
                               TrainRequest, TrainResult)
@@ -60,60 +60,6 @@ def _step_seed(seed: int, step: int, stream: int) -> int:
 
 
 # --- data ---------------------------------------------------------------------------------------
-
-
-class PromptPool:
-    """Training prompts as columns; `domain` dense ids in the recipe's domain order."""
-
-    def __init__(self, files: Sequence[str | Path], domains: list[str]):
-        frames = []
-        for f in files:
-            try:
-                frames.append(pd.read_parquet(f))
-            except FileNotFoundError:
-                raise TrainingError(f"{f}: training file not found") from None
-        df = pd.concat(frames, ignore_index=True)
-        required = ["data_source", "prompt", "reward_model", "domain"]
-        missing = [c for c in required if c not in df.columns]
-        if missing:
-            raise TrainingError(f"{files}: missing column(s) {missing}; expected the study schema {required}")
-        unknown = sorted(set(df["domain"]) - set(domains))
-        if unknown:
-            raise TrainingError(f"{files}: domain value(s) {unknown} not in the recipe's data.domains {domains}")
-        self.df = df
-        self.messages = [list(p) for p in df["prompt"]]
-        self.ground_truth = [str(rm["ground_truth"]) for rm in df["reward_model"]]
-        self.data_source = df["data_source"].astype(str).tolist()
-        self.extra_info = [dict(e) if isinstance(e, dict) else {} for e in df.get("extra_info", [None] * len(df))]
-        self.domain_names = domains
-        self.domain = np.array([domains.index(d) for d in df["domain"]], dtype=np.int64)
-        from evaluation.reward import route
-
-        # each prompt's grader family, once per pool: what the exploit watch reads a response by
-        sources = pd.unique(df["data_source"].astype(str))
-        family = {src: route(src)[0] for src in sources}
-        self.grader = df["data_source"].astype(str).map(family).to_numpy(dtype=object)
-
-    def __len__(self) -> int:
-        return len(self.df)
-
-
-class ShuffledOrder:
-    """verl's RandomSampler with `data.seed`: a seeded permutation per epoch, drop_last batches."""
-
-    def __init__(self, n: int, batch_size: int, seed: int):
-        if n < batch_size:
-            raise TrainingError(f"training set has {n} prompts, fewer than prompts_per_step={batch_size}")
-        self.n, self.bs = n, batch_size
-        self.rng = np.random.default_rng(np.random.SeedSequence([seed, 0xDA7A]))
-        self.perm, self.pos = self.rng.permutation(n), 0
-
-    def next(self) -> np.ndarray:
-        if self.pos + self.bs > self.n:
-            self.perm, self.pos = self.rng.permutation(self.n), 0
-        out = self.perm[self.pos : self.pos + self.bs]
-        self.pos += self.bs
-        return out
 
 
 def score_responses(pool: PromptPool, idx: np.ndarray, texts: list[str], n: int,
