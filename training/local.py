@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
+from training import local_checkpoints as lc
 from training import resume_state as rs
 from training import rollout as ro
 from training import warmup
@@ -43,10 +44,8 @@ from training.prompt_choice import PromptIdLog, check_domain_pools, curriculum_b
 from training.backend import (Checkpoint, MetricsSink, TrainingBackend, TrainingConfigError, TrainingError,
                               TrainRequest, TrainResult)
 from training.registry import register_backend
-from training.checkpoints import save_checkpoint_meta, verify_checkpoint
 from evaluation.exploit_watch import step_watch
 from training.config import ModelConfig, RecipeConfig, load_model_config, load_recipe  # noqa: F401 - load_recipe: API
-from wtcommon.atomic import atomic_write_text
 
 ProgressFn = Callable[[int, int, dict[str, Any]], None]
 
@@ -77,30 +76,6 @@ def score_responses(pool: PromptPool, idx: np.ndarray, texts: list[str], n: int,
         if accuracy is not None:
             accuracy.append(float(bool(res["acc"])))
     return torch.tensor(scores, dtype=torch.float32), statuses
-
-
-# --- checkpoints and metrics --------------------------------------------------------------------
-
-
-def save_checkpoint(model, tokenizer, out_dir: Path, step: int, meta: dict[str, Any],
-                    state: Callable[[Path], None] | None = None) -> Checkpoint:
-    """HF-format save into a temp dir (with the trainer's resumable `state` when given), `completed.json` (with
-    weight sha256) written last, then rename."""
-    final = out_dir / "checkpoints" / f"global_step_{step}"
-    tmp = final.with_name(f".global_step_{step}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    if state is not None:
-        state(tmp)
-    save_checkpoint_meta(tmp, step, meta)
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
-    return Checkpoint(step, final)
-
-
-def _atomic_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True, default=str))
 
 
 # --- the loop -----------------------------------------------------------------------------------
@@ -170,51 +145,6 @@ def heldout_reward(model, tokenizer, pool: PromptPool, max_new_tokens: int, samp
     return res
 
 
-def _resume_point(out: Path, config_hash: str) -> Checkpoint | None:
-    """The latest checkpoint of this exact request that verifies and holds the trainer's state, else None; the
-    checkpoints after it (a save that the kill interrupted) are removed."""
-    ckdir = out / "checkpoints"
-    found = []
-    for d in ckdir.glob("global_step_*") if ckdir.is_dir() else []:
-        try:
-            info = json.loads((d / "completed.json").read_text())
-        except (OSError, ValueError):
-            continue
-        if info.get("config_hash") == config_hash and rs.has_trainer_state(d) and verify_checkpoint(d):
-            found.append(Checkpoint(int(info["step"]), d))
-    if not found:
-        return None
-    last = max(found, key=lambda c: c.step)
-    for d in ckdir.iterdir():
-        if d != last.path and not any(d == c.path for c in found if c.step < last.step):
-            shutil.rmtree(d, ignore_errors=True)
-    return last
-
-
-def _kept_rows(path: Path, upto: int) -> list[dict[str, Any]]:
-    """The metrics rows of steps <= `upto` from an interrupted run's file (a torn last line dropped)."""
-    from wtcommon.metrics import read_metrics_jsonl
-
-    if not path.is_file():
-        return []
-    rows, _ = read_metrics_jsonl(path, torn_tail="skip")
-    return [r for r in rows if int(r.get("step", 0)) <= upto]
-
-
-def _finished(out: Path, config_hash: str) -> TrainResult | None:
-    """The earlier result of this exact request, if its final checkpoint verifies."""
-    rp = out / "result.json"
-    if not rp.exists():
-        return None
-    res = json.loads(rp.read_text())
-    if res.get("config_hash") != config_hash:
-        return None
-    cks = [Checkpoint(c["step"], Path(c["path"])) for c in res["checkpoints"]]
-    if not cks or not all(verify_checkpoint(c.path) for c in cks):
-        return None
-    return TrainResult(cks, Path(res["metrics_path"]), res["compute"])
-
-
 @contextmanager
 def _failed_on_error(sink: MetricsSink | None, req: TrainRequest) -> Iterator[None]:
     """A training run that raises (or is interrupted) ends FAILED in its sink, not RUNNING forever."""
@@ -251,10 +181,10 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
         raise TrainingConfigError("total_steps must be >= 1 (set it in the request or recipe trainer.total_steps)")
     out = Path(req.out_dir).resolve()
     config_hash = req.config_hash()
-    done = _finished(out, config_hash)
+    done = lc.finished_result(out, config_hash)
     if done is not None:
         return done
-    resume = _resume_point(out, config_hash)
+    resume = lc.resume_point(out, config_hash)
     if resume is None:
         shutil.rmtree(out / "checkpoints", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -373,9 +303,8 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
             rs.load_order_state(order, meta["order"])
         compute.update(meta["compute"])
         first_step = resume.step + 1
-        kept_rows = _kept_rows(metrics_path, resume.step)
-        checkpoints = sorted((Checkpoint(int(json.loads((d / "completed.json").read_text())["step"]), d)
-                              for d in (out / "checkpoints").glob("global_step_*")), key=lambda c: c.step)
+        kept_rows = lc.kept_rows(metrics_path, resume.step)
+        checkpoints = lc.saved_checkpoints(out)
     ids_log = PromptIdLog(out, resume_step=resume.step if resume is not None else None)
     if sink is not None:  # standalone `campaign train` (this process is the store's only writer): stream each step
         sink.start(req)
@@ -508,7 +437,7 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
             if step % eval_freq == 0 or stop:
                 row.update(heldout_reward(model, tokenizer, heldout, max_new, val_samples, val_seed))
             if step % save_freq == 0 or stop:
-                checkpoints.append(save_checkpoint(model, tokenizer, out, step, ckpt_meta, trainer_state(step)))
+                checkpoints.append(lc.save_checkpoint(model, tokenizer, out, step, ckpt_meta, trainer_state(step)))
             row["time/step_s"] = time.time() - ts
             emit(row)
             if progress is not None:
@@ -518,8 +447,8 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
 
     compute["wall_s"] = time.time() - t0
     result = TrainResult(checkpoints, metrics_path, compute)
-    _atomic_json(out / "result.json", {**result.to_json(), "config_hash": config_hash, "run_id": req.run_id,
-                                        "run_key": req.run_key, "base_model": str(model_dir)})
+    lc.write_result(out, result, {"config_hash": config_hash, "run_id": req.run_id, "run_key": req.run_key,
+                                  "base_model": str(model_dir)})
     if sink is not None:
         sink.finish(req, result)
     return result
