@@ -333,6 +333,40 @@ def resolve_inputs(req: TrainRequest) -> TrainRequest:
     return dataclasses.replace(req, model_path=model_path, train_files=train, val_files=val)
 
 
+def _clear_earlier_attempts(req: TrainRequest, dirs: dict[str, Path], attempts: Path) -> None:
+    """Stop a launch a killed earlier attempt left running (its compute ends now, not at its last metrics line)
+    and remove the Ray temp dirs of launches killed with their launcher."""
+    if stop_orphan(req.out_dir):
+        with open(dirs["log"], "a") as fh:
+            fh.write("windtunnel: stopped the verl launch a killed earlier attempt left running\n")
+        for name in launches.unfinished(dirs["out"]):  # its compute ends now, not at its last metrics line
+            launches.record_end(dirs["out"], attempts / name, None, how="stopped")
+    for leftover in launches.ray_temp_dirs(dirs["out"]):  # of launches killed with their launcher
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _merge_checkpoints(req: TrainRequest, dirs: dict[str, Path]) -> list[Checkpoint]:
+    """verl's FSDP checkpoints as verifiable HF checkpoints: every one not merged yet (a rerun after a crash merges
+    only those) in one merge process, each renamed into place once its `completed.json` is written."""
+    from training.checkpoints import save_checkpoint_meta
+
+    steps = sorted(dirs["verl"].glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
+    pending = [(d, dirs["hf"] / f".{d.name}.tmp") for d in steps
+               if not (dirs["hf"] / d.name / "completed.json").exists()]
+    if pending:
+        for _, tmp in pending:  # a merge killed half way left its tmp dir: start it clean
+            shutil.rmtree(tmp, ignore_errors=True)
+        mrc = _run(merge_command([(d / "actor", tmp) for d, tmp in pending]), {}, dirs["log"])
+        if mrc != 0:
+            raise TrainingError(f"model merge of {', '.join(d.name for d, _ in pending)} exited with {mrc}; "
+                                f"see {dirs['log']}")
+        for d, tmp in pending:
+            step = int(d.name.rsplit("_", 1)[1])
+            save_checkpoint_meta(tmp, step, {"run_id": req.run_id, "run_key": req.run_key, "seed": req.seed})
+            os.replace(tmp, dirs["hf"] / d.name)
+    return [Checkpoint(int(d.name.rsplit("_", 1)[1]), dirs["hf"] / d.name) for d in steps]
+
+
 @register_backend("verl")
 class VerlBackend(TrainingBackend):
     """GPU training through verl 0.9.1 with the Windtunnel policy plugin."""
@@ -341,10 +375,31 @@ class VerlBackend(TrainingBackend):
     runs_curricula = True  # the windtunnel_sync trainer rolls out a curriculum's prompts (policies/verl/trainer.py)
 
     def train(self, req: TrainRequest) -> TrainResult:
-        from training.checkpoints import save_checkpoint_meta
+        self._refuse_unsupported(req)
+        req = resolve_inputs(req)
+        dirs = run_dirs(req.out_dir)
+        # verl's file logger truncates its file on open (`verl/utils/tracking.py:541`): each launch (a resume
+        # after a kill is a new launch) logs to its own file, merged into metrics.jsonl when the run is done
+        attempts = dirs["out"] / "verl_metrics"
+        attempts.mkdir(parents=True, exist_ok=True)
+        _clear_earlier_attempts(req, dirs, attempts)
+        rc = self._launch_run(req, dirs, attempts)
+        if rc != 0:
+            raise TrainingError(f"verl exited with {rc}; see {dirs['log']}")
+        merge_metric_files(sorted(attempts.glob("launch_*.jsonl")), dirs["metrics"])
+        checkpoints = _merge_checkpoints(req, dirs)
+        model = req.model
+        per_node = model.gpus_per_node if model is not None and model.gpus_per_node is not None else 8
+        n_gpus = per_node * (model.nnodes if model is not None else 1)
+        ov = req.recipe.overrides or {}
+        seqs = float(ov.get("data.train_batch_size", math.nan)) * float(ov.get("actor_rollout_ref.rollout.n", math.nan))
+        # every launch of the run, killed ones included (their part also as lost_*): training/launches.py
+        compute = launches.compute_account(dirs["out"], n_gpus, seqs)
+        return TrainResult(checkpoints, dirs["metrics"], compute)
 
-        from training.reservation import private_runtime, reserved_nodes
-
+    def _refuse_unsupported(self, req: TrainRequest) -> None:
+        """Refuse, before any launch, what this backend cannot train yet (a rollout-token budget, a curriculum
+        that reads the difficulty pre-pass) rather than train it as if it were not asked."""
         if not self.runs_rollout_budget and req.rollout_token_budget is not None:
             # preflight refuses this for a campaign; a direct request (campaign train) is refused here, before
             # any launch, rather than trained for its steps as if it had no budget
@@ -356,19 +411,11 @@ class VerlBackend(TrainingBackend):
         if needs_pass_rates(block):  # refused before the launch, not at its first fetch
             raise TrainingConfigError(f"run {req.run_id}: curriculum {block['name']!r} needs the difficulty "
                                       "pre-pass, which the verl backend does not read yet; use the local backend")
-        req = resolve_inputs(req)
-        dirs = run_dirs(req.out_dir)
-        # verl's file logger truncates its file on open (`verl/utils/tracking.py:541`): each launch (a resume
-        # after a kill is a new launch) logs to its own file, merged into metrics.jsonl when the run is done
-        attempts = dirs["out"] / "verl_metrics"
-        attempts.mkdir(parents=True, exist_ok=True)
-        if stop_orphan(req.out_dir):
-            with open(dirs["log"], "a") as fh:
-                fh.write("windtunnel: stopped the verl launch a killed earlier attempt left running\n")
-            for name in launches.unfinished(dirs["out"]):  # its compute ends now, not at its last metrics line
-                launches.record_end(dirs["out"], attempts / name, None, how="stopped")
-        for leftover in launches.ray_temp_dirs(dirs["out"]):  # of launches killed with their launcher
-            shutil.rmtree(leftover, ignore_errors=True)
+
+    def _launch_run(self, req: TrainRequest, dirs: dict[str, Path], attempts: Path) -> int:
+        """Launch verl on the run's nodes: one node in a private runtime of its own (launched again when Ray's
+        start-up wait was missed), several in the private runtime started on its reserved nodes; the exit code."""
+        from training.reservation import private_runtime, reserved_nodes
 
         def note(line: str) -> None:
             with open(dirs["log"], "a") as fh:
@@ -392,33 +439,7 @@ class VerlBackend(TrainingBackend):
                 with private_runtime(res, cpus_per_node=PRIVATE_NODE_CPUS, log_dir=dirs["out"], env=env,
                                      log=note) as gcs:
                     rc, _ = self._launch(req, dirs, launch_file, gcs)
-        if rc != 0:
-            raise TrainingError(f"verl exited with {rc}; see {dirs['log']}")
-        merge_metric_files(sorted(attempts.glob("launch_*.jsonl")), dirs["metrics"])
-        steps = sorted(dirs["verl"].glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
-        # every checkpoint not merged yet (a rerun after a crash merges only those), in one merge process
-        pending = [(d, dirs["hf"] / f".{d.name}.tmp") for d in steps
-                   if not (dirs["hf"] / d.name / "completed.json").exists()]
-        if pending:
-            for _, tmp in pending:  # a merge killed half way left its tmp dir: start it clean
-                shutil.rmtree(tmp, ignore_errors=True)
-            mrc = _run(merge_command([(d / "actor", tmp) for d, tmp in pending]), {}, dirs["log"])
-            if mrc != 0:
-                raise TrainingError(f"model merge of {', '.join(d.name for d, _ in pending)} exited with {mrc}; "
-                                    f"see {dirs['log']}")
-            for d, tmp in pending:
-                step = int(d.name.rsplit("_", 1)[1])
-                save_checkpoint_meta(tmp, step, {"run_id": req.run_id, "run_key": req.run_key, "seed": req.seed})
-                os.replace(tmp, dirs["hf"] / d.name)
-        checkpoints = [Checkpoint(int(d.name.rsplit("_", 1)[1]), dirs["hf"] / d.name) for d in steps]
-        model = req.model
-        per_node = model.gpus_per_node if model is not None and model.gpus_per_node is not None else 8
-        n_gpus = per_node * (model.nnodes if model is not None else 1)
-        ov = req.recipe.overrides or {}
-        seqs = float(ov.get("data.train_batch_size", math.nan)) * float(ov.get("actor_rollout_ref.rollout.n", math.nan))
-        # every launch of the run, killed ones included (their part also as lost_*): training/launches.py
-        compute = launches.compute_account(dirs["out"], n_gpus, seqs)
-        return TrainResult(checkpoints, dirs["metrics"], compute)
+        return rc
 
     @staticmethod
     def _launch(req: TrainRequest, dirs: dict[str, Path], launch_file: Path, private_address: str | None
