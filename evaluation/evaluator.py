@@ -15,7 +15,7 @@ import dataclasses
 import gzip
 import json
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +192,41 @@ def evaluate_checkpoint(
     Evaluation returns results and the stage writes records, so `evaluation` never imports `analysis`.
     The DataFrame's `attrs` carry `health` (per-benchmark gate figures), `items_path` and `records_path`.
     """
+    s, g = _suite_and_gates(suite, gates, max_gen_toks)
+    out = records_path(out) if out is not None else None
+    meta = _run_meta(run_meta)
+    checkpoint = Path(checkpoint)
+    data_dir = Path(data_dir)
+    ids = _checked_ids(s, benchmarks, limit, checkpoint)
+
+    # 1. data, before any model load: schema, gold letters, checksums, item counts
+    frames, health, fixture = _read_data(s, ids, data_dir, limit, g)
+    ckpt_hash = checkpoint_hash(checkpoint)
+    gen = _generate(s, ids, checkpoint, data_dir, frames, health, ckpt_hash, backend=backend, limit=limit,
+                    cache_dir=cache_dir, batch_size=batch_size, device=device, progress=progress,
+                    vllm_options=vllm_options)
+
+    # 2. per-benchmark figures, item logs and gates
+    item_rows = _score(s, gen, frames, health, g)
+    items_path = _write_item_log(out, cache_dir, ckpt_hash, item_rows, health)
+    health_list = [asdict(h) for h in health.values()]
+    failures = [f for h in health.values() for f in h.failures]
+    if failures:
+        raise HealthGateError(failures, checkpoint, items_path, health=health_list)
+
+    records = _records(s, ids, meta, health, backend=backend, fixture=fixture, limit=limit)
+    records.attrs["health"] = health_list
+    records.attrs["items_path"] = str(items_path) if items_path else None
+    records.attrs["records_path"] = str(out) if out is not None else None
+    records.attrs["n_generated"] = gen.cached.n_generated
+    records.attrs["n_cached"] = gen.cached.n_cached
+    records.attrs["checkpoint_hash"] = ckpt_hash
+    return records
+
+
+def _suite_and_gates(suite: str | Path | Suite, gates: Gates | dict[str, Any] | None,
+                     max_gen_toks: int | None) -> tuple[Suite, Gates]:
+    """The suite (with `max_gen_toks` applied) and its gates, overridden by `gates` (unknown keys refused)."""
     s = with_max_gen_toks(_suite(suite), max_gen_toks)
     if isinstance(gates, dict):
         unknown_keys = set(gates) - {f.name for f in dataclasses.fields(Gates)}
@@ -199,11 +234,11 @@ def evaluate_checkpoint(
             raise ValueError(f"gates: unknown key(s) {sorted(unknown_keys)}; use "
                              f"{[f.name for f in dataclasses.fields(Gates)]}")
         gates = dataclasses.replace(s.gates, **gates)
-    g = gates or s.gates
-    out = records_path(out) if out is not None else None
-    meta = _run_meta(run_meta)
-    checkpoint = Path(checkpoint)
-    data_dir = Path(data_dir)
+    return s, gates or s.gates
+
+
+def _checked_ids(s: Suite, benchmarks: list[str] | None, limit: int | None, checkpoint: Path) -> list[str]:
+    """The benchmarks to evaluate, after the checks that need no data (limit, known ids, the checkpoint exists)."""
     if limit is not None and limit <= 0:
         raise ValueError(f"limit must be a positive integer, got {limit}")
     ids = list(benchmarks) if benchmarks is not None else s.benchmark_ids
@@ -213,8 +248,12 @@ def evaluate_checkpoint(
                               f"{s.benchmark_ids}")
     if not checkpoint.exists():
         raise EvaluationError(f"{checkpoint}: checkpoint not found")
+    return ids
 
-    # 1. data, before any model load: schema, gold letters, checksums, item counts
+
+def _read_data(s: Suite, ids: list[str], data_dir: Path, limit: int | None,
+               g: Gates) -> tuple[dict[str, pd.DataFrame], dict[str, BenchmarkHealth], bool]:
+    """(items per benchmark, each benchmark's empty figures, whether the data is a fixture set), checked."""
     manifest = read_manifest(data_dir)
     fixture = bool(manifest and manifest.get("kind") == "fixture")
     frames: dict[str, pd.DataFrame] = {}
@@ -228,16 +267,27 @@ def evaluate_checkpoint(
         health[bid] = BenchmarkHealth(benchmark=bid, task="", n_expected=n_exp, max_gen_toks=b.max_gen_toks,
                                       grader_version=grader_version(b.grader), samples=b.samples,
                                       metric=b.metric_name)
+    return frames, health, fixture
 
-    ckpt_hash = checkpoint_hash(checkpoint)
 
-    from transformers import AutoTokenizer
+@dataclass
+class _Generation:
+    """What the one lm-eval pass produced: task names per benchmark, its results, the cache that served it and
+    each benchmark's prompt lengths (tokens)."""
 
-    try:
-        tok = AutoTokenizer.from_pretrained(str(checkpoint))
-    except Exception as e:
-        raise EvaluationError(f"{checkpoint}: cannot load the tokenizer ({e})") from e
-    lengths = {bid: _prompt_lengths(tok, df["prompt"].tolist()) for bid, df in frames.items()}
+    names: dict[str, str]
+    results: Any
+    cached: CachedLM
+    lengths: dict[str, list[int]]
+
+
+def _generate(s: Suite, ids: list[str], checkpoint: Path, data_dir: Path, frames: dict[str, pd.DataFrame],
+              health: dict[str, BenchmarkHealth], ckpt_hash: str, *, backend: str, limit: int | None,
+              cache_dir: Path | None, batch_size: int, device: str | None, progress: bool,
+              vllm_options: dict[str, Any] | None) -> _Generation:
+    """One model load and one `simple_evaluate` over every task, through the generation cache; lm-eval's own
+    failures become EvaluationError (reported, never scored)."""
+    lengths = _lengths(checkpoint, frames)
     longest = max(max(v) for v in lengths.values())
     max_gen = max(s.benchmark(b).max_gen_toks for b in ids)
 
@@ -288,10 +338,26 @@ def evaluate_checkpoint(
                 raise EvaluationError(f"lm-eval failed while evaluating {checkpoint}: {type(e).__name__}: {e}") from e
             finally:
                 store.close()
+    return _Generation(names, results, cached, lengths)
 
-    # 2. per-benchmark figures, item logs and gates
+
+def _lengths(checkpoint: Path, frames: dict[str, pd.DataFrame]) -> dict[str, list[int]]:
+    """Each benchmark's prompt lengths in the checkpoint's tokens (the model's context must hold the longest)."""
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(checkpoint))
+    except Exception as e:
+        raise EvaluationError(f"{checkpoint}: cannot load the tokenizer ({e})") from e
+    return {bid: _prompt_lengths(tok, df["prompt"].tolist()) for bid, df in frames.items()}
+
+
+def _score(s: Suite, gen: _Generation, frames: dict[str, pd.DataFrame], health: dict[str, BenchmarkHealth],
+           g: Gates) -> list[dict[str, Any]]:
+    """Each benchmark's figures and gate failures into `health` from lm-eval's results; the item-log rows."""
+    results = gen.results
     item_rows: list[dict[str, Any]] = []
-    for bid, name in names.items():
+    for bid, name in gen.names.items():
         h = health[bid]
         res = (results or {}).get("results", {}).get(name)
         if res is None:
@@ -306,31 +372,40 @@ def evaluate_checkpoint(
             h.failures.append(f"{bid}: {n_eff} items evaluated, expected {h.n_expected}")
         samples = results.get("samples", {}).get(name, [])
         b = s.benchmark(bid)
-        rows_b, grid, answers = benchmark_item_rows(bid, name, b.samples, samples, cached, h,
-                                           dict(zip(frames[bid]["item_id"], lengths[bid], strict=True)))
+        rows_b, grid, answers = benchmark_item_rows(bid, name, b.samples, samples, gen.cached, h,
+                                                    dict(zip(frames[bid]["item_id"], gen.lengths[bid], strict=True)))
         if len(samples) != n_eff:
             h.failures.append(f"{bid}: {len(samples)} logged samples for {n_eff} evaluated items")
         if rows_b:
             score_benchmark(h, b, rows_b, grid, answers)
             item_rows.extend(rows_b)
         h.failures.extend(gate_failures(h, g, len(samples) * b.samples))
+    return item_rows
 
-    items_path = None
+
+def _write_item_log(out: Path | None, cache_dir: Path | None, ckpt_hash: str, item_rows: list[dict[str, Any]],
+                    health: dict[str, BenchmarkHealth]) -> Path | None:
+    """The item log and health JSON beside the records (else in the cache dir), written even when a gate fails so
+    the failure can be read; the item log's path, or None when there is nowhere to write."""
     base = None
     if out is not None:
         base = Path(out)
     elif cache_dir is not None:
         base = Path(cache_dir) / "items" / f"{ckpt_hash[:16]}.parquet"
-    if base is not None:
-        items_path = base.with_name(base.name.split(".")[0] + ".items.jsonl.gz")
-        _atomic_gzip_jsonl(items_path, item_rows)
-        hp = items_path.with_name(items_path.name.replace(".items.jsonl.gz", ".health.json"))
-        body = json.dumps([asdict(h) for h in health.values()], indent=2, default=str) + "\n"
-        atomic_write_text(hp, body)
-    health_list = [asdict(h) for h in health.values()]
-    failures = [f for h in health.values() for f in h.failures]
-    if failures:
-        raise HealthGateError(failures, checkpoint, items_path, health=health_list)
+    if base is None:
+        return None
+    items_path = base.with_name(base.name.split(".")[0] + ".items.jsonl.gz")
+    _atomic_gzip_jsonl(items_path, item_rows)
+    hp = items_path.with_name(items_path.name.replace(".items.jsonl.gz", ".health.json"))
+    body = json.dumps([asdict(h) for h in health.values()], indent=2, default=str) + "\n"
+    atomic_write_text(hp, body)
+    return items_path
+
+
+def _records(s: Suite, ids: list[str], meta: dict[str, Any], health: dict[str, BenchmarkHealth], *, backend: str,
+             fixture: bool, limit: int | None) -> pd.DataFrame:
+    """One Record per benchmark, naming the suite, harness, grader and decoding that produced it."""
+    import lm_eval
 
     harness = f"lm-eval {lm_eval.__version__}; windtunnel-eval {EVALUATOR_VERSION}; backend {backend}"
     rows = []
@@ -351,11 +426,4 @@ def evaluate_checkpoint(
             "config_hash": str(meta["config_hash"]), "eval_hash": str(meta["eval_hash"]),
             "metric": h.metric, "metrics": json.dumps(h.metrics, sort_keys=True) if h.metrics else "",
         })
-    records = pd.DataFrame(rows)
-    records.attrs["health"] = health_list
-    records.attrs["items_path"] = str(items_path) if items_path else None
-    records.attrs["records_path"] = str(out) if out is not None else None
-    records.attrs["n_generated"] = cached.n_generated
-    records.attrs["n_cached"] = cached.n_cached
-    records.attrs["checkpoint_hash"] = ckpt_hash
-    return records
+    return pd.DataFrame(rows)
