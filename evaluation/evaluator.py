@@ -14,22 +14,20 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-import math
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from evaluation.benchmark_data import (BenchmarkDataError, read_benchmark, read_manifest,
                                        verify_checksum)
+from evaluation.benchmark_health import BenchmarkHealth, benchmark_item_rows, gate_failures, score_benchmark
 from evaluation.checkpoint_hash import checkpoint_hash
 from evaluation.generation_cache import CachedLM, GenerationStore
 from evaluation.graders import grader_version
-from evaluation.sampling import benchmark_metrics, item_metrics
-from evaluation.suite import Benchmark, Gates, Suite, load_suite, with_max_gen_toks
+from evaluation.suite import Gates, Suite, load_suite, with_max_gen_toks
 from evaluation.tasks.build import write_task_dir
 from wtcommon.atomic import atomic_path, atomic_write_text
 from wtcommon.errors import WindtunnelError
@@ -37,10 +35,6 @@ from wtcommon.errors import WindtunnelError
 EVALUATOR_VERSION = "1"
 RUN_META_REQUIRED = ("run_id", "campaign", "model", "policy", "seed", "step")
 METRIC_KEYS = ("acc,none", "parsed_ok,none", "grader_error,none", "grader_timeout,none")
-# an item whose grader ran past its budget (evaluation.graders.BUDGET_S) is status `timeout`, scored 0 and
-# counted; more than this share of a benchmark's items timing out fails its health gate (the score would be
-# the grader's, not the model's)
-MAX_GRADER_TIMEOUT_RATE = 0.01
 
 
 class EvaluationError(WindtunnelError, RuntimeError):
@@ -104,34 +98,6 @@ class HealthGateError(EvaluationError):
                          + f" — checkpoint {checkpoint}{where}", health=health)
 
 
-def grader_timeout_gate(bid: str, n_timeouts: int, n_items: int) -> str | None:
-    """The health-gate failure for a benchmark whose grader timeouts exceed `MAX_GRADER_TIMEOUT_RATE`, else None."""
-    if n_items and n_timeouts / n_items > MAX_GRADER_TIMEOUT_RATE:
-        return (f"{bid}: {n_timeouts} of {n_items} item(s) ran past the grader's time budget (status timeout, "
-                f"above the gate {MAX_GRADER_TIMEOUT_RATE:.0%}); see the item log")
-    return None
-
-
-@dataclass
-class BenchmarkHealth:
-    benchmark: str
-    task: str
-    n_expected: int
-    n_evaluated: int = 0
-    n_correct: float = math.nan
-    accuracy: float = math.nan
-    parse_rate: float = math.nan
-    truncation_rate: float = math.nan
-    n_grader_errors: int = 0
-    n_grader_timeouts: int = 0
-    grader_version: str = ""
-    max_gen_toks: int = 0
-    samples: int = 1
-    metric: str = "accuracy"
-    metrics: dict[str, float] = field(default_factory=dict)
-    failures: list[str] = field(default_factory=list)
-
-
 def _suite(suite: str | Path | Suite) -> Suite:
     return suite if isinstance(suite, Suite) else load_suite(suite)
 
@@ -193,106 +159,6 @@ def _build_model(backend: str, checkpoint: Path, *, longest: int, max_gen: int, 
     raise EvaluationError(f"unknown backend {backend!r}; use 'hf' or 'vllm'")
 
 
-def _options_of(doc: dict[str, Any]) -> dict[str, int]:
-    """`{"n_options": n}` for a multiple-choice item (what its grader needs to re-grade it from the log), else {}."""
-    n = doc.get("n_options")
-    return {} if n is None or (isinstance(n, float) and math.isnan(n)) else {"n_options": int(n)}
-
-
-def _item_rows(bid: str, name: str, k: int, samples: list[dict[str, Any]], cached: CachedLM, h: BenchmarkHealth,
-               plen: dict[str, int]) -> tuple[list[dict[str, Any]], np.ndarray, list[list[str | None]]]:
-    """The item-log rows of one benchmark (a greedy pass: exactly the old rows; k samples: plus each sample's
-    outcome under `samples`), the (items, k) score matrix and the extracted answers."""
-    rows: list[dict[str, Any]] = []
-    grid = np.zeros((len(samples), k))
-    answers: list[list[str | None]] = []
-    for n, smp in enumerate(sorted(samples, key=lambda x: x["doc_id"])):
-        doc = smp["doc"]
-        key = (name, str(smp["doc_id"]))
-        if k == 1:
-            info = cached.info.get(key, {})
-            fin = info.get("finish_reason")
-            status = ("error" if smp["grader_error"] else "timeout" if smp["grader_timeout"]
-                      else "ok" if smp["parsed_ok"] else "no_answer")
-            rows.append({
-                "benchmark": bid, "item_id": doc["item_id"], "prompt": smp["arguments"][0][0],
-                "response": smp["resps"][0][0], "gold": doc["answer"], "parsed": smp["answer"] or None,
-                "score": float(smp["acc"]), "status": status, "finish_reason": fin,
-                "response_tokens": info.get("n_tokens"), "prompt_tokens": plen.get(doc["item_id"]),
-                "max_gen_toks": h.max_gen_toks, "grader_version": h.grader_version, **_options_of(doc),
-            })
-            grid[n, 0] = float(smp["acc"])
-            answers.append([smp["answer"] or None])
-            continue
-        infos = cached.sample_info.get(key, [])
-        outs = []
-        for j, (o, text) in enumerate(zip(smp["outcomes"], smp["resps"][0], strict=True)):
-            info = infos[j] if j < len(infos) else {}
-            outs.append({"score": float(o["score"]), "status": o["status"], "parsed": o["parsed"],
-                         "finish_reason": info.get("finish_reason"), "response_tokens": info.get("n_tokens"),
-                         "response": text})
-        grid[n] = [o["score"] for o in outs]
-        answers.append([o["parsed"] for o in outs])
-        st = [o["status"] for o in outs]
-        toks = [o["response_tokens"] for o in outs if o["response_tokens"] is not None]
-        rows.append({
-            "benchmark": bid, "item_id": doc["item_id"], "prompt": smp["arguments"][0][0],
-            "response": outs[0]["response"], "gold": doc["answer"], "parsed": outs[0]["parsed"],
-            "score": float(np.mean(grid[n])),  # replaced by the benchmark's metric for this item
-            "status": ("error" if "error" in st else "timeout" if "timeout" in st else "ok" if "ok" in st
-                       else "no_answer"),
-            "finish_reason": ("length" if any(o["finish_reason"] == "length" for o in outs)
-                              else outs[0]["finish_reason"]),
-            "response_tokens": float(np.mean(toks)) if toks else None, "prompt_tokens": plen.get(doc["item_id"]),
-            "max_gen_toks": h.max_gen_toks, "grader_version": h.grader_version, **_options_of(doc),
-            "n_samples": k, "samples": outs,
-        })
-    return rows, grid, answers
-
-
-def score_benchmark(h: BenchmarkHealth, b: Benchmark, rows_b: list[dict[str, Any]], grid: np.ndarray,
-                    answers: list[list[str | None]]) -> None:
-    """Fill `h`'s figures from one benchmark's item rows and their (items, k) score matrix; each row's `score`
-    becomes the benchmark's metric for that item. Shared by the evaluator and the regrade (evaluation/regrade.py),
-    so a re-scored log is summarised exactly as a fresh one."""
-    outs = [o for r in rows_b for o in (r.get("samples") or [r])]
-    per = item_metrics(grid, answers)
-    primary = per[b.metric]
-    for r, v in zip(rows_b, primary, strict=True):
-        r["score"] = float(v)
-    if b.samples > 1:
-        for i, r in enumerate(rows_b):
-            r["metrics"] = {m: float(x[i]) for m, x in per.items()}
-        h.metrics = benchmark_metrics(b.id, grid, answers)
-    h.n_correct = float(np.sum(primary))
-    h.accuracy = 100.0 * h.n_correct / len(rows_b)
-    h.parse_rate = float(np.mean([o["status"] == "ok" for o in outs]))
-    fins = np.array([np.nan if o["finish_reason"] is None else float(o["finish_reason"] == "length")
-                     for o in outs])
-    h.truncation_rate = float(np.nanmean(fins)) if not np.all(np.isnan(fins)) else math.nan
-    h.n_grader_errors = sum(o["status"] == "error" for o in outs)
-    h.n_grader_timeouts = sum(o["status"] == "timeout" for o in outs)
-
-
-def gate_failures(h: BenchmarkHealth, g: Gates, n_graded: int) -> list[str]:
-    """The health-gate failures of one benchmark's figures (DESIGN.md rule 2), `n_graded` samples graded."""
-    bid = h.benchmark
-    failures = []
-    timeout_failure = grader_timeout_gate(bid, h.n_grader_timeouts, n_graded)
-    if timeout_failure:
-        failures.append(timeout_failure)
-    if h.n_grader_errors:
-        failures.append(f"{bid}: {h.n_grader_errors} grader error(s) (bad gold or grader crash); see the item log")
-    if not h.parse_rate >= g.min_parse_rate:  # NaN fails too
-        failures.append(f"{bid}: parse rate {h.parse_rate:.3f} below the gate {g.min_parse_rate}")
-    if math.isnan(h.truncation_rate):
-        failures.append(f"{bid}: truncation rate unknown (no finish reasons recorded)")
-    elif h.truncation_rate > g.max_truncation_rate:
-        failures.append(f"{bid}: truncation rate {h.truncation_rate:.3f} above the gate {g.max_truncation_rate} "
-                        f"(max_gen_toks {h.max_gen_toks})")
-    return failures
-
-
 def records_path(out: str | Path) -> Path:
     """`out` itself if it names a `.parquet`/`.pq`/`.csv` records file, else `<out>/records.parquet`."""
     out = Path(out)
@@ -326,6 +192,41 @@ def evaluate_checkpoint(
     Evaluation returns results and the stage writes records, so `evaluation` never imports `analysis`.
     The DataFrame's `attrs` carry `health` (per-benchmark gate figures), `items_path` and `records_path`.
     """
+    s, g = _suite_and_gates(suite, gates, max_gen_toks)
+    out = records_path(out) if out is not None else None
+    meta = _run_meta(run_meta)
+    checkpoint = Path(checkpoint)
+    data_dir = Path(data_dir)
+    ids = _checked_ids(s, benchmarks, limit, checkpoint)
+
+    # 1. data, before any model load: schema, gold letters, checksums, item counts
+    frames, health, fixture = _read_data(s, ids, data_dir, limit, g)
+    ckpt_hash = checkpoint_hash(checkpoint)
+    gen = _generate(s, ids, checkpoint, data_dir, frames, health, ckpt_hash, backend=backend, limit=limit,
+                    cache_dir=cache_dir, batch_size=batch_size, device=device, progress=progress,
+                    vllm_options=vllm_options)
+
+    # 2. per-benchmark figures, item logs and gates
+    item_rows = _score(s, gen, frames, health, g)
+    items_path = _write_item_log(out, cache_dir, ckpt_hash, item_rows, health)
+    health_list = [asdict(h) for h in health.values()]
+    failures = [f for h in health.values() for f in h.failures]
+    if failures:
+        raise HealthGateError(failures, checkpoint, items_path, health=health_list)
+
+    records = _records(s, ids, meta, health, backend=backend, fixture=fixture, limit=limit)
+    records.attrs["health"] = health_list
+    records.attrs["items_path"] = str(items_path) if items_path else None
+    records.attrs["records_path"] = str(out) if out is not None else None
+    records.attrs["n_generated"] = gen.cached.n_generated
+    records.attrs["n_cached"] = gen.cached.n_cached
+    records.attrs["checkpoint_hash"] = ckpt_hash
+    return records
+
+
+def _suite_and_gates(suite: str | Path | Suite, gates: Gates | dict[str, Any] | None,
+                     max_gen_toks: int | None) -> tuple[Suite, Gates]:
+    """The suite (with `max_gen_toks` applied) and its gates, overridden by `gates` (unknown keys refused)."""
     s = with_max_gen_toks(_suite(suite), max_gen_toks)
     if isinstance(gates, dict):
         unknown_keys = set(gates) - {f.name for f in dataclasses.fields(Gates)}
@@ -333,11 +234,11 @@ def evaluate_checkpoint(
             raise ValueError(f"gates: unknown key(s) {sorted(unknown_keys)}; use "
                              f"{[f.name for f in dataclasses.fields(Gates)]}")
         gates = dataclasses.replace(s.gates, **gates)
-    g = gates or s.gates
-    out = records_path(out) if out is not None else None
-    meta = _run_meta(run_meta)
-    checkpoint = Path(checkpoint)
-    data_dir = Path(data_dir)
+    return s, gates or s.gates
+
+
+def _checked_ids(s: Suite, benchmarks: list[str] | None, limit: int | None, checkpoint: Path) -> list[str]:
+    """The benchmarks to evaluate, after the checks that need no data (limit, known ids, the checkpoint exists)."""
     if limit is not None and limit <= 0:
         raise ValueError(f"limit must be a positive integer, got {limit}")
     ids = list(benchmarks) if benchmarks is not None else s.benchmark_ids
@@ -347,8 +248,12 @@ def evaluate_checkpoint(
                               f"{s.benchmark_ids}")
     if not checkpoint.exists():
         raise EvaluationError(f"{checkpoint}: checkpoint not found")
+    return ids
 
-    # 1. data, before any model load: schema, gold letters, checksums, item counts
+
+def _read_data(s: Suite, ids: list[str], data_dir: Path, limit: int | None,
+               g: Gates) -> tuple[dict[str, pd.DataFrame], dict[str, BenchmarkHealth], bool]:
+    """(items per benchmark, each benchmark's empty figures, whether the data is a fixture set), checked."""
     manifest = read_manifest(data_dir)
     fixture = bool(manifest and manifest.get("kind") == "fixture")
     frames: dict[str, pd.DataFrame] = {}
@@ -362,16 +267,27 @@ def evaluate_checkpoint(
         health[bid] = BenchmarkHealth(benchmark=bid, task="", n_expected=n_exp, max_gen_toks=b.max_gen_toks,
                                       grader_version=grader_version(b.grader), samples=b.samples,
                                       metric=b.metric_name)
+    return frames, health, fixture
 
-    ckpt_hash = checkpoint_hash(checkpoint)
 
-    from transformers import AutoTokenizer
+@dataclass
+class _Generation:
+    """What the one lm-eval pass produced: task names per benchmark, its results, the cache that served it and
+    each benchmark's prompt lengths (tokens)."""
 
-    try:
-        tok = AutoTokenizer.from_pretrained(str(checkpoint))
-    except Exception as e:
-        raise EvaluationError(f"{checkpoint}: cannot load the tokenizer ({e})") from e
-    lengths = {bid: _prompt_lengths(tok, df["prompt"].tolist()) for bid, df in frames.items()}
+    names: dict[str, str]
+    results: Any
+    cached: CachedLM
+    lengths: dict[str, list[int]]
+
+
+def _generate(s: Suite, ids: list[str], checkpoint: Path, data_dir: Path, frames: dict[str, pd.DataFrame],
+              health: dict[str, BenchmarkHealth], ckpt_hash: str, *, backend: str, limit: int | None,
+              cache_dir: Path | None, batch_size: int, device: str | None, progress: bool,
+              vllm_options: dict[str, Any] | None) -> _Generation:
+    """One model load and one `simple_evaluate` over every task, through the generation cache; lm-eval's own
+    failures become EvaluationError (reported, never scored)."""
+    lengths = _lengths(checkpoint, frames)
     longest = max(max(v) for v in lengths.values())
     max_gen = max(s.benchmark(b).max_gen_toks for b in ids)
 
@@ -422,10 +338,26 @@ def evaluate_checkpoint(
                 raise EvaluationError(f"lm-eval failed while evaluating {checkpoint}: {type(e).__name__}: {e}") from e
             finally:
                 store.close()
+    return _Generation(names, results, cached, lengths)
 
-    # 2. per-benchmark figures, item logs and gates
+
+def _lengths(checkpoint: Path, frames: dict[str, pd.DataFrame]) -> dict[str, list[int]]:
+    """Each benchmark's prompt lengths in the checkpoint's tokens (the model's context must hold the longest)."""
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(checkpoint))
+    except Exception as e:
+        raise EvaluationError(f"{checkpoint}: cannot load the tokenizer ({e})") from e
+    return {bid: _prompt_lengths(tok, df["prompt"].tolist()) for bid, df in frames.items()}
+
+
+def _score(s: Suite, gen: _Generation, frames: dict[str, pd.DataFrame], health: dict[str, BenchmarkHealth],
+           g: Gates) -> list[dict[str, Any]]:
+    """Each benchmark's figures and gate failures into `health` from lm-eval's results; the item-log rows."""
+    results = gen.results
     item_rows: list[dict[str, Any]] = []
-    for bid, name in names.items():
+    for bid, name in gen.names.items():
         h = health[bid]
         res = (results or {}).get("results", {}).get(name)
         if res is None:
@@ -440,31 +372,40 @@ def evaluate_checkpoint(
             h.failures.append(f"{bid}: {n_eff} items evaluated, expected {h.n_expected}")
         samples = results.get("samples", {}).get(name, [])
         b = s.benchmark(bid)
-        rows_b, grid, answers = _item_rows(bid, name, b.samples, samples, cached, h,
-                                           dict(zip(frames[bid]["item_id"], lengths[bid], strict=True)))
+        rows_b, grid, answers = benchmark_item_rows(bid, name, b.samples, samples, gen.cached, h,
+                                                    dict(zip(frames[bid]["item_id"], gen.lengths[bid], strict=True)))
         if len(samples) != n_eff:
             h.failures.append(f"{bid}: {len(samples)} logged samples for {n_eff} evaluated items")
         if rows_b:
             score_benchmark(h, b, rows_b, grid, answers)
             item_rows.extend(rows_b)
         h.failures.extend(gate_failures(h, g, len(samples) * b.samples))
+    return item_rows
 
-    items_path = None
+
+def _write_item_log(out: Path | None, cache_dir: Path | None, ckpt_hash: str, item_rows: list[dict[str, Any]],
+                    health: dict[str, BenchmarkHealth]) -> Path | None:
+    """The item log and health JSON beside the records (else in the cache dir), written even when a gate fails so
+    the failure can be read; the item log's path, or None when there is nowhere to write."""
     base = None
     if out is not None:
         base = Path(out)
     elif cache_dir is not None:
         base = Path(cache_dir) / "items" / f"{ckpt_hash[:16]}.parquet"
-    if base is not None:
-        items_path = base.with_name(base.name.split(".")[0] + ".items.jsonl.gz")
-        _atomic_gzip_jsonl(items_path, item_rows)
-        hp = items_path.with_name(items_path.name.replace(".items.jsonl.gz", ".health.json"))
-        body = json.dumps([asdict(h) for h in health.values()], indent=2, default=str) + "\n"
-        atomic_write_text(hp, body)
-    health_list = [asdict(h) for h in health.values()]
-    failures = [f for h in health.values() for f in h.failures]
-    if failures:
-        raise HealthGateError(failures, checkpoint, items_path, health=health_list)
+    if base is None:
+        return None
+    items_path = base.with_name(base.name.split(".")[0] + ".items.jsonl.gz")
+    _atomic_gzip_jsonl(items_path, item_rows)
+    hp = items_path.with_name(items_path.name.replace(".items.jsonl.gz", ".health.json"))
+    body = json.dumps([asdict(h) for h in health.values()], indent=2, default=str) + "\n"
+    atomic_write_text(hp, body)
+    return items_path
+
+
+def _records(s: Suite, ids: list[str], meta: dict[str, Any], health: dict[str, BenchmarkHealth], *, backend: str,
+             fixture: bool, limit: int | None) -> pd.DataFrame:
+    """One Record per benchmark, naming the suite, harness, grader and decoding that produced it."""
+    import lm_eval
 
     harness = f"lm-eval {lm_eval.__version__}; windtunnel-eval {EVALUATOR_VERSION}; backend {backend}"
     rows = []
@@ -485,11 +426,4 @@ def evaluate_checkpoint(
             "config_hash": str(meta["config_hash"]), "eval_hash": str(meta["eval_hash"]),
             "metric": h.metric, "metrics": json.dumps(h.metrics, sort_keys=True) if h.metrics else "",
         })
-    records = pd.DataFrame(rows)
-    records.attrs["health"] = health_list
-    records.attrs["items_path"] = str(items_path) if items_path else None
-    records.attrs["records_path"] = str(out) if out is not None else None
-    records.attrs["n_generated"] = cached.n_generated
-    records.attrs["n_cached"] = cached.n_cached
-    records.attrs["checkpoint_hash"] = ckpt_hash
-    return records
+    return pd.DataFrame(rows)

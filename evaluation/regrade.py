@@ -4,8 +4,9 @@ An evaluation writes every response it scored into its item log (`<records>.item
 records; a sampled benchmark's row lists each sample's response). When a grader's rules change (its
 `GRADER_VERSION` bumps), the scores are stale but the generations are not: `regrade_output` re-grades every
 stored response with the grader the suite names for its benchmark, rebuilds each benchmark's figures with the
-evaluator's own `score_benchmark` and gates, and returns the new item rows and records. No model is loaded and
-the generation cache is never read or written, so a regrade adds zero generations by construction.
+evaluator's own `score_benchmark` and gates (evaluation/benchmark_health.py), and returns the new item rows and
+records. No model is loaded and the generation cache is never read or written, so a regrade adds zero generations
+by construction.
 
 Each re-scored row carries the grader version that scored it (`grader_version`); each record's
 `harness_version` names it (`grader <name>-v<N>`) and the analysis refuses to compare records scored under two
@@ -28,8 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evaluation.evaluator import (BenchmarkHealth, _atomic_gzip_jsonl, gate_failures, records_path,
-                                  score_benchmark)
+from evaluation.benchmark_health import BenchmarkHealth, gate_failures, score_benchmark
+from evaluation.evaluator import _atomic_gzip_jsonl, records_path
 from evaluation.graders import grade_batch, grader_version
 from evaluation.suite import Gates, Suite
 from wtcommon.errors import UserError

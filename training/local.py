@@ -17,103 +17,40 @@ verified checkpoint and trains exactly as the uninterrupted run (same prompts, s
 Determinism: every random draw comes from the run seed (data order, sampling, policy RNG), torch
 runs with deterministic algorithms on a fixed thread count, so the same seed gives bit-identical
 checkpoints and metrics (timing keys `time/*` excepted).
+
+Layout: the run's set-up and state (`LocalRun`) are in `training.local_setup`, its checkpoints and resume
+point in `training.local_checkpoints`, its prompt pools in `training.prompt_pool`; here are the grading, the
+held-out reward and the step loop, one helper per phase (propose, rollout, advantages, policy, update, log).
 """
 
 from __future__ import annotations
 
-import copy
 import json
-import os
 import shutil
 import time
-import warnings
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TextIO
 
 import numpy as np
-import pandas as pd
 import torch
 
-from training import resume_state as rs
-from training import rollout as ro
-from training import warmup
-from training.prompt_choice import PromptIdLog, check_domain_pools, curriculum_batch, zero_variance_share
-from training.backend import (Checkpoint, MetricsSink, TrainingBackend, TrainingConfigError, TrainingError,
-                              TrainRequest, TrainResult)
-from training.registry import register_backend
-from training.checkpoints import save_checkpoint_meta, verify_checkpoint
 from evaluation.exploit_watch import step_watch
-from training.config import ModelConfig, RecipeConfig, load_model_config, load_recipe  # noqa: F401 - load_recipe: API
-from wtcommon.atomic import atomic_write_json
+from training import local_checkpoints as lc
+from training import rollout as ro
+from training.backend import MetricsSink, TrainingBackend, TrainRequest, TrainResult
+from training.config import load_model_config, load_recipe  # noqa: F401 - the trainer's API (tests, benchmarks)
+from training.local_setup import LocalRun, build_run, step_counts, step_seed
+from training.prompt_choice import PromptIdLog, curriculum_batch, zero_variance_share
+from training.prompt_pool import PromptPool
+from training.registry import register_backend
 
 ProgressFn = Callable[[int, int, dict[str, Any]], None]
 
 
-# --- configuration ----------------------------------------------------------------------------
-
-
-def _step_seed(seed: int, step: int, stream: int) -> int:
-    """Independent, reproducible 63-bit seeds per (run seed, step, stream)."""
-    return int(np.random.SeedSequence([seed, step, stream]).generate_state(1, np.uint64)[0] >> np.uint64(1))
-
-
-# --- data ---------------------------------------------------------------------------------------
-
-
-class PromptPool:
-    """Training prompts as columns; `domain` dense ids in the recipe's domain order."""
-
-    def __init__(self, files: Sequence[str | Path], domains: list[str]):
-        frames = []
-        for f in files:
-            try:
-                frames.append(pd.read_parquet(f))
-            except FileNotFoundError:
-                raise TrainingError(f"{f}: training file not found") from None
-        df = pd.concat(frames, ignore_index=True)
-        required = ["data_source", "prompt", "reward_model", "domain"]
-        missing = [c for c in required if c not in df.columns]
-        if missing:
-            raise TrainingError(f"{files}: missing column(s) {missing}; expected the study schema {required}")
-        unknown = sorted(set(df["domain"]) - set(domains))
-        if unknown:
-            raise TrainingError(f"{files}: domain value(s) {unknown} not in the recipe's data.domains {domains}")
-        self.df = df
-        self.messages = [list(p) for p in df["prompt"]]
-        self.ground_truth = [str(rm["ground_truth"]) for rm in df["reward_model"]]
-        self.data_source = df["data_source"].astype(str).tolist()
-        self.extra_info = [dict(e) if isinstance(e, dict) else {} for e in df.get("extra_info", [None] * len(df))]
-        self.domain_names = domains
-        self.domain = np.array([domains.index(d) for d in df["domain"]], dtype=np.int64)
-        from evaluation.reward import route
-
-        # each prompt's grader family, once per pool: what the exploit watch reads a response by
-        sources = pd.unique(df["data_source"].astype(str))
-        family = {src: route(src)[0] for src in sources}
-        self.grader = df["data_source"].astype(str).map(family).to_numpy(dtype=object)
-
-    def __len__(self) -> int:
-        return len(self.df)
-
-
-class ShuffledOrder:
-    """verl's RandomSampler with `data.seed`: a seeded permutation per epoch, drop_last batches."""
-
-    def __init__(self, n: int, batch_size: int, seed: int):
-        if n < batch_size:
-            raise TrainingError(f"training set has {n} prompts, fewer than prompts_per_step={batch_size}")
-        self.n, self.bs = n, batch_size
-        self.rng = np.random.default_rng(np.random.SeedSequence([seed, 0xDA7A]))
-        self.perm, self.pos = self.rng.permutation(n), 0
-
-    def next(self) -> np.ndarray:
-        if self.pos + self.bs > self.n:
-            self.perm, self.pos = self.rng.permutation(self.n), 0
-        out = self.perm[self.pos : self.pos + self.bs]
-        self.pos += self.bs
-        return out
+# --- grading ------------------------------------------------------------------------------------
 
 
 def score_responses(pool: PromptPool, idx: np.ndarray, texts: list[str], n: int,
@@ -133,69 +70,7 @@ def score_responses(pool: PromptPool, idx: np.ndarray, texts: list[str], n: int,
     return torch.tensor(scores, dtype=torch.float32), statuses
 
 
-# --- checkpoints and metrics --------------------------------------------------------------------
-
-
-def save_checkpoint(model, tokenizer, out_dir: Path, step: int, meta: dict[str, Any],
-                    state: Callable[[Path], None] | None = None) -> Checkpoint:
-    """HF-format save into a temp dir (with the trainer's resumable `state` when given), `completed.json` (with
-    weight sha256) written last, then rename."""
-    final = out_dir / "checkpoints" / f"global_step_{step}"
-    tmp = final.with_name(f".global_step_{step}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    if state is not None:
-        state(tmp)
-    save_checkpoint_meta(tmp, step, meta)
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
-    return Checkpoint(step, final)
-
-
 # --- the loop -----------------------------------------------------------------------------------
-
-
-def _load_policy(req: TrainRequest, domains: list[str], n: int):
-    """The data policy, or None for stock GRPO (`mechanism: none`)."""
-    mech = (req.policy or {}).get("mechanism", "none")
-    try:
-        from policies import load_policy
-    except ImportError as e:
-        if mech == "none":
-            return None
-        raise TrainingError(f"policy {req.policy.get('name')!r} needs the policies package: {e}") from None
-    return load_policy(dict(req.policy), seed=req.seed, domains=domains, rollout_n=n)
-
-
-def _pass_rates(curriculum: str, req: TrainRequest, recipe: RecipeConfig, train_files: list[str],
-                cache_root: Path) -> Any:
-    """The base model's cached pass rate per pool prompt when the policy's curriculum needs it (hardest_k), else
-    None; a missing pre-pass is a TrainingConfigError naming the `campaign data difficulty` command."""
-    from policies.curricula.registry import curriculum_class
-
-    if not curriculum_class(curriculum).needs_pass_rates:
-        return None
-    from training import difficulty
-
-    # the synthetic corpus is the pre-pass's own default pool: name it as the command does (no --train-file)
-    spec = difficulty.spec_for(req.model_path, recipe, train_files=train_files if req.train_files else [],
-                               model_cfg=req.model)
-    try:
-        return difficulty.pass_rates_for(spec, cache_root)
-    except difficulty.DifficultyMissing as exc:
-        raise TrainingConfigError(str(exc)) from None
-
-
-def _resolve_model(req: TrainRequest, recipe: RecipeConfig, cache_root: Path) -> Path:
-    mp = req.model_path
-    if mp.startswith("builtin:"):
-        model_cfg = req.model or ModelConfig.of(load_model_config(mp.split(":", 1)[1]), mp)
-        return warmup.base_model(model_cfg, recipe, cache_root)
-    p = Path(mp)
-    if not (p / "config.json").exists():
-        raise TrainingError(f"model_path {mp!r}: no config.json there; give an HF model directory or builtin:<model>")
-    return p
 
 
 @torch.no_grad()
@@ -218,51 +93,6 @@ def heldout_reward(model, tokenizer, pool: PromptPool, max_new_tokens: int, samp
             sel = dom == d
             res[f"{key}/{name}"] = float(scores[sel].mean()) if bool(sel.any()) else float("nan")
     return res
-
-
-def _resume_point(out: Path, config_hash: str) -> Checkpoint | None:
-    """The latest checkpoint of this exact request that verifies and holds the trainer's state, else None; the
-    checkpoints after it (a save that the kill interrupted) are removed."""
-    ckdir = out / "checkpoints"
-    found = []
-    for d in ckdir.glob("global_step_*") if ckdir.is_dir() else []:
-        try:
-            info = json.loads((d / "completed.json").read_text())
-        except (OSError, ValueError):
-            continue
-        if info.get("config_hash") == config_hash and rs.has_trainer_state(d) and verify_checkpoint(d):
-            found.append(Checkpoint(int(info["step"]), d))
-    if not found:
-        return None
-    last = max(found, key=lambda c: c.step)
-    for d in ckdir.iterdir():
-        if d != last.path and not any(d == c.path for c in found if c.step < last.step):
-            shutil.rmtree(d, ignore_errors=True)
-    return last
-
-
-def _kept_rows(path: Path, upto: int) -> list[dict[str, Any]]:
-    """The metrics rows of steps <= `upto` from an interrupted run's file (a torn last line dropped)."""
-    from wtcommon.metrics import read_metrics_jsonl
-
-    if not path.is_file():
-        return []
-    rows, _ = read_metrics_jsonl(path, torn_tail="skip")
-    return [r for r in rows if int(r.get("step", 0)) <= upto]
-
-
-def _finished(out: Path, config_hash: str) -> TrainResult | None:
-    """The earlier result of this exact request, if its final checkpoint verifies."""
-    rp = out / "result.json"
-    if not rp.exists():
-        return None
-    res = json.loads(rp.read_text())
-    if res.get("config_hash") != config_hash:
-        return None
-    cks = [Checkpoint(c["step"], Path(c["path"])) for c in res["checkpoints"]]
-    if not cks or not all(verify_checkpoint(c.path) for c in cks):
-        return None
-    return TrainResult(cks, Path(res["metrics_path"]), res["compute"])
 
 
 @contextmanager
@@ -291,288 +121,237 @@ def run_training(req: TrainRequest, progress: ProgressFn | None = None,
 
 
 def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsSink | None) -> TrainResult:
+    """A verified finished run's result as is; else set the run up (from its last resumable checkpoint, if any),
+    train it step by step, and write `result.json`."""
     t0 = time.time()
-    recipe = req.recipe  # typed (training.config): a mistyped field was refused when the request was built
-    data_cfg, roll_cfg = recipe.data or {}, recipe.rollout  # the sections are typed, with the trainer's defaults
-    actor_cfg, trainer_cfg = recipe.actor, recipe.trainer
-    total_steps = int(req.total_steps or trainer_cfg.total_steps)
-    save_freq = int(req.save_freq or trainer_cfg.save_freq) or total_steps
-    if total_steps < 1:
-        raise TrainingConfigError("total_steps must be >= 1 (set it in the request or recipe trainer.total_steps)")
+    total_steps, save_freq = step_counts(req)
     out = Path(req.out_dir).resolve()
     config_hash = req.weights_hash()  # stored as "config_hash" (see weights_hash)
-    done = _finished(out, config_hash)
+    done = lc.finished_result(out, config_hash)
     if done is not None:
         return done
-    resume = _resume_point(out, config_hash)
+    resume = lc.resume_point(out, config_hash)
     if resume is None:
         shutil.rmtree(out / "checkpoints", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
-
-    # determinism: fixed threads, deterministic kernels, everything seeded from req.seed
-    torch.set_num_threads(trainer_cfg.num_threads)
-    torch.use_deterministic_algorithms(True)
-    torch.manual_seed(_step_seed(req.seed, 0, 0))
-
-    cache_root = Path(req.cache_dir or warmup.default_cache_root())
-    domains = list(data_cfg.get("domains", ["math", "logic", "science"]))
-    need_corpus = not req.train_files or not req.val_files
-    corpus = warmup.synthetic_corpus(data_cfg, cache_root) if need_corpus else {}
-    train_files = list(req.train_files) or [str(corpus["train"])]
-    val_files = list(req.val_files or [str(corpus["test"])])
-    pool, heldout = PromptPool(train_files, domains), PromptPool(val_files, domains)
-
-    n = roll_cfg.n
-    policy = _load_policy(req, domains, n)  # validate before the expensive parts
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    # "Loading weights" / "Writing model shards" bars per model load and save (the base model's build and warm-up
-    # included): the step bar says the progress
-    hf_logging.disable_progress_bar()
-    model_dir = _resolve_model(req, recipe, cache_root)
-
-    # verl's import warns about every optional GPU engine it lacks and about having no accelerator; this CPU
-    # backend uses only its GRPO functions, so those lines are noise in a smoke test's output
-    os.environ.setdefault("VERL_LOGGING_LEVEL", "ERROR")
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".* engine is not available", category=UserWarning)
-        from verl.trainer.ppo.core_algos import (agg_loss, compute_grpo_outcome_advantage, get_policy_loss_fn,
-                                                 kl_penalty)
-        from verl.workers.config.actor import FSDPActorConfig
-
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
-    ref_model = copy.deepcopy(model).eval().requires_grad_(False)  # the base model, also on resume
-    if resume is not None:
-        model = AutoModelForCausalLM.from_pretrained(resume.path, dtype=torch.float32, attn_implementation="eager")
-
-    prompts_per_step = actor_cfg.prompts_per_step
-    max_new = roll_cfg.max_new_tokens
-    mixing = policy is not None and policy.mechanism == "mix"
-    curriculum = None
-    if policy is not None and policy.curriculum is not None:
-        from policies.errors import PolicyConfigError
-
-        try:
-            curriculum = policy.build_curriculum(len(pool), prompts_per_step, seed=_step_seed(req.seed, 0, 4),
-                                                 domains=pool.domain,
-                                                 pass_rates=_pass_rates(policy.curriculum["name"], req, recipe,
-                                                                       train_files, cache_root))
-        except PolicyConfigError as exc:  # deterministic (a pool smaller than the batch, a missing pre-pass)
-            raise TrainingConfigError(f"policy {policy.name!r}: {exc}") from None
-        if mixing:
-            check_domain_pools(pool.domain, domains, prompts_per_step)
-    if mixing:
-        from policies import DomainSampler
-
-        sampler = DomainSampler(pool.domain, prompts_per_step, seed=_step_seed(req.seed, 0, 1), n_domains=len(domains),
-                                names=domains)
-    else:
-        order = ShuffledOrder(len(pool), prompts_per_step, req.seed)
-
-    loss_cfg = FSDPActorConfig(
-        strategy="fsdp",
-        rollout_n=n,
-        ppo_mini_batch_size=prompts_per_step,
-        ppo_micro_batch_size_per_gpu=prompts_per_step * n,
-        clip_ratio=actor_cfg.clip_ratio,
-        loss_agg_mode=actor_cfg.loss_agg_mode,
-    )
-    policy_loss_fn = get_policy_loss_fn(actor_cfg.policy_loss)
-    kl_coef = actor_cfg.kl_loss_coef if actor_cfg.use_kl_loss else 0.0
-    kl_type = actor_cfg.kl_loss_type
-    optim = torch.optim.AdamW(
-        model.parameters(),
-        lr=actor_cfg.lr,
-        weight_decay=actor_cfg.weight_decay,
-        betas=(0.9, 0.999),
-    )
-    grad_clip = actor_cfg.grad_clip
-    eval_freq = save_freq if trainer_cfg.eval_freq is None else trainer_cfg.eval_freq
-    val_samples = trainer_cfg.val_samples
-    val_seed = _step_seed(req.seed, 0, 3)  # the same sampling draws at every evaluation of this run
-    ckpt_meta = {"run_id": req.run_id, "run_key": req.run_key, "config_hash": config_hash, "seed": req.seed}
-
-    metrics_path = out / "metrics.jsonl"
-    checkpoints: list[Checkpoint] = []
-    compute = {"wall_s": 0.0, "gpu_s": 0.0, "rollout_tokens": 0, "update_tokens": 0.0, "prompts_rolled_out": 0,
-               "steps": 0}
-    budget = req.rollout_token_budget
-    if budget is not None:  # the analysis states the budget the runs compared at
-        compute["rollout_token_budget"] = budget
-
-    def trainer_state(step: int) -> Callable[[Path], None]:
-        extra: dict[str, Any] = {"compute": dict(compute)}
-        if mixing:
-            extra["sampler"] = sampler.state_dict()
-            assert policy is not None  # mixing implies a policy
-            extra["policy"] = policy.state_dict()
-        else:
-            extra["order"] = rs.order_state(order)
-        return lambda d: rs.save_trainer_state(d, step=step, optim=optim, extra=extra, curriculum=curriculum)
-
-    first_step, kept_rows = 1, []
-    if resume is not None:
-        meta = rs.load_trainer_state(resume.path, optim, curriculum)
-        if mixing:
-            assert policy is not None
-            sampler.load_state_dict(meta["sampler"])
-            policy.load_state_dict(meta["policy"])
-        else:
-            rs.load_order_state(order, meta["order"])
-        compute.update(meta["compute"])
-        first_step = resume.step + 1
-        kept_rows = _kept_rows(metrics_path, resume.step)
-        checkpoints = sorted((Checkpoint(int(json.loads((d / "completed.json").read_text())["step"]), d)
-                              for d in (out / "checkpoints").glob("global_step_*")), key=lambda c: c.step)
+    run = build_run(req, out, config_hash, resume, total_steps, save_freq)
+    first_step, kept = (1, []) if resume is None else (resume.step + 1, run.restore(resume))
     ids_log = PromptIdLog(out, resume_step=resume.step if resume is not None else None)
     if sink is not None:  # standalone `campaign train` (this process is the store's only writer): stream each step
         sink.start(req)
-    with open(metrics_path, "w") as mf, closing(ids_log), _failed_on_error(sink, req):
-
-        def emit(row: dict[str, Any]) -> None:
-            mf.write(json.dumps(row, sort_keys=True) + "\n")
-            mf.flush()
-            if sink is not None:
-                sink.log(row)
-
-        for kept in kept_rows:  # a resumed run's file keeps the steps up to its checkpoint
-            mf.write(json.dumps(kept, sort_keys=True) + "\n")
-        mf.flush()
-        if trainer_cfg.val_before_train and resume is None:
-            emit({"step": 0, **heldout_reward(model, tokenizer, heldout, max_new, val_samples, val_seed)})
-
-        for step in range(first_step, total_steps + 1):
-            ts = time.time()
-            row: dict[str, Any] = {"step": step}
-            # 1. which prompts (mixers and curricula act here, before rollout)
-            if mixing:
-                assert policy is not None  # mixing implies a policy
-                if curriculum is not None:  # the mixer's domain counts, the curriculum's prompts within each
-                    idx = curriculum_batch(curriculum, step, sampler.counts(policy.proportions(step)), pool.domain)
-                else:
-                    idx = sampler.sample(policy.proportions(step))
-                row.update({f"mix/{k}": float(v) for k, v in sampler.last_diagnostics.items()})
-            elif curriculum is not None:
-                idx = curriculum_batch(curriculum, step, None, pool.domain)
-            else:
-                idx = order.next()
-            if curriculum is not None:
-                row.update({f"curriculum/{k}": float(v) for k, v in curriculum.last_diagnostics.items()})
-            ids_log.log(step, idx)
-            # 2. rollout
-            model.eval()
-            roll = ro.generate(
-                model,
-                tokenizer,
-                [pool.messages[i] for i in idx],
-                n=n,
-                max_new_tokens=max_new,
-                temperature=roll_cfg.temperature,
-                top_p=roll_cfg.top_p,
-                top_k=roll_cfg.top_k,
-                seed=_step_seed(req.seed, step, 2),
-            )
-            mask = roll.response_mask
-            acc: list[float] = []
-            rewards, statuses = score_responses(pool, idx, roll.texts, n, accuracy=acc)
-            correct = np.asarray(acc, dtype=np.float64).reshape(len(idx), n)
-            if curriculum is not None:  # the accuracy signal, per rollout (not the shaped score)
-                curriculum.update(step, idx, correct)
-            group = torch.arange(len(idx)).repeat_interleave(n)
-            domain = torch.from_numpy(pool.domain[idx]).repeat_interleave(n)
-            # 3. GRPO advantages (verl)
-            last = (mask.sum(dim=1).long() - 1).clamp(min=0)
-            token_rewards = torch.zeros_like(mask)
-            token_rewards[torch.arange(mask.shape[0]), last] = rewards
-            advantages, _ = compute_grpo_outcome_advantage(
-                token_rewards, mask, index=group.numpy(),
-                norm_adv_by_std_in_grpo=actor_cfg.norm_adv_by_std_in_grpo,
-            )
-            input_ids, attn = roll.input_ids, roll.attention_mask
-            with torch.no_grad():
-                old_lp = ro.response_log_probs(model, input_ids, attn, mask.shape[1])
-                ref_lp = ro.response_log_probs(ref_model, input_ids, attn, mask.shape[1]) if kl_coef else None
-            # 4. the data policy, after advantages (selection / reweighting -> rollout_is_weights)
-            weights = None
-            if policy is not None:
-                from policies import StepBatch
-
-                batch = StepBatch(advantages=advantages, rewards=rewards, response_mask=mask, group=group,
-                                  old_log_probs=old_lp, domain=domain)
-                res = policy.apply(batch, step=step)
-                weights = res.weights
-                if res.advantages is not None:
-                    advantages = res.advantages
-                row.update({f"policy/{k}": float(v) for k, v in res.diagnostics.items()})
-                if mixing:
-                    row.update({f"policy/{k}": float(v) for k, v in policy.observe(batch, step=step).items()})
-            # 5. actor update: clipped PG with rollout_is_weights + KL to the reference (verl's functions)
-            model.train()
-            lp = ro.response_log_probs(model, input_ids, attn, mask.shape[1])
-            pg_loss, pg_metrics = policy_loss_fn(
-                old_log_prob=old_lp, log_prob=lp, advantages=advantages, response_mask=mask,
-                loss_agg_mode=loss_cfg.loss_agg_mode, config=loss_cfg, rollout_is_weights=weights,
-            )
-            loss = pg_loss
-            if kl_coef:
-                assert ref_lp is not None  # computed above whenever kl_coef is set
-                kl_mat = kl_penalty(lp, ref_lp, kl_type)  # type: ignore[arg-type]  # verl annotates legacy FloatTensor
-                kl_loss = agg_loss(loss_mat=kl_mat, loss_mask=mask, loss_agg_mode=loss_cfg.loss_agg_mode)
-                loss = loss + kl_coef * kl_loss
-                row["actor/kl_loss"] = float(kl_loss.detach())
-            optim.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-            optim.step()
-            # 6. metrics
-            rollout_tokens = int(mask.sum())
-            update_tokens = (float((mask * (weights > 0).float()).sum()) if weights is not None
-                             else float(rollout_tokens))
-            compute["rollout_tokens"] += rollout_tokens
-            compute["update_tokens"] += update_tokens
-            compute["prompts_rolled_out"] += len(idx)
-            compute["steps"] = step
-            row.update({
-                "actor/pg_loss": float(pg_loss.detach()), "actor/grad_norm": float(grad_norm),
-                **{k: float(v) for k, v in pg_metrics.items()},
-                "reward/mean": float(rewards.mean()),
-                "response/length_mean": float(mask.sum(dim=1).mean()),
-                "response/truncation_rate": float(roll.truncated.float().mean()),
-                "reward/no_answer_rate": float(np.mean([s == "no_answer" for s in statuses])),
-                # a grader over its time budget scores 0 with status `timeout`: logged, never hidden in the reward
-                "reward/timeout_rate": float(np.mean([s == "timeout" for s in statuses])),
-                "tokens/rollout": rollout_tokens, "tokens/update": update_tokens,
-                "tokens/rollout_cum": compute["rollout_tokens"], "data/prompts": len(idx),
-                "data/zero_variance_frac": zero_variance_share(correct),
-                # the exploit watch over the rollouts just scored (evaluation/exploit_watch.py)
-                **step_watch(roll.texts, np.repeat(pool.grader[idx], n), rewards.numpy(),
-                             mask.sum(dim=1).numpy(), roll.truncated.numpy()),
-            })
-            for d, name in enumerate(domains):
-                sel = domain == d
-                row[f"reward/mean/{name}"] = float(rewards[sel].mean()) if bool(sel.any()) else float("nan")
-                row[f"data/realised_prop_{name}"] = float(sel.float().mean())
-            stop = step == total_steps or (budget is not None and compute["rollout_tokens"] >= budget)
-            if step % eval_freq == 0 or stop:
-                row.update(heldout_reward(model, tokenizer, heldout, max_new, val_samples, val_seed))
-            if step % save_freq == 0 or stop:
-                checkpoints.append(save_checkpoint(model, tokenizer, out, step, ckpt_meta, trainer_state(step)))
-            row["time/step_s"] = time.time() - ts
-            emit(row)
-            if progress is not None:
-                progress(step, total_steps, row)
-            if stop:  # the budget is spent (or the step cap reached): stop within one step of it
-                break
-
-    compute["wall_s"] = time.time() - t0
-    result = TrainResult(checkpoints, metrics_path, compute)
-    atomic_write_json(out / "result.json", {**result.to_json(), "config_hash": config_hash, "run_id": req.run_id,
-                                           "run_key": req.run_key, "base_model": str(model_dir)}, indent=1)
+    with open(run.metrics_path, "w") as mf, closing(ids_log), _failed_on_error(sink, req):
+        _train(run, mf, ids_log, first_step, kept, resume is None, progress, sink)
+    run.compute["wall_s"] = time.time() - t0
+    result = TrainResult(run.checkpoints, run.metrics_path, run.compute)
+    lc.write_result(out, result, {"config_hash": config_hash, "run_id": req.run_id, "run_key": req.run_key,
+                                  "base_model": str(run.model_dir)})
     if sink is not None:
         sink.finish(req, result)
     return result
+
+
+def _train(run: LocalRun, mf: TextIO, ids_log: PromptIdLog, first_step: int, kept: list[dict[str, Any]],
+           fresh: bool, progress: ProgressFn | None, sink: MetricsSink | None) -> None:
+    """The metrics file (a resumed run's kept rows first, a fresh run's step-0 evaluation), then the steps until the
+    step cap or the rollout-token budget."""
+
+    def emit(row: dict[str, Any]) -> None:
+        mf.write(json.dumps(row, sort_keys=True) + "\n")
+        mf.flush()
+        if sink is not None:
+            sink.log(row)
+
+    for row in kept:  # a resumed run's file keeps the steps up to its checkpoint
+        mf.write(json.dumps(row, sort_keys=True) + "\n")
+    mf.flush()
+    if run.req.recipe.trainer.val_before_train and fresh:
+        emit({"step": 0, **_heldout(run)})
+    for step in range(first_step, run.total_steps + 1):
+        row, stop = _step(run, step, ids_log)
+        emit(row)
+        if progress is not None:
+            progress(step, run.total_steps, row)
+        if stop:  # the budget is spent (or the step cap reached): stop within one step of it
+            break
+
+
+@dataclass
+class _Rollouts:
+    """One step's prompts, their rollouts and what the graders made of them (what the later phases read)."""
+
+    idx: np.ndarray
+    roll: ro.Rollout
+    rewards: torch.Tensor
+    statuses: list[str]
+    correct: np.ndarray  # (prompts, n): each rollout's correctness
+    group: torch.Tensor  # each rollout's prompt (GRPO's group)
+    domain: torch.Tensor  # each rollout's domain id
+    input_ids: torch.Tensor  # prompt + response, what every log-prob pass reads
+    attn: torch.Tensor
+
+    @property
+    def mask(self) -> torch.Tensor:
+        return self.roll.response_mask
+
+
+def _step(run: LocalRun, step: int, ids_log: PromptIdLog) -> tuple[dict[str, Any], bool]:
+    """One GRPO step, phase by phase: propose, roll out and score, advantages, the data policy, the actor update,
+    metrics, evaluation and checkpoint. Its metrics row and whether the run stops after it."""
+    ts = time.time()
+    row: dict[str, Any] = {"step": step}
+    idx = _propose(run, step, row)
+    ids_log.log(step, idx)
+    batch = _rollout(run, step, idx)
+    advantages, old_lp, ref_lp = _advantages(run, batch)
+    advantages, weights = _apply_policy(run, batch, advantages, old_lp, step, row)
+    actor = _update(run, batch, advantages, old_lp, ref_lp, weights, row)
+    _log_step(run, batch, step, weights, actor, row)
+    budget = run.budget
+    stop = step == run.total_steps or (budget is not None and run.compute["rollout_tokens"] >= budget)
+    if step % run.eval_freq == 0 or stop:
+        row.update(_heldout(run))
+    if step % run.save_freq == 0 or stop:
+        run.checkpoints.append(lc.save_checkpoint(run.model, run.tokenizer, run.out, step, run.ckpt_meta,
+                                                  run.trainer_state(step)))
+    row["time/step_s"] = time.time() - ts
+    return row, stop
+
+
+def _propose(run: LocalRun, step: int, row: dict[str, Any]) -> np.ndarray:
+    """The step's prompt ids, before rollout (where mixers and curricula act): a mixer's domain counts with a
+    curriculum's prompts within each, a mixer's or a curriculum's alone, else the shuffled order's next batch."""
+    curriculum, domain = run.curriculum, run.pool.domain
+    if run.mixing:
+        if curriculum is not None:
+            idx = curriculum_batch(curriculum, step, run.sampler.counts(run.policy.proportions(step)), domain)
+        else:
+            idx = run.sampler.sample(run.policy.proportions(step))
+        row.update({f"mix/{k}": float(v) for k, v in run.sampler.last_diagnostics.items()})
+    elif curriculum is not None:
+        idx = curriculum_batch(curriculum, step, None, domain)
+    else:
+        assert run.order is not None  # no mixer: the shuffled order proposes
+        idx = run.order.next()
+    if curriculum is not None:
+        row.update({f"curriculum/{k}": float(v) for k, v in curriculum.last_diagnostics.items()})
+    return idx
+
+
+def _rollout(run: LocalRun, step: int, idx: np.ndarray) -> _Rollouts:
+    """`n` sampled responses per prompt (seeded per step), graded; a curriculum learns each rollout's accuracy (not
+    the shaped score)."""
+    n, cfg = run.n, run.req.recipe.rollout
+    run.model.eval()
+    roll = ro.generate(run.model, run.tokenizer, [run.pool.messages[i] for i in idx], n=n,
+                       max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                       top_k=cfg.top_k, seed=step_seed(run.req.seed, step, 2))
+    acc: list[float] = []
+    rewards, statuses = score_responses(run.pool, idx, roll.texts, n, accuracy=acc)
+    correct = np.asarray(acc, dtype=np.float64).reshape(len(idx), n)
+    if run.curriculum is not None:
+        run.curriculum.update(step, idx, correct)
+    return _Rollouts(idx, roll, rewards, statuses, correct, group=torch.arange(len(idx)).repeat_interleave(n),
+                     domain=torch.from_numpy(run.pool.domain[idx]).repeat_interleave(n), input_ids=roll.input_ids,
+                     attn=roll.attention_mask)
+
+
+def _advantages(run: LocalRun, b: _Rollouts) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(GRPO advantages, old log-probs, reference log-probs or None without KL): verl's outcome advantage of the
+    reward placed on each response's last token."""
+    mask = b.mask
+    last = (mask.sum(dim=1).long() - 1).clamp(min=0)
+    token_rewards = torch.zeros_like(mask)
+    token_rewards[torch.arange(mask.shape[0]), last] = b.rewards
+    advantages, _ = run.loss.grpo_advantage(token_rewards, mask, index=b.group.numpy(),
+                                            norm_adv_by_std_in_grpo=run.req.recipe.actor.norm_adv_by_std_in_grpo)
+    with torch.no_grad():
+        old_lp = ro.response_log_probs(run.model, b.input_ids, b.attn, mask.shape[1])
+        ref_lp = ro.response_log_probs(run.ref_model, b.input_ids, b.attn, mask.shape[1]) if run.kl_coef else None
+    return advantages, old_lp, ref_lp
+
+
+def _apply_policy(run: LocalRun, b: _Rollouts, advantages: torch.Tensor, old_lp: torch.Tensor, step: int,
+                  row: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(advantages, rollout_is_weights): the data policy acts after advantages (selection / reweighting); stock
+    GRPO leaves both as they are."""
+    if run.policy is None:
+        return advantages, None
+    from policies import StepBatch
+
+    batch = StepBatch(advantages=advantages, rewards=b.rewards, response_mask=b.mask, group=b.group,
+                      old_log_probs=old_lp, domain=b.domain)
+    res = run.policy.apply(batch, step=step)
+    if res.advantages is not None:
+        advantages = res.advantages
+    row.update({f"policy/{k}": float(v) for k, v in res.diagnostics.items()})
+    if run.mixing:
+        row.update({f"policy/{k}": float(v) for k, v in run.policy.observe(batch, step=step).items()})
+    return advantages, res.weights
+
+
+def _update(run: LocalRun, b: _Rollouts, advantages: torch.Tensor, old_lp: torch.Tensor, ref_lp: torch.Tensor | None,
+            weights: torch.Tensor | None, row: dict[str, Any]) -> dict[str, float]:
+    """The actor update with verl's functions: clipped PG with rollout_is_weights plus KL to the reference; the
+    actor metrics (`actor/kl_loss` goes straight into `row`)."""
+    cfg = run.loss.cfg
+    run.model.train()
+    lp = ro.response_log_probs(run.model, b.input_ids, b.attn, b.mask.shape[1])
+    pg_loss, pg_metrics = run.loss.policy_loss(
+        old_log_prob=old_lp, log_prob=lp, advantages=advantages, response_mask=b.mask,
+        loss_agg_mode=cfg.loss_agg_mode, config=cfg, rollout_is_weights=weights,
+    )
+    loss = pg_loss
+    if run.kl_coef:
+        assert ref_lp is not None  # computed whenever kl_coef is set
+        kl_mat = run.loss.kl_penalty(lp, ref_lp, run.req.recipe.actor.kl_loss_type)
+        kl_loss = run.loss.agg_loss(loss_mat=kl_mat, loss_mask=b.mask, loss_agg_mode=cfg.loss_agg_mode)
+        loss = loss + run.kl_coef * kl_loss
+        row["actor/kl_loss"] = float(kl_loss.detach())
+    run.optim.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.req.recipe.actor.grad_clip)
+    run.optim.step()
+    return {"actor/pg_loss": float(pg_loss.detach()), "actor/grad_norm": float(grad_norm),
+            **{k: float(v) for k, v in pg_metrics.items()}}
+
+
+def _log_step(run: LocalRun, b: _Rollouts, step: int, weights: torch.Tensor | None, actor: dict[str, float],
+              row: dict[str, Any]) -> None:
+    """The step's compute into the run's account and its metrics into `row` (rewards, lengths, tokens, per-domain
+    figures, the exploit watch)."""
+    mask, rewards, statuses, compute = b.mask, b.rewards, b.statuses, run.compute
+    rollout_tokens = int(mask.sum())
+    update_tokens = float((mask * (weights > 0).float()).sum()) if weights is not None else float(rollout_tokens)
+    compute["rollout_tokens"] += rollout_tokens
+    compute["update_tokens"] += update_tokens
+    compute["prompts_rolled_out"] += len(b.idx)
+    compute["steps"] = step
+    row.update({
+        **actor,
+        "reward/mean": float(rewards.mean()),
+        "response/length_mean": float(mask.sum(dim=1).mean()),
+        "response/truncation_rate": float(b.roll.truncated.float().mean()),
+        "reward/no_answer_rate": float(np.mean([s == "no_answer" for s in statuses])),
+        # a grader over its time budget scores 0 with status `timeout`: logged, never hidden in the reward
+        "reward/timeout_rate": float(np.mean([s == "timeout" for s in statuses])),
+        "tokens/rollout": rollout_tokens, "tokens/update": update_tokens,
+        "tokens/rollout_cum": compute["rollout_tokens"], "data/prompts": len(b.idx),
+        "data/zero_variance_frac": zero_variance_share(b.correct),
+        # the exploit watch over the rollouts just scored (evaluation/exploit_watch.py)
+        **step_watch(b.roll.texts, np.repeat(run.pool.grader[b.idx], run.n), rewards.numpy(),
+                     mask.sum(dim=1).numpy(), b.roll.truncated.numpy()),
+    })
+    for d, name in enumerate(run.pool.domain_names):
+        sel = b.domain == d
+        row[f"reward/mean/{name}"] = float(rewards[sel].mean()) if bool(sel.any()) else float("nan")
+        row[f"data/realised_prop_{name}"] = float(sel.float().mean())
+
+
+def _heldout(run: LocalRun) -> dict[str, float]:
+    """The run's held-out reward now (greedy, and sampled with the run's fixed evaluation seed)."""
+    cfg = run.req.recipe
+    return heldout_reward(run.model, run.tokenizer, run.heldout, cfg.rollout.max_new_tokens, cfg.trainer.val_samples,
+                          run.val_seed)
 
 
 @register_backend("local")

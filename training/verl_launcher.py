@@ -29,6 +29,8 @@ from training.backend import (Checkpoint, TrainingBackend, TrainingConfigError, 
                               TrainRequest, TrainResult)
 from training.registry import register_backend
 from training.verl_merge import merge_command
+from training.verl_runtime import (LOOPBACK_ENV, PRIVATE_NODE_CPUS, private_runtime_env, private_temp_dir,
+                                    runtime_overrides)
 from policies.verl.reward_audit import AUDIT_ENV
 from wtcommon.atomic import atomic_write_text
 from wtcommon.metrics import read_metrics_jsonl
@@ -188,97 +190,6 @@ def _startup_timed_out(log: Path, launch_file: Path) -> bool:
     return not ran and STARTUP_TIMEOUT in tail
 
 
-# CPUs of each node of a multi-node run's private runtime: verl's workers, rollout servers and TransferQueue
-# actors ask for CPUs there, not in the shared cluster (whose bundle holds 1 CPU per node), as the one-node
-# runtime's `ray_init.num_cpus` does.
-PRIVATE_NODE_CPUS = 16
-
-# Object store of a one-node private runtime (`ray_init.object_store_memory`) unless the recipe sets its own: a share
-# per GPU of the run, 512 MiB for a CPU run. Ray's default is 30% of the node's RAM for *each* runtime, so eight
-# one-GPU runs on one node would each claim it. A run that outgrows it spills objects to its temp dir (slower,
-# not wrong).
-OBJECT_STORE_MIN_BYTES = 512 * 1024**2
-OBJECT_STORE_BYTES_PER_GPU = 2 * 1024**3
-
-# Ray's unix sockets (`<temp dir>/session_<date>_<time>_<usec>_<pid>/sockets/plasma_store`) must fit in 107 bytes
-# (sockaddr_un); the part after the temp dir takes up to this many.
-RAY_SOCKET_MAX = 107
-RAY_SESSION_SUFFIX = len("/session_2026-12-01_18-20-41_323245_4194304/sockets/plasma_store")
-
-
-def private_temp_dir(train_dir: Path) -> Path:
-    """A fresh temp dir for one launch's one-node private Ray runtime (its sessions, logs, sockets and spilled
-    objects), removed by the launcher when the launch ends: `<train dir>/ray-XXXXXX` when Ray's socket paths fit
-    under it, else a short `/tmp/wt-rt-XXXXXX` (a run dir in a work dir is usually too deep). Never Ray's shared
-    default `/tmp/ray`, where every launch left a session behind."""
-    import tempfile
-
-    room = RAY_SOCKET_MAX - RAY_SESSION_SUFFIX - len("/ray-XXXXXXXX")
-    train_dir = Path(train_dir).resolve()
-    if len(str(train_dir)) <= room:
-        return Path(tempfile.mkdtemp(prefix="ray-", dir=train_dir))
-    base = tempfile.gettempdir() if len(tempfile.gettempdir()) <= room else "/tmp"
-    return Path(tempfile.mkdtemp(prefix="wt-rt-", dir=base))
-
-
-# A one-node private runtime on 127.0.0.1 only. `ray_init._node_ip_address="127.0.0.1"` is not enough: `ray.init`
-# turns a loopback address into the host's (`ray/_private/services.py::resolve_ip_for_localhost`). With this
-# variable Ray's node address is 127.0.0.1 (`services.get_node_ip_address`), and its GCS, raylet, workers,
-# dashboard agent and runtime-env agent then listen on loopback only (seen with `ss -ltnp`, Ray 2.60).
-LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-
-# Ray Job env vars that point a process at the shared cluster (ray dashboard/modules/job/job_supervisor.py::
-# _get_driver_env_vars). Removed from verl's env so its `ray.init` starts the run's private runtime.
-CLUSTER_ENV_VARS = ("RAY_ADDRESS", "RAY_JOB_CONFIG_JSON_ENV_VAR")
-
-
-def runtime_overrides(ov: dict[str, Any], private_address: str | None = None, *, ray_temp_dir: Path | None = None,
-                      run_gpus: int = 0) -> dict[str, Any]:
-    """`ov` with `ray_kwargs.ray_init` for the run's private Ray runtime (docs/verl_on_cpu.md, "Isolation").
-
-    verl's `main_ppo` calls `ray.init(**ray_kwargs.ray_init)` (`verl/trainer/main_ppo.py:57-74`).
-    One node: `address=local` makes that a fresh single-node runtime owned by this run, never the cluster the
-    job runs on: `num_cpus`/`num_gpus` are then legal (Ray refuses them when connecting to a cluster,
-    `ray/_private/worker.py`), and every named actor (TransferQueue's controller in its fixed namespace
-    `transfer_queue`, `transfer_queue/interface.py:200`; verl's rollout servers) lives in a GCS no other
-    run can see. GPUs: the runtime autodetects the job's `CUDA_VISIBLE_DEVICES`, which Ray sets from the
-    job's `entrypoint_num_gpus` reservation, so it sees exactly the GPUs reserved for this run.
-    The one-node runtime keeps its files in `ray_temp_dir` (never `/tmp/ray`), listens on 127.0.0.1 only
-    (`LOOPBACK_ENV`, set by `build_command`), serves no dashboard, and gets an
-    object store sized to the run (`OBJECT_STORE_*`; a recipe's own `ray_kwargs.ray_init.object_store_memory`
-    wins).
-    `nnodes > 1`: verl connects to `private_address`, the run's own runtime started on the nodes its placement
-    group holds ("Two nodes"); its resources are those nodes', so `num_cpus`/`num_gpus` are dropped."""
-    nnodes = int(ov.get("trainer.nnodes") or 1)
-    out = dict(ov)
-    if nnodes > 1:
-        if not private_address:
-            raise TrainingConfigError(
-                f"trainer.nnodes: {nnodes}: a multi-node verl run trains in a private runtime spanning the nodes its "
-                "placement group holds (docs/verl_on_cpu.md, 'Two nodes'); run it as a Ray Job (campaign submit)")
-        for k in [k for k in out if k.lstrip("+").startswith("ray_kwargs.ray_init.num_")]:
-            del out[k]
-        out.update({"+ray_kwargs.ray_init.address": private_address})
-        return out
-    out.update({"+ray_kwargs.ray_init.address": "local", "+ray_kwargs.ray_init.include_dashboard": False})
-    if "ray_kwargs.ray_init.num_cpus" not in out:
-        out["ray_kwargs.ray_init.num_cpus"] = 64
-    if not any(k.lstrip("+") == "ray_kwargs.ray_init.object_store_memory" for k in out):
-        out["+ray_kwargs.ray_init.object_store_memory"] = max(OBJECT_STORE_MIN_BYTES,
-                                                             OBJECT_STORE_BYTES_PER_GPU * max(0, run_gpus))
-    if ray_temp_dir is not None:
-        out["+ray_kwargs.ray_init._temp_dir"] = str(ray_temp_dir)
-    return out
-
-
-def private_runtime_env(parent: dict[str, str], extra: dict[str, str]) -> dict[str, str]:
-    """The environment of verl's process: the parent's (the Ray Job's) without the variables that attach
-    to the shared cluster, plus the run's own variables."""
-    env = {k: v for k, v in parent.items() if k not in CLUSTER_ENV_VARS}
-    env.update(extra)
-    return env
-
-
 def _proc_start(pid: int) -> str | None:
     """The start time of process `pid` (clock ticks since boot, /proc/<pid>/stat field 22), or None when
     it is gone: with the pid it names one process, so a reused pid is never mistaken for our launch."""
@@ -422,6 +333,40 @@ def resolve_inputs(req: TrainRequest) -> TrainRequest:
     return dataclasses.replace(req, model_path=model_path, train_files=train, val_files=val)
 
 
+def _clear_earlier_attempts(req: TrainRequest, dirs: dict[str, Path], attempts: Path) -> None:
+    """Stop a launch a killed earlier attempt left running (its compute ends now, not at its last metrics line)
+    and remove the Ray temp dirs of launches killed with their launcher."""
+    if stop_orphan(req.out_dir):
+        with open(dirs["log"], "a") as fh:
+            fh.write("windtunnel: stopped the verl launch a killed earlier attempt left running\n")
+        for name in launches.unfinished(dirs["out"]):  # its compute ends now, not at its last metrics line
+            launches.record_end(dirs["out"], attempts / name, None, how="stopped")
+    for leftover in launches.ray_temp_dirs(dirs["out"]):  # of launches killed with their launcher
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _merge_checkpoints(req: TrainRequest, dirs: dict[str, Path]) -> list[Checkpoint]:
+    """verl's FSDP checkpoints as verifiable HF checkpoints: every one not merged yet (a rerun after a crash merges
+    only those) in one merge process, each renamed into place once its `completed.json` is written."""
+    from training.checkpoints import save_checkpoint_meta
+
+    steps = sorted(dirs["verl"].glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
+    pending = [(d, dirs["hf"] / f".{d.name}.tmp") for d in steps
+               if not (dirs["hf"] / d.name / "completed.json").exists()]
+    if pending:
+        for _, tmp in pending:  # a merge killed half way left its tmp dir: start it clean
+            shutil.rmtree(tmp, ignore_errors=True)
+        mrc = _run(merge_command([(d / "actor", tmp) for d, tmp in pending]), {}, dirs["log"])
+        if mrc != 0:
+            raise TrainingError(f"model merge of {', '.join(d.name for d, _ in pending)} exited with {mrc}; "
+                                f"see {dirs['log']}")
+        for d, tmp in pending:
+            step = int(d.name.rsplit("_", 1)[1])
+            save_checkpoint_meta(tmp, step, {"run_id": req.run_id, "run_key": req.run_key, "seed": req.seed})
+            os.replace(tmp, dirs["hf"] / d.name)
+    return [Checkpoint(int(d.name.rsplit("_", 1)[1]), dirs["hf"] / d.name) for d in steps]
+
+
 @register_backend("verl")
 class VerlBackend(TrainingBackend):
     """GPU training through verl 0.9.1 with the Windtunnel policy plugin."""
@@ -430,10 +375,31 @@ class VerlBackend(TrainingBackend):
     runs_curricula = True  # the windtunnel_sync trainer rolls out a curriculum's prompts (policies/verl/trainer.py)
 
     def train(self, req: TrainRequest) -> TrainResult:
-        from training.checkpoints import save_checkpoint_meta
+        self._refuse_unsupported(req)
+        req = resolve_inputs(req)
+        dirs = run_dirs(req.out_dir)
+        # verl's file logger truncates its file on open (`verl/utils/tracking.py:541`): each launch (a resume
+        # after a kill is a new launch) logs to its own file, merged into metrics.jsonl when the run is done
+        attempts = dirs["out"] / "verl_metrics"
+        attempts.mkdir(parents=True, exist_ok=True)
+        _clear_earlier_attempts(req, dirs, attempts)
+        rc = self._launch_run(req, dirs, attempts)
+        if rc != 0:
+            raise TrainingError(f"verl exited with {rc}; see {dirs['log']}")
+        merge_metric_files(sorted(attempts.glob("launch_*.jsonl")), dirs["metrics"])
+        checkpoints = _merge_checkpoints(req, dirs)
+        model = req.model
+        per_node = model.gpus_per_node if model is not None and model.gpus_per_node is not None else 8
+        n_gpus = per_node * (model.nnodes if model is not None else 1)
+        ov = req.recipe.overrides or {}
+        seqs = float(ov.get("data.train_batch_size", math.nan)) * float(ov.get("actor_rollout_ref.rollout.n", math.nan))
+        # every launch of the run, killed ones included (their part also as lost_*): training/launches.py
+        compute = launches.compute_account(dirs["out"], n_gpus, seqs)
+        return TrainResult(checkpoints, dirs["metrics"], compute)
 
-        from training.reservation import private_runtime, reserved_nodes
-
+    def _refuse_unsupported(self, req: TrainRequest) -> None:
+        """Refuse, before any launch, what this backend cannot train yet (a rollout-token budget, a curriculum
+        that reads the difficulty pre-pass) rather than train it as if it were not asked."""
         if not self.runs_rollout_budget and req.rollout_token_budget is not None:
             # preflight refuses this for a campaign; a direct request (campaign train) is refused here, before
             # any launch, rather than trained for its steps as if it had no budget
@@ -445,19 +411,11 @@ class VerlBackend(TrainingBackend):
         if needs_pass_rates(block):  # refused before the launch, not at its first fetch
             raise TrainingConfigError(f"run {req.run_id}: curriculum {block['name']!r} needs the difficulty "
                                       "pre-pass, which the verl backend does not read yet; use the local backend")
-        req = resolve_inputs(req)
-        dirs = run_dirs(req.out_dir)
-        # verl's file logger truncates its file on open (`verl/utils/tracking.py:541`): each launch (a resume
-        # after a kill is a new launch) logs to its own file, merged into metrics.jsonl when the run is done
-        attempts = dirs["out"] / "verl_metrics"
-        attempts.mkdir(parents=True, exist_ok=True)
-        if stop_orphan(req.out_dir):
-            with open(dirs["log"], "a") as fh:
-                fh.write("windtunnel: stopped the verl launch a killed earlier attempt left running\n")
-            for name in launches.unfinished(dirs["out"]):  # its compute ends now, not at its last metrics line
-                launches.record_end(dirs["out"], attempts / name, None, how="stopped")
-        for leftover in launches.ray_temp_dirs(dirs["out"]):  # of launches killed with their launcher
-            shutil.rmtree(leftover, ignore_errors=True)
+
+    def _launch_run(self, req: TrainRequest, dirs: dict[str, Path], attempts: Path) -> int:
+        """Launch verl on the run's nodes: one node in a private runtime of its own (launched again when Ray's
+        start-up wait was missed), several in the private runtime started on its reserved nodes; the exit code."""
+        from training.reservation import private_runtime, reserved_nodes
 
         def note(line: str) -> None:
             with open(dirs["log"], "a") as fh:
@@ -481,33 +439,7 @@ class VerlBackend(TrainingBackend):
                 with private_runtime(res, cpus_per_node=PRIVATE_NODE_CPUS, log_dir=dirs["out"], env=env,
                                      log=note) as gcs:
                     rc, _ = self._launch(req, dirs, launch_file, gcs)
-        if rc != 0:
-            raise TrainingError(f"verl exited with {rc}; see {dirs['log']}")
-        merge_metric_files(sorted(attempts.glob("launch_*.jsonl")), dirs["metrics"])
-        steps = sorted(dirs["verl"].glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
-        # every checkpoint not merged yet (a rerun after a crash merges only those), in one merge process
-        pending = [(d, dirs["hf"] / f".{d.name}.tmp") for d in steps
-                   if not (dirs["hf"] / d.name / "completed.json").exists()]
-        if pending:
-            for _, tmp in pending:  # a merge killed half way left its tmp dir: start it clean
-                shutil.rmtree(tmp, ignore_errors=True)
-            mrc = _run(merge_command([(d / "actor", tmp) for d, tmp in pending]), {}, dirs["log"])
-            if mrc != 0:
-                raise TrainingError(f"model merge of {', '.join(d.name for d, _ in pending)} exited with {mrc}; "
-                                    f"see {dirs['log']}")
-            for d, tmp in pending:
-                step = int(d.name.rsplit("_", 1)[1])
-                save_checkpoint_meta(tmp, step, {"run_id": req.run_id, "run_key": req.run_key, "seed": req.seed})
-                os.replace(tmp, dirs["hf"] / d.name)
-        checkpoints = [Checkpoint(int(d.name.rsplit("_", 1)[1]), dirs["hf"] / d.name) for d in steps]
-        model = req.model
-        per_node = model.gpus_per_node if model is not None and model.gpus_per_node is not None else 8
-        n_gpus = per_node * (model.nnodes if model is not None else 1)
-        ov = req.recipe.overrides or {}
-        seqs = float(ov.get("data.train_batch_size", math.nan)) * float(ov.get("actor_rollout_ref.rollout.n", math.nan))
-        # every launch of the run, killed ones included (their part also as lost_*): training/launches.py
-        compute = launches.compute_account(dirs["out"], n_gpus, seqs)
-        return TrainResult(checkpoints, dirs["metrics"], compute)
+        return rc
 
     @staticmethod
     def _launch(req: TrainRequest, dirs: dict[str, Path], launch_file: Path, private_address: str | None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -168,104 +169,143 @@ def _ref_values(runner: _Runner, ref_runs: list[RunSpec], vsuite: str, agg: str)
     return tab, tab[["seed", "step", agg]]
 
 
+@dataclass
+class _Plan:
+    """One policy's study plan, validated before any run starts: its base runs, the reference's, its search space."""
+
+    policy: str
+    mine: list[RunSpec]
+    refs: list[RunSpec]
+    space: dict[str, dict[str, Any]]
+
+
+@dataclass
+class _Validation:
+    """What a trial is scored on: the validation suite, its evaluation settings, the aggregate maximised."""
+
+    suite: str
+    evaluation: dict[str, Any]
+    agg: str
+
+
 def tune(req: TuneRequest) -> dict[str, dict[str, Any]]:
     """Run (or resume) one study per policy with exactly `req.trials` trials each; returns the report."""
     import optuna
 
+    _check_request(req)
+    spec = load_campaign(req.campaign, list(req.overrides))
+    val = _Validation(*_check_validation(spec, req))
+    url = Workdir(Path(req.workdir), req.ledger_url).ledger_url
+    Path(req.workdir).mkdir(parents=True, exist_ok=True)
+    data_root = Path(req.workdir) / "data"
+    say = req.on_event or (lambda _m: None)
+    plans: dict[str, _Plan] = {}
+    for policy in req.policies:  # validate everything before the first run starts
+        mine, refs = _base_runs(spec, policy, req.seeds, data_root)
+        plans[policy] = _Plan(policy, mine, refs, search_space(mine[0].policy.cfg, policy))
+    if req.prune and any(p.mine[0].backend != "local" for p in plans.values()):
+        # verl merges its FSDP shards to HF checkpoints only after training and logs validation per data
+        # source: no intermediate value appears while it trains, so its trials run full length
+        say(f"note: intermediate-checkpoint pruning reads the local backend's checkpoints and metrics; "
+            f"{spec.backend} trials run full length")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    for plan in plans.values():
+        _tune_policy(req, spec, url, plan, val, say)
+    return report(url, spec.name)
+
+
+def _check_request(req: TuneRequest) -> None:
+    """Refuse a request with no trial, no policy or a negative pruning warm-up before anything is read."""
     if req.trials < 1:
         raise TuneError(f"--trials: must be >= 1, got {req.trials}")
     if not req.policies:
         raise TuneError("--policy: name at least one policy to tune")
     if req.prune_warmup_steps is not None and req.prune_warmup_steps < 0:
         raise TuneError(f"--prune-warmup-steps: must be >= 0 training steps, got {req.prune_warmup_steps}")
-    spec = load_campaign(req.campaign, list(req.overrides))
-    vsuite, veval, agg = _check_validation(spec, req)
-    url = Workdir(Path(req.workdir), req.ledger_url).ledger_url
-    Path(req.workdir).mkdir(parents=True, exist_ok=True)
-    data_root = Path(req.workdir) / "data"
-    say = req.on_event or (lambda _m: None)
-    plans = {}
-    for policy in req.policies:  # validate everything before the first run starts
-        mine, refs = _base_runs(spec, policy, req.seeds, data_root)
-        plans[policy] = (mine, refs, search_space(mine[0].policy.cfg, policy))
-    if req.prune and any(m[0][0].backend != "local" for m in plans.values()):
-        # verl merges its FSDP shards to HF checkpoints only after training and logs validation per data
-        # source: no intermediate value appears while it trains, so its trials run full length
-        say(f"note: intermediate-checkpoint pruning reads the local backend's checkpoints and metrics; "
-            f"{spec.backend} trials run full length")
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    for policy, (mine, refs, space) in plans.items():
-        # the validation suite is part of the tuning campaign's name: run_keys identify training only,
-        # so a study on another validation suite must not reuse these rows' evaluation settings
-        camp = f"{spec.name}.tune.{policy}@{_suite_tag(vsuite)}"
-        runner = _Runner(req, spec, camp)
-        ref_runs = [validation_run(r, camp, vsuite, veval) for r in refs]
-        study = optuna.create_study(
-            study_name=study_name(spec.name, policy), storage=_storage(url), direction="maximize", load_if_exists=True,
-            sampler=_sampler(space, req.trials, req.sampler_seed), pruner=_pruner(req, mine[0].steps),
-        )
-        study.set_user_attr("policy", policy)
-        study.set_user_attr("campaign", spec.name)
-        study.set_user_attr("aggregate", agg)
-        study.set_user_attr("validation_suite", vsuite)
-        study.set_user_attr("budget", req.trials)
-        study.set_user_attr("policy_cfg", mine[0].policy.cfg)
-        if not study.trials:
-            dflt = default_params(mine[0].policy.cfg, space)
-            if dflt:
-                study.enqueue_trial(dflt, user_attrs={DEFAULT_ATTR: True})
-        done = [t for t in study.trials if t.state.is_finished()]
-        left = req.trials - len(done)
-        if left <= 0:
-            runner.close()
-            continue
-        seeds = [r.seed for r in mine]
 
-        def objective(trial: optuna.Trial, mine=mine, space=space, ref_runs=ref_runs, runner=runner,
-                      policy=policy, seeds=seeds) -> float:
-            params = suggest(trial, space)
-            cfg = apply_params(mine[0].policy.cfg, params)
-            t0 = time.time()
-            ref_tab, ref_vals = _ref_values(runner, ref_runs, vsuite, agg)  # recorded after the first trial: no work
-            trial_runs = [validation_run(b, runner.campaign, vsuite, veval, cfg, trial.number) for b in mine]
-            inter = _Intermediate(runner, trial_runs, vsuite, agg, say)
-            reported: dict[int, float] = {}
-            final_step = max(r.steps for r in trial_runs)
 
-            def on_tick(_counts: dict[str, int], may_prune: bool = True) -> None:
-                for step, value in sorted(paired_intermediate(inter.poll(), ref_vals, agg, seeds).items()):
-                    if step in reported:
-                        continue
-                    reported[step] = value
-                    trial.report(value, step)
-                    trial.set_user_attr("intermediate", {str(k): v for k, v in reported.items()})
-                    if may_prune and step < final_step and trial.should_prune():
-                        reason = f"pruned by tuning trial {trial.number} at step {step}"
-                        stopped = runner.cancel(trial_runs, reason)
-                        trial.set_user_attr("pruned_at_step", step)
-                        trial.set_user_attr("stopped_runs", stopped)
-                        trial.set_user_attr("wall_s", round(time.time() - t0, 2))
-                        say(f"{policy} trial {trial.number}: {reason} ({value:+.3f} vs reference); stopped {stopped}")
-                        raise optuna.TrialPruned(reason)
+def _tune_policy(req: TuneRequest, spec: CampaignSpec, url: str, plan: _Plan, val: _Validation,
+                 say: Callable[[str], None]) -> None:
+    """One policy's study, created or resumed, run until it holds exactly `req.trials` finished trials."""
+    import optuna
 
-            tab = runner.run(trial_runs, on_tick=on_tick)
-            on_tick({}, may_prune=False)  # steps reached between the last poll and the end: recorded, not pruned
-            if vsuite == HELDOUT:
-                tab = runner.heldout(trial_runs)
-            score, n = paired_score(tab, ref_tab, agg)
-            curve = tab.groupby("step")[agg].mean()
-            trial.set_user_attr("checkpoint_curve", {int(s): float(v) for s, v in curve.items()})
-            trial.set_user_attr("seeds_used", n)
-            trial.set_user_attr("wall_s", round(time.time() - t0, 2))
-            if not math.isfinite(score):
-                trial.set_user_attr("reason", f"validation aggregate {agg} is NaN (missing scores) after {n} seed(s)")
-                say(f"{policy} trial {trial.number}: {params} -> NaN (missing scores)")
-                return score
-            say(f"{policy} trial {trial.number}: {params} -> {score:+.3f}")
+    # the validation suite is part of the tuning campaign's name: run_keys identify training only,
+    # so a study on another validation suite must not reuse these rows' evaluation settings
+    camp = f"{spec.name}.tune.{plan.policy}@{_suite_tag(val.suite)}"
+    runner = _Runner(req, spec, camp)
+    ref_runs = [validation_run(r, camp, val.suite, val.evaluation) for r in plan.refs]
+    mine, space = plan.mine, plan.space
+    study = optuna.create_study(
+        study_name=study_name(spec.name, plan.policy), storage=_storage(url), direction="maximize",
+        load_if_exists=True, sampler=_sampler(space, req.trials, req.sampler_seed), pruner=_pruner(req, mine[0].steps),
+    )
+    for key, value in (("policy", plan.policy), ("campaign", spec.name), ("aggregate", val.agg),
+                       ("validation_suite", val.suite), ("budget", req.trials), ("policy_cfg", mine[0].policy.cfg)):
+        study.set_user_attr(key, value)
+    if not study.trials:
+        dflt = default_params(mine[0].policy.cfg, space)
+        if dflt:
+            study.enqueue_trial(dflt, user_attrs={DEFAULT_ATTR: True})
+    done = [t for t in study.trials if t.state.is_finished()]
+    left = req.trials - len(done)
+    if left <= 0:
+        runner.close()
+        return
+    try:
+        study.optimize(_objective(runner, plan, ref_runs, val, say), n_trials=left, catch=(TuneError,))
+    finally:
+        runner.close()
+
+
+def _objective(runner: _Runner, plan: _Plan, ref_runs: list[RunSpec], val: _Validation,
+               say: Callable[[str], None]) -> Callable[[Any], float]:
+    """The study's objective: one trial's runs (all seeds together), pruned on the paired intermediate value at
+    every scheduler poll, scored by the paired final value against the reference runs."""
+    import optuna
+
+    mine, space, policy, agg = plan.mine, plan.space, plan.policy, val.agg
+    seeds = [r.seed for r in mine]
+
+    def objective(trial: optuna.Trial) -> float:
+        params = suggest(trial, space)
+        cfg = apply_params(mine[0].policy.cfg, params)
+        t0 = time.time()
+        ref_tab, ref_vals = _ref_values(runner, ref_runs, val.suite, agg)  # recorded after the first trial: no work
+        trial_runs = [validation_run(b, runner.campaign, val.suite, val.evaluation, cfg, trial.number) for b in mine]
+        inter = _Intermediate(runner, trial_runs, val.suite, agg, say)
+        reported: dict[int, float] = {}
+        final_step = max(r.steps for r in trial_runs)
+
+        def on_tick(_counts: dict[str, int], may_prune: bool = True) -> None:
+            for step, value in sorted(paired_intermediate(inter.poll(), ref_vals, agg, seeds).items()):
+                if step in reported:
+                    continue
+                reported[step] = value
+                trial.report(value, step)
+                trial.set_user_attr("intermediate", {str(k): v for k, v in reported.items()})
+                if may_prune and step < final_step and trial.should_prune():
+                    reason = f"pruned by tuning trial {trial.number} at step {step}"
+                    stopped = runner.cancel(trial_runs, reason)
+                    trial.set_user_attr("pruned_at_step", step)
+                    trial.set_user_attr("stopped_runs", stopped)
+                    trial.set_user_attr("wall_s", round(time.time() - t0, 2))
+                    say(f"{policy} trial {trial.number}: {reason} ({value:+.3f} vs reference); stopped {stopped}")
+                    raise optuna.TrialPruned(reason)
+
+        tab = runner.run(trial_runs, on_tick=on_tick)
+        on_tick({}, may_prune=False)  # steps reached between the last poll and the end: recorded, not pruned
+        if val.suite == HELDOUT:
+            tab = runner.heldout(trial_runs)
+        score, n = paired_score(tab, ref_tab, agg)
+        curve = tab.groupby("step")[agg].mean()
+        trial.set_user_attr("checkpoint_curve", {int(s): float(v) for s, v in curve.items()})
+        trial.set_user_attr("seeds_used", n)
+        trial.set_user_attr("wall_s", round(time.time() - t0, 2))
+        if not math.isfinite(score):
+            trial.set_user_attr("reason", f"validation aggregate {agg} is NaN (missing scores) after {n} seed(s)")
+            say(f"{policy} trial {trial.number}: {params} -> NaN (missing scores)")
             return score
+        say(f"{policy} trial {trial.number}: {params} -> {score:+.3f}")
+        return score
 
-        try:
-            study.optimize(objective, n_trials=left, catch=(TuneError,))
-        finally:
-            runner.close()
-    return report(url, spec.name)
+    return objective

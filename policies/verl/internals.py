@@ -49,11 +49,11 @@ VERL_INTERNALS: tuple[tuple[str, str, str], ...] = (
     ("verl.trainer.main_ppo", "", "training/verl_launcher.py (python -m verl.trainer.main_ppo)"),
     ("verl.model_merger.base_model_merger", "ModelMergerConfig", "training/verl_merge.py"),
     ("verl.model_merger.fsdp_model_merger", "FSDPModelMerger", "training/verl_merge.py"),
-    ("verl.trainer.ppo.core_algos", "agg_loss", "training/local.py"),
-    ("verl.trainer.ppo.core_algos", "compute_grpo_outcome_advantage", "training/local.py"),
-    ("verl.trainer.ppo.core_algos", "get_policy_loss_fn", "training/local.py"),
-    ("verl.trainer.ppo.core_algos", "kl_penalty", "training/local.py"),
-    ("verl.workers.config.actor", "FSDPActorConfig", "training/local.py"),
+    ("verl.trainer.ppo.core_algos", "agg_loss", "training/local_setup.py"),
+    ("verl.trainer.ppo.core_algos", "compute_grpo_outcome_advantage", "training/local_setup.py"),
+    ("verl.trainer.ppo.core_algos", "get_policy_loss_fn", "training/local_setup.py"),
+    ("verl.trainer.ppo.core_algos", "kl_penalty", "training/local_setup.py"),
+    ("verl.workers.config.actor", "FSDPActorConfig", "training/local_setup.py"),
 )
 
 

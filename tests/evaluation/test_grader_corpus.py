@@ -223,7 +223,7 @@ def test_correct_math_answer_survives_whitespace_and_markdown(outer, inner, valu
 
 
 def test_grader_timeouts_are_counted_by_the_evaluator_health_gate():
-    from evaluation.evaluator import MAX_GRADER_TIMEOUT_RATE, grader_timeout_gate
+    from evaluation.benchmark_health import MAX_GRADER_TIMEOUT_RATE, grader_timeout_gate
 
     assert grader_timeout_gate("math500", 0, 500) is None
     assert grader_timeout_gate("math500", int(500 * MAX_GRADER_TIMEOUT_RATE), 500) is None  # at the gate passes

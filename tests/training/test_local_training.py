@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from training.registry import get_backend
-from training.local import run_training, verify_checkpoint
+from training.checkpoints import verify_checkpoint
+from training.local import run_training
 
 pytestmark = pytest.mark.slow
 

@@ -267,7 +267,7 @@ def test_a_launch_left_running_by_a_killed_stage_job_is_stopped_before_the_retry
 def test_verl_starts_a_private_runtime_never_the_jobs_cluster(tmp_path):
     """verl's `ray.init(**ray_kwargs.ray_init)` must not attach to the cluster the Ray Job runs on (Ray refuses
     num_cpus/num_gpus there): address=local, and the env given to verl drops the job's RAY_ADDRESS."""
-    from training.verl_launcher import CLUSTER_ENV_VARS, private_runtime_env
+    from training.verl_runtime import CLUSTER_ENV_VARS, private_runtime_env
 
     d = _as_dict(build_command(_req(tmp_path, recipe="grpo_05b", model="qwen25_05b_instruct"))[0])
     assert d["ray_kwargs.ray_init.address"] == "local"
@@ -291,9 +291,8 @@ def test_a_multi_node_run_is_refused_with_the_reason(tmp_path):
 def test_the_one_node_runtime_keeps_its_files_ports_and_memory_to_itself(tmp_path):
     """Issue 24, Build 6: the private runtime's temp dir is the launch's own (never /tmp/ray), Ray's socket paths
     fit in 107 bytes, it listens on loopback only, and its object store is sized to the run, not 30% of the node."""
-    from training.verl_launcher import (LOOPBACK_ENV, OBJECT_STORE_BYTES_PER_GPU, OBJECT_STORE_MIN_BYTES,
-                                        RAY_SESSION_SUFFIX, RAY_SOCKET_MAX, private_temp_dir,
-                                        runtime_overrides)
+    from training.verl_runtime import (LOOPBACK_ENV, OBJECT_STORE_BYTES_PER_GPU, OBJECT_STORE_MIN_BYTES,
+                                       RAY_SESSION_SUFFIX, RAY_SOCKET_MAX, private_temp_dir, runtime_overrides)
 
     short = tmp_path / "r"
     short.mkdir()

@@ -23,7 +23,7 @@ shutil.rmtree(temp, ignore_errors=True)
 
 DRIVER = """
 import json, os, subprocess, sys
-from training.verl_launcher import private_runtime_env
+from training.verl_runtime import private_runtime_env
 print("DRIVER", json.dumps({"ray_address": os.environ.get("RAY_ADDRESS")}))
 naive = subprocess.run([sys.executable, "-c", "import ray; ray.init(num_cpus=2)"], capture_output=True, text=True)
 print("NAIVE", naive.returncode, "must not be provided" in naive.stderr)
