@@ -66,7 +66,7 @@ class Scheduler(Admission, Watching):
     write_specs: bool = True  # False only in simulation (benchmarks/scheduler_sim.py)
     # called once with (holder, expires) when another orchestrator drives the campaign; default: stderr
     on_busy: Callable[[str, float], None] | None = None
-    tracker: Any = None  # orchestrator.tracking.CampaignTracker: MLflow kept in step after every poll
+    tracker: Any = None  # orchestrator.campaign_tracking.CampaignTracker: MLflow kept in step after every poll
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
