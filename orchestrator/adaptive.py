@@ -28,6 +28,8 @@ from orchestrator.spec import CampaignSpec
 from wtcommon.errors import WindtunnelError
 
 if TYPE_CHECKING:
+    from analysis.sequential.design import SequentialDesign
+    from orchestrator.ledger.base import RunRow
     from orchestrator.session import Session
 
 _CELL = ("campaign", "model", "regime")  # a record's comparison group (campaign = the run's group)
@@ -105,69 +107,28 @@ def advance(sess: Session, campaign: str) -> Advance:
     decided, or the last look is taken. Raises AdaptiveError while runs are still pending or
     failed (retry or cancel them first: a look on missing seeds would be a different design).
     """
-    from analysis.aggregates import run_table
-    from analysis.records import read_records
-    from analysis.sequential.looks import look_at_runs, rejected_at_earlier_looks
     from orchestrator.looks import read_looks, record_look
-    from evaluation.suite import load_suite
 
-    spec_json = sess.ledger.campaign_spec(campaign)
-    if spec_json is None:
-        raise AdaptiveError(f"campaign {campaign!r} is not in the ledger {sess.ledger.url}; submit it first")
-    spec = CampaignSpec.model_validate_json(spec_json)
+    spec = _stored_spec(sess, campaign)
     design = spec.sequential_design()
     if design is None:
         return Advance(finished=True, note="fixed seeds")
-    rows = sess.ledger.runs(campaign)
-    pending = [r.run_id for r in rows if r.state in PENDING]
-    if pending:
-        raise AdaptiveError(f"{len(pending)} run(s) still pending (e.g. {pending[0]}); `campaign resume` first")
-    failed = [r.run_id for r in rows if r.state == RunState.failed]
-    if failed:
-        raise AdaptiveError(f"{len(failed)} run(s) failed (e.g. {failed[0]}); `campaign retry` or `campaign cancel` "
-                            "them before the next look")
+    _check_settled(sess.ledger.runs(campaign))
     looks = read_looks(sess.ledger, campaign)
     k = int(looks["look"].max()) + 1 if not looks.empty else 0
     pool = spec.seed_pool()
     data_root = sess.workdir / "data"
     prev_open = _open_after(looks, k - 1)
     if prev_open is not None:  # the batch look k-1 asked for must be in the ledger (crash recovery)
-        if not prev_open:
-            return Advance(finished=True, note=f"every comparison decided by look {k - 1}")
-        if k >= len(design.looks):
-            return Advance(finished=True, note="last look taken")
-        added = _add_runs(sess, spec,
-                          _wanted_runs(spec, prev_open, pool[design.looks[k - 1]:design.looks[k]], data_root))
-        if added:
-            return Advance(added=added, note=f"seeds {pool[design.looks[k - 1]:design.looks[k]]} for look {k}")
+        done = _recover_batch(sess, spec, design, pool, k, prev_open, data_root)
+        if done is not None:
+            return done
     if k >= len(design.looks):
         return Advance(finished=True, note="last look taken")
 
-    records = sess.collect_records(campaign)
-    if records is None:
-        raise AdaptiveError(f"campaign {campaign!r} has no recorded run to look at")
-    suite = load_suite(spec.suite)
-    runs = run_table(read_records(records, suite=suite), suite)
-    runs = runs[runs["seed"].isin(pool[:design.looks[k]])]
-    if prev_open is not None:
-        cell = list(zip(runs["campaign"], runs["model"], runs["regime"], runs["policy"], strict=True))
-        keep = _with_references(prev_open, dict(zip(cell, runs["mechanism"], strict=True)), spec.baselines)
-        runs = runs[[c in keep for c in cell]]
-    if not looks.empty and "familywise" not in (spec.seed_design or {}):
-        # a campaign whose looks began under an earlier default keeps that procedure (looks are immutable)
-        first = json.loads(looks["design_json"].iloc[0] or "{}")
-        design = replace(design, familywise=first.get("familywise", "none"))
-    tested = design
-    if k > 0 and design.familywise != "none" and design.family_size is None:
-        # later looks see only the open comparisons; the family (and each one's alpha) stays look 0's
-        tested = replace(design, family_size=max(1, int((looks["look"] == 0).sum())))
-    # Holm step-down (the default): the comparisons rejected at earlier looks freed their alpha for the rest
-    decisions = look_at_runs(runs, tested, k, aggregate_of(spec), references=spec.baselines,
-                             rejected_before=rejected_at_earlier_looks(looks, k))
-    if prev_open is not None and not decisions.empty:  # a reference shared with a decided policy is not re-tested
-        ident = list(zip(decisions["campaign"], decisions["model"], decisions["regime"], decisions["policy"],
-                         strict=True))
-        decisions = decisions[[i in prev_open for i in ident]].reset_index(drop=True)
+    runs = _look_runs(sess, campaign, spec, pool[:design.looks[k]], prev_open)
+    design = _design_of_record(design, spec, looks)
+    decisions = _decide(runs, design, spec, looks, k, prev_open)
     if decisions.empty:
         raise AdaptiveError(f"campaign {campaign!r}: no comparison has both a policy and its reference recorded")
     record_look(sess.ledger, campaign, decisions, design)
@@ -179,6 +140,89 @@ def advance(sess: Session, campaign: str) -> Advance:
     batch = pool[design.looks[k]:design.looks[k + 1]]
     added = _add_runs(sess, spec, _wanted_runs(spec, now_open, batch, data_root))
     return Advance(look=k, decisions=decisions, added=added, note=f"seeds {batch} for the open comparisons")
+
+
+def _stored_spec(sess: Session, campaign: str) -> CampaignSpec:
+    """The campaign's spec as the ledger stores it (the looks follow the submitted design)."""
+    spec_json = sess.ledger.campaign_spec(campaign)
+    if spec_json is None:
+        raise AdaptiveError(f"campaign {campaign!r} is not in the ledger {sess.ledger.url}; submit it first")
+    return CampaignSpec.model_validate_json(spec_json)
+
+
+def _check_settled(rows: list[RunRow]) -> None:
+    """AdaptiveError while a run is pending or failed: a look on missing seeds would be another design."""
+    pending = [r.run_id for r in rows if r.state in PENDING]
+    if pending:
+        raise AdaptiveError(f"{len(pending)} run(s) still pending (e.g. {pending[0]}); `campaign resume` first")
+    failed = [r.run_id for r in rows if r.state == RunState.failed]
+    if failed:
+        raise AdaptiveError(f"{len(failed)} run(s) failed (e.g. {failed[0]}); `campaign retry` or `campaign cancel` "
+                            "them before the next look")
+
+
+def _recover_batch(sess: Session, spec: CampaignSpec, design: SequentialDesign, pool: list[int], k: int,
+                   prev_open: set[tuple[str, str, str, str]], data_root: Path) -> Advance | None:
+    """After look k-1: the campaign's end when it decided everything or was the last look, else the batch it
+    asked for (re)added when missing; None when that batch is all in the ledger and look k is due."""
+    if not prev_open:
+        return Advance(finished=True, note=f"every comparison decided by look {k - 1}")
+    if k >= len(design.looks):
+        return Advance(finished=True, note="last look taken")
+    added = _add_runs(sess, spec,
+                      _wanted_runs(spec, prev_open, pool[design.looks[k - 1]:design.looks[k]], data_root))
+    if added:
+        return Advance(added=added, note=f"seeds {pool[design.looks[k - 1]:design.looks[k]]} for look {k}")
+    return None
+
+
+def _look_runs(sess: Session, campaign: str, spec: CampaignSpec, seeds: list[int],
+               prev_open: set[tuple[str, str, str, str]] | None) -> pd.DataFrame:
+    """The run table a look sees: recorded runs of `seeds` only, and after look 0 only the comparisons
+    still open and their references."""
+    from analysis.aggregates import run_table
+    from analysis.records import read_records
+    from evaluation.suite import load_suite
+
+    records = sess.collect_records(campaign)
+    if records is None:
+        raise AdaptiveError(f"campaign {campaign!r} has no recorded run to look at")
+    suite = load_suite(spec.suite)
+    runs = run_table(read_records(records, suite=suite), suite)
+    runs = runs[runs["seed"].isin(seeds)]
+    if prev_open is not None:
+        cell = list(zip(runs["campaign"], runs["model"], runs["regime"], runs["policy"], strict=True))
+        keep = _with_references(prev_open, dict(zip(cell, runs["mechanism"], strict=True)), spec.baselines)
+        runs = runs[[c in keep for c in cell]]
+    return runs
+
+
+def _design_of_record(design: SequentialDesign, spec: CampaignSpec, looks: pd.DataFrame) -> SequentialDesign:
+    """The design as its first look recorded it: a campaign whose looks began under an earlier default keeps
+    that familywise procedure (looks are immutable)."""
+    if not looks.empty and "familywise" not in (spec.seed_design or {}):
+        first = json.loads(looks["design_json"].iloc[0] or "{}")
+        design = replace(design, familywise=first.get("familywise", "none"))
+    return design
+
+
+def _decide(runs: pd.DataFrame, design: SequentialDesign, spec: CampaignSpec, looks: pd.DataFrame, k: int,
+            prev_open: set[tuple[str, str, str, str]] | None) -> pd.DataFrame:
+    """Look k's decisions over `runs`, for the comparisons still open (all of them at look 0)."""
+    from analysis.sequential.looks import look_at_runs, rejected_at_earlier_looks
+
+    tested = design
+    if k > 0 and design.familywise != "none" and design.family_size is None:
+        # later looks see only the open comparisons; the family (and each one's alpha) stays look 0's
+        tested = replace(design, family_size=max(1, int((looks["look"] == 0).sum())))
+    # Holm step-down (the default): the comparisons rejected at earlier looks freed their alpha for the rest
+    decisions = look_at_runs(runs, tested, k, aggregate_of(spec), references=spec.baselines,
+                             rejected_before=rejected_at_earlier_looks(looks, k))
+    if prev_open is not None and not decisions.empty:  # a reference shared with a decided policy is not re-tested
+        ident = list(zip(decisions["campaign"], decisions["model"], decisions["regime"], decisions["policy"],
+                         strict=True))
+        decisions = decisions[[i in prev_open for i in ident]].reset_index(drop=True)
+    return decisions
 
 
 def export_looks(sess: Session, campaign: str) -> Path | None:

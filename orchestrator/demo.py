@@ -9,7 +9,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -19,6 +19,11 @@ from orchestrator.demo_timings import DemoTimings
 from orchestrator.paths import campaign_runs, runs_root
 from orchestrator.progress import status_matrix
 from orchestrator.tracking import default_uri
+
+if TYPE_CHECKING:
+    from orchestrator.grid import RunSpec
+    from orchestrator.session import Session
+    from orchestrator.spec import CampaignSpec
 
 
 SCREEN_ROWS = 15  # decided comparisons listed on the terminal; the rest are counted (all: --all or the report)
@@ -203,11 +208,38 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
     `timings` prints where the demo's time went (`DemoTimings`)."""
     from orchestrator.executor.local_head import stop_head
     from orchestrator.ledger.states import RunState
-    from orchestrator.session import RecordsMissing, Session, plan
-    from orchestrator.spec import SpecError
+    from orchestrator.session import Session
 
     tm = DemoTimings()
     workdir = Path(workdir).resolve()
+    spec, runs = _plan_demo(campaign_file, overrides, workdir, out=out, tm=tm)
+    sess = Session(workdir=workdir)
+    try:
+        counts = _drive_demo(sess, spec, runs, workdir, out=out, err=err, tm=tm)
+        if show_all:
+            out.print(status_matrix(sess, spec.name))
+        records = _collect_demo(sess, spec, workdir, counts, out=out, err=err, tm=tm)
+        _analyse_demo(sess, spec, records, workdir, out=out, err=err, tm=tm, show_all=show_all)
+        if timings:
+            out.print("[bold]where the demo's time went[/] (wall seconds)", highlight=False)
+            for line in tm.lines():
+                out.print(line, markup=False, highlight=False, soft_wrap=True)
+        out.print(f"[bold]demo finished in {time.time() - tm.t0:.0f} s[/]")
+        if counts.get(RunState.failed):
+            raise CampaignError(f"{counts[RunState.failed]} run(s) failed", 1)
+        return records
+    finally:
+        sess.close()
+        if not keep_ray:
+            stop_head(workdir)
+
+
+def _plan_demo(campaign_file: Path, overrides: list[str], workdir: Path, *, out: Console,
+               tm: DemoTimings) -> tuple[CampaignSpec, list[RunSpec]]:
+    """Plan the campaign, write its evaluation fixtures and run `campaign submit`'s preflight: before any compute."""
+    from orchestrator.session import plan
+    from orchestrator.spec import SpecError
+
     with tm.part("plan, preflight, evaluation fixtures"):
         try:
             spec, runs = plan(campaign_file, overrides, data_root=workdir / "data")
@@ -223,59 +255,65 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
             preflight(spec, runs, Context(data_dir=data_dir))
         except SpecError as exc:
             raise CampaignError(str(exc)) from None
-    sess = Session(workdir=workdir)
-    try:
-        diff = sess.submit(spec, runs)
-        events = workdir / "logs" / f"{spec.name}.events.log"
-        events.parent.mkdir(parents=True, exist_ok=True)
-        out.print(f"ledger: {len(diff.new)} new, {len(diff.unchanged)} unchanged; starting local Ray… (each run's "
-                  f"stages: {events})", highlight=False, soft_wrap=True)
-        build = BaseModelBuild(runs)
-        build.start()
-        with tm.part("Ray head start", "while the base model builds"):
-            sess.executor  # noqa: B018 - the work directory's local head (or the recorded cluster), started now
-        with tm.part("campaign: submit → every run recorded"):
-            counts = drive(sess, spec.name, console=err, events=events)
-        build.join()
-        for name, wall, note in build.parts:
-            tm.add(name, wall, note)
-        if build.error is not None:
-            err.print(f"warning: the base model was not built ahead ({type(build.error).__name__}: {build.error}); "
-                      "the train stages built it", markup=False, highlight=False)
-        tm.add_stages(sess.ledger.attempts(spec.name))
-        if show_all:
-            out.print(status_matrix(sess, spec.name))
-        with tm.part("records: collected from the runs"):
-            try:
-                records = sess.collect_records(spec.name)
-            except RecordsMissing as exc:
-                raise CampaignError(str(exc)) from None
-        if counts.get(RunState.failed):
-            for r in sess.ledger.runs(spec.name, [RunState.failed]):
-                err.print(f"failed {r.run_id} ({r.stage}): {r.reason}", highlight=False)
-        if records is None:
-            raise CampaignError("no run was recorded; see `campaign status demo --workdir " + str(workdir) + "`", 1)
-        out.print(f"records: {records}\nMLflow: mlflow ui --backend-store-uri {default_uri(workdir)}",
-                  highlight=False, soft_wrap=True)  # one line: the command is copied as printed
-        with tm.part("analysis: paired comparisons and tables"):
-            print_analysis(records, out=out, suite=spec.suite, items_dir=campaign_runs(workdir, spec.name),
-                           show_all=show_all, aa_pair=spec.aa_pair)
-        with tm.part("report: HTML, figures, MLflow attachment"):
-            report = write_report(records, workdir, out=out, err=err, suite=spec.suite, aa_pair=spec.aa_pair)
-            if report is not None:
-                try:  # the campaign's MLflow parent run carries the report next to its verdicts
-                    sess.tracker(spec.name).attach_report(report)
-                except Exception as exc:  # tracking is a view: the report on disk stands on its own
-                    err.print(f"warning: report not attached to MLflow: {type(exc).__name__}: {exc}", markup=False)
-        if timings:
-            out.print("[bold]where the demo's time went[/] (wall seconds)", highlight=False)
-            for line in tm.lines():
-                out.print(line, markup=False, highlight=False, soft_wrap=True)
-        out.print(f"[bold]demo finished in {time.time() - tm.t0:.0f} s[/]")
-        if counts.get(RunState.failed):
-            raise CampaignError(f"{counts[RunState.failed]} run(s) failed", 1)
-        return records
-    finally:
-        sess.close()
-        if not keep_ray:
-            stop_head(workdir)
+    return spec, runs
+
+
+def _drive_demo(sess: Session, spec: CampaignSpec, runs: list[RunSpec], workdir: Path, *, out: Console,
+                err: Console, tm: DemoTimings) -> dict[str, int]:
+    """Submit the runs and drive them to the end on the local head, the base models built alongside; the
+    run counts by state."""
+    diff = sess.submit(spec, runs)
+    events = workdir / "logs" / f"{spec.name}.events.log"
+    events.parent.mkdir(parents=True, exist_ok=True)
+    out.print(f"ledger: {len(diff.new)} new, {len(diff.unchanged)} unchanged; starting local Ray… (each run's "
+              f"stages: {events})", highlight=False, soft_wrap=True)
+    build = BaseModelBuild(runs)
+    build.start()
+    with tm.part("Ray head start", "while the base model builds"):
+        sess.executor  # noqa: B018 - the work directory's local head (or the recorded cluster), started now
+    with tm.part("campaign: submit → every run recorded"):
+        counts = drive(sess, spec.name, console=err, events=events)
+    build.join()
+    for name, wall, note in build.parts:
+        tm.add(name, wall, note)
+    if build.error is not None:
+        err.print(f"warning: the base model was not built ahead ({type(build.error).__name__}: {build.error}); "
+                  "the train stages built it", markup=False, highlight=False)
+    tm.add_stages(sess.ledger.attempts(spec.name))
+    return counts
+
+
+def _collect_demo(sess: Session, spec: CampaignSpec, workdir: Path, counts: dict[str, int], *, out: Console,
+                  err: Console, tm: DemoTimings) -> Path:
+    """The campaign's records file, each failed run said on `err`; a CampaignError when no run was recorded."""
+    from orchestrator.ledger.states import RunState
+    from orchestrator.session import RecordsMissing
+
+    with tm.part("records: collected from the runs"):
+        try:
+            records = sess.collect_records(spec.name)
+        except RecordsMissing as exc:
+            raise CampaignError(str(exc)) from None
+    if counts.get(RunState.failed):
+        for r in sess.ledger.runs(spec.name, [RunState.failed]):
+            err.print(f"failed {r.run_id} ({r.stage}): {r.reason}", highlight=False)
+    if records is None:
+        raise CampaignError("no run was recorded; see `campaign status demo --workdir " + str(workdir) + "`", 1)
+    out.print(f"records: {records}\nMLflow: mlflow ui --backend-store-uri {default_uri(workdir)}",
+              highlight=False, soft_wrap=True)  # one line: the command is copied as printed
+    return records
+
+
+def _analyse_demo(sess: Session, spec: CampaignSpec, records: Path, workdir: Path, *, out: Console, err: Console,
+                  tm: DemoTimings, show_all: bool) -> None:
+    """Print the records' analysis, write the report and attach it to the campaign's MLflow parent run."""
+    with tm.part("analysis: paired comparisons and tables"):
+        print_analysis(records, out=out, suite=spec.suite, items_dir=campaign_runs(workdir, spec.name),
+                       show_all=show_all, aa_pair=spec.aa_pair)
+    with tm.part("report: HTML, figures, MLflow attachment"):
+        report = write_report(records, workdir, out=out, err=err, suite=spec.suite, aa_pair=spec.aa_pair)
+        if report is not None:
+            try:  # the campaign's MLflow parent run carries the report next to its verdicts
+                sess.tracker(spec.name).attach_report(report)
+            except Exception as exc:  # tracking is a view: the report on disk stands on its own
+                err.print(f"warning: report not attached to MLflow: {type(exc).__name__}: {exc}", markup=False)

@@ -14,8 +14,8 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from orchestrator.spec import (CampaignSpec, PolicyVariant, SpecError, check_name, is_policy_path, policy_entry_name,
-                               shipped_config_root)
+from orchestrator.spec import CampaignSpec, SpecError, shipped_config_root
+from orchestrator.spec_fields import PolicyVariant, check_name, is_policy_path, policy_entry_name
 from policies import MECHANISMS, mechanism_of
 from wtcommon.files import load_yaml_mapping
 

@@ -161,7 +161,7 @@ class Session:
 
     def tracker(self, campaign: str):
         """The campaign's MLflow tracker (one run per cell, kept in step with the ledger)."""
-        from orchestrator.tracking import CampaignTracker
+        from orchestrator.campaign_tracking import CampaignTracker
 
         return CampaignTracker(self.mlflow_uri or self.wd.mlflow_uri, self.ledger, campaign, self.workdir)
 

@@ -393,7 +393,7 @@ GARBAGE = st.one_of(st.integers(max_value=-1), st.integers(min_value=2**32, max_
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(bad=GARBAGE)
 def test_generated_bad_seed_is_refused(bad):
-    from orchestrator.spec import check_seeds
+    from orchestrator.spec_fields import check_seeds
 
     with pytest.raises(ValueError):
         check_seeds([1, bad])
@@ -404,7 +404,7 @@ def test_generated_bad_seed_is_refused(bad):
     lambda s: not (s and s[0].isalnum() and s.isascii() and all(c.isalnum() or c in "_.+-" for c in s)
                    and ".." not in s)))
 def test_generated_unsafe_name_is_refused(name):
-    from orchestrator.spec import check_name
+    from orchestrator.spec_fields import check_name
 
     with pytest.raises(ValueError):
         check_name(name, "campaign name")

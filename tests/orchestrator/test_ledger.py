@@ -246,7 +246,7 @@ def test_an_older_ledger_is_migrated_and_a_newer_one_refused(ledger_url: str) ->
     import sqlalchemy as sa
 
     from orchestrator.ledger import LedgerError
-    from orchestrator.ledger.sql import SCHEMA_VERSION
+    from orchestrator.ledger.sql_schema import SCHEMA_VERSION
 
     led = open_ledger(ledger_url)
     assert led.schema_version() == SCHEMA_VERSION == 2

@@ -16,7 +16,8 @@ from orchestrator.executor.base import Executor, JobStatus
 from orchestrator.ledger import open_ledger
 from orchestrator.ledger.states import RunState as S
 from orchestrator.placement import Node, fits, place, take
-from orchestrator.scheduler import Scheduler, SchedulerConfig, classify_failure
+from orchestrator.scheduler import Scheduler, SchedulerConfig
+from orchestrator.scheduler_retries import classify_failure
 
 
 # ---- pure functions ----------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from cli import app
 from orchestrator.ranges import check_positive
-from orchestrator.spec import SpecError, check_name, check_seeds, load_campaign
+from orchestrator.spec import SpecError, load_campaign
+from orchestrator.spec_fields import check_name, check_seeds
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()
