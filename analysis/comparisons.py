@@ -181,6 +181,145 @@ def _item_block(block: dict, items: pd.DataFrame, suite: Suite, metrics: list[tu
         block["item_se"][j] = r["se_two_way"]
 
 
+@dataclass
+class _Collected:
+    """Per-comparison identities and metric blocks, and each block's differences grouped by seed count n."""
+
+    idents: list[dict] = field(default_factory=list)
+    blocks: list[dict[str, np.ndarray]] = field(default_factory=list)
+    # n -> [(block index, metric columns, differences d (n, k))]
+    pieces: dict[int, list[tuple[int, np.ndarray, np.ndarray]]] = field(default_factory=dict)
+
+
+def _means_block(label: str, x: np.ndarray, y: np.ndarray, common: np.ndarray, cols: list[str], has_items: bool,
+                 out: _Collected, dropped: list[str]) -> dict[str, np.ndarray]:
+    """One comparison's means and seeds per metric; queues its paired differences in `out.pieces` by n."""
+    n_m = len(cols)
+    d = x - y
+    valid = ~np.isnan(d)
+    block: dict[str, np.ndarray] = {"method_mean": np.full(n_m, np.nan), "reference_mean": np.full(n_m, np.nan),
+                                    "seeds": np.full(n_m, "", dtype=object),
+                                    "item_note": np.full(n_m, "" if has_items else NO_ITEMS_REASON, dtype=object)}
+    # Columns sharing a pattern of valid seeds share n (usually one pattern for all metrics).
+    patterns, inverse = np.unique(valid.T, axis=0, return_inverse=True)
+    for k, rows_ok in enumerate(patterns):
+        j = np.flatnonzero(inverse.reshape(-1) == k)
+        if not rows_ok.all():
+            dropped.append(f"{label}: seed(s) {common[~rows_ok].tolist()} missing for "
+                           f"{[cols[c] for c in j][:6]}{' ...' if len(j) > 6 else ''}; dropped from those metrics")
+        if not rows_ok.any():
+            continue
+        out.pieces.setdefault(int(rows_ok.sum()), []).append((len(out.blocks), j, d[np.ix_(rows_ok, j)]))
+        block["method_mean"][j] = x[np.ix_(rows_ok, j)].mean(axis=0)
+        block["reference_mean"][j] = y[np.ix_(rows_ok, j)].mean(axis=0)
+        block["seeds"][j] = ",".join(str(v) for v in common[rows_ok])
+    return block
+
+
+def _collect(jobs: list[tuple[dict, np.ndarray, np.ndarray]], runs: pd.DataFrame, suite: Suite,
+             metrics: list[tuple[str, str]], items: pd.DataFrame | None, level: float,
+             dropped: list[str]) -> _Collected:
+    """Pair every job's runs on seed and build its metric block (means, seeds, item CI)."""
+    cols = [name for _, name in metrics]
+    values = runs[cols].to_numpy(float)
+    seeds = runs["seed"].to_numpy()
+    run_ids = runs["run_id"].to_numpy().astype(str)
+    out = _Collected()
+    for ident, mrows, rrows in jobs:
+        label = "/".join(str(ident[k]) for k in GROUP_KEYS if ident[k] != "") + \
+            f"/{ident['policy']} vs {ident['reference']}"
+        m, r, common = _pair(mrows, rrows, seeds, run_ids, label, dropped)
+        if len(common) == 0:
+            dropped.append(f"{label}: no seed pairs; not compared")
+            continue
+        block = _means_block(label, values[m], values[r], common, cols, items is not None, out, dropped)
+        if items is not None:
+            _item_block(block, items, suite, metrics, run_ids[m], run_ids[r], level)
+        out.idents.append(ident)
+        out.blocks.append(block)
+    return out
+
+
+def _add_stats(got: _Collected, resolution: np.ndarray, *, seed: int, n_resamples: int, level: float,
+               margin: float | None, effect: float) -> None:
+    """Fill every block's statistics, one vectorised `stats_block` pass per seed count n."""
+    n_m = len(resolution)
+    # The resampling generator is seeded by (seed, n), so a comparison's intervals never depend on
+    # which other comparisons are in the same call.
+    for n, group in got.pieces.items():
+        big = np.concatenate([g[2] for g in group], axis=1)
+        res = stats_block(big, np.random.default_rng([seed, n]), n_resamples=n_resamples, level=level,
+                          margin=margin, effect=effect,
+                          resolution=np.concatenate([resolution[g[1]] for g in group]))
+        offsets = np.cumsum([0] + [g[2].shape[1] for g in group])
+        for (b, j, _), lo, hi in zip(group, offsets[:-1], offsets[1:], strict=True):
+            for key, v in res.items():
+                got.blocks[b].setdefault(key, np.full(n_m, np.nan))[j] = v[lo:hi]
+
+
+def _stack(idents: list[dict], blocks: list[dict[str, np.ndarray]], metrics: list[tuple[str, str]],
+           items: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per comparison x metric from the blocks (an empty, typed frame when there are none)."""
+    n_m = len(metrics)
+    if not blocks:
+        table = pd.DataFrame({c: pd.Series(dtype=float) for c in TABLE_COLUMNS})
+    else:
+        data: dict[str, np.ndarray] = {k: np.repeat(np.array([i[k] for i in idents], dtype=object), n_m)
+                                       for k in idents[0]}
+        data["metric_type"] = np.tile(np.array([t for t, _ in metrics], dtype=object), len(blocks))
+        data["metric"] = np.tile(np.array([name for _, name in metrics], dtype=object), len(blocks))
+        for key in blocks[0]:
+            data[key] = np.concatenate([b.get(key, np.full(n_m, np.nan)) for b in blocks])
+        data["n"] = np.concatenate([b["n"] for b in blocks])
+        table = pd.DataFrame(data)
+        table["step"] = table["step"].astype(np.int64)
+    for c in ("item_lo", "item_hi", "item_se"):
+        if c not in table:
+            table[c] = np.nan
+    if "item_note" not in table or not len(table):
+        table["item_note"] = NO_ITEMS_REASON if items is None else ""
+    return table
+
+
+def _add_small_n_columns(table: pd.DataFrame, cols: list[str], resolution: np.ndarray, *, margin: float | None,
+                         effect: float, level: float) -> None:
+    """Margin, effect, seeds needed (with its interval from sigma's) and what each interval and p can be at n."""
+    table["margin"] = np.nan if margin is None else margin
+    table["effect"] = effect
+    sd_used = table["sd_used"].to_numpy(float) if len(table) else np.zeros(0)
+    table["seeds_needed"] = seeds_needed(effect, sd_used) if len(table) else np.nan
+    table["seeds_needed_lo"] = np.nan
+    table["seeds_needed_hi"] = np.nan
+    table["sd_floored"] = table["sd_floored"].fillna(0).astype(bool) if len(table) else False
+    if len(table):
+        # sigma's CI per n; seeds needed is increasing in sigma, so its bounds come from sigma's bounds
+        nn = table["n"].to_numpy(float)
+        for n in np.unique(nn[~np.isnan(nn)]):
+            rows = nn == n
+            s_lo, s_hi = sd_interval(sd_used[rows], int(n))
+            table.loc[rows, "seeds_needed_lo"] = seeds_needed(effect, s_lo)
+            table.loc[rows, "seeds_needed_hi"] = seeds_needed(effect, s_hi)
+    nvals = table["n"].to_numpy(float) if len(table) else np.zeros(0)
+    table["resolution"] = pd.Series(dict(zip(cols, resolution, strict=True))).reindex(table["metric"]).to_numpy() \
+        if len(table) else np.nan
+    table["boot_method"] = np.where(nvals <= RANGE_MAX_N, "seed range", "expanded percentile bootstrap")
+    table["boot_coverage"] = np.where(nvals <= RANGE_MAX_N, range_coverage(nvals), level)
+    table["p_perm_floor"] = [sign_flip_floor(int(v)) if v == v else np.nan for v in nvals]
+
+
+def _add_adjusted_p(table: pd.DataFrame) -> None:
+    """Holm and BH p over each family: the effect rows of one (campaign, model, regime, step, metric)."""
+    table["p_holm"] = np.nan
+    table["p_bh"] = np.nan
+    eff = (table["kind"] == "effect").to_numpy()
+    if eff.any():
+        sub = table[eff]
+        fam = (sub["campaign"].astype(str) + "\x1f" + sub["model"].astype(str) + "\x1f" + sub["regime"].astype(str)
+               + "\x1f" + sub["step"].astype(str) + "\x1f" + sub["metric"].astype(str)).to_numpy()
+        table.loc[eff, "p_holm"] = adjust(sub["p_t"].to_numpy(float), "holm", fam)
+        table.loc[eff, "p_bh"] = adjust(sub["p_t"].to_numpy(float), "fdr_bh", fam)
+
+
 def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: dict[str, str] | None = None,
                        aggregates: list[str] | None = None, margin: float | None = None, effect: float = 1.0,
                        n_resamples: int = 10_000, level: float = 0.95, seed: int = 0,
@@ -204,111 +343,15 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
     runs = run_table(records, suite) if runs is None else runs
     metrics = metric_columns(suite, aggregates)
     cols = [name for _, name in metrics]
-    n_m = len(cols)
     dropped: list[str] = []
     jobs = _jobs(runs, reference_map or {}, dropped, aa_pair)
-    values = runs[cols].to_numpy(float)
     resolution = metric_resolution(suite, metrics)
-    seeds = runs["seed"].to_numpy()
-    run_ids = runs["run_id"].to_numpy().astype(str)
-
-    idents: list[dict] = []
-    blocks: list[dict[str, np.ndarray]] = []
-    pieces: dict[int, list[tuple[int, np.ndarray, np.ndarray]]] = {}  # n -> [(block, columns, d (n, k))]
-    for ident, mrows, rrows in jobs:
-        label = "/".join(str(ident[k]) for k in GROUP_KEYS if ident[k] != "") + \
-            f"/{ident['policy']} vs {ident['reference']}"
-        m, r, common = _pair(mrows, rrows, seeds, run_ids, label, dropped)
-        if len(common) == 0:
-            dropped.append(f"{label}: no seed pairs; not compared")
-            continue
-        x, y = values[m], values[r]
-        d = x - y
-        valid = ~np.isnan(d)
-        block: dict[str, np.ndarray] = {"method_mean": np.full(n_m, np.nan), "reference_mean": np.full(n_m, np.nan),
-                                        "seeds": np.full(n_m, "", dtype=object),
-                                        "item_note": np.full(n_m, "" if items is not None else NO_ITEMS_REASON,
-                                                             dtype=object)}
-        # Columns sharing a pattern of valid seeds share n (usually one pattern for all metrics).
-        patterns, inverse = np.unique(valid.T, axis=0, return_inverse=True)
-        for k, rows_ok in enumerate(patterns):
-            j = np.flatnonzero(inverse.reshape(-1) == k)
-            if not rows_ok.all():
-                dropped.append(f"{label}: seed(s) {common[~rows_ok].tolist()} missing for "
-                               f"{[cols[c] for c in j][:6]}{' ...' if len(j) > 6 else ''}; dropped from those metrics")
-            if not rows_ok.any():
-                continue
-            pieces.setdefault(int(rows_ok.sum()), []).append((len(blocks), j, d[np.ix_(rows_ok, j)]))
-            block["method_mean"][j] = x[np.ix_(rows_ok, j)].mean(axis=0)
-            block["reference_mean"][j] = y[np.ix_(rows_ok, j)].mean(axis=0)
-            block["seeds"][j] = ",".join(str(v) for v in common[rows_ok])
-        if items is not None:
-            _item_block(block, items, suite, metrics, run_ids[m], run_ids[r], level)
-        idents.append(ident)
-        blocks.append(block)
-    # One vectorised pass per seed count n over every comparison and metric with that n. The
-    # resampling generator is seeded by (seed, n), so a comparison's intervals never depend on
-    # which other comparisons are in the same call.
-    for n, group in pieces.items():
-        big = np.concatenate([g[2] for g in group], axis=1)
-        res = stats_block(big, np.random.default_rng([seed, n]), n_resamples=n_resamples, level=level,
-                           margin=margin, effect=effect,
-                           resolution=np.concatenate([resolution[g[1]] for g in group]))
-        offsets = np.cumsum([0] + [g[2].shape[1] for g in group])
-        for (b, j, _), lo, hi in zip(group, offsets[:-1], offsets[1:], strict=True):
-            for key, v in res.items():
-                blocks[b].setdefault(key, np.full(n_m, np.nan))[j] = v[lo:hi]
-    keep = [i for i, b in enumerate(blocks) if "n" in b]
-    idents = [idents[i] for i in keep]
-    blocks = [blocks[i] for i in keep]
-
-    if not blocks:
-        table = pd.DataFrame({c: pd.Series(dtype=float) for c in TABLE_COLUMNS})
-    else:
-        data: dict[str, np.ndarray] = {k: np.repeat(np.array([i[k] for i in idents], dtype=object), n_m)
-                                       for k in idents[0]}
-        data["metric_type"] = np.tile(np.array([t for t, _ in metrics], dtype=object), len(blocks))
-        data["metric"] = np.tile(np.array(cols, dtype=object), len(blocks))
-        for key in blocks[0]:
-            data[key] = np.concatenate([b.get(key, np.full(n_m, np.nan)) for b in blocks])
-        data["n"] = np.concatenate([b["n"] for b in blocks])
-        table = pd.DataFrame(data)
-        table["step"] = table["step"].astype(np.int64)
-    for c in ("item_lo", "item_hi", "item_se"):
-        if c not in table:
-            table[c] = np.nan
-    if "item_note" not in table or not len(table):
-        table["item_note"] = NO_ITEMS_REASON if items is None else ""
-    table["margin"] = np.nan if margin is None else margin
-    table["effect"] = effect
-    sd_used = table["sd_used"].to_numpy(float) if len(table) else np.zeros(0)
-    table["seeds_needed"] = seeds_needed(effect, sd_used) if len(table) else np.nan
-    table["seeds_needed_lo"] = np.nan
-    table["seeds_needed_hi"] = np.nan
-    table["sd_floored"] = table["sd_floored"].fillna(0).astype(bool) if len(table) else False
-    if len(table):
-        # sigma's CI per n; seeds needed is increasing in sigma, so its bounds come from sigma's bounds
-        nn = table["n"].to_numpy(float)
-        for n in np.unique(nn[~np.isnan(nn)]):
-            rows = nn == n
-            s_lo, s_hi = sd_interval(sd_used[rows], int(n))
-            table.loc[rows, "seeds_needed_lo"] = seeds_needed(effect, s_lo)
-            table.loc[rows, "seeds_needed_hi"] = seeds_needed(effect, s_hi)
-    nvals = table["n"].to_numpy(float) if len(table) else np.zeros(0)
-    table["resolution"] = pd.Series(dict(zip(cols, resolution, strict=True))).reindex(table["metric"]).to_numpy() \
-        if len(table) else np.nan
-    table["boot_method"] = np.where(nvals <= RANGE_MAX_N, "seed range", "expanded percentile bootstrap")
-    table["boot_coverage"] = np.where(nvals <= RANGE_MAX_N, range_coverage(nvals), level)
-    table["p_perm_floor"] = [sign_flip_floor(int(v)) if v == v else np.nan for v in nvals]
-    table["p_holm"] = np.nan
-    table["p_bh"] = np.nan
-    eff = (table["kind"] == "effect").to_numpy()
-    if eff.any():
-        sub = table[eff]
-        fam = (sub["campaign"].astype(str) + "\x1f" + sub["model"].astype(str) + "\x1f" + sub["regime"].astype(str)
-               + "\x1f" + sub["step"].astype(str) + "\x1f" + sub["metric"].astype(str)).to_numpy()
-        table.loc[eff, "p_holm"] = adjust(sub["p_t"].to_numpy(float), "holm", fam)
-        table.loc[eff, "p_bh"] = adjust(sub["p_t"].to_numpy(float), "fdr_bh", fam)
+    got = _collect(jobs, runs, suite, metrics, items, level, dropped)
+    _add_stats(got, resolution, seed=seed, n_resamples=n_resamples, level=level, margin=margin, effect=effect)
+    keep = [i for i, b in enumerate(got.blocks) if "n" in b]
+    table = _stack([got.idents[i] for i in keep], [got.blocks[i] for i in keep], metrics, items)
+    _add_small_n_columns(table, cols, resolution, margin=margin, effect=effect, level=level)
+    _add_adjusted_p(table)
     for msg in dropped:
         warnings.warn(msg, UnpairedWarning, stacklevel=2)
     return PairedResult(table[TABLE_COLUMNS].reset_index(drop=True), dropped)

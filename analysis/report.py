@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import html
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +23,15 @@ import pandas as pd
 
 from analysis.aggregates import missing_report, run_table, score_matrix
 from analysis.figure_data import within_group_correlations
-from analysis.figure_style import FORMATS, render
+from analysis.figure_style import FORMATS, Figure, render
 from analysis.figures import build_figures, write_figures
 from analysis.intervention import (Tolerances, final_scores, flag_policies, flags_banner_html,
                                    intervention_section_html, run_summary)
 from analysis.rollout_compute import rollout_figure, rollout_section_html, rollout_table, run_budget
-from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
+from analysis.comparisons import SMALL_N_NOTE, PairedResult, paired_comparisons
 from analysis.records import read_records
 from analysis.schema import DEFAULT_AA_PAIR, GROUP_KEYS
-from analysis.table_formats import _cell, numeric_columns
+from analysis.table_formats import Table, _cell, numeric_columns
 from analysis.tables import build_tables
 from evaluation.suite import Suite, load_suite
 from wtcommon.atomic import atomic_write_text
@@ -101,6 +102,105 @@ def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
+@dataclass
+class _Analysed:
+    """What every report section is drawn from: one analysis pass over the records."""
+
+    suite: Suite
+    recs: pd.DataFrame
+    runs: pd.DataFrame
+    paired: PairedResult
+    tables: list[Table]
+    by_name: dict[str, Table]
+    config_means: pd.DataFrame
+    missing: pd.DataFrame
+    sens: pd.DataFrame | None
+    figs: list[Figure]
+    rendered: dict[str, dict[str, bytes]]
+
+
+def _analyse(recs: pd.DataFrame, s: Suite, *, n_resamples: int, margin: float, items: pd.DataFrame | None,
+             training_runs: Sequence[Mapping[str, Any]] | None, aa_pair: tuple[str, str],
+             allow_mixed_graders: bool, all_formats: bool) -> _Analysed:
+    """Comparisons, tables and rendered figures (every format when figures are also written to files)."""
+    runs = run_table(recs, s)
+    paired = paired_comparisons(recs, s, runs=runs, n_resamples=n_resamples, items=items, aa_pair=aa_pair,
+                                allow_mixed_graders=allow_mixed_graders)
+    tables = [t for t in build_tables(recs, s, paired=paired, runs=runs, margin=margin) if not t.display.empty]
+    by_name = {t.name: t for t in tables}
+    config_means = runs.groupby(list(GROUP_KEYS) + ["policy"], sort=True)[s.aggregate_names].mean()
+    missing = missing_report(score_matrix(recs, s), s)
+    sens = by_name["aggregation_sensitivity"].data if "aggregation_sensitivity" in by_name else None
+    figs = build_figures(paired.table, runs, s, margin=margin, n_resamples=min(n_resamples, FIGURE_RESAMPLES),
+                         sensitivity=sens, training_runs=training_runs, requested_resamples=n_resamples)
+    rendered = {f.name: render(f, FORMATS if all_formats else ("svg",)) for f in figs}
+    return _Analysed(s, recs, runs, paired, tables, by_name, config_means, missing, sens, figs, rendered)
+
+
+def _title_html(title: str, a: _Analysed) -> str:
+    """The heading and the one-line scope: runs, configurations, campaigns, suite, records."""
+    return (f"<h1>{html.escape(title)}</h1>"
+            f'<p class="note">{_plural(a.runs.shape[0], "run")} x steps, '
+            f'{_plural(a.config_means.shape[0], "configuration")}, '
+            f'{_plural(a.runs["campaign"].nunique(), "campaign")}; '
+            f'suite {html.escape(a.suite.name)} v{html.escape(a.suite.version)}; {_plural(len(a.recs), "record")}. '
+            f'SD = sample SD (n-1). Paired comparisons match seeds within a campaign.</p>')
+
+
+def _findings_html(a: _Analysed, watch: pd.DataFrame | None) -> list[str]:
+    """The findings: the verdict table (with the watch column), the small-n note, the forest plots, then the
+    other figures (collapsible)."""
+    parts = []
+    if "verdicts" in a.by_name:
+        t = a.by_name["verdicts"]
+        if watch is not None:
+            from analysis.reward_watch import watch_column
+
+            t.display = t.display.assign(watch=watch_column(t.data, watch))
+        parts.append(f'<h2 id="{t.name}">{html.escape(t.title)}</h2><p><b>{html.escape(t.lead)}</b></p>'
+                     + html_table(t.display) + f'<p class="note">{html.escape(t.note)}</p>')
+    parts.append(f'<p class="note">{html.escape(SMALL_N_NOTE)}</p>')
+    forest = [f for f in a.figs if f.name.startswith("forest")]
+    for f in forest + [f for f in a.figs if f not in forest]:
+        fig_html = (f'<figure id="fig-{f.name}">' + _img(a.rendered[f.name]["svg"], f.title)
+                    + f'<figcaption class="note">{html.escape(f.caption)}</figcaption></figure>')
+        parts.append(f"<h2>{html.escape(f.title)}</h2>{fig_html}" if f in forest
+                     else _details(f.title, fig_html, anchor=f"sec-{f.name}", open_=True))
+    return parts
+
+
+def _detail_html(a: _Analysed, items: pd.DataFrame | None) -> list[str]:
+    """The detail, each section collapsible: within-group sensitivity, missing scores, dropped comparisons, the
+    other tables and, with item logs, the variance split."""
+    parts = []
+    within = within_group_correlations(a.sens) if a.sens is not None else pd.DataFrame()
+    sens_tables = [a.by_name[n] for n in ("aggregation_sensitivity", "leave_one_out") if n in a.by_name]
+    if len(within) or sens_tables:
+        body = ('<p class="note">Rankings compared inside each campaign/model/regime/step group first; pooled rows '
+                '(all configurations, mixing model sizes) come last and are labelled pooled.</p>')
+        if len(within) and within["median_spearman"].notna().any():
+            show = within.assign(median_spearman=within["median_spearman"].map(lambda v: f"{v:.3f}"))
+            body += "<h3>Median within-group Spearman ρ between aggregates</h3>" + html_table(show)
+        body += "".join(_table_html(t, "h3") for t in sens_tables)
+        parts.append(_details("Within-group sensitivity", body, anchor="within_group_sensitivity"))
+    if len(a.missing):
+        parts.append(_details("Missing scores", "<p class='note'>These make the listed aggregates NaN for the run "
+                              "(never averaged around).</p>" + html_table(a.missing)))
+    if a.paired.dropped:
+        parts.append(_details("Dropped from paired comparisons", "<ul>" + "".join(
+            f"<li>{html.escape(m)}</li>" for m in a.paired.dropped) + "</ul>"))
+    shown = {"verdicts", "aggregation_sensitivity", "leave_one_out"}
+    for t in a.tables:
+        if t.name not in shown:
+            parts.append(_details(t.title, _table_html(t, "h3"), anchor=f"sec-{t.name}")
+                         if not _says_nothing(t) else _table_html(t))
+    if items is not None:  # sampled decoding: seed / item / sample variance split per benchmark
+        from analysis.sampling_noise import variance_split_html
+
+        parts.append(variance_split_html(items, a.runs, a.suite))
+    return parts
+
+
 def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, suite: Suite | str = "db12",
                  extra_sections: Sequence[tuple[str, str]] = (), lead_sections: Sequence[str] = (),
                  n_resamples: int = 10_000, title: str = "Windtunnel analysis report", margin: float = 1.0,
@@ -122,74 +222,16 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
     """
     s = load_suite(suite) if isinstance(suite, str) else suite
     recs = read_records(records, s) if isinstance(records, (str, Path)) else records
-    runs = run_table(recs, s)
-    paired = paired_comparisons(recs, s, runs=runs, n_resamples=n_resamples, items=items, aa_pair=aa_pair,
-                                allow_mixed_graders=allow_mixed_graders)
-    tables = [t for t in build_tables(recs, s, paired=paired, runs=runs, margin=margin) if not t.display.empty]
-    by_name = {t.name: t for t in tables}
-    config_means = runs.groupby(list(GROUP_KEYS) + ["policy"], sort=True)[s.aggregate_names].mean()
-    missing = missing_report(score_matrix(recs, s), s)
-    sens = by_name["aggregation_sensitivity"].data if "aggregation_sensitivity" in by_name else None
-    figs = build_figures(paired.table, runs, s, margin=margin, n_resamples=min(n_resamples, FIGURE_RESAMPLES),
-                         sensitivity=sens, training_runs=training_runs, requested_resamples=n_resamples)
-    rendered = {f.name: render(f, FORMATS if figures_dir is not None else ("svg",)) for f in figs}
-
-    parts = [f"<h1>{html.escape(title)}</h1>",
-             f'<p class="note">{_plural(runs.shape[0], "run")} x steps, '
-             f'{_plural(config_means.shape[0], "configuration")}, {_plural(runs["campaign"].nunique(), "campaign")}; '
-             f'suite {html.escape(s.name)} v{html.escape(s.version)}; {_plural(len(recs), "record")}. SD = sample SD '
-             f'(n-1). Paired comparisons match seeds within a campaign.</p>',
-             *lead_sections]
-    # 1. the findings: verdicts (and the flags, in lead_sections), then the forest plots
-    if "verdicts" in by_name:
-        t = by_name["verdicts"]
-        if watch is not None:
-            from analysis.reward_watch import watch_column
-
-            t.display = t.display.assign(watch=watch_column(t.data, watch))
-        parts.append(f'<h2 id="{t.name}">{html.escape(t.title)}</h2><p><b>{html.escape(t.lead)}</b></p>'
-                     + html_table(t.display) + f'<p class="note">{html.escape(t.note)}</p>')
-    parts.append(f'<p class="note">{html.escape(SMALL_N_NOTE)}</p>')
-    forest = [f for f in figs if f.name.startswith("forest")]
-    for f in forest + [f for f in figs if f not in forest]:
-        fig_html = (f'<figure id="fig-{f.name}">' + _img(rendered[f.name]["svg"], f.title)
-                    + f'<figcaption class="note">{html.escape(f.caption)}</figcaption></figure>')
-        parts.append(f"<h2>{html.escape(f.title)}</h2>{fig_html}" if f in forest
-                     else _details(f.title, fig_html, anchor=f"sec-{f.name}", open_=True))
-    # 2. the detail, each section collapsible
-    within = within_group_correlations(sens) if sens is not None else pd.DataFrame()
-    sens_tables = [by_name[n] for n in ("aggregation_sensitivity", "leave_one_out") if n in by_name]
-    if len(within) or sens_tables:
-        body = ('<p class="note">Rankings compared inside each campaign/model/regime/step group first; pooled rows '
-                '(all configurations, mixing model sizes) come last and are labelled pooled.</p>')
-        if len(within) and within["median_spearman"].notna().any():
-            show = within.assign(median_spearman=within["median_spearman"].map(lambda v: f"{v:.3f}"))
-            body += "<h3>Median within-group Spearman ρ between aggregates</h3>" + html_table(show)
-        body += "".join(_table_html(t, "h3") for t in sens_tables)
-        parts.append(_details("Within-group sensitivity", body, anchor="within_group_sensitivity"))
-    if len(missing):
-        parts.append(_details("Missing scores", "<p class='note'>These make the listed aggregates NaN for the run "
-                              "(never averaged around).</p>" + html_table(missing)))
-    if paired.dropped:
-        parts.append(_details("Dropped from paired comparisons", "<ul>" + "".join(
-            f"<li>{html.escape(m)}</li>" for m in paired.dropped) + "</ul>"))
-    shown = {"verdicts", "aggregation_sensitivity", "leave_one_out"}
-    for t in tables:
-        if t.name not in shown:
-            parts.append(_details(t.title, _table_html(t, "h3"), anchor=f"sec-{t.name}")
-                         if not _says_nothing(t) else _table_html(t))
-    if items is not None:  # sampled decoding: seed / item / sample variance split per benchmark
-        from analysis.sampling_noise import variance_split_html
-
-        parts.append(variance_split_html(items, runs, s))
-    for sec_title, sec_html in extra_sections:
-        parts.append(_details(sec_title, sec_html))
+    a = _analyse(recs, s, n_resamples=n_resamples, margin=margin, items=items, training_runs=training_runs,
+                 aa_pair=aa_pair, allow_mixed_graders=allow_mixed_graders, all_formats=figures_dir is not None)
+    parts = [_title_html(title, a), *lead_sections, *_findings_html(a, watch), *_detail_html(a, items)]
+    parts += [_details(sec_title, sec_html) for sec_title, sec_html in extra_sections]
     doc = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
            f"<style>{_CSS}</style><script>{_SCRIPT}</script></head><body>{''.join(parts)}</body></html>")
     out = Path(out_path)
     atomic_write_text(out, doc)
     if figures_dir is not None:
-        write_figures(rendered, figures_dir)
+        write_figures(a.rendered, figures_dir)
     return out
 
 

@@ -105,35 +105,8 @@ def _check_curriculum(name: str | None, params: dict, mech: str, actuator: str |
         raise PolicyConfigError(f"{where}: curriculum: {exc}") from None
 
 
-def load_policy(
-    source: str | Path | Mapping[str, Any],
-    *,
-    seed: int = 0,
-    domains: Sequence[str] | None = None,
-    rollout_n: int | None = None,
-) -> DataPolicy:
-    """Validate a policy YAML (path) or mapping and build the `DataPolicy`.
-
-    Strict: unknown keys, unknown scorer/actuator names, unknown or out-of-range parameters, a scorer whose
-    granularity the actuator cannot take, and recipe conflicts (gfpo k >= rollout_n, K * floor > 1) raise
-    `PolicyConfigError` naming the file/policy and the field."""
-    try:
-        return _load_policy(source, seed=seed, domains=domains, rollout_n=rollout_n)
-    except PolicyConfigError as exc:
-        origin = str(source) if isinstance(source, (str, Path)) else "<mapping>"
-        if origin != "<mapping>" and origin not in str(exc):  # registry errors name the policy, not its file
-            raise PolicyConfigError(f"{origin}: {exc}") from exc
-        raise
-
-
-def _load_policy(
-    source: str | Path | Mapping[str, Any],
-    *,
-    seed: int,
-    domains: Sequence[str] | None,
-    rollout_n: int | None,
-) -> DataPolicy:
-    cfg, origin = _read(source)
+def _policy_name(cfg: dict[str, Any], origin: str) -> str:
+    """The policy's name: its `name:` (text), else the file's stem; written back into cfg."""
     raw_name = cfg.get("name")
     if raw_name is not None and not isinstance(raw_name, str):  # `name: [1, 2]` or `name: 7` is no name
         raise PolicyConfigError(f"{origin}: name: got {raw_name!r}; give the policy's name as text (e.g. name: gfpo)")
@@ -141,18 +114,12 @@ def _load_policy(
     if not policy:
         raise PolicyConfigError(f"{origin}: name: missing (give the policy a name)")
     cfg["name"] = policy
-    where = f"{origin}: policy {policy!r}"
-    unknown = sorted(set(cfg) - TOP_KEYS)
-    if unknown:
-        raise PolicyConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(TOP_KEYS)}")
-    import_plugins(cfg, where)
-    mech = cfg.get("mechanism")
-    if mech not in MECHANISMS:
-        raise PolicyConfigError(f"{where}: mechanism: got {mech!r}; allowed: {list(MECHANISMS)}")
-    sname, sparams = _block(cfg, "scorer", policy)
-    aname, aparams = _block(cfg, "actuator", policy)
-    cname, cparams = _block(cfg, "curriculum", policy)
-    _check_curriculum(cname, cparams, mech, aname, where)
+    return policy
+
+
+def _entries(mech: str, sname: str | None, aname: str | None, policy: str,
+             where: str) -> tuple[Entry | None, Entry | None]:
+    """(scorer, actuator) registry entries the mechanism requires, their kinds and granularities checked."""
     s_entry = a_entry = None
     if mech == "curriculum":
         if sname or aname:
@@ -181,23 +148,28 @@ def _load_policy(
                 raise PolicyConfigError(
                     f"{where}: scorer.name: {sname!r} gives {s_entry.cls.granularity}-level scores; actuator "
                     f"{aname!r} takes {list(a_entry.cls.accepts_granularity)}")
-    sp = validate_params(s_entry, sparams, policy) if s_entry else {}
-    ap = validate_params(a_entry, aparams, policy) if a_entry else {}
-    # options
-    def opt(key: str, default: Any, ok: tuple | type) -> Any:
-        v = cfg.get(key, default)
-        if isinstance(ok, tuple):
-            if v not in ok:
-                raise PolicyConfigError(f"{where}: {key}: got {v!r}; allowed: {list(ok)}")
-        elif not isinstance(v, ok) or (ok is int and isinstance(v, bool)):
-            raise PolicyConfigError(f"{where}: {key}: got {v!r}; expected {ok.__name__}")
-        return v
-    cfg["warmup_step"] = opt("warmup_step", 0, int)
+    return s_entry, a_entry
+
+
+def _option(cfg: dict[str, Any], key: str, default: Any, ok: tuple | type, where: str) -> Any:
+    """cfg[key] (or default), which must be one of `ok` (a tuple) or an instance of it (a type; bool is no int)."""
+    v = cfg.get(key, default)
+    if isinstance(ok, tuple):
+        if v not in ok:
+            raise PolicyConfigError(f"{where}: {key}: got {v!r}; allowed: {list(ok)}")
+    elif not isinstance(v, ok) or (ok is int and isinstance(v, bool)):
+        raise PolicyConfigError(f"{where}: {key}: got {v!r}; expected {ok.__name__}")
+    return v
+
+
+def _check_options(cfg: dict[str, Any], mech: str, where: str) -> None:
+    """Fill in and check the training options (warmup, loss normalisation, advantages) and the control block."""
+    cfg["warmup_step"] = _option(cfg, "warmup_step", 0, int, where)
     if cfg["warmup_step"] < 0:
         raise PolicyConfigError(f"{where}: warmup_step: got {cfg['warmup_step']}; must be >= 0")
-    cfg["loss_norm"] = opt("loss_norm", "all_tokens", ("all_tokens", "kept_tokens"))
-    cfg["recompute_advantages"] = opt("recompute_advantages", False, bool)
-    cfg["norm_adv_by_std"] = opt("norm_adv_by_std", True, bool)
+    cfg["loss_norm"] = _option(cfg, "loss_norm", "all_tokens", ("all_tokens", "kept_tokens"), where)
+    cfg["recompute_advantages"] = _option(cfg, "recompute_advantages", False, bool, where)
+    cfg["norm_adv_by_std"] = _option(cfg, "norm_adv_by_std", True, bool, where)
     if mech != "select" and (cfg["loss_norm"] != "all_tokens" or cfg["recompute_advantages"]):
         raise PolicyConfigError(f"{where}: loss_norm / recompute_advantages apply to selection only (mechanism {mech})")
     ctl = cfg.get("control")
@@ -213,7 +185,11 @@ def _load_policy(
             if k not in schema or v not in schema[k]:
                 raise PolicyConfigError(f"{where}: control.{k}: got {v!r}; allowed keys/values: {schema}")
         cfg["control"] = dict(ctl)
-    # domains
+
+
+def _domains(cfg: dict[str, Any], domains: Sequence[str] | None, mech: str, ap: dict[str, Any],
+             where: str) -> list[str]:
+    """The domain list (the argument over the YAML's); a mixer needs one, without duplicates, with K * floor <= 1."""
     doms = list(domains) if domains else list(cfg.get("domains") or [])
     if mech == "mix":
         if not doms:
@@ -225,7 +201,11 @@ def _load_policy(
         if len(doms) * floor > 1.0 + 1e-12:
             raise PolicyConfigError(f"{where}: actuator.params.floor: K * floor = {len(doms)} * {floor} > 1; lower the "
                                     "floor")
-    # recipe cross-checks
+    return doms
+
+
+def _check_recipe(aname: str | None, ap: dict[str, Any], rollout_n: int | None, where: str) -> None:
+    """Cross-checks of actuator parameters with each other and with the rollout group size."""
     if rollout_n is not None:
         if aname == "gfpo" and ap["k"] >= rollout_n:
             raise PolicyConfigError(
@@ -236,6 +216,57 @@ def _load_policy(
         raise PolicyConfigError(f"{where}: actuator.params.low: {ap['low']} > high {ap['high']}")
     if aname == "difficulty_band" and ap["low_q"] > ap["high_q"]:
         raise PolicyConfigError(f"{where}: actuator.params.low_q: {ap['low_q']} > high_q {ap['high_q']}")
+
+
+def load_policy(
+    source: str | Path | Mapping[str, Any],
+    *,
+    seed: int = 0,
+    domains: Sequence[str] | None = None,
+    rollout_n: int | None = None,
+) -> DataPolicy:
+    """Validate a policy YAML (path) or mapping and build the `DataPolicy`.
+
+    Strict: unknown keys, unknown scorer/actuator names, unknown or out-of-range parameters, a scorer whose
+    granularity the actuator cannot take, and recipe conflicts (gfpo k >= rollout_n, K * floor > 1) raise
+    `PolicyConfigError` naming the file/policy and the field."""
+    try:
+        return _load_policy(source, seed=seed, domains=domains, rollout_n=rollout_n)
+    except PolicyConfigError as exc:
+        origin = str(source) if isinstance(source, (str, Path)) else "<mapping>"
+        if origin != "<mapping>" and origin not in str(exc):  # registry errors name the policy, not its file
+            raise PolicyConfigError(f"{origin}: {exc}") from exc
+        raise
+
+
+def _load_policy(
+    source: str | Path | Mapping[str, Any],
+    *,
+    seed: int,
+    domains: Sequence[str] | None,
+    rollout_n: int | None,
+) -> DataPolicy:
+    """`load_policy` without the file prefix on registry errors: read, check each part in order, build."""
+    cfg, origin = _read(source)
+    policy = _policy_name(cfg, origin)
+    where = f"{origin}: policy {policy!r}"
+    unknown = sorted(set(cfg) - TOP_KEYS)
+    if unknown:
+        raise PolicyConfigError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(TOP_KEYS)}")
+    import_plugins(cfg, where)
+    mech = cfg.get("mechanism")
+    if mech not in MECHANISMS:
+        raise PolicyConfigError(f"{where}: mechanism: got {mech!r}; allowed: {list(MECHANISMS)}")
+    sname, sparams = _block(cfg, "scorer", policy)
+    aname, aparams = _block(cfg, "actuator", policy)
+    cname, cparams = _block(cfg, "curriculum", policy)
+    _check_curriculum(cname, cparams, mech, aname, where)
+    s_entry, a_entry = _entries(mech, sname, aname, policy, where)
+    sp = validate_params(s_entry, sparams, policy) if s_entry else {}
+    ap = validate_params(a_entry, aparams, policy) if a_entry else {}
+    _check_options(cfg, mech, where)
+    doms = _domains(cfg, domains, mech, ap, where)
+    _check_recipe(aname, ap, rollout_n, where)
     _check_search_space(cfg.get("search_space"), policy, {"scorer": s_entry, "actuator": a_entry})
     if s_entry:
         cfg["scorer"] = {"name": sname, "params": sp}

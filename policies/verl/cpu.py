@@ -73,90 +73,100 @@ class _CPUDeviceModule(types.ModuleType):
 _DEVICE_MODULE = _CPUDeviceModule()
 
 
+class _CPUDevice:
+    """The device half of the CPU platform: device "cpu", one of it, and no-op device calls (wall 7)."""
+
+    @property
+    def device_name(self) -> str:
+        return "cpu"
+
+    @property
+    def vendor_name(self) -> str:
+        return "cpu"
+
+    @property
+    def device_module(self) -> types.ModuleType:
+        return _DEVICE_MODULE
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_platform_available(self, use_smi_check: bool = False) -> bool:
+        return enabled()  # never auto-detected on a GPU machine unless the CPU recipe asked for it
+
+    def current_device(self) -> Any:
+        return "cpu"  # wall 7: `model.to(get_device_id())`
+
+    def device_count(self) -> int:
+        return 1
+
+    def set_device(self, device_index: Any) -> None:
+        return None
+
+    def synchronize(self, device_index: int | None = None) -> None:
+        return None
+
+    def manual_seed(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def manual_seed_all(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def set_allocator_settings(self, settings: str) -> None:
+        return None
+
+    def empty_cache(self) -> None:
+        return None
+
+    def get_device_capability(self, device_index: int = 0) -> tuple[int | None, int | None]:
+        return None, None
+
+
+class _CPURuntime:
+    """The runtime half of the CPU platform: gloo, the Ray resource "GPU" (wall 2), no profiler, IPC or CUDA."""
+
+    def communication_backend_name(self) -> str:
+        return "gloo"
+
+    def visible_devices_envvar(self) -> str:
+        return "CUDA_VISIBLE_DEVICES"
+
+    @contextlib.contextmanager
+    def nvtx_range(self, msg: str):
+        yield
+
+    def profiler_start(self) -> None:
+        return None
+
+    def profiler_stop(self) -> None:
+        return None
+
+    def ray_resource_name(self) -> str:
+        return "GPU"  # wall 2: the fake GPU of the run's private Ray runtime
+
+    def ray_noset_envvars(self) -> list[str]:
+        return []
+
+    def is_ipc_supported(self) -> bool:
+        return False
+
+    def rollout_env_vars(self) -> dict[str, str]:
+        return {}
+
+    def get_collective_module(self) -> Any:
+        return None
+
+    def cudart(self) -> Any:
+        return None
+
+
 def _platform_cls() -> type:
+    """The platform class: the two halves above on verl's `PlatformBase`, built here because verl is imported
+    only on the CPU path."""
     from verl.plugin.platform.platform_base import PlatformBase
 
-    class WindtunnelCPUPlatform(PlatformBase):
+    class WindtunnelCPUPlatform(_CPUDevice, _CPURuntime, PlatformBase):
         """verl platform for CPU: device "cpu", gloo, Ray resource "GPU" (the private runtime's fake GPU)."""
-
-        @property
-        def device_name(self) -> str:
-            return "cpu"
-
-        @property
-        def vendor_name(self) -> str:
-            return "cpu"
-
-        @property
-        def device_module(self) -> types.ModuleType:
-            return _DEVICE_MODULE
-
-        def is_available(self) -> bool:
-            return True
-
-        def is_platform_available(self, use_smi_check: bool = False) -> bool:
-            return enabled()  # never auto-detected on a GPU machine unless the CPU recipe asked for it
-
-        def current_device(self) -> Any:
-            return "cpu"  # wall 7: `model.to(get_device_id())`
-
-        def device_count(self) -> int:
-            return 1
-
-        def set_device(self, device_index: Any) -> None:
-            return None
-
-        def synchronize(self, device_index: int | None = None) -> None:
-            return None
-
-        def manual_seed(self, seed: int) -> None:
-            torch.manual_seed(seed)
-
-        def manual_seed_all(self, seed: int) -> None:
-            torch.manual_seed(seed)
-
-        def set_allocator_settings(self, settings: str) -> None:
-            return None
-
-        def empty_cache(self) -> None:
-            return None
-
-        def get_device_capability(self, device_index: int = 0) -> tuple[int | None, int | None]:
-            return None, None
-
-        def communication_backend_name(self) -> str:
-            return "gloo"
-
-        def visible_devices_envvar(self) -> str:
-            return "CUDA_VISIBLE_DEVICES"
-
-        @contextlib.contextmanager
-        def nvtx_range(self, msg: str):
-            yield
-
-        def profiler_start(self) -> None:
-            return None
-
-        def profiler_stop(self) -> None:
-            return None
-
-        def ray_resource_name(self) -> str:
-            return "GPU"  # wall 2: the fake GPU of the run's private Ray runtime
-
-        def ray_noset_envvars(self) -> list[str]:
-            return []
-
-        def is_ipc_supported(self) -> bool:
-            return False
-
-        def rollout_env_vars(self) -> dict[str, str]:
-            return {}
-
-        def get_collective_module(self) -> Any:
-            return None
-
-        def cudart(self) -> Any:
-            return None
 
     return WindtunnelCPUPlatform
 
