@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich import box
@@ -15,6 +17,10 @@ from cli.errors import as_user_error
 from wtcommon.errors import UserError
 from cli.groups import command, subgroup
 from cli.options import OutDirOpt, OutFileOpt
+
+if TYPE_CHECKING:
+    from evaluation.grader_audit.agreement import Generation
+    from evaluation.grader_audit.suite import ClassResult
 
 
 DEFAULT_DATA_DIR = Path("data/benchmarks")
@@ -77,13 +83,8 @@ def eval_cmd(
     --out FILE gets the records (.parquet or .csv), and the item log goes beside it. With --regrade, --out
     names an existing evaluation whose stored generations are re-scored in place."""
     if regrade:
-        if checkpoint is not None:
-            raise UserError(f"--regrade re-scores the stored generations at --out; it takes no CHECKPOINT "
-                            f"({checkpoint}): drop it")
-        if out_path is None:
-            raise UserError("--regrade needs --out RECORDS: the records file of the evaluation to re-score (its item "
-                            "log, RECORDS' stem + .items.jsonl.gz, holds the generations)")
-        _regrade(out_path, _suite_or_fail(suite, max_gen_toks), data_dir if data_dir.is_dir() else None)
+        _regrade(_regrade_target(checkpoint, out_path), _suite_or_fail(suite, max_gen_toks),
+                 data_dir if data_dir.is_dir() else None)
         return
     if checkpoint is None:
         raise UserError("missing CHECKPOINT: the HF-format checkpoint directory to evaluate (or --regrade --out "
@@ -91,8 +92,38 @@ def eval_cmd(
     from analysis.records import write_records
     from evaluation.backends.vllm import VLLMUnavailableError
     from evaluation.evaluator import evaluate_checkpoint
-    from orchestrator.grid import policy_mechanism
 
+    _check_eval_options(checkpoint, backend, seed, step, max_gen_toks)
+    s = _suite_or_fail(suite, max_gen_toks)
+    _data_dir_or_fail(data_dir)
+    meta = _run_meta(checkpoint, run_id=run_id, run_key=run_key, campaign=campaign, model=model, policy=policy,
+                     mechanism=mechanism, seed=seed, step=step, regime=regime, config_hash=config_hash)
+    try:
+        with as_user_error():  # EvaluationError: exit 1; bad records or settings: 2
+            rec = evaluate_checkpoint(checkpoint, suite=s, data_dir=data_dir, backend=backend, run_meta=meta,
+                                      out=out_path, limit=limit, cache_dir=cache_dir, benchmarks=benchmark or None,
+                                      batch_size=batch_size)
+            if out_path:
+                write_records(rec, rec.attrs["records_path"])
+    except VLLMUnavailableError as e:  # --backend vllm without the gpu extra: the user's to install (exit 2)
+        raise UserError(str(e)) from e
+    _print_scores(rec, f"{checkpoint} on {s.name}", out_path)
+
+
+def _regrade_target(checkpoint: Path | None, out_path: Path | None) -> Path:
+    """The records --regrade re-scores: --out, and no CHECKPOINT (the generations are stored)."""
+    if checkpoint is not None:
+        raise UserError(f"--regrade re-scores the stored generations at --out; it takes no CHECKPOINT "
+                        f"({checkpoint}): drop it")
+    if out_path is None:
+        raise UserError("--regrade needs --out RECORDS: the records file of the evaluation to re-score (its item "
+                        "log, RECORDS' stem + .items.jsonl.gz, holds the generations)")
+    return out_path
+
+
+def _check_eval_options(checkpoint: Path, backend: str, seed: int, step: int | None,
+                        max_gen_toks: int | None) -> None:
+    """Bad options and a missing checkpoint are exit 2, before the suite is read or a model loaded."""
     from orchestrator.ranges import check_count, check_seed
 
     if backend not in ("hf", "vllm"):
@@ -103,24 +134,27 @@ def eval_cmd(
             raise UserError(problem)
     if not checkpoint.exists():
         raise UserError(f"{checkpoint}: checkpoint not found")
-    s = _suite_or_fail(suite, max_gen_toks)
-    _data_dir_or_fail(data_dir)
-    meta = {"run_id": run_id or checkpoint.resolve().name, "campaign": campaign, "model": model or checkpoint.name,
-            "policy": policy, "seed": seed, "step": _step_from_path(checkpoint) if step is None else step,
-            "regime": regime, "config_hash": config_hash}
+
+
+def _run_meta(checkpoint: Path, *, run_id: str | None, run_key: str | None, campaign: str, model: str | None,
+              policy: str, mechanism: str | None, seed: int, step: int | None, regime: str,
+              config_hash: str) -> dict[str, Any]:
+    """The records' run columns: the options, else what the checkpoint's path and the policy's YAML say."""
+    from orchestrator.grid import policy_mechanism
+
+    meta: dict[str, Any] = {
+        "run_id": run_id or checkpoint.resolve().name, "campaign": campaign, "model": model or checkpoint.name,
+        "policy": policy, "seed": seed, "step": _step_from_path(checkpoint) if step is None else step,
+        "regime": regime, "config_hash": config_hash}
     if run_key:
         meta["run_key"] = run_key
     meta["mechanism"] = mechanism or policy_mechanism(policy, Path.cwd())  # from the policy's YAML
-    try:
-        with as_user_error():  # EvaluationError: exit 1; bad records or settings: 2
-            rec = evaluate_checkpoint(checkpoint, suite=s, data_dir=data_dir, backend=backend, run_meta=meta,
-                                      out=out_path, limit=limit, cache_dir=cache_dir, benchmarks=benchmark or None,
-                                      batch_size=batch_size)
-            if out_path:
-                write_records(rec, rec.attrs["records_path"])
-    except VLLMUnavailableError as e:  # --backend vllm without the gpu extra: the user's to install (exit 2)
-        raise UserError(str(e)) from e
-    t = Table(title=f"{checkpoint} on {s.name}")
+    return meta
+
+
+def _print_scores(rec, title: str, out_path: Path | None) -> None:
+    """One row per benchmark (n, accuracy, parse and truncation rates), then where the files went."""
+    t = Table(title=title)
     for c in ("benchmark", "domain", "n", "accuracy", "parse", "trunc"):
         t.add_column(c, justify="left" if c in ("benchmark", "domain") else "right")
     for r in rec.itertuples():
@@ -304,48 +338,86 @@ def graders_audit_cmd(
 
     --out FILE gets the disagreeing samples as JSON lines (default
     <workdir>/results/<campaign>/grader_disagreements.jsonl)."""
-    import json
-
     from evaluation.grader_audit.strategies import FAMILIES
     from evaluation.grader_audit.suite import family_rates, run_suite
 
     unknown = sorted(set(family) - set(FAMILIES))
     if unknown:
         raise UserError(f"--family {unknown}: unknown grader family; use one of {list(FAMILIES)}")
-    gens, logs = None, []
-    if campaign is not None:
-        from evaluation.grader_audit.agreement import item_logs, read_generations
-        from evaluation.suite import load_suite
-        from orchestrator.paths import campaign_runs, results_file
-
-        logs = item_logs(campaign_runs(workdir, campaign))
-        gens = [g for log in logs for g in read_generations(log)]
-        known = sorted(set(load_suite("db12").benchmark_ids) | {g.benchmark for g in gens})
-        bad = sorted(set(benchmark) - set(known))
-        if bad:
-            raise UserError(f"--benchmark {bad}: unknown benchmark; use one of {known}")
-    elif benchmark:
-        raise UserError("--benchmark selects stored generations: pass --campaign NAME --workdir W too")
+    stored = _stored_generations(campaign, workdir, benchmark, out_path)
     results = run_suite(family or None, n=n)
     rates = family_rates(results)
     failing = [r for r in results if r.wrong]
     rows: list[dict] = []
     diffs: list[dict] = []
-    if gens is not None:
+    if stored is not None:
         from evaluation.grader_audit.agreement import agreement
 
-        rows, diffs = agreement(gens, benchmark or None)
-        target = out_path or results_file(workdir, str(campaign), "grader_disagreements.jsonl")
-        from wtcommon.atomic import atomic_write_text
-
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(target, "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in diffs))
+        rows, diffs = agreement(stored.generations, benchmark or None)
+        _write_disagreements(stored.target, diffs)
     if as_json:
-        typer.echo(json.dumps({"families": rates, "failing_classes": [
-            {"family": r.family, "class": r.cls, "expect": r.expect, "n": r.n, "wrong": r.wrong,
-             "example": r.example.response if r.example else None} for r in failing],
-            "agreement": rows, "disagreements": len(diffs)}, default=str))
+        _print_audit_json(rates, failing, rows, len(diffs))
         return
+    _print_suite_rates(rates, failing, n)
+    if stored is not None:
+        _print_agreement(stored, rows)
+
+
+@dataclass(frozen=True)
+class _StoredGenerations:
+    """A campaign's stored generations (`audit graders --campaign`): the item logs read, their generations, and
+    the file the disagreements go to."""
+
+    campaign: str
+    logs: list[Path]
+    generations: list[Generation]
+    target: Path
+
+
+def _stored_generations(campaign: str | None, workdir: Path, benchmark: list[str],
+                        out_path: Path | None) -> _StoredGenerations | None:
+    """The campaign's stored generations (None without --campaign); an unknown --benchmark is exit 2."""
+    if campaign is None:
+        if benchmark:
+            raise UserError("--benchmark selects stored generations: pass --campaign NAME --workdir W too")
+        return None
+    from evaluation.grader_audit.agreement import item_logs, read_generations
+    from evaluation.suite import load_suite
+    from orchestrator.paths import campaign_runs, results_file
+
+    logs = item_logs(campaign_runs(workdir, campaign))
+    gens = [g for log in logs for g in read_generations(log)]
+    known = sorted(set(load_suite("db12").benchmark_ids) | {g.benchmark for g in gens})
+    bad = sorted(set(benchmark) - set(known))
+    if bad:
+        raise UserError(f"--benchmark {bad}: unknown benchmark; use one of {known}")
+    target = out_path or results_file(workdir, campaign, "grader_disagreements.jsonl")
+    return _StoredGenerations(campaign, logs, gens, target)
+
+
+def _write_disagreements(target: Path, diffs: list[dict]) -> None:
+    """The disagreeing samples as JSON lines, written atomically (the folder created when missing)."""
+    import json
+
+    from wtcommon.atomic import atomic_write_text
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(target, "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in diffs))
+
+
+def _print_audit_json(rates: list[dict[str, object]], failing: list[ClassResult], rows: list[dict],
+                      n_disagreements: int) -> None:
+    """--json: the family rates, every failing class and the agreement rows as one object."""
+    import json
+
+    typer.echo(json.dumps({"families": rates, "failing_classes": [
+        {"family": r.family, "class": r.cls, "expect": r.expect, "n": r.n, "wrong": r.wrong,
+         "example": r.example.response if r.example else None} for r in failing],
+        "agreement": rows, "disagreements": n_disagreements}, default=str))
+
+
+def _print_suite_rates(rates: list[dict[str, object]], failing: list[ClassResult], n: int) -> None:
+    """The generated suite's FP/FN rates per family, then the first failing classes with an example each."""
     t = Table(title=f"generated grader suite, {n} per class (zebra_logic: the multiple_choice grader); FP: "
                     "exploit credited, FN: equivalent form refused", box=box.SIMPLE_HEAD, pad_edge=False)
     for c in ("family", "exploit n", "FP", "FP rate", "credit n", "FN", "FN rate"):
@@ -360,21 +432,24 @@ def graders_audit_cmd(
         out.print(f"{kind} {fc.family}/{fc.cls}: {fc.wrong}/{fc.n}, e.g. {ex[:80]!r}", highlight=False, soft_wrap=True)
     if len(failing) > 6:
         out.print(f"... {len(failing) - 6} more failing classes (--json lists all)")
-    if gens is not None:
-        a = Table(title=f"disagreements on {campaign}'s stored generations ({len(logs)} item logs)",
-                  box=box.SIMPLE_HEAD, pad_edge=False)
-        for c in ("benchmark", "verifier", "responses", "items", "95% items"):
-            a.add_column(c, justify="left" if c in ("benchmark", "verifier") else "right", no_wrap=True)
-        for ar in rows:
-            ci = "-" if not ar["n"] else f"{ar['ci_low']:.2f}-{ar['ci_high']:.2f}"
-            a.add_row(ar["benchmark"], ar["verifier"], "-" if not ar["n"] else f"{ar['disagree']}/{ar['n']}",
-                      "-" if not ar["n"] else f"{ar['items_disagree']}/{ar['items']}", ci)
-        out.print(a)
-        out.print("interval: Clopper-Pearson exact 95% of the share of items with a disagreement (the runs answer "
-                  "the same items, so items, not responses, are the independent draws); coverage >= 95% at every "
-                  "rate and n by construction (simulated: benchmarks/binomial_coverage.py); at n items the smallest "
-                  "nonzero share is 1/n", highlight=False, soft_wrap=True)
-        out.print(f"disagreements: {target}")
+
+
+def _print_agreement(stored: _StoredGenerations, rows: list[dict]) -> None:
+    """Our grades' disagreements with the other verifiers per benchmark, with the interval's meaning."""
+    a = Table(title=f"disagreements on {stored.campaign}'s stored generations ({len(stored.logs)} item logs)",
+              box=box.SIMPLE_HEAD, pad_edge=False)
+    for c in ("benchmark", "verifier", "responses", "items", "95% items"):
+        a.add_column(c, justify="left" if c in ("benchmark", "verifier") else "right", no_wrap=True)
+    for ar in rows:
+        ci = "-" if not ar["n"] else f"{ar['ci_low']:.2f}-{ar['ci_high']:.2f}"
+        a.add_row(ar["benchmark"], ar["verifier"], "-" if not ar["n"] else f"{ar['disagree']}/{ar['n']}",
+                  "-" if not ar["n"] else f"{ar['items_disagree']}/{ar['items']}", ci)
+    out.print(a)
+    out.print("interval: Clopper-Pearson exact 95% of the share of items with a disagreement (the runs answer "
+              "the same items, so items, not responses, are the independent draws); coverage >= 95% at every "
+              "rate and n by construction (simulated: benchmarks/binomial_coverage.py); at n items the smallest "
+              "nonzero share is 1/n", highlight=False, soft_wrap=True)
+    out.print(f"disagreements: {stored.target}")
 
 
 def register(app: typer.Typer) -> None:
