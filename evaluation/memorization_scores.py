@@ -67,8 +67,10 @@ def rouge_l(candidate: list[str], reference: list[str]) -> float:
     return 2 * p * r / (p + r)
 
 
-def _squash(text: str) -> str:
-    return re.sub(r"\s+", "", text).replace("$", "")
+def _gold_pattern(gold: str) -> str:
+    """The gold as written, any whitespace allowed between its characters, not inside a longer number or word."""
+    body = r"\s*".join(re.escape(c) for c in re.sub(r"\s+", "", gold).replace("$", ""))
+    return rf"(?<![0-9A-Za-z.]){body}(?![0-9A-Za-z]|\.[0-9])"
 
 
 def answer_occurrences(text: str, gold: str, grader: str) -> int:
@@ -83,10 +85,9 @@ def answer_occurrences(text: str, gold: str, grader: str) -> int:
         if not claims:
             return 0
         return min(len(re.findall(rf"\b{re.escape(who)} is a {role}\b", text)) for who, role in claims)
-    g = _squash(gold)
-    if not g:
+    if not re.sub(r"[\s$]+", "", gold):
         return 0
-    return len(re.findall(rf"(?<![0-9A-Za-z.]){re.escape(g)}(?![0-9A-Za-z])", _squash(text)))
+    return len(re.findall(_gold_pattern(gold), text.replace("$", "")))
 
 
 @dataclass(frozen=True)
