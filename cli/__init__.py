@@ -12,6 +12,7 @@ from cli import (
                  doctor_commands,
                  eval_commands,
                  head_commands,
+                 memorization_commands,
                  policy_commands,
                  sequential_commands,
                  train_commands,
@@ -47,6 +48,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 for _module in (analysis_commands, policy_commands, eval_commands, train_commands, difficulty_commands,
                 campaign_commands, tune_commands, sequential_commands, doctor_commands, head_commands):
     _module.register(app)
+memorization_commands.register(app)
 
 
 def _default_metavars(typer_app: typer.Typer) -> None:

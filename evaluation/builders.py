@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 
 import pandas as pd
 
+from evaluation.clean_benchmark import CLEAN_ID, build_clean, generated_rows
 from evaluation.prompts import kk_prompt, math_prompt, mc_prompt, mc_instruction
 from wtcommon.errors import UserError
 
@@ -186,6 +187,13 @@ BUILDERS: dict[str, Callable[[list[dict[str, Any]]], pd.DataFrame]] = {
     "gpqa_diamond": build_gpqa,
     "mmlu_pro_chemistry": lambda rows: build_mmlu_pro("mmlu_pro_chemistry", rows, "chemistry"),
     "mmlu_pro_physics": lambda rows: build_mmlu_pro("mmlu_pro_physics", rows, "physics"),
+    CLEAN_ID: build_clean,
+}
+
+# Benchmarks made here, not downloaded: id -> (n_items, the suite's options) -> (rows, provenance). Their rows go
+# through BUILDERS like a download's; the seed is in the options (evaluation/clean_benchmark.py).
+GENERATED: dict[str, Callable[[int, dict[str, Any]], tuple[list[dict[str, Any]], dict[str, Any]]]] = {
+    CLEAN_ID: generated_rows,
 }
 
 

@@ -111,7 +111,7 @@ def agreement(generations: list[Generation], benchmarks: list[str] | None = None
     """(per benchmark x verifier rows: responses `n` and `disagree`, their `rate`, items `items` and
     `items_disagree` and the exact 95% interval of the item share `ci_low`-`ci_high`; the disagreeing samples).
     Benchmarks without another verifier get a row with n 0."""
-    from statsmodels.stats.proportion import proportion_confint
+    from evaluation.intervals import clopper_pearson
 
     by: dict[str, list[Generation]] = {}
     for g in generations:
@@ -134,10 +134,9 @@ def agreement(generations: list[Generation], benchmarks: list[str] | None = None
                     diffs.append({"benchmark": bid, "item_id": g.item_id, "response": g.response, "our_grade": ours,
                                   "their_grade": theirs, "verifier": name, "item_log": g.source})
             n = len(by[bid])
-            lo, hi = proportion_confint(len(differing), len(items), alpha=0.05, method="beta")
+            lo, hi = clopper_pearson(len(differing), len(items))
             rows.append({"benchmark": bid, "verifier": name, "n": n, "disagree": k, "rate": k / n,
-                         "items": len(items), "items_disagree": len(differing), "ci_low": float(lo),
-                         "ci_high": float(hi)})
+                         "items": len(items), "items_disagree": len(differing), "ci_low": lo, "ci_high": hi})
     return rows, diffs
 
 

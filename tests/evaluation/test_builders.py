@@ -7,7 +7,7 @@ import random
 import pytest
 
 from evaluation.benchmark_data import validate_items
-from evaluation.builders import (BUILDERS, SOURCES, BuildError, build_bbh, build_gpqa, build_gsm8k, build_kk,
+from evaluation.builders import (BUILDERS, GENERATED, SOURCES, BuildError, build_bbh, build_gpqa, build_gsm8k, build_kk,
                                  build_math, build_mmlu_pro, build_zebra, gsm8k_answer, sample_sorted)
 from evaluation.graders import grade
 from evaluation.prompts import render_gold
@@ -15,8 +15,10 @@ from evaluation.suite import load_suite
 
 
 def test_every_suite_benchmark_has_a_builder_and_a_source():
+    """A hub source for each of db12's, a generator for db12_clean's 13th (evaluation/clean_benchmark.py)."""
     ids = load_suite("db12").benchmark_ids
-    assert sorted(BUILDERS) == sorted(ids) == sorted(SOURCES)
+    assert sorted(SOURCES) == sorted(ids) and not set(GENERATED) & set(SOURCES)
+    assert sorted(BUILDERS) == sorted(load_suite("db12_clean").benchmark_ids) == sorted([*SOURCES, *GENERATED])
 
 
 def test_gsm8k_final_answer_and_prompt():
