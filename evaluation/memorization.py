@@ -16,7 +16,6 @@ prefix and the generation budget: a rerun with the same inputs loads no model at
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -31,6 +30,7 @@ from evaluation.memorization_scores import problem_text, score_continuation
 from evaluation.suite import Suite
 from wtcommon.atomic import atomic_write_text
 from wtcommon.errors import RunFailed, UserError
+from wtcommon.hashing import digest as key_digest
 
 PROBE_VERSION = 1  # bump when splitting, prompting or scoring changes (invalidates the cache)
 PREFIX_UNIT = "tokens of the model's own tokenizer (floor(prefix x tokens); the prefix is decoded back to text)"
@@ -240,7 +240,7 @@ def run_probe(model: Path, suite: Suite, data_dir: Path, settings: ProbeSettings
     except FileNotFoundError as e:
         raise MemorizationError(f"--model {model}: {e}") from e
     key = cache_key(model_hash, suite, digests, settings)
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
+    digest = key_digest(key, 24)
     root = Path(cache_root or default_cache_root()) / "memorization"
     path = root / f"{digest}.json"
     if path.is_file():
