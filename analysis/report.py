@@ -25,13 +25,14 @@ from analysis.aggregates import missing_report, run_table, score_matrix
 from analysis.figure_data import within_group_correlations
 from analysis.figure_style import FORMATS, Figure, render
 from analysis.figures import build_figures, write_figures
+from analysis.memorization_section import DEFAULT_THRESHOLD, ProbeRates, memorization_section_html
 from analysis.intervention import (Tolerances, final_scores, flag_policies, flags_banner_html,
                                    intervention_section_html, run_summary)
 from analysis.rollout_compute import rollout_figure, rollout_section_html, rollout_table, run_budget
 from analysis.comparisons import SMALL_N_NOTE, PairedResult, paired_comparisons
 from analysis.records import read_records
 from analysis.schema import DEFAULT_AA_PAIR, GROUP_KEYS
-from analysis.table_formats import Table, _cell, numeric_columns
+from analysis.table_formats import Table, html_table
 from analysis.tables import build_tables
 from evaluation.suite import Suite, load_suite
 from wtcommon.atomic import atomic_write_text
@@ -63,18 +64,6 @@ window.addEventListener('load', function () {
 
 def _img(svg: bytes, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/svg+xml;base64,{base64.b64encode(svg).decode()}">'
-
-
-def html_table(display: pd.DataFrame) -> str:
-    """A table for the report: missing values as — (never NaN), text left-aligned and kept on one line (model
-    names never wrap mid-name), numbers right-aligned, inside a box that scrolls sideways when too wide."""
-    cells = [[_cell(v) for v in row] for row in display.itertuples(index=False)]
-    num = numeric_columns(pd.DataFrame(cells, columns=range(display.shape[1]))) if cells else [False] * display.shape[1]
-    cls = [' class="num"' if n else "" for n in num]
-    head = "".join(f"<th{c}>{html.escape(str(h))}</th>" for h, c in zip(display.columns, cls, strict=True))
-    body = "".join("<tr>" + "".join(f"<td{c}>{html.escape(v)}</td>" for v, c in zip(row, cls, strict=True))
-                   + "</tr>" for row in cells)
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _says_nothing(t: Any) -> bool:
@@ -207,7 +196,8 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
                  items: pd.DataFrame | None = None, figures_dir: str | Path | None = None,
                  training_runs: Sequence[Mapping[str, Any]] | None = None,
                  aa_pair: tuple[str, str] = DEFAULT_AA_PAIR, allow_mixed_graders: bool = False,
-                 watch: pd.DataFrame | None = None) -> Path:
+                 watch: pd.DataFrame | None = None, memorization: Mapping[str, ProbeRates] | None = None,
+                 memorization_threshold: float = DEFAULT_THRESHOLD) -> Path:
     """Write the report atomically to out_path and return it.
 
     records: long Records (DataFrame) or a path read with `read_records`. extra_sections:
@@ -219,12 +209,20 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
     (`analysis.intervention.runs_from_dir`) for the training curves. aa_pair: the campaign's A/A pair.
     allow_mixed_graders: compare records scored under two grader versions (refused by default). watch: the
     `flag_policies` frame whose `watch` flags (`reward-suspect`) go in a column beside each verdict.
+    memorization: model -> its base model's probe rates (analysis/memorization_section.py): the section of each
+    benchmark's recall rate beside each policy's Δ, with the memory-sensitive flags at `memorization_threshold`.
     """
     s = load_suite(suite) if isinstance(suite, str) else suite
     recs = read_records(records, s) if isinstance(records, (str, Path)) else records
     a = _analyse(recs, s, n_resamples=n_resamples, margin=margin, items=items, training_runs=training_runs,
                  aa_pair=aa_pair, allow_mixed_graders=allow_mixed_graders, all_formats=figures_dir is not None)
-    parts = [_title_html(title, a), *lead_sections, *_findings_html(a, watch), *_detail_html(a, items)]
+    parts = [_title_html(title, a), *lead_sections, *_findings_html(a, watch)]
+    if memorization is not None:
+        body = memorization_section_html(a.paired.table, memorization, s.benchmark_ids,
+                                         threshold=memorization_threshold)
+        parts.append(_details("Base-model memorization beside each Δ", f"<div id='memorization'>{body}</div>",
+                              anchor="sec-memorization", open_=True))
+    parts += _detail_html(a, items)
     parts += [_details(sec_title, sec_html) for sec_title, sec_html in extra_sections]
     doc = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
            f"<style>{_CSS}</style><script>{_SCRIPT}</script></head><body>{''.join(parts)}</body></html>")

@@ -6,6 +6,7 @@ pdflatex typesets, CSV whose numbers round-trip, and JSON. Every text format pri
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import unicodedata
@@ -226,3 +227,15 @@ def render_tables(tables: list[Table], fmt: str) -> str:
     if fmt == "json":
         return json.dumps({"tables": [table_json(t) for t in tables]}, indent=1) + "\n"
     return "\n".join(render_table(t, fmt) for t in tables)
+def html_table(display: pd.DataFrame) -> str:
+    """A table for the report: missing values as — (never NaN), text left-aligned and kept on one line (model
+    names never wrap mid-name), numbers right-aligned, inside a box that scrolls sideways when too wide."""
+    cells = [[_cell(v) for v in row] for row in display.itertuples(index=False)]
+    num = numeric_columns(pd.DataFrame(cells, columns=range(display.shape[1]))) if cells else [False] * display.shape[1]
+    cls = [' class="num"' if n else "" for n in num]
+    head = "".join(f"<th{c}>{html.escape(str(h))}</th>" for h, c in zip(display.columns, cls, strict=True))
+    body = "".join("<tr>" + "".join(f"<td{c}>{html.escape(v)}</td>" for v, c in zip(row, cls, strict=True))
+                   + "</tr>" for row in cells)
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+

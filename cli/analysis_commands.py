@@ -15,6 +15,7 @@ import typer
 
 from cli.console import err
 from cli.groups import command
+from cli.memorization_options import MaxMemorizationOpt, MemorizationOpt, load_probes, restrict
 from cli.options import FormatOpt, JsonOpt, OutDirOpt, OutFileOpt
 from analysis.sensitivity_tables import SENSITIVITY_TABLES
 from orchestrator.ranges import check_open_probability, check_points, check_seed
@@ -638,6 +639,7 @@ def report(
         help="also write every figure into this folder as <name>.svg, .pdf and .png (200 dpi)")] = None,
     allow_mixed: MixedOpt = False,
     allow_mixed_graders: MixedGradersOpt = False,
+    memorization: MemorizationOpt = None,
     workdir: Annotated[Path | None, typer.Option(
         "--workdir", metavar="DIR",
         help="also attach the report to the MLflow parent run of each of its campaigns in this work directory "
@@ -669,6 +671,7 @@ def report(
         warnings.simplefilter("ignore")
         _require_pairs(_pc(df, s, n_resamples=100), records)
     item_df = _read_items(items)
+    probes = load_probes(memorization, records, df)
     from analysis.report import build_report
     from analysis.sequential.looks import read_looks_file
     from analysis.sequential.report import looks_section_html
@@ -686,7 +689,8 @@ def report(
         warnings.simplefilter("ignore")
         if runs_dir is None:
             path = build_report(df, out, suite=s, n_resamples=resamples, lead_sections=lead, margin=margin,
-                                items=item_df, figures_dir=figures, allow_mixed_graders=allow_mixed_graders)
+                                items=item_df, figures_dir=figures, allow_mixed_graders=allow_mixed_graders,
+                                memorization=probes)
         else:
             from analysis.intervention import runs_from_dir
             from analysis.report import build_report_with_evidence
@@ -694,7 +698,7 @@ def report(
             path, flags = build_report_with_evidence(df, out, suite=s, runs=runs_from_dir(df, runs_dir),
                                                      n_resamples=resamples, lead_sections=lead,
                                                      margin=margin, items=item_df, figures_dir=figures,
-                                                     allow_mixed_graders=allow_mixed_graders)
+                                                     allow_mixed_graders=allow_mixed_graders, memorization=probes)
             for r in flags[flags["flag"] != ""].itertuples():
                 err.print(f"flagged {r.policy} ({r.campaign}/{r.model}): {r.flag}: {r.reason}", markup=False)
             for r in flags[flags["watch"] != ""].itertuples():
@@ -750,10 +754,13 @@ def verdicts(
     resamples: ResamplesOpt = RESAMPLES,
     allow_mixed: MixedOpt = False,
     allow_mixed_graders: MixedGradersOpt = False,
+    max_memorization: MaxMemorizationOpt = None,
+    memorization: MemorizationOpt = None,
 ) -> None:
     """One verdict per method-vs-reference comparison: better / worse / equivalent within ±M / undecided.
 
-    --out FILE gets what stdout would (--force replaces it; a folder exits 2)."""
+    --max-memorization RATE judges the aggregate on the benchmarks the base model recalls at under RATE only (the
+    restriction is stated first). --out FILE gets what stdout would (--force replaces it; a folder exits 2)."""
     fmt = _format(fmt, as_json)
     refs = _parse_map(reference_map)
     _check(check_points("--margin", margin), check_open_probability("--alpha", alpha))
@@ -762,6 +769,12 @@ def verdicts(
                   mixed_graders=allow_mixed_graders)
     if aggregate is not None and aggregate not in s.aggregate_names:
         raise UserError(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
+    restriction = None
+    if max_memorization is not None:
+        probes = load_probes(memorization, records, df, required=True) or {}
+        s, restriction = restrict(s, aggregate or s.aggregate_names[0], probes, max_memorization,
+                                  sorted(df["model"].astype(str).unique()))
+        aggregate = restriction.aggregate
     import warnings
 
     from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
@@ -779,9 +792,14 @@ def verdicts(
         _emit(_json_dumps({"suite": s.name, "aggregate": aggregate or s.aggregate_names[0], "margin": margin,
                           "alpha": alpha, "method": t.note, "small_n": SMALL_N_NOTE,
                           "counts": verdict_counts(t.data), "verdicts": _rows(t.data),
-                          "dropped": res.dropped}, indent=1) + "\n", out)
+                          "dropped": res.dropped,
+                          "memorization": None if restriction is None else restriction.as_dict()},
+                         indent=1) + "\n", out)
         return
-    _emit(render_table(t, fmt), out)
+    text = render_table(t, fmt)
+    if restriction is not None:
+        text = f"{restriction.statement()}\n\n{text}"
+    _emit(text, out)
     for msg in res.dropped:
         err.print(f"warning: {msg}", markup=False, soft_wrap=True)
 

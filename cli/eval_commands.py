@@ -258,11 +258,15 @@ def data_benchmarks_cmd(
     suite: str = typer.Option("db12", "--suite"),
     only: list[str] = typer.Option([], "--only", help="build only these benchmark ids (repeatable)"),
     revision: list[str] = typer.Option([], "--revision", help="pin a source: ID=SHA (repeatable)"),
+    seed: int | None = typer.Option(None, "--seed", min=0, metavar="N",
+                                    help="the generated benchmarks' seed (clean_arith), overriding the suite's "
+                                         "options.seed: one per campaign makes a set no model has seen"),
 ) -> None:
     """Download the suite's benchmarks from the HF hub, subset/sample as the study did, write Parquet +
-    checksums: --out FOLDER gets one <benchmark>.parquet each and manifest.json."""
+    checksums: --out FOLDER gets one <benchmark>.parquet each and manifest.json. Generated benchmarks
+    (clean_arith) are drawn from their seed here, no network needed."""
     from evaluation.benchmark_build import build_benchmarks
-    from evaluation.builders import BUILDERS
+    from evaluation.builders import BUILDERS, GENERATED
 
     s = _suite_or_fail(suite, None)
     ids = only or s.benchmark_ids
@@ -275,7 +279,10 @@ def data_benchmarks_cmd(
             raise UserError(f"--revision {r!r}: expected ID=SHA")
         k, v = r.split("=", 1)
         revs[k] = v
-    man = build_benchmarks(s, ids, out_dir, revs, on_built=lambda bid, n: out.print(f"{bid}: {n} items"))
+    if seed is not None and not any(b in GENERATED for b in ids):
+        raise UserError(f"--seed {seed}: no generated benchmark among {', '.join(ids)} (only {sorted(GENERATED)} "
+                        "are drawn from a seed); leave --seed out")
+    man = build_benchmarks(s, ids, out_dir, revs, on_built=lambda bid, n: out.print(f"{bid}: {n} items"), seed=seed)
     out.print(f"manifest: {man}")
 
 

@@ -14,6 +14,8 @@ from evaluation.memorization import DEFINITIONS, BenchmarkRecall, ProbeResult, P
 from wtcommon.atomic import atomic_write_text
 
 JSON_NAME, CSV_NAME, ITEMS_NAME = "memorization.json", "memorization.csv", "memorization_items.csv"
+# a campaign's probes: results/<campaign>/memorization/<model>/ (orchestrator/base_probe.py writes, the report reads)
+MEMORIZATION_DIR = "memorization"
 ITEM_COLUMNS = ("benchmark", "item_id", "grader", "skipped", "n_prefix_tokens", "n_rest_tokens", "exact", "rouge_l",
                 "answer", "gold", "prefix", "reference", "continuation")
 
@@ -57,4 +59,4 @@ def write_report(out_dir: Path, result: ProbeResult, summaries: list[BenchmarkRe
     return paths
 
 
-__all__ = ["CSV_NAME", "ITEMS_NAME", "JSON_NAME", "benchmark_row", "write_report"]
+__all__ = ["CSV_NAME", "ITEMS_NAME", "JSON_NAME", "MEMORIZATION_DIR", "benchmark_row", "write_report"]

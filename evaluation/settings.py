@@ -37,7 +37,7 @@ SCORED_OPTIONS = ("backend", "limit", "all_checkpoints")
 
 # every key a campaign's `evaluation:` block may hold
 EVALUATION_KEYS = {"backend", "data_dir", "limit", "max_gen_toks", "gates", "fixture_items", "fixture_seed",
-                   "validation_suite", "validation_data_dir", "all_checkpoints"}
+                   "validation_suite", "validation_data_dir", "all_checkpoints", "memorization"}
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,9 @@ class EvaluationOptions(MappingConfig):
     suite's data is (`data_dir`, relative to the work directory; None: `<workdir>/data/eval`), `limit` items
     per benchmark and `max_gen_toks` (None: the suite's), health `gates` overriding the suite's, the demo's
     fixture size and seed, the tuner's validation suite and data, and whether every saved checkpoint is scored
-    (`all_checkpoints`). `raw` (the block as written) is what `evaluation_key` hashes and spec JSON stores."""
+    (`all_checkpoints`), and whether the base models are probed for memorised benchmark items once the campaign
+    is recorded (`memorization`: evaluation/memorization.py; it changes no score, so no key). `raw` (the block
+    as written) is what `evaluation_key` hashes and spec JSON stores."""
 
     backend: str = "hf"
     data_dir: str | None = None
@@ -58,6 +60,7 @@ class EvaluationOptions(MappingConfig):
     validation_suite: str | None = None
     validation_data_dir: str | None = None
     all_checkpoints: bool = False
+    memorization: bool = False
 
     @classmethod
     def from_mapping(cls, raw: Any, where: str = "evaluation") -> EvaluationOptions:
@@ -69,7 +72,7 @@ class EvaluationOptions(MappingConfig):
                    max_gen_toks=raw.get("max_gen_toks"), gates=None if raw.get("gates") is None else dict(raw["gates"]),
                    fixture_items=raw.get("fixture_items", 16), fixture_seed=raw.get("fixture_seed", 42),
                    validation_suite=raw.get("validation_suite"), validation_data_dir=raw.get("validation_data_dir"),
-                   all_checkpoints=raw.get("all_checkpoints", False))
+                   all_checkpoints=raw.get("all_checkpoints", False), memorization=raw.get("memorization", False))
 
     @classmethod
     def of(cls, opts: EvaluationOptions | Mapping[str, Any], where: str = "evaluation") -> EvaluationOptions:
@@ -109,8 +112,9 @@ def check_evaluation_options(v: Mapping[str, Any]) -> None:
             raise ConfigFieldError(f"{key}: got {v[key]!r}; give a directory path (relative to the work directory)")
     if "validation_suite" in v and v["validation_suite"] is not None and not isinstance(v["validation_suite"], str):
         raise ConfigFieldError(f"validation_suite: got {v['validation_suite']!r}; give a suite name")
-    if "all_checkpoints" in v and not isinstance(v["all_checkpoints"], bool):
-        raise ConfigFieldError(f"all_checkpoints: got {v['all_checkpoints']!r}; true or false")
+    for key in ("all_checkpoints", "memorization"):
+        if key in v and not isinstance(v[key], bool):
+            raise ConfigFieldError(f"{key}: got {v[key]!r}; true or false")
     gates = v.get("gates")
     if gates is not None:
         if not isinstance(gates, Mapping):

@@ -213,6 +213,8 @@ def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | 
     except RecordsMissing as exc:
         raise CampaignError(f"{exc}; `campaign resume {campaign} --workdir {sess.workdir}` re-runs their record "
                             "stage") from None
+    if records is not None:
+        probe_base_models(sess, campaign, console)
     try:  # the campaign's MLflow parent run: its verdicts and records, once nothing is pending
         if conclude:
             sess.conclude(campaign, records)
@@ -223,6 +225,23 @@ def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | 
                       highlight=False)
     make_private(sess.workdir)
     return counts
+
+
+def probe_base_models(sess: Session, campaign: str, console: Console) -> None:
+    """`evaluation: {memorization: true}`: probe the campaign's base models once its records are in
+    (orchestrator/base_probe.py); a probe that fails is a warning, never a failed campaign."""
+    from orchestrator.base_probe import campaign_specs, probe_campaign, requested
+
+    specs = campaign_specs(sess.ledger, campaign)
+    if not requested(specs):
+        return
+    for o in probe_campaign(specs, sess.workdir):
+        if o.error:
+            console.print(f"warning: memorization probe of {o.model} not written: {o.error}", markup=False,
+                          highlight=False)
+        else:
+            console.print(f"memorization probe of {o.model}{' (cached)' if o.cached else ''}: {o.files[0]}",
+                          markup=False, highlight=False)
 
 
 def drive_campaign(sess: Session, campaign: str, *, out: Console, err: Console, timeout_s: float | None = None,

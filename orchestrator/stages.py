@@ -278,12 +278,18 @@ def run_meta(spec: RunSpec, step: int) -> dict[str, Any]:
             "regime": spec.regime, "config_hash": spec.config_hash}
 
 
+def eval_data_dir(spec: RunSpec, workdir: Path) -> Path:
+    """The suite's data of the run: its `evaluation.data_dir` (relative to the work directory), else
+    `<workdir>/data/eval`."""
+    return _resolve(spec.evaluation.data_dir, workdir) or Path(workdir) / "data" / "eval"
+
+
 def eval_request(spec: RunSpec, workdir: Path, checkpoint: Checkpoint) -> EvalRequest:
     """What the run's training backend needs to evaluate one of its checkpoints."""
     from evaluation.settings import evaluation_hash
 
     opts, rd = spec.evaluation, run_dir(workdir, spec)
-    data_dir = _resolve(opts.data_dir, workdir) or Path(workdir) / "data" / "eval"
+    data_dir = eval_data_dir(spec, workdir)
     return EvalRequest(
         checkpoint=checkpoint, suite=spec.suite,
         run_meta={**run_meta(spec, checkpoint.step), "eval_hash": evaluation_hash(spec.eval_key, data_dir)},

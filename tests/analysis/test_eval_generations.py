@@ -27,6 +27,7 @@ def test_evaluation_key_changes_with_what_decides_a_score_only() -> None:
     k = evaluation_key("db12", base)
     assert k == evaluation_key("db12", dict(base))  # deterministic
     assert evaluation_key("db12", {**base, "data_dir": "/elsewhere", "fixture_items": 8}) == k  # paths: no
+    assert evaluation_key("db12", {**base, "memorization": True}) == k  # the base-model probe scores nothing
     assert evaluation_key("db12", {**base, "gates": {"min_parse_rate": 0.5}}) == k  # the suite's default gate
     for changed in ({"gates": {"min_parse_rate": 0.3}}, {"max_gen_toks": 64}, {"limit": 10}, {"backend": "vllm"},
                     {"all_checkpoints": True}):

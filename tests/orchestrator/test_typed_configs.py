@@ -41,7 +41,8 @@ def test_typed_fields_with_defaults_and_the_mapping_kept_as_given():
     assert RecipeConfig.from_mapping({"overrides": {"actor_rollout_ref.rollout.n": 8}}).rollout_n() == 8
     e = EvaluationOptions.from_mapping({"limit": 5})
     assert (e.backend, e.limit, e.max_gen_toks, e.all_checkpoints, e.fixture_items) == ("hf", 5, None, False, 16)
-    assert e.to_dict() == {"limit": 5}
+    assert e.to_dict() == {"limit": 5} and not e.memorization
+    assert EvaluationOptions.from_mapping({"memorization": True}).memorization
 
 
 @pytest.mark.parametrize("typ, raw, needle", [
@@ -53,6 +54,7 @@ def test_typed_fields_with_defaults_and_the_mapping_kept_as_given():
     (RecipeConfig, {"fail": 3}, "key 'fail': got 3; give true, false or 'config'"),
     (EvaluationOptions, {"limit": 0}, "limit: got 0; must be a positive integer or null"),
     (EvaluationOptions, {"limt": 5}, "unknown key(s) ['limt']"),
+    (EvaluationOptions, {"memorization": "yes"}, "memorization: got 'yes'; true or false"),
 ])
 def test_a_bad_field_names_the_source_and_key_and_exits_2(typ, raw, needle):
     with pytest.raises(ConfigFieldError) as exc:
