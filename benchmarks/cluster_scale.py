@@ -150,7 +150,7 @@ def _cluster_rss_mb(cluster) -> float:
     return total / 1e6
 
 
-def main() -> None:
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=8)
     ap.add_argument("--gpus-per-node", type=int, default=8)
@@ -159,15 +159,14 @@ def main() -> None:
                     help="keep every round(1/F)-th run of the plan (1: all 591; 0.05 fits `make bench` on 2 cores)")
     ap.add_argument("--seconds-per-hour", type=float, default=1.0, help="compression of the plan's wall hours")
     ap.add_argument("--no-track", action="store_true", help="drive without MLflow (default: as `campaign submit`)")
-    a = ap.parse_args()
+    return ap.parse_args()
 
-    from rich.console import Console
 
-    from orchestrator.campaign import drive, submit
-    from orchestrator.executor.local_cluster import LocalCluster
-    from orchestrator.ledger.states import RunState
+def _plan(a: argparse.Namespace):
+    """Every round(1/F)-th run of the paper program on the noop backend, its hours compressed, the compute set to
+    the cluster; two-node runs left out (and listed) when preflight refuses them."""
     from orchestrator.preflight import Context, PreflightError, preflight
-    from orchestrator.session import Session, plan
+    from orchestrator.session import plan
 
     spec, runs = plan(REPO / "campaigns" / "paper", ["backend=noop"])
     step = max(1, round(1 / a.fraction))
@@ -185,6 +184,56 @@ def main() -> None:
         refused = exc.problems
         runs = [r for r in runs if r.nnodes < 2]
         preflight(spec, runs, Context(data_dir=None, local_cpus=None))  # anything else refused: stop here
+    return spec, runs, step, two_node, refused
+
+
+def _latencies(sess, spec, runs, wd: Path, returned: dict[str, float]):
+    """Per stage, from the run dirs' execution logs and the ledger's attempts: submit → stage start, train end →
+    evaluate start, stages run twice, the start-latency parts and the submit-call durations."""
+    accepted = {j.submission_id: j.start_time / 1000 for j in sess.executor.client.list_jobs()
+                if j.submission_id and j.start_time}
+    sub_delay, eval_delay, twice = [], [], 0
+    breakdown: list[tuple[str, str, dict[str, float]]] = []  # (run key, stage, parts)
+    submit_call: list[float] = []
+    for r in sess.ledger.runs(spec.name):
+        rd = wd / "runs" / spec.name / r.run_key
+        log = rd / "executions.log"
+        starts: dict[str, list[float]] = {}
+        by_pid: dict[int, float] = {}
+        for line in (log.read_text().splitlines() if log.exists() else []):
+            stage, pid, ts = line.split()
+            starts.setdefault(stage, []).append(float(ts))
+            by_pid[int(pid)] = float(ts)
+        twice += sum(len(v) > 1 for v in starts.values())
+        marks_of = {m.get("attempt"): m for m in start_latency.read_log(rd)}
+        for att in sess.ledger.attempts(spec.name, r.run_key):
+            if att["stage"] in starts:
+                sub_delay.append(starts[att["stage"]][-1] - att["started_at"])
+            sid = att["submission_id"]
+            m = marks_of.get(sid, {})
+            p = start_latency.parts({**m, "decided": att["started_at"], "accepted": accepted.get(sid),
+                                     "stage": by_pid.get(m.get("pid", -1))})
+            if p is not None:
+                breakdown.append((r.run_key, att["stage"], p))
+            if sid in returned:
+                submit_call.append(returned[sid] - att["started_at"])
+        if "train" in starts and "evaluate" in starts:
+            sleep = float(next(x for x in runs if x.run_key == r.run_key).recipe_cfg.sleep_s)
+            eval_delay.append(starts["evaluate"][-1] - (starts["train"][-1] + sleep))
+    return sub_delay, eval_delay, twice, breakdown, submit_call
+
+
+def main() -> None:
+    a = _args()
+    from rich.console import Console
+
+    from orchestrator.campaign import drive, submit
+    from orchestrator.executor.local_cluster import LocalCluster
+    from orchestrator.ledger.states import RunState
+    from orchestrator.session import Session
+
+    spec, runs, step, two_node, refused = _plan(a)
+    s = a.seconds_per_hour
     cap = a.nodes * a.gpus_per_node
     gpu_s = sum(r.gpus * r.est_hours * s + EVAL_H * s for r in runs)
     lower = max(gpu_s / cap, max(r.est_hours * s + EVAL_H * s for r in runs))
@@ -211,36 +260,7 @@ def main() -> None:
 
         rows = sess.ledger.runs(spec.name)
         recorded = [r for r in rows if r.state == RunState.recorded]
-        accepted = {j.submission_id: j.start_time / 1000 for j in sess.executor.client.list_jobs()
-                    if j.submission_id and j.start_time}
-        sub_delay, eval_delay, twice = [], [], 0
-        breakdown: list[tuple[str, str, dict[str, float]]] = []  # (run key, stage, parts)
-        submit_call: list[float] = []
-        for r in rows:
-            rd = wd / "runs" / spec.name / r.run_key
-            log = rd / "executions.log"
-            starts: dict[str, list[float]] = {}
-            by_pid: dict[int, float] = {}
-            for line in (log.read_text().splitlines() if log.exists() else []):
-                stage, pid, ts = line.split()
-                starts.setdefault(stage, []).append(float(ts))
-                by_pid[int(pid)] = float(ts)
-            twice += sum(len(v) > 1 for v in starts.values())
-            marks_of = {m.get("attempt"): m for m in start_latency.read_log(rd)}
-            for att in sess.ledger.attempts(spec.name, r.run_key):
-                if att["stage"] in starts:
-                    sub_delay.append(starts[att["stage"]][-1] - att["started_at"])
-                sid = att["submission_id"]
-                m = marks_of.get(sid, {})
-                p = start_latency.parts({**m, "decided": att["started_at"], "accepted": accepted.get(sid),
-                                         "stage": by_pid.get(m.get("pid", -1))})
-                if p is not None:
-                    breakdown.append((r.run_key, att["stage"], p))
-                if sid in returned:
-                    submit_call.append(returned[sid] - att["started_at"])
-            if "train" in starts and "evaluate" in starts:
-                sleep = float(next(x for x in runs if x.run_key == r.run_key).recipe_cfg.sleep_s)
-                eval_delay.append(starts["evaluate"][-1] - (starts["train"][-1] + sleep))
+        sub_delay, eval_delay, twice, breakdown, submit_call = _latencies(sess, spec, runs, wd, returned)
         cluster_mb = _cluster_rss_mb(cluster)
         ledger_b = sum(p.stat().st_size for p in wd.glob("ledger.db*"))
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

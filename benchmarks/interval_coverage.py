@@ -91,11 +91,11 @@ def three_level_coverage(rng: np.random.Generator, noise: str, n: int, k: int, r
     return hits / reps
 
 
-def run(reps: int, resamples: int, seed: int = 20261130) -> list[dict]:
+def _seed_rows(rng: np.random.Generator, reps: int, resamples: int) -> list[dict]:
+    """The seed-level intervals (t, range, bootstraps, sigma) and the random-effects ones across 4 groups."""
     from analysis.meta import dersimonian_laird
 
     rows = []
-    rng = np.random.default_rng(seed)
     for noise in ("normal", "t3"):
         for n in (3, 5, 12):
             d, sigma = _noise(noise, rng, (n, reps))  # columns are replications
@@ -134,6 +134,12 @@ def run(reps: int, resamples: int, seed: int = 20261130) -> list[dict]:
                          "noise": noise, "n": n, "coverage": _covers(re["lo_hksj"], re["hi_hksj"], 0.0)})
             rows.append({"interval": "across-group t CI of group means (k=4)", "label": "95%", "claim": 0.95,
                          "noise": noise, "n": n, "coverage": _covers(re["lo_u"], re["hi_u"], 0.0)})
+    return rows
+
+
+def _item_rows(rng: np.random.Generator, reps: int) -> list[dict]:
+    """The seed + item and seed + item + sample intervals."""
+    rows = []
     # seed + item CI (analysis.items.two_way_clustered): D[s, i] = item effect (shared by the seeds: the
     # benchmark's items) + seed effect + residual; 100 items; fewer replications (one call per replication)
     from analysis.items import two_way_clustered
@@ -157,6 +163,12 @@ def run(reps: int, resamples: int, seed: int = 20261130) -> list[dict]:
                 rows.append({"interval": f"seed + item + sample CI (k={k})", "label": "95%", "claim": 0.95,
                              "noise": noise, "n": n,
                              "coverage": three_level_coverage(rng, noise, n, k, max(reps // 4, 200))})
+    return rows
+
+
+def _sequential_rows(rng: np.random.Generator, reps: int) -> list[dict]:
+    """The sequential design's repeated and bias-adjusted intervals at the stopping look."""
+    rows = []
     # sequential report section (looks after 3, 6, 9, 12 seeds, OBF): the repeated CI at the stopping look and
     # the bias-adjusted (median-unbiased, stage-wise) CI, true difference 0.5 sigma so some comparisons stop early
     from analysis.sequential.design import SequentialDesign
@@ -185,6 +197,12 @@ def run(reps: int, resamples: int, seed: int = 20261130) -> list[dict]:
                      "noise": noise, "n": 12, "coverage": float(rci.mean())})
         rows.append({"interval": "sequential bias-adjusted CI (stage-wise)", "label": "95%", "claim": 0.95,
                      "noise": noise, "n": 12, "coverage": float(adj.mean())})
+    return rows
+
+
+def run(reps: int, resamples: int, seed: int = 20261130) -> list[dict]:
+    rng = np.random.default_rng(seed)  # one stream, drawn in this order: the table is the same for a seed
+    rows = _seed_rows(rng, reps, resamples) + _item_rows(rng, reps) + _sequential_rows(rng, reps)
     for r in rows:
         if r["label"] == "95%":
             r["ratio"] = r["coverage"] / TARGET

@@ -217,7 +217,7 @@ def audit(storm: Storm, i: int) -> dict[str, int]:
             "recorded twice": twice, "duplicate completions": dup, "mlflow runs": sum(n for _, n in ml)}
 
 
-def main() -> int:
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--campaigns", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=2, help="seeds per campaign (runs = 4 policies × seeds)")
@@ -228,7 +228,11 @@ def main() -> int:
     ap.add_argument("--max-attempts", type=int, default=5)
     ap.add_argument("--seed", type=int, default=29)
     ap.add_argument("--keep", action="store_true", help="keep the work dirs (printed)")
-    a = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> int:
+    a = _args()
     rng = random.Random(a.seed)
     base = Path(tempfile.mkdtemp(prefix="wt-storm-"))
     specs = make_tree(base / "campaigns", a.campaigns, a.seeds, a.max_attempts)
@@ -273,9 +277,18 @@ def main() -> int:
             subprocess.run([CAMPAIGN, "head", "stop", "--workdir", str(w)], env=ENV, cwd=REPO, capture_output=True,
                            timeout=120)
     heads_after = sum(len(gcs_servers(t)) for t in temps)
-    wall = time.time() - t0
     total = {k: sum(r[k] for r in results) for k in results[0]}
     leaked = sum(max(0, h - 1) for h in heads_before) + heads_after
+    bad = _print_table(a, storm, specs, results, total, leaked, finals, skipped, time.time() - t0)
+    if a.keep:
+        print(f"work dirs kept under {base}")
+    else:
+        shutil.rmtree(base, ignore_errors=True)
+    return 1 if bad or any(f.returncode not in (0, 1) for f in finals) else 0
+
+
+def _print_table(a, storm, specs, results, total, leaked, finals, skipped, wall) -> int:
+    """The table, the ratio and the JSON line; returns the defect count."""
     rows = [("campaigns × runs", f"{len(specs)} × {results[0]['runs']}"),
             ("kills: orchestrator / of them during head start / stage",
              f"{storm.kills['driver']} / {storm.kills['driver during head start']} / {storm.kills['stage']}"),
@@ -298,11 +311,7 @@ def main() -> int:
     bad = total["lost"] + total["recorded twice"] + total["duplicate completions"] + leaked
     print(f"ratio: defects / kills = {bad} / {kills}")
     print(json.dumps({"kills": kills, **total, "leaked_heads": leaked}), file=sys.stderr)
-    if a.keep:
-        print(f"work dirs kept under {base}")
-    else:
-        shutil.rmtree(base, ignore_errors=True)
-    return 1 if bad or any(f.returncode not in (0, 1) for f in finals) else 0
+    return bad
 
 
 if __name__ == "__main__":

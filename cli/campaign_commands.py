@@ -12,17 +12,18 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
+from cli.campaign_checks import check_plan_options, check_ray_address, cluster_checks, plan_campaign, preflight
+from cli.campaign_session import (campaign_name, cluster_context, drive, existing_workdir, require_campaign,
+                                  select_runs, session, stop_own_head)
 from cli.console import err, out
 from cli.groups import command, subgroup
 from cli.options import CampaignArg, JsonOpt, LedgerUrlOpt, OutDirOpt, RayAddressOpt, RunsArg, WorkdirOpt
+from cli.plan_output import print_plan, print_plan_csv
 from wtcommon.errors import ClusterError, UserError
 from wtcommon.jsonsafe import dumps as json_dumps  # strict JSON: NaN/Infinity are null
 
@@ -31,135 +32,6 @@ from campaigns import config_root
 
 DEMO_CAMPAIGN = config_root() / "demo.yaml"
 DEMO_CAMPAIGNS = {"local": DEMO_CAMPAIGN, "verl": config_root() / "demo_verl.yaml"}
-
-
-def _plan(campaign: str, overrides: list[str] | None, data_root: Path | None = None):
-    """Compose, validate and expand a campaign (SpecError/CorpusError, exit 2, naming file and key)."""
-    from orchestrator.session import plan
-
-    return plan(campaign, overrides or [], data_root=data_root)
-
-
-def _preflight(spec, runs, eval_data: Path | None, *, local_head: bool, ray_address: str | None = None,
-               workdir: Path | None = None, runs_on_local_head: bool = False) -> None:
-    """Policies, seeds, recipes, resources and (when `eval_data` is given) the evaluation data, before any
-    compute; every problem is listed at once and nothing is written (exit 2). With `ray_address`, runs are
-    checked against the live cluster's nodes (an unreachable cluster exits 3, a refused token 2)."""
-    from orchestrator.preflight import Context, preflight
-
-    nodes, where = None, f"the live cluster at {ray_address}" if ray_address else ""
-    if ray_address:
-        from orchestrator.session import cluster_executor
-
-        nodes = cluster_executor(ray_address, workdir).nodes()
-    elif runs_on_local_head:
-        # `submit` without --ray-address runs on the work dir's local head, which has no GPUs (CPU campaigns)
-        from orchestrator.placement import Node
-
-        cpus = float(os.cpu_count() or 1)
-        nodes, where = [Node("local-head", 0.0, 0.0, cpus, cpus)], ("the work dir's local head, which has no GPUs "
-                                                                     "(GPU runs go to your cluster: --ray-address)")
-    preflight(spec, runs, Context(data_dir=eval_data, local_cpus=os.cpu_count() if local_head else None,
-                                  nodes=nodes, cluster_address=where))
-
-
-def _cluster_checks(address: str, workdir: Path, runs) -> None:
-    """`campaign doctor`'s quick part before any compute on a user's cluster: every node's versions against this
-    machine's, the work dir shared with every node, and room for each run shape; exit 2 listing the problems."""
-    from orchestrator.cluster_doctor import cheap_checks
-    from orchestrator.session import cluster_executor
-
-    needs = sorted({(f"model {r.model}", r.gpus_per_node, r.nnodes) for r in runs if r.gpus_per_node})
-    bad = cheap_checks(cluster_executor(address, workdir), workdir.resolve(), needs=needs)
-    if bad:
-        raise UserError(f"{len(bad)} problem(s) with the cluster at {address} found before any compute (`campaign "
-                        f"doctor "
-                        f"--workdir {workdir}` shows every "
-                        f"check):\n" + "\n".join(f"  - {r.node}: {r.check}: {r.result}; "
-                                                                                   f"fix: {r.fix}" for r in bad))
-
-
-def _session(workdir: Path, ledger_url: str | None = None, ray_address: str | None = None, *,
-             remember: bool = False):
-    """`orchestrator.campaign.open_session`; a ledger that cannot be opened (LedgerError) is bad input (exit 2)."""
-    from orchestrator.campaign import open_session
-
-    return open_session(workdir, ledger_url, ray_address, remember=remember)
-
-
-def _check_ray_address(ray_address: str | None) -> None:
-    """A malformed --ray-address is bad input (exit 2), found before the campaign is planned or anything written."""
-    from orchestrator.ray_address import parse_ray_address
-
-    if ray_address is not None:
-        parse_ray_address(ray_address)
-
-
-def _existing_workdir(workdir: Path, ledger_url: str | None, campaign: str | None = None) -> None:
-    """Commands that act on a submitted campaign never create a work directory (a mistyped --workdir
-    would otherwise leave an empty ledger behind). The message names the campaign first: the user typed it."""
-    from orchestrator.workdir import Workdir
-
-    Workdir(workdir, ledger_url).require_ledger(workdir, campaign)
-
-
-@contextmanager
-def _cluster_context(what: str) -> Iterator[None]:
-    """An unreachable cluster's error (exit 3) with what it means for this command added; a refused token
-    (exit 2, the user's to fix) as it is."""
-    from orchestrator.executor import ClusterUnreachable
-    from orchestrator.executor.ray_jobs import ClusterAuthError
-
-    try:
-        yield
-    except ClusterAuthError:
-        raise
-    except ClusterUnreachable as exc:
-        raise ClusterError(f"{exc}; {what}") from exc
-
-
-def _campaign_name(arg: str) -> str:
-    """A campaign name from the one argument convention: a ledger name, or the campaign file/directory
-    `submit` was given (its `name`)."""
-    if arg.endswith((".yaml", ".yml")) or os.sep in arg or Path(arg).is_dir():
-        from orchestrator.spec import load_campaign
-
-        return load_campaign(arg).name
-    return arg
-
-
-def _require_campaign(sess, campaign: str) -> None:
-    if sess.ledger.campaign_spec(campaign) is None:
-        known = sess.ledger.campaigns()
-        raise UserError(f"campaign '{campaign}' is not in the ledger {sess.ledger.url}; known: {known or 'none'}; "
-                        f"run `campaign "
-                        "submit` first")
-
-
-def _drive(sess, campaign: str, *, timeout_s: float | None = None, max_parallel: int | None = None,
-           matrix: bool = True) -> None:
-    """Drive the campaign to the end (progress on stderr), print its matrix (unless `matrix` is False: stdout
-    then holds only what the caller printed, e.g. `submit --json`); exit 1 when runs ended failed."""
-    from orchestrator.campaign import drive_campaign
-    from orchestrator.ledger.states import RunState
-    from orchestrator.progress import status_matrix
-
-    counts = drive_campaign(sess, campaign, out=out, err=err, timeout_s=timeout_s, max_parallel=max_parallel)
-    if matrix:
-        out.print(status_matrix(sess, campaign))
-    if counts.get(RunState.failed):
-        raise typer.Exit(1)
-
-
-def _stop_own_head(workdir: Path, started_here: bool, keep_head: bool) -> None:
-    """Stop the work dir's local Ray head when this command started it (`submit`, `resume`), unless --keep-head;
-    a head that was running before the command is left alone."""
-    from orchestrator.executor.local_head import running_head, stop_head
-
-    if started_here and not keep_head and running_head(workdir) is not None:
-        pids = stop_head(workdir)
-        err.print(f"stopped the local Ray head this command started ({len(pids)} processes; --keep-head keeps it)",
-                  highlight=False)
 
 
 def _print_summary(summary, *, dry_run: bool, as_json: bool) -> None:
@@ -203,119 +75,26 @@ def plan_cmd(
     cluster, and every assumption the campaign declares (submits nothing)."""
     from orchestrator.plan_report import plan_report, run_rows as plan_run_rows
     from orchestrator.preflight import eval_data_dir
-    from orchestrator.ranges import check_open_probability, check_points, check_positive
     from training.registry import get_backend
 
-    fmt = "json" if as_json else fmt
-    if fmt not in ("table", "json", "csv"):
-        raise UserError(f"--format: got {fmt!r}; choose table, json or csv")
-    _check_ray_address(ray_address)
-    for problem in (check_points("--sd", sd), check_points("--margin", margin), check_points("--effect", effect),
-                    check_positive("--gpu-hours", gpu_budget), check_open_probability("--power", target_power)):
-        if problem:
-            raise UserError(problem)
-    if (target_power is None) != (effect is None) or (target_power is not None and prior is None and sd is None):
-        raise UserError("--power and --effect go together, with --prior RECORDS or --sd S (the seed SD the simulation "
-                        "needs), e.g. --prior ../shared/data/released_runs_171.csv --power 0.8 --effect 2.5")
-    if gpu_budget is not None and target_power is None:
-        raise UserError("--gpu-hours: give --power and --effect too (the budget is checked against the recommended "
-                        "design)")
-    if familywise not in ("holm", "bonferroni"):
-        raise UserError(f"--familywise: got {familywise!r}; choose holm or bonferroni")
-    spec, rs = _plan(campaign, overrides, data_root=workdir / "data" if workdir else None)
+    fmt = check_plan_options(fmt, as_json, ray_address, sd=sd, margin=margin, effect=effect, gpu_budget=gpu_budget,
+                             target_power=target_power, prior=prior, familywise=familywise)
+    spec, rs = plan_campaign(campaign, overrides, data_root=workdir / "data" if workdir else None)
     eval_dir = data_dir or (eval_data_dir(spec, workdir.resolve()) if workdir else None)
-    _preflight(spec, rs, eval_dir, local_head=not ray_address, ray_address=ray_address, workdir=workdir)
+    preflight(spec, rs, eval_dir, local_head=not ray_address, ray_address=ray_address, workdir=workdir)
     if eval_dir is None and get_backend(spec.backend).needs_eval_data and fmt == "table":
         err.print("note: evaluation data not checked (pass --workdir or --data-dir to check it too)")
     acc = plan_report(spec, rs, gpus=gpus, with_runs=runs, prior=prior, sd=sd, margin=margin,
                       target_power=target_power, effect=effect, gpu_budget=gpu_budget, familywise=familywise,
                       sims=sims)
-    n_gpus, span = acc["duration"]["gpus"], acc["duration"]["hours"]
     run_rows = acc.get("runs") or plan_run_rows(rs)
     if fmt == "json":
         typer.echo(json_dumps(acc, indent=2))
         return
     if fmt == "csv":
-        import csv
-        import sys
-
-        w = csv.DictWriter(sys.stdout, fieldnames=list(run_rows[0]) if run_rows else ["run_id"])
-        w.writeheader()
-        w.writerows(run_rows)
+        print_plan_csv(run_rows)
         return
-    where = f"{n_gpus} GPUs" if any(r.gpus for r in rs) else "2 CPU job slots"
-    dur = ("cannot be scheduled (a run needs more GPUs than available)" if span is None
-           else f"≈{span:,.1f} h ({span / 24:,.1f} days) on {where}")
-    ev = ("evaluation GPU-hours not declared (compute.eval_gpu_hours_per_checkpoint)"
-          if acc["eval_gpu_hours"] is None
-          else f"evaluation ≈{acc['eval_gpu_hours']:,} GPU-hours for {acc['eval_checkpoints']} checkpoints"
-          + ("" if acc["eval_sample_factor"] in (None, 1.0)
-             else f" (sampled decoding: ×{acc['eval_sample_factor']:.2f} the tokens of one greedy pass)"))
-    if not any(r.gpus for r in rs):  # a CPU campaign: its cost is CPU-hours, not "0.0 GPU-hours"
-        from orchestrator.progress import format_duration
-
-        run_h = sum(r.est_hours for r in rs)
-        cpu_h = run_h * spec.compute.cpus_per_run
-        dur = f"≈{format_duration(run_h * 3600 / 2)} on 2 CPU job slots"
-        cost = (f"{cpu_h:,.1f} training CPU-hours" if cpu_h >= 1
-                else f"{format_duration(cpu_h * 3600)} of training CPU")
-        out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs on CPU, ≈{cost} ({spec.compute.cpus_per_run} "
-                  f"CPU per run, compute.hours_per_run); duration {dur}", highlight=False)
-    else:
-        out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs, ≈{acc['gpu_hours']:,} training GPU-hours; "
-                  f"{ev}; duration {dur}", highlight=False)
-    for title, key in (("sub-campaign", "by_sub_campaign"), ("model", "by_model"),
-                       ("record campaign", "by_campaign_label"),
-                       ("policy", "by_policy"), ("seed", "by_seed"), ("regime", "by_regime")):
-        t = Table(title=f"runs by {title}")
-        t.add_column(title)
-        t.add_column("runs", justify="right")
-        gh = {"by_sub_campaign": acc["gpu_hours_by_sub_campaign"], "by_model": acc["gpu_hours_by_model"]}.get(key)
-        if gh is not None:
-            t.add_column("GPU-h", justify="right")
-        for k, v in acc[key].items():
-            t.add_row(str(k), str(v), *([f"{gh.get(k, 0):,}"] if gh is not None else []))
-        out.print(t)
-    if matrix:
-        models = sorted({r.model for r in rs})
-        t = Table(title="seeds by policy × model")
-        t.add_column("policy")
-        for m in models:
-            t.add_column(m)
-        for pol, by_m in acc["matrix"].items():
-            t.add_row(pol, *[",".join(map(str, by_m.get(m, []))) or "—" for m in models])
-        out.print(t)
-    if runs:
-        t = Table(title="runs")
-        for c in ("run_id", "run_key", "sub_campaign", "gpus", "est_hours"):
-            t.add_column(c, justify="right" if c in ("gpus", "est_hours") else "left")
-        for r in run_rows:
-            t.add_row(r["run_id"], r["run_key"], r["sub_campaign"], str(r["gpus"]), f"{r['est_hours']:.2f}")
-        out.print(t)
-    if acc["assumptions"]:
-        t = Table(title="assumptions (from the campaign YAMLs)")
-        for c in ("where", "key", "value", "basis", "note"):
-            t.add_column(c)
-        for a in acc["assumptions"]:
-            t.add_row(a["where"], a["key"], "" if a["value"] is None else str(a["value"]), a["basis"], a["note"])
-        out.print(t)
-    if "power" in acc:
-        from analysis.power import power_table
-
-        out.print(power_table(acc["power"]))
-    if "sequential_plan" in acc:
-        from analysis.sequential.plan import plan_lines
-
-        tab, lines = plan_lines(acc["sequential_plan"], acc["gpu_hours"], acc["total_runs"])
-        out.print(tab)
-        for line in lines:
-            out.print(line, highlight=False)
-    if acc["missing_references"]:
-        err.print(f"warning: {len(acc['missing_references'])} runs lack their campaign-local reference, "
-                  f"e.g. {acc['missing_references'][:3]}")
-    for where, m in acc["expected_runs_mismatch"].items():
-        err.print(f"warning: {where}: declares {m['expected']} runs, the overridden grid has {m['planned']}",
-                  highlight=False)
+    print_plan(spec, rs, acc, run_rows, matrix=matrix, runs=runs)
 
 
 def submit_cmd(
@@ -345,22 +124,22 @@ def submit_cmd(
     from orchestrator.campaign import submit, submit_preview, with_data_dir
     from orchestrator.preflight import eval_data_dir
 
-    _check_ray_address(ray_address)
-    spec, rs = _plan(campaign, overrides, data_root=workdir / "data")
+    check_ray_address(ray_address)
+    spec, rs = plan_campaign(campaign, overrides, data_root=workdir / "data")
     if data_dir is not None:
         spec, rs = with_data_dir(spec, rs, data_dir)
     from orchestrator.campaign import cluster_address
 
     target = cluster_address(workdir, ray_address)  # where the runs will go: given, remembered or local
-    _preflight(spec, rs, eval_data_dir(spec, workdir.resolve()), local_head=not target,
+    preflight(spec, rs, eval_data_dir(spec, workdir.resolve()), local_head=not target,
                ray_address=target, workdir=workdir, runs_on_local_head=not target)
     summary = submit_preview(spec, rs, workdir, ledger_url)  # before anything is written: the old specs
     if dry_run:
         _print_summary(summary, dry_run=True, as_json=as_json)
         return
     if target and doctor:
-        _cluster_checks(target, workdir, rs)
-    sess = _session(workdir, ledger_url, ray_address, remember=True)
+        cluster_checks(target, workdir, rs)
+    sess = session(workdir, ledger_url, ray_address, remember=True)
     diff, removed = submit(sess, spec, rs)
     summary.runs.update(new=diff.new, changed=diff.changed, unchanged=diff.unchanged, removed=removed,
                         reevaluate=diff.reevaluate)
@@ -371,9 +150,9 @@ def submit_cmd(
 
     started_here = target is None and running_head(workdir) is None
     try:
-        _drive(sess, spec.name, max_parallel=max_parallel, matrix=not as_json)
+        drive(sess, spec.name, max_parallel=max_parallel, matrix=not as_json)
     finally:
-        _stop_own_head(workdir, started_here, keep_head)
+        stop_own_head(workdir, started_here, keep_head)
 
 
 def resume_cmd(
@@ -393,15 +172,15 @@ def resume_cmd(
     from orchestrator.campaign import cluster_address
     from orchestrator.executor.local_head import running_head
 
-    campaign = _campaign_name(campaign)
-    _existing_workdir(workdir, ledger_url, campaign)
-    sess = _session(workdir, ledger_url, ray_address)
-    _require_campaign(sess, campaign)
+    campaign = campaign_name(campaign)
+    existing_workdir(workdir, ledger_url, campaign)
+    sess = session(workdir, ledger_url, ray_address)
+    require_campaign(sess, campaign)
     started_here = cluster_address(workdir, ray_address) is None and running_head(workdir) is None
     try:
-        _drive(sess, campaign, timeout_s=timeout, max_parallel=max_parallel)
+        drive(sess, campaign, timeout_s=timeout, max_parallel=max_parallel)
     finally:
-        _stop_own_head(workdir, started_here, keep_head)
+        stop_own_head(workdir, started_here, keep_head)
 
 
 def status_cmd(
@@ -420,12 +199,12 @@ def status_cmd(
         raise UserError(f"--format {fmt!r}: use table or json")
     as_json = as_json or fmt == "json"
     if campaign:
-        campaign = _campaign_name(campaign)
-    _existing_workdir(workdir, ledger_url, campaign)
-    sess = _session(workdir, ledger_url)
+        campaign = campaign_name(campaign)
+    existing_workdir(workdir, ledger_url, campaign)
+    sess = session(workdir, ledger_url)
     names = [campaign] if campaign else sess.ledger.campaigns()
     if campaign:
-        _require_campaign(sess, campaign)
+        require_campaign(sess, campaign)
     if as_json:
         res = [status_report(sess, n) for n in names]
         typer.echo(json_dumps(res if not campaign else res[0], indent=2, default=str))
@@ -466,11 +245,11 @@ def watch_cmd(
     from orchestrator.ledger.states import PENDING
     from orchestrator.progress import counts_line, status_matrix
 
-    campaign = _campaign_name(campaign)
+    campaign = campaign_name(campaign)
 
-    _existing_workdir(workdir, ledger_url, campaign)
-    sess = _session(workdir, ledger_url)
-    _require_campaign(sess, campaign)
+    existing_workdir(workdir, ledger_url, campaign)
+    sess = session(workdir, ledger_url)
+    require_campaign(sess, campaign)
     if not out.is_terminal:  # a pipe or a log file: one plain line per change, no live redraw
         last = None
         while True:
@@ -491,19 +270,6 @@ def watch_cmd(
             live.update(status_matrix(sess, campaign))
 
 
-def _select(sess, campaign: str, runs: list[str] | None):
-    _require_campaign(sess, campaign)
-    if not runs:
-        return sess.ledger.runs(campaign)
-    picked = []
-    for ident in runs:
-        found = sess.ledger.find(campaign, ident)
-        if not found:
-            raise UserError(f"run '{ident}' matches no run_key or run_id in campaign {campaign}")
-        picked += found
-    return picked
-
-
 def cancel_cmd(
     workdir: WorkdirOpt,
     campaign: CampaignArg,
@@ -512,11 +278,11 @@ def cancel_cmd(
     ledger_url: LedgerUrlOpt = None,
 ) -> None:
     """Cancel runs (stopping their jobs); they can be brought back with `campaign retry`."""
-    campaign = _campaign_name(campaign)
-    _existing_workdir(workdir, ledger_url, campaign)
-    sess = _session(workdir, ledger_url, ray_address)
-    rows = _select(sess, campaign, runs)
-    with _cluster_context("nothing was cancelled"):
+    campaign = campaign_name(campaign)
+    existing_workdir(workdir, ledger_url, campaign)
+    sess = session(workdir, ledger_url, ray_address)
+    rows = select_runs(sess, campaign, runs)
+    with cluster_context("nothing was cancelled"):
         n = sess.scheduler(campaign).cancel(rows)
     out.print(f"cancelled {n} run(s)")
 
@@ -530,14 +296,14 @@ def retry_cmd(
     wait: bool = typer.Option(True, "--wait/--no-wait"),
 ) -> None:
     """Requeue failed or cancelled runs with a fresh retry budget (verified stages are skipped)."""
-    campaign = _campaign_name(campaign)
-    _existing_workdir(workdir, ledger_url, campaign)
-    sess = _session(workdir, ledger_url, ray_address)
-    rows = _select(sess, campaign, runs)
+    campaign = campaign_name(campaign)
+    existing_workdir(workdir, ledger_url, campaign)
+    sess = session(workdir, ledger_url, ray_address)
+    rows = select_runs(sess, campaign, runs)
     n = sess.scheduler(campaign).retry(rows) if rows else 0
     out.print(f"requeued {n} run(s)")
     if wait and n:
-        _drive(sess, campaign)
+        drive(sess, campaign)
 
 
 def logs_cmd(
@@ -550,12 +316,12 @@ def logs_cmd(
 ) -> None:
     """Attempts and events of a run from the ledger, and its job's log: from the cluster the campaign ran
     on, or from the stopped local head's log files. Never starts a Ray head."""
-    campaign = _campaign_name(campaign)
+    campaign = campaign_name(campaign)
     from orchestrator.executor.local_head import head_temp_dir, running_head
 
-    _existing_workdir(workdir, ledger_url, campaign)
-    sess = _session(workdir, ledger_url, ray_address)
-    rows = _select(sess, campaign, [run])
+    existing_workdir(workdir, ledger_url, campaign)
+    sess = session(workdir, ledger_url, ray_address)
+    rows = select_runs(sess, campaign, [run])
     row = rows[0]
     atts = sess.ledger.attempts(campaign, row.run_key)
     for a in atts:
@@ -574,7 +340,7 @@ def logs_cmd(
                                f"are gone ({tmp or 'no temp dir'}); the ledger's attempts are shown above")
         typer.echo(logs[-1].read_text(errors="replace"))
         return
-    with _cluster_context("the ledger's attempts are shown above"):
+    with cluster_context("the ledger's attempts are shown above"):
         typer.echo(sess.executor.logs(sub))
 
 

@@ -460,11 +460,11 @@ def test_commands_raise_errors_and_only_cli_errors_exits_with_their_code() -> No
 MAX_ANALYSIS_LINES = 400
 
 
-def long_modules(files: dict[str, str], limit: int = MAX_ANALYSIS_LINES) -> list[str]:
-    """`path: n lines` for each module of `files` (relative path -> source) under analysis/, at any depth, that
-    has more than `limit` lines: a module that long is doing more than one job (issue 23)."""
+def long_modules(files: dict[str, str], limit: int = MAX_ANALYSIS_LINES, prefix: str | None = "analysis") -> list[str]:
+    """`path: n lines` for each module of `files` (relative path -> source) under `prefix` (None: all), at any
+    depth, that has more than `limit` lines: a module that long is doing more than one job (issue 23)."""
     return sorted(f"{p}: {n} lines" for p, src in files.items()
-                  if Path(p).parts[0] == "analysis" and (n := len(src.splitlines())) > limit)
+                  if (prefix is None or Path(p).parts[0] == prefix) and (n := len(src.splitlines())) > limit)
 
 
 def test_the_module_length_checker() -> None:
@@ -719,3 +719,43 @@ def test_deadline_loops_are_the_one_loop() -> None:
     bad = [f"{p}:{line}" for p in product_files() if p != POLLING_MODULE
            for line in hand_rolled_deadlines((ROOT / p).read_text())]
     assert not bad, "wait with wtcommon.polling.wait_until(condition, timeout_s, interval_s):\n" + "\n".join(bad)
+
+
+# ---------------------------------------------------------------- no function a reader must scroll (issue 37)
+
+MAX_FUNCTION_LINES, MAX_FILE_LINES = 80, 500
+
+
+def long_functions(source: str, limit: int = MAX_FUNCTION_LINES) -> list[tuple[int, str, int]]:
+    """(line, name, length) of every function or method of `source` longer than `limit` lines (decorators
+    excluded, the signature and docstring included: what a reader scrolls through)."""
+    return sorted((n.lineno, n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(ast.parse(source))
+                  if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno is not None
+                  and n.end_lineno - n.lineno + 1 > limit)
+
+
+def test_the_function_length_checker() -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(79))
+    assert long_functions(f"def short():\n{body}") == []  # 80 lines with its def
+    assert long_functions(f"def long():\n{body}    y = 1\n") == [(1, "long", 81)]
+    assert long_functions(f"class C:\n    def m(self):\n    {body.replace(chr(10), chr(10) + '    ')}"
+                          "    y = 1\n        z = 2\n") == [(2, "m", 82)]
+
+
+def test_the_file_length_checker() -> None:
+    files = {"cli/a.py": "x = 1\n" * 501, "benchmarks/b.py": "x = 1\n" * 500}
+    assert long_modules(files, MAX_FILE_LINES, prefix=None) == ["cli/a.py: 501 lines"]
+
+
+def code_outside_tests() -> list[Path]:
+    """The shipped packages and the benchmark scripts (tests are exempt: a test module holds many cases)."""
+    return product_files() + sorted(p.relative_to(ROOT) for p in (ROOT / "benchmarks").rglob("*.py"))
+
+
+def test_no_function_over_80_lines_and_no_file_over_500_outside_tests() -> None:
+    files = {str(p): (ROOT / p).read_text() for p in code_outside_tests()}
+    assert any(f.startswith("benchmarks/") for f in files)
+    long = [f"{p}:{line} {name}: {n} lines" for p, src in files.items() for line, name, n in long_functions(src)]
+    assert not long, f"split these along their steps (≤ {MAX_FUNCTION_LINES} lines):\n" + "\n".join(long)
+    big = long_modules(files, MAX_FILE_LINES, prefix=None)
+    assert not big, f"split these by the jobs they do (≤ {MAX_FILE_LINES} lines):\n" + "\n".join(big)
