@@ -13,8 +13,9 @@ import typer
 
 from cli.console import err
 from cli.groups import command
-from cli.compare_commands import compare
-from cli.report_commands import report
+from cli import compare_commands, report_commands
+from cli.compare_commands import compare  # noqa: F401  (the analysis commands, one import away)
+from cli.report_commands import report  # noqa: F401
 from cli.analysis_inputs import (
     RecordsArg, SuiteOpt, CampaignOpt, ModelOpt, RESAMPLES, ResamplesOpt, WideOpt, MixedOpt, MixedGradersOpt,
     ForceOpt, EXT, check_inputs, check_out_dir, check_out_file, clean_value, emit, json_rows, load_records,
@@ -294,7 +295,7 @@ def verdicts(
 def register(app: typer.Typer) -> None:
     """Attach this area's commands to the main app."""
     command(app, "tables", tables)
-    command(app, "compare", compare)
+    compare_commands.register(app)
     command(app, "sensitivity", sensitivity)
-    command(app, "report", report)
+    report_commands.register(app)
     command(app, "verdicts", verdicts)

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from cli.console import err
+from cli.groups import command
 from cli.options import FormatOpt, JsonOpt, OutFileOpt
 from orchestrator.ranges import check_points, check_seed
 from wtcommon.jsonsafe import dumps as _json_dumps
@@ -234,3 +235,9 @@ def _compare_screen(t, metric: str, width: int, n_lines: int, more: list[str]) -
                    "gives each comparison its verdict"
                    + (f"; columns left out here: {', '.join(hidden)}" if hidden else "") + "_", width)]
     return "\n".join(lines) + "\n"
+
+
+def register(app: typer.Typer) -> None:
+    """Attach `campaign compare` to the main app (cli/analysis_commands.py registers it among the analysis
+    commands, in their order)."""
+    command(app, "compare", compare)

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from cli.console import err
+from cli.groups import command
 from cli.options import OutFileOpt
 from orchestrator.ranges import check_points
 from wtcommon.errors import UserError
@@ -145,3 +146,9 @@ def _attach_report(report: Path, campaigns: list[str], workdir: Path, ledger_url
             continue
         run_id = sess.tracker(name).attach_report(report)
         err.print(f"attached {report.name} to MLflow run {run_id} ({name} · campaign)", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Attach `campaign report` to the main app (cli/analysis_commands.py registers it among the analysis
+    commands, in their order)."""
+    command(app, "report", report)
