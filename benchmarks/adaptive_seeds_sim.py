@@ -69,7 +69,7 @@ def main() -> None:
     comp = campaign_comparisons([r.flat() for r in rs], ps["comparisons"])
     acc = accounting(spec, rs)
     sources = sorted({r["sd_source"] for r in ps["comparisons"]})
-    print(f"{spec.name}: {acc['total_runs']} runs, {acc['gpu_hours']:,} GPU-h planned; {comp.m} comparisons in "
+    print(f"{spec.name}: {acc.total_runs} runs, {acc.gpu_hours:,} GPU-h planned; {comp.m} comparisons in "
           f"{len(np.unique(comp.cell))} cells (the family); SD of paired {ps['metric']} differences "
           f"{', '.join(f'{v:.2f}' for v in np.unique(comp.sd))} ({'; '.join(sources)})")
     sc = dict(effect=REAL_EFFECT, rho=RHO, n_sims=args.sims, seed=args.seed)
@@ -128,8 +128,8 @@ def main() -> None:
     else:
         print(f"    looks {h['looks']} (max {h['max_seeds']}), power {h['power']:.3f}, family-wise error "
               f"{h['fwer']:.4f}, expected {h['runs']:,.0f} runs and {h['gpu_h']:,.0f} GPU-h (95th percentile "
-              f"{h['gpu_h_p95']:,.0f}), decided {h['decided']:.1%}; {h['gpu_h'] / acc['gpu_hours']:.2f}x the fixed "
-              f"{acc['total_runs']}-run program's {acc['gpu_hours']:,} GPU-h")
+              f"{h['gpu_h_p95']:,.0f}), decided {h['decided']:.1%}; {h['gpu_h'] / acc.gpu_hours:.2f}x the fixed "
+              f"{acc.total_runs}-run program's {acc.gpu_hours:,} GPU-h")
     print(f"    the fixed program itself (its planned seeds, Holm over {comp.m}): power {prog['power']:.3f} at "
           f"{REAL_EFFECT} points, family-wise error {prog['fwer']:.4f}")
     print(f"\nwall {time.perf_counter() - t0:.1f}s")

@@ -87,9 +87,9 @@ def plan_cmd(
     acc = plan_report(spec, rs, gpus=gpus, with_runs=runs, prior=prior, sd=sd, margin=margin,
                       target_power=target_power, effect=effect, gpu_budget=gpu_budget, familywise=familywise,
                       sims=sims)
-    run_rows = acc.get("runs") or plan_run_rows(rs)
+    run_rows = acc.runs or plan_run_rows(rs)
     if fmt == "json":
-        typer.echo(json_dumps(acc, indent=2))
+        typer.echo(json_dumps(acc.to_dict(), indent=2))
         return
     if fmt == "csv":
         print_plan_csv(run_rows)

@@ -12,7 +12,8 @@ from rich.table import Table
 from cli.console import err, out
 
 if TYPE_CHECKING:
-    from orchestrator.grid import RunSpec
+    from orchestrator.grid import Accounting, RunSpec
+    from orchestrator.plan_report import PlanReport
     from orchestrator.spec import CampaignSpec
 
 BREAKDOWNS = (("sub-campaign", "by_sub_campaign"), ("model", "by_model"), ("record campaign", "by_campaign_label"),
@@ -29,33 +30,35 @@ def print_plan_csv(run_rows: list[dict[str, Any]]) -> None:
     w.writerows(run_rows)
 
 
-def print_plan(spec: CampaignSpec, rs: list[RunSpec], acc: dict[str, Any], run_rows: list[dict[str, Any]], *,
+def print_plan(spec: CampaignSpec, rs: list[RunSpec], report: PlanReport, run_rows: list[dict[str, Any]], *,
                matrix: bool, runs: bool) -> None:
     """The table form of the accounting: what the campaign costs and how long it takes, then the details."""
-    _print_headline(spec, rs, acc)
+    acc = report.accounting
+    _print_headline(spec, rs, report)
     _print_breakdowns(acc)
     if matrix:
         _print_matrix(acc, rs)
     if runs:
         _print_runs(run_rows)
-    if acc["assumptions"]:
-        _print_assumptions(acc["assumptions"])
-    _print_power(acc)
+    if acc.assumptions:
+        _print_assumptions(acc.assumptions)
+    _print_power(report)
     _print_warnings(acc)
 
 
-def _print_headline(spec: CampaignSpec, rs: list[RunSpec], acc: dict[str, Any]) -> None:
+def _print_headline(spec: CampaignSpec, rs: list[RunSpec], report: PlanReport) -> None:
     """One line: runs, training (and evaluation) cost and the duration on the cluster; a CPU campaign's cost is
     CPU-hours, not "0.0 GPU-hours"."""
-    n_gpus, span = acc["duration"]["gpus"], acc["duration"]["hours"]
+    acc = report.accounting
+    n_gpus, span = report.duration.gpus, report.duration.hours
     where = f"{n_gpus} GPUs" if any(r.gpus for r in rs) else "2 CPU job slots"
     dur = ("cannot be scheduled (a run needs more GPUs than available)" if span is None
            else f"≈{span:,.1f} h ({span / 24:,.1f} days) on {where}")
     ev = ("evaluation GPU-hours not declared (compute.eval_gpu_hours_per_checkpoint)"
-          if acc["eval_gpu_hours"] is None
-          else f"evaluation ≈{acc['eval_gpu_hours']:,} GPU-hours for {acc['eval_checkpoints']} checkpoints"
-          + ("" if acc["eval_sample_factor"] in (None, 1.0)
-             else f" (sampled decoding: ×{acc['eval_sample_factor']:.2f} the tokens of one greedy pass)"))
+          if acc.eval_gpu_hours is None
+          else f"evaluation ≈{acc.eval_gpu_hours:,} GPU-hours for {acc.eval_checkpoints} checkpoints"
+          + ("" if acc.eval_sample_factor in (None, 1.0)
+             else f" (sampled decoding: ×{acc.eval_sample_factor:.2f} the tokens of one greedy pass)"))
     if not any(r.gpus for r in rs):  # a CPU campaign: its cost is CPU-hours, not "0.0 GPU-hours"
         from orchestrator.progress import format_duration
 
@@ -64,35 +67,35 @@ def _print_headline(spec: CampaignSpec, rs: list[RunSpec], acc: dict[str, Any]) 
         dur = f"≈{format_duration(run_h * 3600 / 2)} on 2 CPU job slots"
         cost = (f"{cpu_h:,.1f} training CPU-hours" if cpu_h >= 1
                 else f"{format_duration(cpu_h * 3600)} of training CPU")
-        out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs on CPU, ≈{cost} ({spec.compute.cpus_per_run} "
+        out.print(f"[bold]{spec.name}[/]: {acc.total_runs} runs on CPU, ≈{cost} ({spec.compute.cpus_per_run} "
                   f"CPU per run, compute.hours_per_run); duration {dur}", highlight=False)
     else:
-        out.print(f"[bold]{spec.name}[/]: {acc['total_runs']} runs, ≈{acc['gpu_hours']:,} training GPU-hours; "
+        out.print(f"[bold]{spec.name}[/]: {acc.total_runs} runs, ≈{acc.gpu_hours:,} training GPU-hours; "
                   f"{ev}; duration {dur}", highlight=False)
 
 
-def _print_breakdowns(acc: dict[str, Any]) -> None:
+def _print_breakdowns(acc: Accounting) -> None:
     """Runs by sub-campaign, model, record campaign, policy, seed and regime (GPU-hours for the first two)."""
     for title, key in BREAKDOWNS:
         t = Table(title=f"runs by {title}")
         t.add_column(title)
         t.add_column("runs", justify="right")
-        gh = {"by_sub_campaign": acc["gpu_hours_by_sub_campaign"], "by_model": acc["gpu_hours_by_model"]}.get(key)
+        gh = {"by_sub_campaign": acc.gpu_hours_by_sub_campaign, "by_model": acc.gpu_hours_by_model}.get(key)
         if gh is not None:
             t.add_column("GPU-h", justify="right")
-        for k, v in acc[key].items():
+        for k, v in getattr(acc, key).items():
             t.add_row(str(k), str(v), *([f"{gh.get(k, 0):,}"] if gh is not None else []))
         out.print(t)
 
 
-def _print_matrix(acc: dict[str, Any], rs: list[RunSpec]) -> None:
+def _print_matrix(acc: Accounting, rs: list[RunSpec]) -> None:
     """--matrix: the seeds of each policy × model."""
     models = sorted({r.model for r in rs})
     t = Table(title="seeds by policy × model")
     t.add_column("policy")
     for m in models:
         t.add_column(m)
-    for pol, by_m in acc["matrix"].items():
+    for pol, by_m in acc.matrix.items():
         t.add_row(pol, *[",".join(map(str, by_m.get(m, []))) or "—" for m in models])
     out.print(t)
 
@@ -117,26 +120,26 @@ def _print_assumptions(assumptions: list[dict[str, Any]]) -> None:
     out.print(t)
 
 
-def _print_power(acc: dict[str, Any]) -> None:
+def _print_power(report: PlanReport) -> None:
     """The power table (--prior/--sd) and the sequential seed design for a --power target, when asked."""
-    if "power" in acc:
+    if report.power is not None:
         from analysis.power import power_table
 
-        out.print(power_table(acc["power"]))
-    if "sequential_plan" in acc:
+        out.print(power_table(report.power))
+    if report.sequential_plan is not None:
         from analysis.sequential.plan import plan_lines
 
-        tab, lines = plan_lines(acc["sequential_plan"], acc["gpu_hours"], acc["total_runs"])
+        tab, lines = plan_lines(report.sequential_plan, report.accounting.gpu_hours, report.accounting.total_runs)
         out.print(tab)
         for line in lines:
             out.print(line, highlight=False)
 
 
-def _print_warnings(acc: dict[str, Any]) -> None:
+def _print_warnings(acc: Accounting) -> None:
     """On stderr: runs without their campaign-local reference, and run counts the overridden grid changed."""
-    if acc["missing_references"]:
-        err.print(f"warning: {len(acc['missing_references'])} runs lack their campaign-local reference, "
-                  f"e.g. {acc['missing_references'][:3]}")
-    for where, m in acc["expected_runs_mismatch"].items():
+    if acc.missing_references:
+        err.print(f"warning: {len(acc.missing_references)} runs lack their campaign-local reference, "
+                  f"e.g. {acc.missing_references[:3]}")
+    for where, m in acc.expected_runs_mismatch.items():
         err.print(f"warning: {where}: declares {m['expected']} runs, the overridden grid has {m['planned']}",
                   highlight=False)

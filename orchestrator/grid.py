@@ -382,7 +382,38 @@ def missing_references(runs: list[RunSpec]) -> list[str]:
     ]
 
 
-def accounting(spec: CampaignSpec, runs: list[RunSpec]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Accounting:
+    """What a planned campaign holds and costs (`accounting`): run counts by sub-campaign, record campaign,
+    model, policy, seed and regime; training GPU-hours (total, by sub-campaign, by model); the checkpoints
+    evaluated and their GPU-hours; the seeds of each policy x model; the YAMLs' assumptions; runs lacking their
+    reference; and the sub-campaigns whose declared run count the (overridden) grid no longer has."""
+
+    campaign: str
+    total_runs: int
+    by_sub_campaign: dict[str, int]
+    expected_runs_mismatch: dict[str, dict[str, int]]
+    by_campaign_label: dict[str, int]
+    by_model: dict[str, int]
+    by_policy: dict[str, int]
+    by_seed: dict[str, int]
+    by_regime: dict[str, int]
+    gpu_hours: float
+    gpu_hours_by_sub_campaign: dict[str, float]
+    gpu_hours_by_model: dict[str, float]
+    eval_checkpoints: int
+    eval_sample_factor: float | None
+    eval_gpu_hours: float | None
+    matrix: dict[str, dict[str, list[int]]]
+    assumptions: list[dict[str, Any]]
+    missing_references: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`campaign plan --format json`), keys in field order."""
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
+
+
+def accounting(spec: CampaignSpec, runs: list[RunSpec]) -> Accounting:
     """Counts by sub-campaign, model, policy, seed; GPU-hours = Σ per-model hours × GPUs.
 
     The estimate uses `compute.models.<m>.{gpus,hours}` (defaults `compute.gpus_per_run`,
@@ -410,26 +441,26 @@ def accounting(spec: CampaignSpec, runs: list[RunSpec]) -> dict[str, Any]:
     assumptions = [{"where": "campaign", **a.model_dump()} for a in spec.assumptions]
     for name, sub in spec.sub_campaigns.items():
         assumptions += [{"where": f"sub_campaigns.{name}", **a.model_dump()} for a in sub.assumptions]
-    return {
-        "campaign": spec.name,
-        "total_runs": len(runs),
-        "by_sub_campaign": by_sub,
-        "expected_runs_mismatch": mismatch,
-        "by_campaign_label": by("group"),
-        "by_model": by("model"),
-        "by_policy": dict(sorted(Counter(r.policy.name for r in runs).items())),
-        "by_seed": {str(k): v for k, v in by("seed").items()},
-        "by_regime": {k or "standard": v for k, v in by("regime").items()},
-        "gpu_hours": round(sum(gpu_h.values()), 1),
-        "gpu_hours_by_sub_campaign": {k: round(v, 1) for k, v in gpu_h.items()},
-        "gpu_hours_by_model": {k: round(v, 1) for k, v in sorted(gpu_h_model.items())},
-        "eval_checkpoints": ckpts,
-        "eval_sample_factor": factor,
-        "eval_gpu_hours": None if per_ckpt is None else round(ckpts * per_ckpt * (factor or 1.0), 1),
-        "matrix": {p: {m: sorted(s) for m, s in ms.items()} for p, ms in matrix.items()},
-        "assumptions": assumptions,
-        "missing_references": missing_references(runs),
-    }
+    return Accounting(
+        campaign=spec.name,
+        total_runs=len(runs),
+        by_sub_campaign=by_sub,
+        expected_runs_mismatch=mismatch,
+        by_campaign_label=by("group"),
+        by_model=by("model"),
+        by_policy=dict(sorted(Counter(r.policy.name for r in runs).items())),
+        by_seed={str(k): v for k, v in by("seed").items()},
+        by_regime={k or "standard": v for k, v in by("regime").items()},
+        gpu_hours=round(sum(gpu_h.values()), 1),
+        gpu_hours_by_sub_campaign={k: round(v, 1) for k, v in gpu_h.items()},
+        gpu_hours_by_model={k: round(v, 1) for k, v in sorted(gpu_h_model.items())},
+        eval_checkpoints=ckpts,
+        eval_sample_factor=factor,
+        eval_gpu_hours=None if per_ckpt is None else round(ckpts * per_ckpt * (factor or 1.0), 1),
+        matrix={p: {m: sorted(s) for m, s in ms.items()} for p, ms in matrix.items()},
+        assumptions=assumptions,
+        missing_references=missing_references(runs),
+    )
 
 
 def eval_sample_factor(suite: str) -> float | None:

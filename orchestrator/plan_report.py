@@ -1,13 +1,17 @@
-"""What `campaign plan` reports of a campaign before any compute, as one JSON-ready dict: the accounting
+"""What `campaign plan` reports of a campaign before any compute, as one typed `PlanReport`: the accounting
 (orchestrator.grid), the duration on the cluster, each run, and at plan time the power table and a sequential
 seed design for a power target (analysis/power.py, analysis/sequential/plan.py). The command prints it."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wtcommon.errors import as_user_error
+
+if TYPE_CHECKING:
+    from orchestrator.grid import Accounting
 
 DURATION_METHOD = ("longest-first list scheduling of the runs' estimated hours on the GPUs; no failures, retries "
                    "or evaluation time")
@@ -20,10 +24,41 @@ def run_rows(runs: list) -> list[dict[str, Any]]:
             for r in runs]
 
 
+@dataclass(frozen=True)
+class Duration:
+    """Wall hours (and days) of the runs on `gpus` GPUs, by `method`; None when a run needs more GPUs."""
+
+    gpus: int
+    hours: float | None
+    days: float | None
+    method: str = DURATION_METHOD
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    """`campaign plan`'s report: the accounting, the duration, and on request every run, the power table and a
+    sequential seed design (those two are the analysis layer's JSON-ready mappings)."""
+
+    accounting: Accounting
+    duration: Duration
+    runs: list[dict[str, Any]] | None = None
+    power: dict[str, Any] | None = None
+    sequential_plan: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: the accounting's keys, then `duration`, and `runs`, `power`, `sequential_plan` when
+        present."""
+        out: dict[str, Any] = {**self.accounting.to_dict(), "duration": asdict(self.duration)}
+        for key in ("runs", "power", "sequential_plan"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+
 def plan_report(spec, runs: list, *, gpus: int | None = None, with_runs: bool = False, prior: Path | None = None,
                 sd: float | None = None, margin: float = 1.0, target_power: float | None = None,
                 effect: float | None = None, gpu_budget: float | None = None, familywise: str = "holm",
-                sims: int = 400) -> dict[str, Any]:
+                sims: int = 400) -> PlanReport:
     """The accounting of `runs` plus `duration` on `gpus` (default: the campaign's nodes × GPUs per node),
     `runs` (with `with_runs`), `power` (with `prior` records or a stated `sd`) and `sequential_plan` (with a
     `target_power` for a real `effect`, checked against `gpu_budget` GPU-hours). Bad records or settings for the
@@ -33,26 +68,23 @@ def plan_report(spec, runs: list, *, gpus: int | None = None, with_runs: bool = 
     acc = accounting(spec, runs)
     n_gpus = gpus or spec.compute.nodes * spec.compute.gpus_per_node
     span = makespan_hours(runs, n_gpus)
-    acc["duration"] = {"gpus": n_gpus, "hours": span, "days": None if span is None else round(span / 24, 1),
-                       "method": DURATION_METHOD}
-    if with_runs:
-        acc["runs"] = run_rows(runs)
+    duration = Duration(n_gpus, span, None if span is None else round(span / 24, 1))
+    power = seq = None
     if prior is not None or sd is not None:
         from analysis.power import power_section
 
         with as_user_error():  # RecordsError/SuiteError are ours; a library's ValueError on the records too
-            acc["power"] = power_section([r.flat() for r in runs], margin=margin, sd=sd,
-                                         prior_path=str(prior) if prior else None, suite=spec.suite)
+            power = power_section([r.flat() for r in runs], margin=margin, sd=sd,
+                                  prior_path=str(prior) if prior else None, suite=spec.suite)
     if target_power is not None and effect is not None:
         from analysis.sequential.plan import campaign_comparisons, recommend
 
         with as_user_error():
-            comp = campaign_comparisons([r.flat() for r in runs], acc["power"]["comparisons"])
-        sp = recommend(comp, power=target_power, effect=effect, budget=gpu_budget, n_sims=sims,
-                       familywise=familywise)
-        sp["plan_gpu_h"], sp["plan_runs"] = acc["gpu_hours"], acc["total_runs"]
-        sp["ratio_to_plan_gpu_h"] = (sp["recommended"]["gpu_h"] / acc["gpu_hours"]
-                                     if sp["recommended"] and acc["gpu_hours"] else None)
-        acc["sequential_plan"] = sp
-    return acc
+            comp = campaign_comparisons([r.flat() for r in runs], (power or {})["comparisons"])
+        seq = recommend(comp, power=target_power, effect=effect, budget=gpu_budget, n_sims=sims,
+                        familywise=familywise)
+        seq["plan_gpu_h"], seq["plan_runs"] = acc.gpu_hours, acc.total_runs
+        seq["ratio_to_plan_gpu_h"] = (seq["recommended"]["gpu_h"] / acc.gpu_hours
+                                      if seq["recommended"] and acc.gpu_hours else None)
+    return PlanReport(acc, duration, run_rows(runs) if with_runs else None, power, seq)
 
