@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from analysis.power import power_section  # noqa: E402
 from analysis.sequential.plan import campaign_comparisons, evaluate, headline, recommend  # noqa: E402
-from orchestrator.grid import accounting  # noqa: E402
+from orchestrator.accounting import accounting  # noqa: E402
 from orchestrator.session import plan  # noqa: E402
 
 RECORDS = REPO.parent / "shared" / "data" / "released_runs_171.csv"

@@ -12,7 +12,8 @@ from rich.table import Table
 from cli.console import err, out
 
 if TYPE_CHECKING:
-    from orchestrator.grid import Accounting, RunSpec
+    from orchestrator.accounting import Accounting
+    from orchestrator.grid import RunSpec
     from orchestrator.plan_report import PlanReport
     from orchestrator.spec import CampaignSpec
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -18,7 +17,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from evaluation.settings import EvaluationOptions
-from policies import MECHANISMS, mechanism_of
+from policies import mechanism_of
 from training.config import ModelConfig, RecipeConfig
 from wtcommon.config_fields import ConfigFieldError, MappingConfig
 from wtcommon.files import load_yaml_mapping
@@ -289,7 +288,7 @@ def policy_mechanism(policy: str, config_root: Path | None = None) -> str:
     for c in candidates:
         if c.is_file():
             mech = mechanism_of(load_yaml_mapping(c, what="policy file", error=SpecError), p.stem)
-            return mech if mech in MECHANISMS else "unknown"
+            return "unknown" if mech is None else mech.value
     return "unknown"
 
 
@@ -371,138 +370,3 @@ def expand(spec: CampaignSpec, *, data_root: Path | None = None) -> list[RunSpec
         )
     runs.sort(key=lambda r: r.seed)  # stable: seed-major, spec order within a seed
     return runs
-
-
-def missing_references(runs: list[RunSpec]) -> list[str]:
-    """Runs whose campaign-local reference (same group, model, regime, steps, seed) is not planned."""
-    have = {(r.group, r.model, r.regime, r.steps, r.seed, r.policy.name) for r in runs}
-    return [
-        r.run_id for r in runs
-        if r.reference and (r.group, r.model, r.regime, r.steps, r.seed, r.reference) not in have
-    ]
-
-
-@dataclass(frozen=True)
-class Accounting:
-    """What a planned campaign holds and costs (`accounting`): run counts by sub-campaign, record campaign,
-    model, policy, seed and regime; training GPU-hours (total, by sub-campaign, by model); the checkpoints
-    evaluated and their GPU-hours; the seeds of each policy x model; the YAMLs' assumptions; runs lacking their
-    reference; and the sub-campaigns whose declared run count the (overridden) grid no longer has."""
-
-    campaign: str
-    total_runs: int
-    by_sub_campaign: dict[str, int]
-    expected_runs_mismatch: dict[str, dict[str, int]]
-    by_campaign_label: dict[str, int]
-    by_model: dict[str, int]
-    by_policy: dict[str, int]
-    by_seed: dict[str, int]
-    by_regime: dict[str, int]
-    gpu_hours: float
-    gpu_hours_by_sub_campaign: dict[str, float]
-    gpu_hours_by_model: dict[str, float]
-    eval_checkpoints: int
-    eval_sample_factor: float | None
-    eval_gpu_hours: float | None
-    matrix: dict[str, dict[str, list[int]]]
-    assumptions: list[dict[str, Any]]
-    missing_references: list[str]
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form (`campaign plan --format json`), keys in field order."""
-        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
-
-
-def accounting(spec: CampaignSpec, runs: list[RunSpec]) -> Accounting:
-    """Counts by sub-campaign, model, policy, seed; GPU-hours = Σ per-model hours × GPUs.
-
-    The estimate uses `compute.models.<m>.{gpus,hours}` (defaults `compute.gpus_per_run`,
-    `compute.hours_per_run`): wall hours per run on its GPUs, times the GPUs it holds.
-    """
-    by = lambda attr: dict(sorted(Counter(getattr(r, attr) for r in runs).items()))  # noqa: E731
-    gpu_h: defaultdict[str, float] = defaultdict(float)
-    for r in runs:
-        gpu_h[r.sub_campaign] += r.gpus * r.est_hours
-    subs = spec.resolved_sub_campaigns()
-    by_sub = {s: sum(1 for r in runs if r.sub_campaign == s) for s in subs}
-    mismatch = {s: {"expected": sub.expected_runs, "planned": by_sub[s]} for s, sub in subs.items()
-                if sub.expected_runs is not None and sub.expected_runs != by_sub[s]}
-    if spec.expected_runs is not None and spec.expected_runs != len(runs):
-        mismatch["total"] = {"expected": spec.expected_runs, "planned": len(runs)}
-    gpu_h_model: defaultdict[str, float] = defaultdict(float)
-    for r in runs:
-        gpu_h_model[r.model] += r.gpus * r.est_hours
-    ckpts = sum(checkpoints_evaluated(r) for r in runs)
-    per_ckpt = spec.compute.eval_gpu_hours_per_checkpoint  # one greedy single pass of the suite
-    factor = eval_sample_factor(spec.suite)
-    matrix: dict[str, dict[str, list[int]]] = {}
-    for r in runs:
-        matrix.setdefault(r.policy.name, {}).setdefault(r.model, []).append(r.seed)
-    assumptions = [{"where": "campaign", **a.model_dump()} for a in spec.assumptions]
-    for name, sub in spec.sub_campaigns.items():
-        assumptions += [{"where": f"sub_campaigns.{name}", **a.model_dump()} for a in sub.assumptions]
-    return Accounting(
-        campaign=spec.name,
-        total_runs=len(runs),
-        by_sub_campaign=by_sub,
-        expected_runs_mismatch=mismatch,
-        by_campaign_label=by("group"),
-        by_model=by("model"),
-        by_policy=dict(sorted(Counter(r.policy.name for r in runs).items())),
-        by_seed={str(k): v for k, v in by("seed").items()},
-        by_regime={k or "standard": v for k, v in by("regime").items()},
-        gpu_hours=round(sum(gpu_h.values()), 1),
-        gpu_hours_by_sub_campaign={k: round(v, 1) for k, v in gpu_h.items()},
-        gpu_hours_by_model={k: round(v, 1) for k, v in sorted(gpu_h_model.items())},
-        eval_checkpoints=ckpts,
-        eval_sample_factor=factor,
-        eval_gpu_hours=None if per_ckpt is None else round(ckpts * per_ckpt * (factor or 1.0), 1),
-        matrix={p: {m: sorted(s) for m, s in ms.items()} for p, ms in matrix.items()},
-        assumptions=assumptions,
-        missing_references=missing_references(runs),
-    )
-
-
-def eval_sample_factor(suite: str) -> float | None:
-    """Evaluation tokens of the suite's decoding relative to a greedy single pass (k samples cost k x the tokens
-    of their benchmark), which scales `compute.eval_gpu_hours_per_checkpoint`; None if the suite cannot be read
-    (preflight reports that)."""
-    from evaluation.suite import SuiteError, load_suite
-
-    try:
-        return round(load_suite(suite).sample_token_factor(), 4)
-    except (SuiteError, OSError):
-        return None
-
-
-def checkpoints_evaluated(r: RunSpec) -> int:
-    """Checkpoints the evaluate stage scores for a run: every saved one with `evaluation.all_checkpoints`,
-    else the final one."""
-    if r.evaluation.all_checkpoints:
-        return max(1, r.steps // max(1, r.save_freq))
-    return 1
-
-
-CPU_SLOTS = 2  # concurrent jobs of a GPU-less campaign (the scheduler's default, orchestrator.session)
-
-
-def makespan_hours(runs: list[RunSpec], gpus: int, cpu_slots: int = CPU_SLOTS) -> float | None:
-    """Wall hours to run every training job on `gpus` GPUs: longest-first list scheduling, each run holding its
-    GPUs for its estimated hours (what the scheduler does, without failures). None when a run needs more GPUs
-    than exist. A campaign whose runs need no GPU (CPU) runs `cpu_slots` jobs at a time."""
-    import heapq
-
-    if any(r.gpus > gpus for r in runs):
-        return None
-    cpu = all(r.gpus == 0 for r in runs)
-    slots = cpu_slots if cpu else gpus
-    if slots <= 0:
-        return None
-    free = [0.0] * slots  # time each GPU (or CPU slot) becomes free
-    for r in sorted(runs, key=lambda r: (-r.est_hours * max(r.gpus, 1), r.run_id)):
-        need = 1 if cpu else max(r.gpus, 1)
-        picked = [heapq.heappop(free) for _ in range(need)]
-        start = max(picked)
-        for _ in range(need):
-            heapq.heappush(free, start + r.est_hours)
-    return round(max(free), 1)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from wtcommon.errors import as_user_error
 
 if TYPE_CHECKING:
-    from orchestrator.grid import Accounting
+    from orchestrator.accounting import Accounting
 
 DURATION_METHOD = ("longest-first list scheduling of the runs' estimated hours on the GPUs; no failures, retries "
                    "or evaluation time")
@@ -63,7 +63,7 @@ def plan_report(spec, runs: list, *, gpus: int | None = None, with_runs: bool = 
     `runs` (with `with_runs`), `power` (with `prior` records or a stated `sd`) and `sequential_plan` (with a
     `target_power` for a real `effect`, checked against `gpu_budget` GPU-hours). Bad records or settings for the
     power table raise `UserError` (exit 2) with the library's message."""
-    from orchestrator.grid import accounting, makespan_hours
+    from orchestrator.accounting import accounting, makespan_hours
 
     acc = accounting(spec, runs)
     n_gpus = gpus or spec.compute.nodes * spec.compute.gpus_per_node

@@ -16,7 +16,7 @@ from typing import Any
 
 from orchestrator.spec import CampaignSpec, SpecError, shipped_config_root
 from orchestrator.spec_fields import PolicyVariant, check_name, is_policy_path, policy_entry_name
-from policies import MECHANISMS, mechanism_of
+from policies import MECHANISMS, declared_mechanism, mechanism_of
 from wtcommon.files import load_yaml_mapping
 
 def policy_dirs(config_root: str | Path | None) -> list[Path]:
@@ -180,6 +180,7 @@ def resolve_policy(entry: str | PolicyVariant, spec: CampaignSpec, key: str) -> 
         if is_policy_path(entry):
             cfg = {**cfg, "name": name}  # a policy named by path runs under its file's name
     mech = mechanism_of(cfg, name)
-    if mech not in MECHANISMS:
-        raise SpecError(f"{path}: key 'mechanism': '{mech}' is not one of {'|'.join(MECHANISMS)}")
-    return name, cfg, mech
+    if mech is None:
+        raise SpecError(f"{path}: key 'mechanism': '{declared_mechanism(cfg, name)}' is not one of "
+                        f"{'|'.join(MECHANISMS)}")
+    return name, cfg, mech.value  # stored as its text: run keys hash the spec's JSON

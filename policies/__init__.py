@@ -2,7 +2,7 @@
 
 Contract 2: `from policies import StepBatch, load_policy, DomainSampler`.
 
-`MECHANISMS` and `mechanism_of` are plain data, imported at once: the campaign grid and the records schema
+`Mechanism`, `MECHANISMS` and `mechanism_of` are plain data, imported at once: the campaign grid and the records schema
 name mechanisms without paying for torch. Everything else loads on first use (PEP 562), and loading any of
 it imports the policy loader, which registers every shipped scorer and actuator, as a plain import did.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from policies.mechanisms import MECHANISMS, mechanism_of
+from policies.mechanisms import MECHANISMS, Mechanism, declared_mechanism, mechanism_of
 
 if TYPE_CHECKING:
     from policies.advantages import grpo_advantages
@@ -34,7 +34,7 @@ _LAZY = {
 __all__ = [
     "StepBatch", "dense_ids", "load_policy", "DataPolicy", "PolicyResult", "PolicyConfigError", "DomainSampler",
     "is_inert", "register_scorer", "register_actuator", "Param", "SCORERS", "ACTUATORS", "grpo_advantages",
-    "MECHANISMS", "mechanism_of",
+    "MECHANISMS", "Mechanism", "declared_mechanism", "mechanism_of",
 ]
 
 

@@ -17,9 +17,22 @@ fix the pool themselves (`REFUSED_WITH_MIXER`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
-MECHANISMS = ("none", "select", "reweight", "mix", "curriculum")
+
+class Mechanism(StrEnum):
+    """How a policy acts on training (module docstring). A member is its stored string (`Mechanism.select ==
+    "select"`), so specs, ledgers and records keep plain text while code compares members."""
+
+    none = "none"
+    select = "select"
+    reweight = "reweight"
+    mix = "mix"
+    curriculum = "curriculum"
+
+
+MECHANISMS = tuple(m.value for m in Mechanism)
 
 # The mechanisms a policy's `curriculum:` block may sit beside ("none" is the baseline: it takes none).
 CURRICULUM_COMPOSES = ("curriculum", "select", "reweight", "mix")
@@ -31,9 +44,15 @@ REFUSED_WITH_MIXER = {
 }
 
 
-def mechanism_of(cfg: Mapping[str, Any], name: str | None = None) -> str:
-    """The mechanism a policy config declares, as text: its `mechanism` key; without one, "none" for the policy
-    named `baseline` (`name`, else the config's own `name`) and "" for any other, which is no mechanism (a
-    caller refuses it against `MECHANISMS`)."""
+def declared_mechanism(cfg: Mapping[str, Any], name: str | None = None) -> str:
+    """The mechanism a policy config declares, as written: its `mechanism` key; without one, "none" for the
+    policy named `baseline` (`name`, else the config's own `name`) and "" for any other (for messages)."""
     policy = cfg.get("name") if name is None else name
     return str(cfg.get("mechanism", "none" if policy == "baseline" else ""))
+
+
+def mechanism_of(cfg: Mapping[str, Any], name: str | None = None) -> Mechanism | None:
+    """The `Mechanism` a policy config declares (`declared_mechanism`), or None when it declares none or one
+    outside the set (the caller refuses it, naming `declared_mechanism`)."""
+    text = declared_mechanism(cfg, name)
+    return Mechanism(text) if text in MECHANISMS else None

@@ -12,12 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
 from analysis.report import build_report
 from analysis.tables import CONFIG_TABLES, EXTRA_TABLES, TABLE_NAMES
-from cli import analysis_commands
+from tests.analysis.cli_app import invoke
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
@@ -27,14 +25,6 @@ DOMAINS = {"math": ["math500", "aime24", "olympiadbench", "minerva_math", "gsm8k
            "science": ["gpqa_diamond", "mmlu_pro_chemistry", "mmlu_pro_physics"]}
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    analysis_commands.register(app)
-    return app
-
-
-def _invoke(*args: str):
-    return CliRunner().invoke(_app(), list(args))
 
 
 def _released(campaign: str, model: str, method: str) -> list[dict[str, str]]:
@@ -47,7 +37,7 @@ def _db12(r: dict[str, str]) -> float:
 
 
 def test_tables_all_prints_every_table_with_hand_checked_cells() -> None:
-    res = _invoke("tables", str(RELEASED), "--table", "all", "--wide", "--resamples", "500")
+    res = invoke("tables", str(RELEASED), "--table", "all", "--wide", "--resamples", "500")
     assert res.exit_code == 0, res.output
     for spec in CONFIG_TABLES:
         assert f"## {spec.title}" in res.output
@@ -69,7 +59,7 @@ def test_tables_all_prints_every_table_with_hand_checked_cells() -> None:
 @pytest.mark.parametrize("fmt", ["latex", "csv"])
 def test_tables_other_formats(fmt: str, tmp_path: Path) -> None:
     tabs = "main_05b,paired" if fmt == "latex" else "main_05b"  # CSV on stdout holds one table
-    res = _invoke("tables", str(RELEASED), "--table", tabs, "--format", fmt, "--resamples", "200")
+    res = invoke("tables", str(RELEASED), "--table", tabs, "--format", fmt, "--resamples", "200")
     assert res.exit_code == 0, res.output
     vals = [_db12(r) for r in _released("main", "Qwen2.5-0.5B-Instruct", "gfpo")]
     if fmt == "latex":
@@ -81,17 +71,17 @@ def test_tables_other_formats(fmt: str, tmp_path: Path) -> None:
         assert float(g["DB-12_mean"]) == pytest.approx(statistics.mean(vals), abs=1e-9)
         assert float(g["DB-12_sd"]) == pytest.approx(statistics.stdev(vals), abs=1e-9)
     out = tmp_path / "tabs"
-    res = _invoke("tables", str(RELEASED), "--format", fmt, "--out", str(out), "--resamples", "200")
+    res = invoke("tables", str(RELEASED), "--format", fmt, "--out", str(out), "--resamples", "200")
     assert res.exit_code == 0
     assert sorted(p.stem for p in out.iterdir()) == sorted(TABLE_NAMES)
 
 
 def test_unknown_table_and_bad_format_exit_2() -> None:
-    assert _invoke("tables", str(RELEASED), "--table", "figure9").exit_code == 2
-    assert _invoke("tables", str(RELEASED), "--format", "xlsx").exit_code == 2
-    assert _invoke("compare", str(RELEASED), "--reference-map", "topk").exit_code == 2
-    assert _invoke("compare", str(RELEASED), "--aggregate", "Nope-3").exit_code == 2
-    assert _invoke("sensitivity", str(RELEASED), "--model", "GPT-5").exit_code == 2
+    assert invoke("tables", str(RELEASED), "--table", "figure9").exit_code == 2
+    assert invoke("tables", str(RELEASED), "--format", "xlsx").exit_code == 2
+    assert invoke("compare", str(RELEASED), "--reference-map", "topk").exit_code == 2
+    assert invoke("compare", str(RELEASED), "--aggregate", "Nope-3").exit_code == 2
+    assert invoke("sensitivity", str(RELEASED), "--model", "GPT-5").exit_code == 2
 
 
 COMPARISON_KEYS = {
@@ -104,7 +94,7 @@ COMPARISON_KEYS = {
 
 
 def test_compare_json_shape_and_values() -> None:
-    res = _invoke("compare", str(RELEASED), "--campaign", "main", "--model", "Qwen2.5-7B-Instruct",
+    res = invoke("compare", str(RELEASED), "--campaign", "main", "--model", "Qwen2.5-7B-Instruct",
                   "--aggregate", "DB-12", "--margin", "1.0", "--json", "--resamples", "500")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
@@ -129,7 +119,7 @@ def test_compare_json_shape_and_values() -> None:
 
 def test_released_records_have_no_zero_p_and_no_95_label_at_n3() -> None:
     """issue 12 "done when": no p = 0 anywhere, no bootstrap row labelled 95% at n = 3 (tables and JSON)."""
-    res = _invoke("compare", str(RELEASED), "--detail", "--margin", "0.5", "--json", "--resamples", "200")
+    res = invoke("compare", str(RELEASED), "--detail", "--margin", "0.5", "--json", "--resamples", "200")
     assert res.exit_code == 0, res.output
     rows = json.loads(res.output)["comparisons"]
     assert len(rows) == 893
@@ -141,14 +131,14 @@ def test_released_records_have_no_zero_p_and_no_95_label_at_n3() -> None:
               == ("main", "Qwen2.5-0.5B-Instruct", "ar", "kk_hard"))
     assert kk["sd"] == 0 and kk["sd_floored"] and kk["p_t"] == pytest.approx(0.25) and kk["t_lo"] < kk["t_hi"]
     assert kk["sd_used"] == pytest.approx(100 / 200 / 2)
-    tab = _invoke("tables", str(RELEASED), "--table", "paired", "--wide", "--resamples", "200")
+    tab = invoke("tables", str(RELEASED), "--table", "paired", "--wide", "--resamples", "200")
     header = tab.output.split("| policy")[1].split("\n")[0]
     assert tab.exit_code == 0 and "bootstrap 95%" not in tab.output and "range / bootstrap CI (coverage)" in header
     assert "(range 75.0%)" in tab.output and "≥ 0.250" in tab.output and "small n:" in tab.output
 
 
 def test_sensitivity_json_shape() -> None:
-    res = _invoke("sensitivity", str(RELEASED), "--campaign", "crossfamily", "--json", "--resamples", "200")
+    res = invoke("sensitivity", str(RELEASED), "--campaign", "crossfamily", "--json", "--resamples", "200")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     assert [g["model"] for g in doc["groups"]] == sorted(["Llama-3.1-8B-base", "Qwen2.5-14B-base", "Qwen2.5-7B-base"])
@@ -182,7 +172,7 @@ def test_report_is_self_contained_and_renders_in_chromium(tmp_path: Path) -> Non
 
 def test_report_command_writes_file_with_the_verdict_table_first(tmp_path: Path) -> None:
     out = tmp_path / "r.html"
-    res = _invoke("report", str(RELEASED), "--out", str(out), "--resamples", "200", "--margin", "0.5")
+    res = invoke("report", str(RELEASED), "--out", str(out), "--resamples", "200", "--margin", "0.5")
     assert res.exit_code == 0, res.output
     assert out.stat().st_size > 10_000 and out.read_text().startswith("<!DOCTYPE html>")
     doc = out.read_text()
@@ -203,7 +193,7 @@ def test_tables_all_on_a_two_policy_campaign(tmp_path: Path) -> None:
         w = csv.DictWriter(out, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    res = _invoke("tables", str(f), "--table", "all")
+    res = invoke("tables", str(f), "--table", "all")
     assert res.exit_code == 0, res.output
     assert "gfpo" in res.output and "leave" in res.output.lower()
 
@@ -242,7 +232,7 @@ def test_no_formable_pair_exits_2_with_the_reason(tmp_path: Path, case: str, edi
                     and r["method"] in methods, edit)
     for args in (["compare", str(f)], ["verdicts", str(f)], ["tables", str(f), "--table", "paired"],
                  ["tables", str(f)], ["report", str(f), "--out", str(tmp_path / f"{case}.html")]):
-        res = _invoke(*args)
+        res = invoke(*args)
         assert res.exit_code == 2, (args, res.output)
         assert "no method-vs-reference pair" in res.output and why in res.output, res.output
         assert "Traceback" not in res.output
@@ -253,19 +243,19 @@ def test_out_never_clobbers_and_never_equals_an_input(tmp_path: Path) -> None:
     f = _subset_csv(tmp_path, "two.csv", lambda r: r["campaign"] == "main" and r["model"] == "Qwen2.5-7B-Instruct"
                     and r["method"] in ("baseline", "gfpo"))
     before = f.read_bytes()
-    res = _invoke("report", str(f), "--out", str(f), "--force")
+    res = invoke("report", str(f), "--out", str(f), "--force")
     assert res.exit_code == 2 and "is an input" in res.output and f.read_bytes() == before
     out = tmp_path / "r.html"
     out.write_text("keep me")
-    res = _invoke("report", str(f), "--out", str(out), "--resamples", "100")
+    res = invoke("report", str(f), "--out", str(out), "--resamples", "100")
     assert res.exit_code == 2 and "--force" in res.output and out.read_text() == "keep me"
-    assert _invoke("report", str(f), "--out", str(out), "--resamples", "100", "--force").exit_code == 0
+    assert invoke("report", str(f), "--out", str(out), "--resamples", "100", "--force").exit_code == 0
     assert out.read_text().startswith("<!DOCTYPE html>")
     tabs = tmp_path / "tabs"
-    assert _invoke("tables", str(f), "--table", "paired", "--out", str(tabs), "--resamples", "100").exit_code == 0
-    res = _invoke("tables", str(f), "--table", "paired", "--out", str(tabs), "--resamples", "100")
+    assert invoke("tables", str(f), "--table", "paired", "--out", str(tabs), "--resamples", "100").exit_code == 0
+    res = invoke("tables", str(f), "--table", "paired", "--out", str(tabs), "--resamples", "100")
     assert res.exit_code == 2 and "paired.md" in res.output and "--force" in res.output
-    assert _invoke("tables", str(f), "--table", "paired", "--out", str(tabs), "--force", "--resamples",
+    assert invoke("tables", str(f), "--table", "paired", "--out", str(tabs), "--force", "--resamples",
                    "100").exit_code == 0
-    res = _invoke("tables", str(f), "--out", str(f))
+    res = invoke("tables", str(f), "--out", str(f))
     assert res.exit_code == 2 and "takes a folder" in res.output

@@ -9,42 +9,25 @@ files land beside the records; the report shows every benchmark's recall rate be
 memory-sensitive verdict; verdicts restricted by the rate state what they kept. The fixture data are the tiny
 model's synthetic items (clean_arith's file among them), so the rates are whatever this model recalls of them:
 the memorized-vs-clean contrast itself is tests/evaluation/test_memorization.py's. Cost: 4 local runs (4 steps)
-+ 4 evaluations + one probe of 13 x 8 items, ~3 min of both cores."""
++ 4 evaluations + one probe of 13 x 8 items: 85 s on the 2-core machine."""
 
 from __future__ import annotations
 
+import io
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
+from tests.analysis.fixture_campaign import CAMPAIGN, fixture_campaign, submit
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def test_a_campaign_with_memorization_true_reports_rates_beside_its_deltas(tmp_path, head):
-    from evaluation.benchmark_data import write_manifest
-    from training.synthetic import write_eval_fixtures
-
-    addr, tok = head
-    env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(tok), "RAY_AUTH_MODE": "token"}
-    wd = tmp_path / "wd"
-    paths = write_eval_fixtures(wd / "data" / "eval", seed=42, n_items=8, suite="db12_clean")
-    write_manifest(wd / "data" / "eval", sorted(paths), kind="fixture")
-    spec = yaml.safe_load((REPO / "campaigns" / "demo.yaml").read_text())
-    spec.update(name="memo", suite="db12_clean", policies=["baseline", "gfpo"], seeds=[1, 2], steps=4, save_freq=4)
-    spec["evaluation"] = {**spec["evaluation"], "fixture_items": 8, "memorization": True}
-    camp = tmp_path / "memo.yaml"
-    camp.write_text(yaml.safe_dump(spec, sort_keys=False))
-    res = subprocess.run([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd),
-                          "--max-parallel", "2"], env=env, capture_output=True, text=True, timeout=1500)
+    wd, camp = fixture_campaign(tmp_path, "memo", "db12_clean", evaluation={"memorization": True})
+    res = submit(camp, wd, head)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
     assert "memorization probe of tiny_qwen2" in res.stdout + res.stderr
 
@@ -63,7 +46,6 @@ def test_a_campaign_with_memorization_true_reports_rates_beside_its_deltas(tmp_p
     doc = out.read_text()
     sec = doc[doc.index("id='memorization'"):]
     sec = sec[:sec.index("</details>")]
-    import io
 
     table, flags = pd.read_html(io.StringIO(sec))
     table = table.set_index("benchmark")

@@ -14,25 +14,15 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-import typer
-from typer.testing import CliRunner
 
 from analysis.records import normalise_records, write_records
-from cli import analysis_commands
+from tests.analysis.cli_app import invoke
 from evaluation.suite import load_suite
 
 SUITE = load_suite("db12_clean")
 RECALLED = {"math500": 0.8, "aime24": 0.7}  # every other benchmark: 0.0
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    analysis_commands.register(app)
-    return app
-
-
-def _invoke(*args: str):
-    return CliRunner().invoke(_app(), list(args))
 
 
 def _records(path) -> None:
@@ -73,7 +63,7 @@ def campaign_results(tmp_path):
 
 def test_the_report_shows_rates_beside_each_delta_and_flags_the_recall_gain(campaign_results, tmp_path):
     out = tmp_path / "report.html"
-    res = _invoke("report", str(campaign_results), "--suite", "db12_clean", "--out", str(out), "--resamples", "200")
+    res = invoke("report", str(campaign_results), "--suite", "db12_clean", "--out", str(out), "--resamples", "200")
     assert res.exit_code == 0, res.output
     doc = out.read_text()
     sec = doc[doc.index("id='memorization'"):]
@@ -94,12 +84,12 @@ def test_a_report_without_a_probe_has_no_memorization_section(tmp_path):
     rec = tmp_path / "records.parquet"
     _records(rec)
     out = tmp_path / "report.html"
-    assert _invoke("report", str(rec), "--suite", "db12_clean", "--out", str(out), "--resamples", "200").exit_code == 0
+    assert invoke("report", str(rec), "--suite", "db12_clean", "--out", str(out), "--resamples", "200").exit_code == 0
     assert "id='memorization'" not in out.read_text()
 
 
 def test_verdicts_restricted_to_benchmarks_under_the_rate_say_so(campaign_results):
-    res = _invoke("verdicts", str(campaign_results), "--suite", "db12_clean", "--max-memorization", "0.5",
+    res = invoke("verdicts", str(campaign_results), "--suite", "db12_clean", "--max-memorization", "0.5",
                   "--resamples", "200", "--json")
     assert res.exit_code == 0, res.output
     body = json.loads(res.output)
@@ -108,10 +98,10 @@ def test_verdicts_restricted_to_benchmarks_under_the_rate_say_so(campaign_result
     assert set(mem["dropped"]) == {"math500", "aime24"} and len(mem["kept"]) == 10
     v = {r["policy"]: r["verdict"] for r in body["verdicts"]}
     assert v["broad"] == "better" and v["recall"] != "better"  # the recall gain is gone once they are out
-    text = _invoke("verdicts", str(campaign_results), "--suite", "db12_clean", "--max-memorization", "0.5",
+    text = invoke("verdicts", str(campaign_results), "--suite", "db12_clean", "--max-memorization", "0.5",
                    "--resamples", "200").output
     assert text.startswith("DB-12[mem<0.5]: DB-12 restricted") and "math500 (recall 0.80)" in text
-    whole = json.loads(_invoke("verdicts", str(campaign_results), "--suite", "db12_clean", "--resamples", "200",
+    whole = json.loads(invoke("verdicts", str(campaign_results), "--suite", "db12_clean", "--resamples", "200",
                                "--json").output)
     assert {r["policy"]: r["verdict"] for r in whole["verdicts"]}["recall"] == "better"
     assert whole["memorization"] is None
@@ -120,8 +110,8 @@ def test_verdicts_restricted_to_benchmarks_under_the_rate_say_so(campaign_result
 def test_max_memorization_without_a_probe_exits_2_naming_where_it_looked(tmp_path):
     rec = tmp_path / "records.parquet"
     _records(rec)
-    res = _invoke("verdicts", str(rec), "--suite", "db12_clean", "--max-memorization", "0.5")
+    res = invoke("verdicts", str(rec), "--suite", "db12_clean", "--max-memorization", "0.5")
     assert res.exit_code == 2 and "no memorization probe beside" in res.output
-    res = _invoke("verdicts", str(rec), "--suite", "db12_clean", "--max-memorization", "0.5",
+    res = invoke("verdicts", str(rec), "--suite", "db12_clean", "--max-memorization", "0.5",
                   "--memorization", str(tmp_path / "nope.json"))
     assert res.exit_code == 2 and "no such file or folder" in res.output

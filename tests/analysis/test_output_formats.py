@@ -14,33 +14,25 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import typer
 from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from analysis.table_formats import LATEX_REQUIRES, MISSING, Table, _md, latex_escape, render_table
 from cli import analysis_commands
+from tests.analysis.cli_app import analysis_app, invoke
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
 needs_records = pytest.mark.skipif(not RELEASED.is_file(), reason="../shared/data/released_runs_171.csv not present")
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    analysis_commands.register(app)
-    return app
-
-
-def _invoke(*args: str):
-    return CliRunner().invoke(_app(), list(args))
 
 
 @cache
 def _out(*args: str) -> str:
     """stdout of a successful command on the released records (cached: several tests read one output)."""
-    res = CliRunner().invoke(_app(), [args[0], str(RELEASED), *args[1:], "--resamples", "200"])
+    res = CliRunner().invoke(analysis_app(), [args[0], str(RELEASED), *args[1:], "--resamples", "200"])
     assert res.exit_code == 0, res.output
     return res.stdout
 
@@ -119,7 +111,7 @@ def test_json_flag_is_an_alias_of_format_json(cmd: str) -> None:
     assert _out(cmd, "--json", "--campaign", "crossfamily") == _out(cmd, "--format", "json", "--campaign",
                                                                     "crossfamily")
     json.loads(_out(cmd, "--json", "--campaign", "crossfamily"))
-    res = _invoke(cmd, str(RELEASED), "--json", "--format", "csv")
+    res = invoke(cmd, str(RELEASED), "--json", "--format", "csv")
     assert res.exit_code == 2 and "--json means --format json" in res.output
 
 
@@ -133,7 +125,7 @@ def test_tables_json_is_one_document_with_every_table() -> None:
 @needs_records
 @pytest.mark.parametrize("cmd", ["tables", "sensitivity"])
 def test_several_csv_tables_on_stdout_are_refused_with_the_fix(cmd: str) -> None:
-    res = _invoke(cmd, str(RELEASED), "--format", "csv")
+    res = invoke(cmd, str(RELEASED), "--format", "csv")
     assert res.exit_code == 2 and "--table NAME" in res.output and "--out FOLDER" in res.output
 
 
@@ -163,25 +155,25 @@ def test_out_is_a_file_for_single_output_commands_and_a_folder_for_multi_table_o
     f = tmp_path / "a_file.txt"
     f.write_text("keep me")
     for cmd in ("compare", "verdicts", "report"):
-        res = _invoke(cmd, str(RELEASED), "--out", str(tmp_path), "--resamples", "200")
+        res = invoke(cmd, str(RELEASED), "--out", str(tmp_path), "--resamples", "200")
         assert res.exit_code == 2 and ("is a folder" in res.output or "is a directory" in res.output), res.output
     for cmd in ("tables", "sensitivity"):
-        res = _invoke(cmd, str(RELEASED), "--out", str(f), "--resamples", "200")
+        res = invoke(cmd, str(RELEASED), "--out", str(f), "--resamples", "200")
         assert res.exit_code == 2 and "takes a folder" in res.output, (cmd, res.output)
     assert f.read_text() == "keep me"
     target = tmp_path / "v.csv"
-    res = _invoke("verdicts", str(RELEASED), "--format", "csv", "--out", str(target), "--resamples", "200")
+    res = invoke("verdicts", str(RELEASED), "--format", "csv", "--out", str(target), "--resamples", "200")
     assert res.exit_code == 0 and res.stdout == "" and len(pd.read_csv(target)) == 45
-    res = _invoke("verdicts", str(RELEASED), "--format", "csv", "--out", str(target), "--resamples", "200")
+    res = invoke("verdicts", str(RELEASED), "--format", "csv", "--out", str(target), "--resamples", "200")
     assert res.exit_code == 2 and "--force" in res.output
     folder = tmp_path / "sens"
-    res = _invoke("sensitivity", str(RELEASED), "--campaign", "crossfamily", "--format", "csv", "--out", str(folder),
+    res = invoke("sensitivity", str(RELEASED), "--campaign", "crossfamily", "--format", "csv", "--out", str(folder),
                   "--resamples", "200")
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in folder.iterdir()) == ["leave_one_out.csv", "rank_correlations.csv",
                                                          "seed_stability.csv"]
     for cmd in ("tables", "compare", "sensitivity", "verdicts", "report"):
-        assert "--out" in _invoke(cmd, "--help").output
+        assert "--out" in invoke(cmd, "--help").output
 
 
 def test_one_resample_default_for_every_command() -> None:
@@ -237,7 +229,7 @@ def test_status_format_json_is_the_json_flag_and_table_is_the_matrix(tmp_path: P
 
 @pytest.mark.parametrize("cmd", ["tables", "compare", "sensitivity", "verdicts", "report"])
 def test_help_metavars_read_as_values(cmd: str) -> None:
-    text = CliRunner().invoke(_app(), [cmd, "--help"], env={"COLUMNS": "160"}).output
+    text = CliRunner().invoke(analysis_app(), [cmd, "--help"], env={"COLUMNS": "160"}).output
     assert "RECORDS" in text and "{records}" not in text
     opts = [ln for ln in text.splitlines() if "--" in ln and "--help" not in ln]
     assert opts and not [ln for ln in opts if any(t in ln for t in ("<bool>", "<str>", "<int>", "<float>", "<list"))]
@@ -307,7 +299,7 @@ def test_compare_of_a_small_campaign_fits_one_screen(tmp_path: Path) -> None:
     small = tmp_path / "small.csv"
     df[(df["campaign"] == "main") & (df["model"] == "Qwen2.5-7B-Instruct") & df["method"].isin(["baseline", "gfpo"])
        ].to_csv(small, index=False)
-    res = _invoke("compare", str(small), "--resamples", "200")
+    res = invoke("compare", str(small), "--resamples", "200")
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
     assert len(lines) <= 40 and max(map(len, lines)) <= 120, (len(lines), res.stdout)

@@ -10,38 +10,19 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
-REPO = Path(__file__).resolve().parents[2]
-CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
+from tests.analysis.fixture_campaign import CAMPAIGN, fixture_campaign, submit
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def test_a_sampled_campaign_reports_its_variance_split(tmp_path, head):
-    from evaluation.benchmark_data import write_manifest
-    from training.synthetic import write_eval_fixtures
-
-    addr, tok = head
-    env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(tok), "RAY_AUTH_MODE": "token"}
-    wd = tmp_path / "wd"
-    paths = write_eval_fixtures(wd / "data" / "eval", seed=42, n_items=8, suite="db12_sampled")
-    write_manifest(wd / "data" / "eval", sorted(paths), kind="fixture")
-    spec = yaml.safe_load((REPO / "campaigns" / "demo.yaml").read_text())
-    spec.update(name="sampled", suite="db12_sampled", policies=["baseline", "gfpo"], seeds=[1, 2], steps=4,
-                save_freq=4)
-    spec["evaluation"] = {**spec["evaluation"], "fixture_items": 8}
-    camp = tmp_path / "sampled.yaml"
-    camp.write_text(yaml.safe_dump(spec, sort_keys=False))
-    res = subprocess.run([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd),
-                          "--max-parallel", "2"], env=env, capture_output=True, text=True, timeout=1500)
+    wd, camp = fixture_campaign(tmp_path, "sampled", "db12_sampled")
+    res = submit(camp, wd, head)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
 
     records = wd / "results" / "sampled" / "records.parquet"

@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import app
-from orchestrator.grid import PolicyRef, RunSpec, makespan_hours
+from orchestrator.accounting import makespan_hours
+from orchestrator.grid import PolicyRef, RunSpec
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis.schema import MECHANISMS as RECORD_MECHANISMS
-from policies import MECHANISMS, PolicyConfigError, load_policy, mechanism_of
+from policies import MECHANISMS, Mechanism, PolicyConfigError, declared_mechanism, load_policy, mechanism_of
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,9 @@ def test_records_add_only_unknown_to_the_policies_mechanisms() -> None:
     ({"mechanism": "boost"}, "baseline", "boost"),  # a declared value is returned as written, for the message
 ])
 def test_mechanism_of_reads_what_the_config_declares(cfg: dict, name: str | None, expected: str) -> None:
-    assert mechanism_of(cfg, name) == expected
+    assert declared_mechanism(cfg, name) == expected
+    mech = mechanism_of(cfg, name)  # the enum member, or None for what is not one (refused by the callers)
+    assert (mech is None and expected not in MECHANISMS) or (isinstance(mech, Mechanism) and mech.value == expected)
 
 
 def test_the_loader_refuses_a_mechanism_outside_the_set() -> None:
