@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RECORDS ?= ../shared/data/released_runs_171.csv
 WORKDIR ?= work/demo
+DEMO_ARGS ?=
 PYTEST_ARGS ?=
 # pytest-xdist workers: 2, one per core. The suite is CPU-bound (measured from /proc/stat: 1.95 of the 2 cores
 # busy for the whole run), so more workers only add contention: 4 workers took 16 min 30 s and 1946 s of CPU,
@@ -33,8 +34,9 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 # The main job: campaigns/demo.yaml end to end on CPU (local Ray, SQLite ledger + MLflow, tiny model).
+# DEMO_ARGS=--timings adds where its time went; DEMO_ARGS=--all every table.
 demo: $(STAMP)
-	$(BIN)/campaign demo --workdir "$(WORKDIR)"
+	$(BIN)/campaign demo --workdir "$(WORKDIR)" $(DEMO_ARGS)
 
 # Tables and paired statistics from released run records (about 3 s).
 demo-records: $(STAMP)

@@ -67,11 +67,11 @@ POLICY_MECHANISM: dict[str, str] = {
 }
 
 # The default reference of each mechanism in paired comparisons (STUDY.md §6.2): the one mapping, also a
-# campaign's default `baselines:` (orchestrator.spec).
+# campaign's default `baselines:` (orchestrator.engine.spec).
 DEFAULT_REFERENCE: dict[str, str] = {"select": "baseline", "reweight": "baseline", "mix": "static",
                                      "curriculum": "baseline"}
 # The A/A pair (method, reference): two policies that train the same way, whose difference is the noise floor;
-# a campaign's default `aa_pair:` (orchestrator.spec).
+# a campaign's default `aa_pair:` (orchestrator.engine.spec).
 DEFAULT_AA_PAIR: tuple[str, str] = ("static", "baseline")
 
 # A configuration for comparison; runs of one configuration differ only in seed.

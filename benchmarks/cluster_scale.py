@@ -1,6 +1,6 @@
 """The paper program (campaigns/paper, 591 runs) through real Ray Jobs on a local multi-node cluster.
 
-A cluster of `--nodes` × `--gpus-per-node` logical GPUs is built on this machine (orchestrator.executor.
+A cluster of `--nodes` × `--gpus-per-node` logical GPUs is built on this machine (orchestrator.engine.executor.
 local_cluster: one `ray start` per node, own ports and temp dir, token auth); the campaign runs with the noop
 backend, each run's training sleeping its planned wall hours compressed (`--seconds-per-hour`, default 1 h → 1 s)
 and its evaluation EVAL_H hours (as benchmarks/scheduler_sim.py), driven by the real orchestrator
@@ -138,7 +138,7 @@ def _cluster_rss_mb(cluster) -> float:
     """Resident memory of every process of the cluster's nodes (shared pages counted once per process)."""
     import psutil
 
-    from orchestrator.executor.local_cluster import _processes_of, _with_children
+    from orchestrator.cluster.local_cluster import _processes_of, _with_children
 
     total = 0
     for node in cluster.nodes:
@@ -228,8 +228,8 @@ def main() -> None:
     from rich.console import Console
 
     from orchestrator.campaign import drive, submit
-    from orchestrator.executor.local_cluster import LocalCluster
-    from orchestrator.ledger.states import RunState
+    from orchestrator.cluster.local_cluster import LocalCluster
+    from orchestrator.engine.ledger.states import RunState
     from orchestrator.session import Session
 
     spec, runs, step, two_node, refused = _plan(a)

@@ -1,5 +1,5 @@
 """A SIGKILL storm over noop campaigns, each in its own work dir with its own local Ray head: orchestrators
-(`campaign submit|resume`) and stage processes (`python -m orchestrator.stages`) are killed at random moments,
+(`campaign submit|resume`) and stage processes (`python -m orchestrator.engine.stages`) are killed at random moments,
 some orchestrator kills right after the work dir's head was stopped, so they land while `ray start` runs.
 Then every campaign is resumed to the end without kills and audited:
 
@@ -34,8 +34,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.executor.local_head import read_state  # noqa: E402
-from orchestrator.workdir import LEDGER_FILE  # noqa: E402
+from orchestrator.cluster.local_head import read_state  # noqa: E402
+from orchestrator.engine.workdir import LEDGER_FILE  # noqa: E402
 
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
 POLICIES = ["baseline", "gfpo", "static", "reward_gap"]
@@ -74,7 +74,7 @@ def stage_processes(wd: Path) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = p.info["cmdline"] or []
-        if "orchestrator.stages" in cmd and str(wd) in cmd:
+        if "orchestrator.engine.stages" in cmd and str(wd) in cmd:
             found.append(p)
     return found
 

@@ -16,7 +16,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.ledger import open_ledger  # noqa: E402
+from orchestrator.engine.ledger import open_ledger  # noqa: E402
 from orchestrator.session import plan  # noqa: E402
 
 TARGET_S = 10.0

@@ -20,9 +20,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from orchestrator.executor.base import Executor, JobStatus  # noqa: E402
-from orchestrator.ledger import open_ledger  # noqa: E402
-from orchestrator.scheduler import Scheduler, SchedulerConfig  # noqa: E402
+from orchestrator.engine.executor.base import Executor, JobStatus  # noqa: E402
+from orchestrator.engine.ledger import open_ledger  # noqa: E402
+from orchestrator.engine.scheduler.loop import Scheduler, SchedulerConfig  # noqa: E402
 from orchestrator.session import plan  # noqa: E402
 
 NODES, GPUS_PER_NODE, EVAL_H = 8, 8, 0.3

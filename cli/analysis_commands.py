@@ -23,7 +23,7 @@ from cli.analysis_inputs import (
 from cli.memorization_options import MaxMemorizationOpt, MemorizationOpt, load_probes, restrict
 from cli.options import FormatOpt, JsonOpt, OutDirOpt, OutFileOpt
 from analysis.sensitivity_tables import SENSITIVITY_TABLES
-from orchestrator.ranges import check_open_probability, check_points
+from orchestrator.engine.ranges import check_open_probability, check_points
 from wtcommon.jsonsafe import dumps as _json_dumps
 from wtcommon.errors import UserError
 

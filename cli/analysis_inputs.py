@@ -37,7 +37,7 @@ EXT = {"md": "md", "latex": "tex", "csv": "csv", "json": "json"}
 
 
 def check_inputs(*problems: str | None) -> None:
-    """Exit 2 on the first problem a range validator (`orchestrator.ranges`) found; before anything is read."""
+    """Exit 2 on the first problem a range validator (`orchestrator.engine.ranges`) found; before anything is read."""
     for p in problems:
         if p is not None:
             raise UserError(p)

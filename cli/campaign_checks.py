@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 from wtcommon.errors import UserError
 
 if TYPE_CHECKING:
-    from orchestrator.grid import RunSpec
-    from orchestrator.placement import Node
-    from orchestrator.spec import CampaignSpec
+    from orchestrator.engine.grid import RunSpec
+    from orchestrator.engine.placement import Node
+    from orchestrator.engine.spec import CampaignSpec
 
 
 def plan_campaign(campaign: str, overrides: list[str] | None,
@@ -40,7 +40,7 @@ def preflight(spec: CampaignSpec, runs: list[RunSpec], eval_data: Path | None, *
         nodes = cluster_executor(ray_address, workdir).nodes()
     elif runs_on_local_head:
         # `submit` without --ray-address runs on the work dir's local head, which has no GPUs (CPU campaigns)
-        from orchestrator.placement import Node
+        from orchestrator.engine.placement import Node
 
         cpus = float(os.cpu_count() or 1)
         nodes, where = [Node("local-head", 0.0, 0.0, cpus, cpus)], ("the work dir's local head, which has no GPUs "
@@ -52,7 +52,7 @@ def preflight(spec: CampaignSpec, runs: list[RunSpec], eval_data: Path | None, *
 def cluster_checks(address: str, workdir: Path, runs: list[RunSpec]) -> None:
     """`campaign doctor`'s quick part before any compute on a user's cluster: every node's versions against this
     machine's, the work dir shared with every node, and room for each run shape; exit 2 listing the problems."""
-    from orchestrator.cluster_doctor import cheap_checks
+    from orchestrator.cluster.doctor import cheap_checks
     from orchestrator.session import cluster_executor
 
     needs = sorted({(f"model {r.model}", r.gpus_per_node, r.nnodes) for r in runs if r.gpus_per_node})
@@ -67,7 +67,7 @@ def cluster_checks(address: str, workdir: Path, runs: list[RunSpec]) -> None:
 
 def check_ray_address(ray_address: str | None) -> None:
     """A malformed --ray-address is bad input (exit 2), found before the campaign is planned or anything written."""
-    from orchestrator.ray_address import parse_ray_address
+    from orchestrator.cluster.ray_address import parse_ray_address
 
     if ray_address is not None:
         parse_ray_address(ray_address)
@@ -78,7 +78,7 @@ def check_plan_options(fmt: str, as_json: bool, ray_address: str | None, *, sd: 
                        prior: Path | None, familywise: str) -> str:
     """`campaign plan`'s options, in the order a user reads them (exit 2 on the first problem, before the
     campaign is planned); returns the output format (--json is --format json)."""
-    from orchestrator.ranges import check_open_probability, check_points, check_positive
+    from orchestrator.engine.ranges import check_open_probability, check_points, check_positive
 
     fmt = "json" if as_json else fmt
     if fmt not in ("table", "json", "csv"):

@@ -146,7 +146,7 @@ def submit_cmd(
     _print_summary(summary, dry_run=False, as_json=as_json)
     if not wait:
         return
-    from orchestrator.executor.local_head import running_head
+    from orchestrator.cluster.local_head import running_head
 
     started_here = target is None and running_head(workdir) is None
     try:
@@ -170,7 +170,7 @@ def resume_cmd(
     A local Ray head this command started is stopped when it finishes, as `submit` does (--keep-head keeps
     it); a head that was already running is left as it was."""
     from orchestrator.campaign import cluster_address
-    from orchestrator.executor.local_head import running_head
+    from orchestrator.cluster.local_head import running_head
 
     campaign = campaign_name(campaign)
     existing_workdir(workdir, ledger_url, campaign)
@@ -192,7 +192,7 @@ def status_cmd(
                             help="table (the matrix, for a terminal) | json (counts, runs, driver; stable keys)"),
 ) -> None:
     """Counts by state and a policies × seeds matrix per campaign (reads the ledger only)."""
-    from orchestrator.ledger.states import RunState
+    from orchestrator.engine.ledger.states import RunState
     from orchestrator.progress import LEGEND, counts_line, driver_line, run_activity, status_matrix, status_report
 
     if fmt not in ("table", "json"):
@@ -242,7 +242,7 @@ def watch_cmd(
     """Live status matrix (read-only; the orchestrator driving the campaign is `submit`/`resume`)."""
     from rich.live import Live
 
-    from orchestrator.ledger.states import PENDING
+    from orchestrator.engine.ledger.states import PENDING
     from orchestrator.progress import counts_line, status_matrix
 
     campaign = campaign_name(campaign)
@@ -317,7 +317,7 @@ def logs_cmd(
     """Attempts and events of a run from the ledger, and its job's log: from the cluster the campaign ran
     on, or from the stopped local head's log files. Never starts a Ray head."""
     campaign = campaign_name(campaign)
-    from orchestrator.executor.local_head import head_temp_dir, running_head
+    from orchestrator.cluster.local_head import head_temp_dir, running_head
 
     existing_workdir(workdir, ledger_url, campaign)
     sess = session(workdir, ledger_url, ray_address)
@@ -396,7 +396,7 @@ _HEADLINE = ("reward/mean", "critic/score/mean", "kept_frac", "weight_std", "gra
 
 def _print_training_metrics(workdir: Path, row) -> None:
     """The run's latest training step as its backend logged it (local rows or verl's), read while it trains."""
-    from orchestrator.paths import run_dir
+    from orchestrator.engine.paths import run_dir
     from wtcommon.metrics import MetricsFileError, training_rows
 
     train = run_dir(workdir, row.spec) / "train"
@@ -428,7 +428,7 @@ def data_train_cmd(
     """Build the study's 15,000-prompt multidomain_3 corpus and its regime variants (content-hashed).
 
     --out FOLDER is the data root: the corpora go to FOLDER/multidomain_3/<regime>/."""
-    from orchestrator.data import build_multidomain, build_variants, load_sources, parse_regime, read_sources_dir
+    from training.corpus import build_multidomain, build_variants, load_sources, parse_regime, read_sources_dir
 
     for r in regimes:
         parse_regime(r)  # CorpusError (exit 2) on a bad regime

@@ -19,7 +19,7 @@ from cli.console import err, out
 from wtcommon.errors import ClusterError, UserError
 
 if TYPE_CHECKING:
-    from orchestrator.ledger.base import RunRow
+    from orchestrator.engine.ledger.base import RunRow
     from orchestrator.session import Session
 
 
@@ -34,7 +34,7 @@ def session(workdir: Path, ledger_url: str | None = None, ray_address: str | Non
 def existing_workdir(workdir: Path, ledger_url: str | None, campaign: str | None = None) -> None:
     """Commands that act on a submitted campaign never create a work directory (a mistyped --workdir
     would otherwise leave an empty ledger behind). The message names the campaign first: the user typed it."""
-    from orchestrator.workdir import Workdir
+    from orchestrator.engine.workdir import Workdir
 
     Workdir(workdir, ledger_url).require_ledger(workdir, campaign)
 
@@ -43,8 +43,8 @@ def existing_workdir(workdir: Path, ledger_url: str | None, campaign: str | None
 def cluster_context(what: str) -> Iterator[None]:
     """An unreachable cluster's error (exit 3) with what it means for this command added; a refused token
     (exit 2, the user's to fix) as it is."""
-    from orchestrator.executor import ClusterUnreachable
-    from orchestrator.executor.ray_jobs import ClusterAuthError
+    from orchestrator.engine.executor import ClusterUnreachable
+    from orchestrator.engine.executor.ray_jobs import ClusterAuthError
 
     try:
         yield
@@ -58,7 +58,7 @@ def campaign_name(arg: str) -> str:
     """A campaign name from the one argument convention: a ledger name, or the campaign file/directory
     `submit` was given (its `name`)."""
     if arg.endswith((".yaml", ".yml")) or os.sep in arg or Path(arg).is_dir():
-        from orchestrator.spec import load_campaign
+        from orchestrator.engine.spec import load_campaign
 
         return load_campaign(arg).name
     return arg
@@ -92,7 +92,7 @@ def drive(sess: Session, campaign: str, *, timeout_s: float | None = None, max_p
     """Drive the campaign to the end (progress on stderr), print its matrix (unless `matrix` is False: stdout
     then holds only what the caller printed, e.g. `submit --json`); exit 1 when runs ended failed."""
     from orchestrator.campaign import drive_campaign
-    from orchestrator.ledger.states import RunState
+    from orchestrator.engine.ledger.states import RunState
     from orchestrator.progress import status_matrix
 
     counts = drive_campaign(sess, campaign, out=out, err=err, timeout_s=timeout_s, max_parallel=max_parallel)
@@ -105,7 +105,7 @@ def drive(sess: Session, campaign: str, *, timeout_s: float | None = None, max_p
 def stop_own_head(workdir: Path, started_here: bool, keep_head: bool) -> None:
     """Stop the work dir's local Ray head when this command started it (`submit`, `resume`), unless --keep-head;
     a head that was running before the command is left alone."""
-    from orchestrator.executor.local_head import running_head, stop_head
+    from orchestrator.cluster.local_head import running_head, stop_head
 
     if started_here and not keep_head and running_head(workdir) is not None:
         pids = stop_head(workdir)

@@ -12,7 +12,7 @@ import typer
 from cli.console import err
 from cli.groups import command
 from cli.options import FormatOpt, JsonOpt, OutFileOpt
-from orchestrator.ranges import check_points, check_seed
+from orchestrator.engine.ranges import check_points, check_seed
 from wtcommon.jsonsafe import dumps as _json_dumps
 from wtcommon.errors import UserError
 from cli.analysis_inputs import (

@@ -1,4 +1,4 @@
-"""`campaign doctor`: check a Ray cluster before submitting to it (orchestrator.cluster_doctor does the work).
+"""`campaign doctor`: check a Ray cluster before submitting to it (orchestrator.cluster.doctor does the work).
 
 Exit codes: 0 every check passed (warnings allowed), 2 a problem (each listed with its node and fix, or a token
 the cluster refuses), 3 the cluster is unreachable.
@@ -25,7 +25,7 @@ def _executor(workdir: Path, ray_address: str | None):
     """The cluster `submit` would use: --ray-address, else the one recorded in the work directory, else the work
     directory's running local head (never started here: the doctor only looks)."""
     from orchestrator.campaign import cluster_address
-    from orchestrator.executor.local_head import running_head
+    from orchestrator.cluster.local_head import running_head
     from orchestrator.session import Session
 
     ray_address = cluster_address(workdir, ray_address)
@@ -48,9 +48,9 @@ def doctor_cmd(
     machine's, GPUs and CPUs, the shared work directory (a nonce file written on each node and read back
     here), the token, and every verl internal the plugin relies on. Exit 2 listing each problem and its fix.
     The work directory is the one the campaign will use: one shared filesystem, at the same path on every node."""
-    from orchestrator.cluster_doctor import as_dicts, check, problems
-    from orchestrator.executor.ray_jobs import ClusterAuthError
-    from orchestrator.ray_address import parse_ray_address
+    from orchestrator.cluster.doctor import as_dicts, check, problems
+    from orchestrator.engine.executor.ray_jobs import ClusterAuthError
+    from orchestrator.cluster.ray_address import parse_ray_address
 
     if ray_address is not None:
         parse_ray_address(ray_address)  # bad input (exit 2), before anything is written

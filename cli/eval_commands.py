@@ -124,7 +124,7 @@ def _regrade_target(checkpoint: Path | None, out_path: Path | None) -> Path:
 def _check_eval_options(checkpoint: Path, backend: str, seed: int, step: int | None,
                         max_gen_toks: int | None) -> None:
     """Bad options and a missing checkpoint are exit 2, before the suite is read or a model loaded."""
-    from orchestrator.ranges import check_count, check_seed
+    from orchestrator.engine.ranges import check_count, check_seed
 
     if backend not in ("hf", "vllm"):
         raise UserError(f"--backend {backend!r}: use hf or vllm")
@@ -140,7 +140,7 @@ def _run_meta(checkpoint: Path, *, run_id: str | None, run_key: str | None, camp
               policy: str, mechanism: str | None, seed: int, step: int | None, regime: str,
               config_hash: str) -> dict[str, Any]:
     """The records' run columns: the options, else what the checkpoint's path and the policy's YAML say."""
-    from orchestrator.grid import policy_mechanism
+    from orchestrator.engine.grid import policy_mechanism
 
     meta: dict[str, Any] = {
         "run_id": run_id or checkpoint.resolve().name, "campaign": campaign, "model": model or checkpoint.name,
@@ -390,7 +390,7 @@ def _stored_generations(campaign: str | None, workdir: Path, benchmark: list[str
         return None
     from evaluation.grader_audit.agreement import item_logs, read_generations
     from evaluation.suite import load_suite
-    from orchestrator.paths import campaign_runs, results_file
+    from orchestrator.engine.paths import campaign_runs, results_file
 
     logs = item_logs(campaign_runs(workdir, campaign))
     gens = [g for log in logs for g in read_generations(log)]

@@ -2,7 +2,7 @@
 
 Why: a head outlives the command that started it (it is reused by the next one), and one whose start was
 interrupted must be visible and stoppable without `ray stop`, which kills every Ray on the machine. `stop`
-stops exactly this work dir's head, by the PIDs of its processes (`orchestrator.executor.local_head`).
+stops exactly this work dir's head, by the PIDs of its processes (`orchestrator.cluster.local_head`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def status_cmd(
     as_json: bool = typer.Option(False, "--json", help="print the status as one JSON object"),
 ) -> None:
     """Whether the work dir's head runs (or was left starting), its address, temp dir, ports and PIDs."""
-    from orchestrator.executor.local_head import head_status
+    from orchestrator.cluster.local_head import head_status
 
     st = head_status(workdir)
     if as_json:
@@ -46,7 +46,7 @@ def stop_cmd(
     workdir: WorkdirOpt,
 ) -> None:
     """Stop this work dir's head (running or left half-started) by its processes' PIDs, never `ray stop`."""
-    from orchestrator.executor.local_head import stop_head
+    from orchestrator.cluster.local_head import stop_head
 
     pids = stop_head(workdir)
     if pids:

@@ -1,7 +1,7 @@
 """Options shared by several commands, declared once (`Annotated` aliases, as in cli/policy_commands.py).
 
 A command takes `workdir: WorkdirOpt` and gets the same flag, environment variable, metavar and help as every
-other command; the work directory's ledger is then `Workdir(workdir, ledger_url)` (orchestrator/workdir.py).
+other command; the work directory's ledger is then `Workdir(workdir, ledger_url)` (orchestrator/engine/workdir.py).
 
 `--out` is a FILE for a command that writes one output and a FOLDER for one that writes several; the two
 aliases take the parameter's type, so one says whether it is required: `out: OutFileOpt[Path]` (required),

@@ -13,9 +13,9 @@ from cli.console import err, out
 
 if TYPE_CHECKING:
     from orchestrator.accounting import Accounting
-    from orchestrator.grid import RunSpec
+    from orchestrator.engine.grid import RunSpec
     from orchestrator.plan_report import PlanReport
-    from orchestrator.spec import CampaignSpec
+    from orchestrator.engine.spec import CampaignSpec
 
 BREAKDOWNS = (("sub-campaign", "by_sub_campaign"), ("model", "by_model"), ("record campaign", "by_campaign_label"),
               ("policy", "by_policy"), ("seed", "by_seed"), ("regime", "by_regime"))

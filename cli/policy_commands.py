@@ -87,8 +87,8 @@ def show(name: Annotated[str, typer.Argument(help="configuration name or YAML pa
                                                help="print the resolved config as JSON")] = False) -> None:
     """Show one configuration fully resolved (defaults filled), with its semantics. A name resolves as
     `submit` resolves it: the project's `policy/` folder first, then the shipped policies."""
-    from orchestrator.plugins import add_project_path, project_root_of_policy
-    from orchestrator.policy_resolve import locate_policy
+    from orchestrator.engine.plugins import add_project_path, project_root_of_policy
+    from orchestrator.engine.policy_resolve import locate_policy
     from policies import load_policy
 
     path = locate_policy(name, folder=folder, campaign=campaign)  # SpecError: exit 2
@@ -117,7 +117,7 @@ def validate(files: Annotated[list[Path], typer.Argument(help="policy YAML files
     """Validate policy YAMLs strictly: every problem of every file is listed (exit 2), each naming the file
     and field. A policy's `plugins:` modules are imported (that runs their code) from its project
     directory: the folder above `policy/` (or the YAML's own folder)."""
-    from orchestrator.plugins import add_project_path, project_root_of_policy
+    from orchestrator.engine.plugins import add_project_path, project_root_of_policy
     from policies import load_policy
     from policies.problems import policy_problems
 

@@ -11,7 +11,7 @@ import typer
 from cli.console import err
 from cli.groups import command
 from cli.options import OutFileOpt
-from orchestrator.ranges import check_points
+from orchestrator.engine.ranges import check_points
 from wtcommon.errors import UserError
 from cli.memorization_options import MemorizationOpt, load_probes
 from cli.analysis_inputs import (
@@ -126,7 +126,7 @@ def _lead_sections(records: Path, looks: Path | None) -> list[str]:
 
 def _require_ledger(workdir: Path, ledger_url: str | None) -> None:
     """--workdir names a work directory with a ledger (checked before the report is built)."""
-    from orchestrator.workdir import Workdir
+    from orchestrator.engine.workdir import Workdir
 
     Workdir(workdir, ledger_url).require_ledger(shown=workdir)
 

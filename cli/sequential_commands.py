@@ -24,7 +24,7 @@ def looks_cmd(
 ) -> None:
     """Every interim look of a sequential campaign: seeds, mean, repeated (adjusted) CI, decision."""
     from orchestrator.looks import read_looks
-    from orchestrator.workdir import Workdir
+    from orchestrator.engine.workdir import Workdir
 
     wd = Workdir(workdir, ledger_url)
     wd.require_ledger(workdir, campaign)
@@ -71,8 +71,8 @@ def seeds_look_cmd(
     """Test every comparison at this look; record it in the ledger DB; list who needs the next batch."""
     from analysis.sequential.looks import next_batch_seeds
     from orchestrator.looks import look_at_records, record_look, runs_its_own_looks
-    from orchestrator.ranges import check_open_probability, check_points
-    from orchestrator.workdir import Workdir
+    from orchestrator.engine.ranges import check_open_probability, check_points
+    from orchestrator.engine.workdir import Workdir
 
     for problem in (check_points("--margin", margin), check_open_probability("--futility-cp", futility)):
         if problem:

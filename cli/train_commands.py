@@ -39,7 +39,7 @@ def train(
     from orchestrator.tracking import default_uri
     from training.registry import get_backend
 
-    from orchestrator.ranges import check_seed, check_steps
+    from orchestrator.engine.ranges import check_seed, check_steps
 
     if backend not in ("local", "verl"):
         raise UserError(f"--backend: got {backend!r}; choose local or verl")

@@ -59,13 +59,13 @@ def tune_cmd(
     override: list[str] = typer.Option([], "--set", help="Hydra override of the campaign (repeat)"),
 ) -> None:
     """Tune each policy with an equal trial budget on a validation suite; write tuned policy YAMLs."""
-    from orchestrator.spec import load_campaign
-    from orchestrator.workdir import Workdir
+    from orchestrator.engine.spec import load_campaign
+    from orchestrator.engine.workdir import Workdir
     from tuning.report import equal_budgets, report, write_tuned_policy
     from tuning.request import TuneError, TuneRequest
     from tuning.runner import tune
-    from orchestrator.ranges import check_count, check_seed
-    from orchestrator.ray_address import parse_ray_address
+    from orchestrator.engine.ranges import check_count, check_seed
+    from orchestrator.cluster.ray_address import parse_ray_address
 
     for problem in (check_count("--trials", trials), check_seed("--sampler-seed", sampler_seed),
                     check_count("--max-parallel", max_parallel), check_count("--prune-warmup-steps",

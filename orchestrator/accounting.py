@@ -1,7 +1,7 @@
 """What a planned campaign costs, before any compute: run counts by sub-campaign, model, policy, seed and regime,
 training and evaluation GPU-hours, the seed matrix, the YAMLs' assumptions, the runs lacking their reference
 (`accounting`), and the wall hours of the runs on the cluster (`makespan_hours`). Grid expansion itself is
-orchestrator/grid.py; `campaign plan` prints this (orchestrator/plan_report.py)."""
+orchestrator/engine/grid.py; `campaign plan` prints this (orchestrator/plan_report.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.grid import RunSpec
+from orchestrator.engine.grid import RunSpec
 
 if TYPE_CHECKING:
-    from orchestrator.spec import CampaignSpec
+    from orchestrator.engine.spec import CampaignSpec
 
 
 def missing_references(runs: list[RunSpec]) -> list[str]:

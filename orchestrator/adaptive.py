@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from orchestrator.grid import RunSpec, expand
-from orchestrator.ledger.states import PENDING, RunState
-from orchestrator.spec import CampaignSpec
+from orchestrator.engine.grid import RunSpec, expand
+from orchestrator.engine.ledger.states import PENDING, RunState
+from orchestrator.engine.spec import CampaignSpec
 from wtcommon.errors import WindtunnelError
 
 if TYPE_CHECKING:
     from analysis.sequential.design import SequentialDesign
-    from orchestrator.ledger.base import RunRow
+    from orchestrator.engine.ledger.base import RunRow
     from orchestrator.session import Session
 
 _CELL = ("campaign", "model", "regime")  # a record's comparison group (campaign = the run's group)
@@ -235,7 +235,7 @@ def export_looks(sess: Session, campaign: str) -> Path | None:
     looks = read_looks(sess.ledger, campaign)
     if looks.empty:
         return None
-    from orchestrator.paths import results_file
+    from orchestrator.engine.paths import results_file
 
     path = results_file(sess.workdir, campaign, "sequential_looks.csv")
     atomic_write_text(path, looks[list(LOOK_COLUMNS)].to_csv(index=False))

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluation.memorization_report import MEMORIZATION_DIR
-from orchestrator.grid import RunSpec
-from orchestrator.ledger.base import Ledger
-from orchestrator.ledger.states import RunState
-from orchestrator.paths import results_file
+from orchestrator.engine.grid import RunSpec
+from orchestrator.engine.ledger.base import Ledger
+from orchestrator.engine.ledger.states import RunState
+from orchestrator.engine.paths import results_file
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def probe_model(spec: RunSpec, workdir: Path) -> ProbeOutcome:
     from evaluation.memorization import ProbeSettings, run_probe, summarise
     from evaluation.memorization_report import write_report
     from evaluation.suite import load_suite
-    from orchestrator.stages import eval_data_dir
+    from orchestrator.engine.stages import eval_data_dir
     from wtcommon.errors import WindtunnelError
 
     settings = ProbeSettings()

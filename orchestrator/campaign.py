@@ -20,24 +20,24 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from orchestrator.executor import ClusterUnreachable
-from orchestrator.executor.cluster_record import load_cluster, save_cluster
-from orchestrator.executor.ray_jobs import ClusterAuthError
-from orchestrator.ledger import LeaseLost, UpsertDiff, open_ledger
-from orchestrator.ledger.base import RunRow
-from orchestrator.ledger.states import RunState
-from orchestrator.plugins import add_project_path, plugin_names, plugin_paths
+from orchestrator.engine.executor import ClusterUnreachable
+from orchestrator.cluster.cluster_record import load_cluster, save_cluster
+from orchestrator.engine.executor.ray_jobs import ClusterAuthError
+from orchestrator.engine.ledger import LeaseLost, UpsertDiff, open_ledger
+from orchestrator.engine.ledger.base import RunRow
+from orchestrator.engine.ledger.states import RunState
+from orchestrator.engine.plugins import add_project_path, plugin_names, plugin_paths
 from orchestrator.progress import counts_line
 from orchestrator.session import RecordsMissing, Session
 from orchestrator.submit_summary import SubmitSummary, field_changes, summarise
-from orchestrator.workdir import Workdir
+from orchestrator.engine.workdir import Workdir
 from wtcommon.errors import WindtunnelError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from orchestrator.grid import RunSpec
-    from orchestrator.spec import CampaignSpec
+    from orchestrator.engine.grid import RunSpec
+    from orchestrator.engine.spec import CampaignSpec
 
 
 class CampaignError(WindtunnelError, RuntimeError):
@@ -55,7 +55,7 @@ def cluster_address(workdir: Path, ray_address: str | None = None) -> str | None
     RAY_AUTH_TOKEN_PATH unless the environment has one), else None: the work directory's own local head.
     Raises RayAddressError on a malformed address (bad input, found before anything is written)."""
     if ray_address is not None:
-        from orchestrator.ray_address import parse_ray_address
+        from orchestrator.cluster.ray_address import parse_ray_address
 
         parse_ray_address(ray_address)
     if not ray_address:

@@ -23,17 +23,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.ledger.base import LeaseLost
-from orchestrator.ledger.states import RunState
+from orchestrator.engine.ledger.base import LeaseLost
+from orchestrator.engine.ledger.states import RunState
 from orchestrator.record_summaries import eval_metric_rows, verdict_summary
 from orchestrator.tracking import (CAMPAIGN_RUN_TAG, OFFSET_TAG, PARAM_LIMIT, PARENT_TAG, client, ensure_run,
                                    experiment_id, find_run, finish, log_batches, metric_rows, mlflow_key)
 from wtcommon.metrics import read_metrics_jsonl, training_metrics_files
 
 if TYPE_CHECKING:
-    from orchestrator.grid import RunSpec
-    from orchestrator.ledger import Ledger
-    from orchestrator.ledger.base import RunRow
+    from orchestrator.engine.grid import RunSpec
+    from orchestrator.engine.ledger import Ledger
+    from orchestrator.engine.ledger.base import RunRow
 
 
 def cell_params(spec: RunSpec) -> dict[str, Any]:
@@ -135,7 +135,7 @@ class CampaignTracker:
         """The files a cell's training metrics stream from: verl's per-launch files while they exist
         (`train/verl_metrics/launch_*.jsonl`; merged into metrics.jsonl only when the run ends), else
         `train/metrics.jsonl`, where the local and noop backends write each step."""
-        from orchestrator.paths import run_dir
+        from orchestrator.engine.paths import run_dir
 
         return training_metrics_files(run_dir(self.workdir, spec) / "train")
 
@@ -211,7 +211,7 @@ class CampaignTracker:
     def _finish(self, row: RunRow, spec: RunSpec, st: dict[str, Any]) -> None:
         from mlflow.entities import RunTag
 
-        from orchestrator.paths import run_dir
+        from orchestrator.engine.paths import run_dir
 
         self._fence()
 

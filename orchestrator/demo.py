@@ -16,14 +16,14 @@ from rich.console import Console
 from analysis.schema import DEFAULT_AA_PAIR
 from orchestrator.campaign import CampaignError, drive
 from orchestrator.demo_timings import DemoTimings
-from orchestrator.paths import campaign_runs, runs_root
+from orchestrator.engine.paths import campaign_runs, runs_root
 from orchestrator.progress import status_matrix
 from orchestrator.tracking import default_uri
 
 if TYPE_CHECKING:
-    from orchestrator.grid import RunSpec
+    from orchestrator.engine.grid import RunSpec
     from orchestrator.session import Session
-    from orchestrator.spec import CampaignSpec
+    from orchestrator.engine.spec import CampaignSpec
 
 
 SCREEN_ROWS = 15  # decided comparisons listed on the terminal; the rest are counted (all: --all or the report)
@@ -206,8 +206,8 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
     """Plan, check, submit and drive the demo campaign in `workdir`, then print its analysis and write its
     report: the records file. Stops the work directory's local Ray head at the end unless `keep_ray`;
     `timings` prints where the demo's time went (`DemoTimings`)."""
-    from orchestrator.executor.local_head import stop_head
-    from orchestrator.ledger.states import RunState
+    from orchestrator.cluster.local_head import stop_head
+    from orchestrator.engine.ledger.states import RunState
     from orchestrator.session import Session
 
     tm = DemoTimings()
@@ -238,7 +238,7 @@ def _plan_demo(campaign_file: Path, overrides: list[str], workdir: Path, *, out:
                tm: DemoTimings) -> tuple[CampaignSpec, list[RunSpec]]:
     """Plan the campaign, write its evaluation fixtures and run `campaign submit`'s preflight: before any compute."""
     from orchestrator.session import plan
-    from orchestrator.spec import SpecError
+    from orchestrator.engine.spec import SpecError
 
     with tm.part("plan, preflight, evaluation fixtures"):
         try:
@@ -286,7 +286,7 @@ def _drive_demo(sess: Session, spec: CampaignSpec, runs: list[RunSpec], workdir:
 def _collect_demo(sess: Session, spec: CampaignSpec, workdir: Path, counts: dict[str, int], *, out: Console,
                   err: Console, tm: DemoTimings) -> Path:
     """The campaign's records file, each failed run said on `err`; a CampaignError when no run was recorded."""
-    from orchestrator.ledger.states import RunState
+    from orchestrator.engine.ledger.states import RunState
     from orchestrator.session import RecordsMissing
 
     with tm.part("records: collected from the runs"):

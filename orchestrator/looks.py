@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 from analysis.sequential.design import SequentialDesign
 from analysis.sequential.looks import check_design, look_rows, looks_frame
-from orchestrator.ledger import open_ledger
-from orchestrator.ledger.base import Ledger
+from orchestrator.engine.ledger import open_ledger
+from orchestrator.engine.ledger.base import Ledger
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from orchestrator.workdir import Workdir
+    from orchestrator.engine.workdir import Workdir
 
 
 def _with_ledger(ledger: Ledger | str) -> tuple[Ledger, bool]:
@@ -52,7 +52,7 @@ def read_looks(ledger: Ledger | str, campaign: str) -> pd.DataFrame:
 def runs_its_own_looks(wd: Workdir, campaign: str) -> bool:
     """Whether `campaign` in this work dir's ledger runs a sequential seed design: then `submit`/`resume` take
     its looks and add its batches, and a look by hand (`campaign seeds-look`) is refused."""
-    from orchestrator.spec import CampaignSpec
+    from orchestrator.engine.spec import CampaignSpec
 
     if not wd.has_ledger():
         return False

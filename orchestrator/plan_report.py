@@ -1,5 +1,5 @@
 """What `campaign plan` reports of a campaign before any compute, as one typed `PlanReport`: the accounting
-(orchestrator.grid), the duration on the cluster, each run, and at plan time the power table and a sequential
+(orchestrator.engine.grid), the duration on the cluster, each run, and at plan time the power table and a sequential
 seed design for a power target (analysis/power.py, analysis/sequential/plan.py). The command prints it."""
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.grid import RunSpec
-from orchestrator.placement import Node
-from orchestrator.spec import CampaignSpec, SpecError
+from orchestrator.engine.grid import RunSpec
+from orchestrator.engine.placement import Node
+from orchestrator.engine.spec import CampaignSpec, SpecError
 
 STUDY_DOMAINS = ("math", "logic", "science")
 
@@ -157,7 +157,7 @@ def _prepass_on(backend: str, reads: bool, runs: list[RunSpec], root: Path) -> l
 
 def check_references(spec: CampaignSpec, runs: list[RunSpec], root: Path) -> list[str]:
     """Every reference policy a run is compared with (`baselines:`) exists as a policy YAML."""
-    from orchestrator.spec import shipped_config_root
+    from orchestrator.engine.spec import shipped_config_root
 
     problems = []
     for mech, ref in sorted({(r.policy.mechanism, r.reference) for r in runs if r.policy.mechanism != "none"}):
@@ -193,7 +193,7 @@ def check_resources(spec: CampaignSpec, runs: list[RunSpec], ctx: Context) -> li
     """Every run must fit the cluster: `gpus_per_node` GPUs on each of `nnodes` distinct nodes of the declared
     cluster (`compute.nodes × compute.gpus_per_node`) or, when `ctx.nodes` holds the live cluster, of its alive
     nodes; a backend that cannot train across nodes refuses `nnodes > 1`; and CPUs per run fit a node."""
-    from orchestrator.placement import describe, fits, shape
+    from orchestrator.engine.placement import describe, fits, shape
     from training.registry import get_backend
 
     problems: list[str] = []
@@ -241,7 +241,7 @@ def check_eval_data(spec: CampaignSpec, data_dir: Path) -> list[str]:
 
 def preflight(spec: CampaignSpec, runs: list[RunSpec], ctx: Context | None = None) -> None:
     """Raise `PreflightError` listing every problem; return None when the campaign can start."""
-    from orchestrator.plugins import add_project_path
+    from orchestrator.engine.plugins import add_project_path
     from training.registry import get_backend
 
     ctx = ctx or Context()
@@ -265,7 +265,7 @@ def preflight(spec: CampaignSpec, runs: list[RunSpec], ctx: Context | None = Non
 
 
 def eval_data_dir(spec: CampaignSpec, workdir: Path) -> Path:
-    """Where the evaluate stage will read the suite's data (same rule as `orchestrator.stages`)."""
+    """Where the evaluate stage will read the suite's data (same rule as `orchestrator.engine.stages`)."""
     raw = spec.evaluation_options.data_dir
     if not raw:
         return Path(workdir) / "data" / "eval"

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 
 from rich.table import Table
 
-from orchestrator.ledger.base import RunRow
-from orchestrator.ledger.states import PENDING, AttemptStatus, RunState
+from orchestrator.engine.ledger.base import RunRow
+from orchestrator.engine.ledger.states import PENDING, AttemptStatus, RunState
 
 if TYPE_CHECKING:
     from orchestrator.session import Session
@@ -106,14 +106,14 @@ def planned_eta_seconds(rows: Iterable[RunRow], parallel: int) -> float | None:
     return sum(hours) * 3600 / max(1, parallel) if any(hours) else None
 
 
-_EVAL_PHASE = "evaluating:"  # the evaluate stage's phases (orchestrator.stages, evaluation.evaluator) start so
+_EVAL_PHASE = "evaluating:"  # the evaluate stage's phases (orchestrator.engine.stages, evaluation.evaluator) start so
 
 
 def run_activity(sess: Session, row: RunRow, now: float | None = None) -> str | None:
     """What an active run does now, in words: "training step 3 of 8", "building the base model (2m10s)",
     "waiting on the base model's lock", "evaluating: 40 of 192 generations"; None for an inactive run.
     Read from the run dir (training metrics, the stage's `phase.json`), never from the cluster."""
-    from orchestrator.paths import run_dir
+    from orchestrator.engine.paths import run_dir
     from wtcommon.metrics import MetricsFileError, training_rows
     from wtcommon.phase import read_phase
 

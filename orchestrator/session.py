@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable, Collection
 
-from orchestrator.executor import ClusterUnreachable, RayJobsExecutor
-from orchestrator.executor.local_head import ensure_head, token_file
-from orchestrator.grid import RunSpec, expand
-from orchestrator.ledger import Ledger, UpsertDiff, open_ledger
-from orchestrator.ledger.base import RunRow
-from orchestrator.ledger.states import RunState
-from orchestrator.scheduler import Scheduler, SchedulerConfig
-from orchestrator.spec import CampaignSpec, load_campaign
-from orchestrator.workdir import Workdir
+from orchestrator.engine.executor import ClusterUnreachable, RayJobsExecutor
+from orchestrator.cluster.local_head import ensure_head, token_file
+from orchestrator.engine.grid import RunSpec, expand
+from orchestrator.engine.ledger import Ledger, UpsertDiff, open_ledger
+from orchestrator.engine.ledger.base import RunRow
+from orchestrator.engine.ledger.states import RunState
+from orchestrator.engine.scheduler.loop import Scheduler, SchedulerConfig
+from orchestrator.engine.spec import CampaignSpec, load_campaign
+from orchestrator.engine.workdir import Workdir
 from wtcommon.errors import WindtunnelError
 from wtcommon.hashing import text_hash
 
@@ -65,7 +65,7 @@ def to_reevaluate(rows: list[RunRow], runs: list[RunSpec], workdir: Path) -> tup
     """Runs whose training stays but whose evaluation settings changed: (recorded runs scored with other
     settings — the scheduler's repair reopens them to `trained`; runs that failed their evaluate stage under
     other settings — `submit` queues them again with a fresh retry budget). Read-only."""
-    from orchestrator.stages import evaluated_key
+    from orchestrator.engine.stages import evaluated_key
 
     current = {r.run_key: r for r in rows if not r.superseded_by}
     recorded, failed = [], []
@@ -171,7 +171,7 @@ class Session:
         writing while another live orchestrator drives the campaign (it is the store's writer then)."""
         import time
 
-        from orchestrator.scheduler import orchestrator_id
+        from orchestrator.engine.scheduler.loop import orchestrator_id
 
         held = self.ledger.driver(campaign)
         if held and held[0] != orchestrator_id() and held[1] > time.time():
@@ -184,7 +184,7 @@ class Session:
         another live orchestrator drives the campaign (it is the store's writer then)."""
         import time
 
-        from orchestrator.scheduler import orchestrator_id
+        from orchestrator.engine.scheduler.loop import orchestrator_id
 
         if not self.track:
             return None

@@ -22,7 +22,7 @@ def train_request(
 
     from policies import load_policy
 
-    from orchestrator.plugins import add_project_path, project_root_of_policy
+    from orchestrator.engine.plugins import add_project_path, project_root_of_policy
 
     # Strict validation (file, YAML, fields) before anything is written; the run gets the resolved config.
     add_project_path(project_root_of_policy(policy))  # the policy's plugin modules live in its project directory

@@ -36,7 +36,7 @@ MAX_BATCH = 1000  # MLflow's log_batch limit on metrics per call
 
 def default_uri(workdir: str | Path) -> str:
     """`sqlite:///<workdir>/mlflow.db` (absolute), the embedded default store."""
-    from orchestrator.workdir import Workdir
+    from orchestrator.engine.workdir import Workdir
 
     return Workdir(Path(workdir)).mlflow_uri
 

@@ -2,7 +2,7 @@
 
 This is how a researcher's own scorer/actuator reaches every process that trains (a Ray job, a verl worker):
 the YAML carries the import, not a hand-edited entry point. The one reader of the `plugins:` key: the CLI's
-shipping of those modules to Ray jobs (orchestrator/plugins.py) and campaign expansion read it here too.
+shipping of those modules to Ray jobs (orchestrator/engine/plugins.py) and campaign expansion read it here too.
 """
 
 from __future__ import annotations

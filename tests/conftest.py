@@ -44,9 +44,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Controller, after every worker has finished: stop the shared head (only ours, by its temp dir)."""
     if _is_worker(config) or _shared not in config.stash:
         return
-    from orchestrator.executor.local_head import stop_head
+    from orchestrator.cluster.local_head import stop_head
 
-    from orchestrator.executor.local_cluster import LocalCluster
+    from orchestrator.cluster.local_cluster import LocalCluster
 
     shared = config.stash[_shared]
     stop_head(shared / "head")
@@ -201,7 +201,7 @@ def _locked(path: Path):
 def head(request: pytest.FixtureRequest):
     """A local Ray head (127.0.0.1, token auth, every port explicit) shared by every test of the session
     and every xdist worker: (address, token file). Jobs of concurrent tests queue on its 8 logical CPUs."""
-    from orchestrator.executor.local_head import ensure_head, token_file
+    from orchestrator.cluster.local_head import ensure_head, token_file
 
     wd = shared_dir(request.config) / "head"
     with _locked(shared_dir(request.config) / "head.lock"):
@@ -215,13 +215,13 @@ CLUSTER3 = {"n_nodes": 3, "num_gpus": 4, "num_cpus": 4}
 @pytest.fixture(scope="session")
 def ray_cluster3(request: pytest.FixtureRequest):
     """A 3-node local Ray cluster (head + 2 workers on 127.0.0.1, each 4 logical GPUs and 4 CPUs, own ports and
-    temp dir, token auth: `orchestrator.executor.local_cluster`) shared by every cluster test of the session and
+    temp dir, token auth: `orchestrator.cluster.local_cluster`) shared by every cluster test of the session and
     every xdist worker; stopped by PID at the end. 4 CPUs per node: a two-node verl-on-CPU run asks the shared
     cluster for its GPUs + 1 CPU per node, its stage job for 1 more, beside a single-node run's.
 
     Shared, so a test must not change it: a node-loss test builds its own `LocalCluster` (or adds a node with
     `add_node` and kills that one), never `kill_raylet` on this one."""
-    from orchestrator.executor.local_cluster import LocalCluster
+    from orchestrator.cluster.local_cluster import LocalCluster
 
     root = shared_dir(request.config) / "cluster3"
     with _locked(shared_dir(request.config) / "cluster3.lock"):

@@ -1,5 +1,5 @@
 """Code rules checked over the package sources with `ast` (issue 14): run states are `RunState` members,
-never bare strings, outside `orchestrator/ledger/states.py`; imports point one way, down the layer order that
+never bare strings, outside `orchestrator/engine/ledger/states.py`; imports point one way, down the layer order that
 docs/DESIGN.md states (`LAYERS` below, checked equal to it) and no two modules import each other, directly or
 round a loop.
 
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.ledger.states import AttemptStatus, RunState
+from orchestrator.engine.ledger.states import AttemptStatus, RunState
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("cli", "tuning", "orchestrator", "training", "evaluation", "analysis", "policies", "campaigns", "wtcommon")
 STATES = frozenset(s.value for s in RunState)
-STATES_MODULE = Path("orchestrator/ledger/states.py")
+STATES_MODULE = Path("orchestrator/engine/ledger/states.py")
 
 
 def product_files() -> list[Path]:
@@ -87,7 +87,8 @@ def test_the_state_literal_checker_allows_docstrings_messages_and_record_shapes(
 def test_no_bare_run_state_literal_outside_the_state_module() -> None:
     found = [f"{path}:{line}: {value!r}" for path in product_files() if path != STATES_MODULE
              for line, value in bare_state_literals((ROOT / path).read_text())]
-    assert found == [], "use RunState / AttemptStatus members from orchestrator.ledger.states:\n" + "\n".join(found)
+    assert found == [], ("use RunState / AttemptStatus members from orchestrator.engine.ledger.states:\n"
+                         + "\n".join(found))
 
 
 @pytest.mark.parametrize("enum", [RunState, AttemptStatus])
@@ -231,6 +232,41 @@ def test_no_import_cycles() -> None:
     assert cycles(_product_graph()) == []
 
 
+# Inside the orchestrator the same one-way rule, one level down: the engine (spec → grid → ledger → scheduler →
+# executor → stages) imports no other part of the orchestrator; the cluster code imports the engine and itself; the
+# campaign path and the features (session, campaign, tracking, demo, ...) import both.
+ORCHESTRATOR_LAYERS = ("orchestrator.engine", "orchestrator.cluster")
+
+
+def orchestrator_part(module: str) -> int:
+    """0 for the engine, 1 for the cluster code, 2 for the rest of the orchestrator."""
+    return next((i for i, p in enumerate(ORCHESTRATOR_LAYERS) if module == p or module.startswith(p + ".")),
+                len(ORCHESTRATOR_LAYERS))
+
+
+def wrong_orchestrator_arrows(graph: dict[str, set[tuple[str, int]]]) -> list[str]:
+    return sorted(f"{m}:{line} imports {t}" for m, edges in graph.items() for t, line in edges
+                  if m.startswith("orchestrator.") and t.startswith("orchestrator.")
+                  and orchestrator_part(t) > orchestrator_part(m))
+
+
+def test_the_orchestrator_checker_sees_the_engine_importing_a_feature() -> None:
+    files = {"orchestrator/__init__.py": "", "orchestrator/engine/__init__.py": "",
+             "orchestrator/cluster/__init__.py": "",
+             "orchestrator/engine/grid.py": "def f():\n    from orchestrator.tracking import t\n",
+             "orchestrator/engine/stages.py": "from orchestrator.engine import grid\n",
+             "orchestrator/cluster/head.py": "from orchestrator.engine import grid\nfrom orchestrator import demo\n",
+             "orchestrator/tracking.py": "from orchestrator.cluster import head\n",
+             "orchestrator/demo.py": "from orchestrator.engine.grid import f\n"}
+    assert wrong_orchestrator_arrows(import_graph(files)) == [
+        "orchestrator.cluster.head:2 imports orchestrator.demo",
+        "orchestrator.engine.grid:2 imports orchestrator.tracking"]
+
+
+def test_the_engine_imports_no_feature_and_the_cluster_code_only_the_engine() -> None:
+    assert wrong_orchestrator_arrows(_product_graph()) == []
+
+
 def package_shares(files: dict[str, int]) -> dict[str, float]:
     """Each top-level folder's share of the lines in `files` ({relative path: line count})."""
     total = sum(files.values())
@@ -282,8 +318,8 @@ def test_no_error_is_matched_by_its_class_name() -> None:
 # ---------------------------------------------------------------- the ledger interface
 
 def test_callers_use_the_ledger_interface_not_its_sql_implementation() -> None:
-    """`orchestrator.ledger.base.Ledger` lists what callers use; only `open_ledger` knows SQLLedger."""
-    found = [f"{p}:{n.lineno}" for p in product_files() if not str(p).startswith("orchestrator/ledger/")
+    """`orchestrator.engine.ledger.base.Ledger` lists what callers use; only `open_ledger` knows SQLLedger."""
+    found = [f"{p}:{n.lineno}" for p in product_files() if not str(p).startswith("orchestrator/engine/ledger/")
              for n in ast.walk(ast.parse((ROOT / p).read_text()))
              if isinstance(n, ast.ImportFrom) and any(a.name == "SQLLedger" for a in n.names)
              or isinstance(n, ast.Name) and n.id == "SQLLedger"]
@@ -291,10 +327,10 @@ def test_callers_use_the_ledger_interface_not_its_sql_implementation() -> None:
 
 
 def test_the_ledger_abc_declares_every_method_the_sql_ledger_offers() -> None:
-    from orchestrator.ledger.base import Ledger
-    from orchestrator.ledger.sql import SQLLedger
+    from orchestrator.engine.ledger.base import Ledger
+    from orchestrator.engine.ledger.sql import SQLLedger
 
-    # dir(), not vars(): SQLLedger's methods come from the classes it composes (orchestrator/ledger/sql_*.py)
+    # dir(), not vars(): SQLLedger's methods come from the classes it composes (orchestrator/engine/ledger/sql_*.py)
     public = {m for m in dir(SQLLedger) if not m.startswith("_") and callable(getattr(SQLLedger, m))}
     assert "transition" in public and public - set(dir(Ledger)) == set()
 
@@ -374,8 +410,8 @@ def test_the_error_root_checker() -> None:
 def test_every_exception_class_is_in_the_windtunnel_error_tree() -> None:
     """Issue 23: one root, so a command can catch one type and map its exit code in one place."""
     from orchestrator.campaign import CampaignError
-    from orchestrator.executor import ClusterUnreachable
-    from orchestrator.spec import SpecError
+    from orchestrator.engine.executor import ClusterUnreachable
+    from orchestrator.engine.spec import SpecError
     from wtcommon.errors import WindtunnelError
 
     found = [f"{p}:{line} {name}" for p in product_files() for line, name in
@@ -526,9 +562,9 @@ def test_cli_commands_are_module_level_functions() -> None:
 
 
 def test_the_ledger_file_name_is_decided_in_one_place() -> None:
-    """Issue 23: where a work dir's ledger lives is `orchestrator.workdir.Workdir`'s to say."""
+    """Issue 23: where a work dir's ledger lives is `orchestrator.engine.workdir.Workdir`'s to say."""
     benchmarks = sorted(p.relative_to(ROOT) for p in (ROOT / "benchmarks").rglob("*.py"))
-    found = [str(p) for p in product_files() + benchmarks if p != Path("orchestrator/workdir.py")
+    found = [str(p) for p in product_files() + benchmarks if p != Path("orchestrator/engine/workdir.py")
              and any(isinstance(n, ast.Constant) and n.value == "ledger.db" for n in ast.walk(ast.parse((ROOT / p)
                                                                                                        .read_text())))]
     assert found == []
@@ -650,14 +686,14 @@ def test_sorted_json_files_are_written_by_the_one_writer() -> None:
 
 # ---------------------------------------------------------------- one work-dir layout (issue 37)
 
-LAYOUT_MODULE = Path("orchestrator/paths.py")
+LAYOUT_MODULE = Path("orchestrator/engine/paths.py")
 # analysis/ finds a records file's runs from its path alone and cannot import orchestrator (the layer order)
 LAYOUT_READERS = frozenset({Path("analysis/items.py")})
 
 
 def hand_built_layout_paths(source: str) -> list[int]:
     """Lines that spell the work dir's "runs" or "results" folder into a path: an operand of `/`, or an argument
-    of `inside(...)` / `.joinpath(...)`. orchestrator/paths.py says where they are."""
+    of `inside(...)` / `.joinpath(...)`. orchestrator/engine/paths.py says where they are."""
     found = set()
     for node in ast.walk(ast.parse(source)):
         parts: list[ast.AST] = []
@@ -681,7 +717,8 @@ def test_the_layout_path_checker() -> None:
 def test_the_work_dir_layout_is_spelled_in_one_place() -> None:
     bad = [f"{p}:{line}" for p in product_files() if p != LAYOUT_MODULE and p not in LAYOUT_READERS
            for line in hand_built_layout_paths((ROOT / p).read_text())]
-    assert not bad, "use orchestrator.paths (runs_root, campaign_runs, run_dir, results_file):\n" + "\n".join(bad)
+    assert not bad, ("use orchestrator.engine.paths (runs_root, campaign_runs, run_dir, results_file):\n"
+                     + "\n".join(bad))
 
 
 # ---------------------------------------------------------------- one deadline loop (issue 37)

@@ -41,7 +41,7 @@ class NoopBackend(TrainingBackend):
     runs_curricula = True  # it trains nothing: a curriculum or budget changes no job path
     runs_rollout_budget = True
     runs_difficulty_prepass = True
-    multi_node = True  # it reserves a multi-node run's nodes exactly as verl does (orchestrator.placement)
+    multi_node = True  # it reserves a multi-node run's nodes exactly as verl does (orchestrator.engine.placement)
 
     def train(self, req: TrainRequest) -> TrainResult:
         from training.reservation import reserved_nodes

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from orchestrator.grid import RunSpec
+from orchestrator.engine.grid import RunSpec
 from tuning.validation import HELDOUT
 from wtcommon.metrics import read_metrics_jsonl
 
@@ -109,7 +109,7 @@ class _Intermediate:
         self.values: dict[tuple[str, int], float] = {}
 
     def _train_dir(self, r: RunSpec) -> Path:
-        from orchestrator.paths import run_dir
+        from orchestrator.engine.paths import run_dir
 
         return run_dir(self.runner.session.workdir, r) / "train"
 
@@ -136,7 +136,7 @@ class _Intermediate:
         from analysis.aggregates import run_table
         from evaluation.evaluator import EvaluationError, evaluate_checkpoint
         from evaluation.suite import load_suite
-        from orchestrator.stages import _resolve, run_meta
+        from orchestrator.engine.stages import _resolve, run_meta
 
         workdir = self.runner.session.workdir
         opts = r.evaluation

@@ -23,11 +23,11 @@ from typing import Any
 
 import pandas as pd
 
-from orchestrator.grid import RunSpec, expand
-from orchestrator.ledger.states import TERMINAL, RunState
-from orchestrator.paths import run_dir
-from orchestrator.spec import CampaignSpec, load_campaign
-from orchestrator.workdir import Workdir
+from orchestrator.engine.grid import RunSpec, expand
+from orchestrator.engine.ledger.states import TERMINAL, RunState
+from orchestrator.engine.paths import run_dir
+from orchestrator.engine.spec import CampaignSpec, load_campaign
+from orchestrator.engine.workdir import Workdir
 from tuning.intermediate import _heldout_values, _Intermediate, paired_intermediate, paired_score
 from tuning.report import DEFAULT_ATTR, _storage, report, study_name
 from tuning.request import TuneError, TuneRequest

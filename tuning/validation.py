@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from orchestrator.grid import PolicyRef, RunSpec
+from orchestrator.engine.grid import PolicyRef, RunSpec
 from wtcommon.hashing import digest
-from orchestrator.spec import CampaignSpec
+from orchestrator.engine.spec import CampaignSpec
 from tuning.request import TuneError, TuneRequest
 
 # `--validation-suite heldout`: score on the training backend's fixed held-out prompts of the training
@@ -69,7 +69,7 @@ def _suite_tag(vsuite: str) -> str:
 
 
 def _key_obj(run: RunSpec, policy: PolicyRef) -> dict[str, Any]:
-    """Same fields as the grid's run_key (orchestrator.grid.expand), so equal params share runs."""
+    """Same fields as the grid's run_key (orchestrator.engine.grid.expand), so equal params share runs."""
     return {"model": run.model_cfg.raw, "recipe": run.recipe_cfg.raw, "policy": policy.config,
             "seed": run.seed, "data": run.data, "steps": run.steps, "save_freq": run.save_freq, "regime": run.regime}
 

@@ -13,7 +13,7 @@ import yaml
 from analysis.comparisons import paired_comparisons
 from analysis.records import read_records
 from evaluation.suite import load_suite
-from orchestrator.spec import SpecError, load_campaign
+from orchestrator.engine.spec import SpecError, load_campaign
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"

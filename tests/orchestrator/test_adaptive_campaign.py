@@ -42,7 +42,7 @@ def _campaign(tree: Path, name: str) -> Path:
 def _runs_and_looks(wd: Path, campaign: str) -> tuple[list[tuple[str, str]], list[tuple]]:
     """(run_id, state) of every ledger run and the recorded looks, read through the ledger's own API."""
     from orchestrator.looks import read_looks
-    from orchestrator.ledger import open_ledger
+    from orchestrator.engine.ledger import open_ledger
 
     led = open_ledger(wd)
     runs = [(r.run_id, r.state) for r in led.runs(campaign)]
@@ -148,8 +148,8 @@ def test_sequential_campaign_spends_seeds_only_on_open_comparisons(tree: Path, t
 def _record(sess, campaign: str, runs_dir: Path) -> int:
     """Walk every planned run through the ledger's state machine with its simulated records."""
     from analysis.records import write_records
-    from orchestrator.grid import RunSpec
-    from orchestrator.stages import eval_request
+    from orchestrator.engine.grid import RunSpec
+    from orchestrator.engine.stages import eval_request
     from training.backend import Checkpoint
     from training.noop import simulated_records
 
@@ -201,8 +201,8 @@ def test_a_crash_between_look_and_batch_is_recovered_without_a_second_look(tree:
 
 def test_bad_sequential_inputs_are_named(tree: Path, tmp_path: Path) -> None:
     from orchestrator.adaptive import AdaptiveError, aggregate_of
-    from orchestrator.spec import load_campaign
-    from orchestrator.stages import StageConfigError, eval_request
+    from orchestrator.engine.spec import load_campaign
+    from orchestrator.engine.stages import StageConfigError, eval_request
     from training.backend import Checkpoint
     from training.noop import simulated_records
     from orchestrator.session import plan
@@ -231,7 +231,7 @@ def test_a_campaign_begun_under_the_earlier_default_keeps_its_familywise_procedu
     import orchestrator.adaptive as adaptive
     from orchestrator.looks import read_looks
     from orchestrator.session import Session, plan
-    from orchestrator.spec import CampaignSpec
+    from orchestrator.engine.spec import CampaignSpec
 
     spec, runs = plan(_campaign(tree, "seqo"))
     sess = Session(tmp_path / "wd")

@@ -64,7 +64,7 @@ BAD_OVERRIDES = [
     "steps=1e9", "steps=1000000000000000000000000000000", "steps=100001", "steps=300.0", "steps=true",
     "save_freq=1e9", "save_freq=1000000000000000000000000000000", "retries.backoff_max_s=0.5",
     "retries.backoff_s=6", "retries.backoff_s=inf", "retries.backoff_max_s=nan", "retries.backoff_max_s=inf",
-    # every numeric spec field: finite, integers not coerced from floats, stated caps (orchestrator/spec.py)
+    # every numeric spec field: finite, integers not coerced from floats, stated caps (orchestrator/engine/spec.py)
     "compute.hours_per_run=inf", "compute.hours_per_run=1e6", "+compute.eval_gpu_hours_per_checkpoint=inf",
     "compute.nodes=1e9", "compute.cpus_per_run=1.0", "data.seed=-1", "data.seed=4294967296",
     "retries.max_attempts=1e9", "retries.max_attempts=1000",
@@ -287,7 +287,8 @@ def _cli_cases(tmp_path: Path, tree: Path) -> list[tuple[list[str], str]]:
         (["data", "synthetic", "--out", str(tmp_path / "d"), "--heldout", "sometimes"], "--heldout"),
         (["export-tasks", str(tmp_path / "t"), "--data-dir", str(tmp_path / "none")], str(tmp_path / "none")),
     ]
-    # issue 25: every numeric option of the analysis commands and `plan` has a stated range (orchestrator/ranges.py)
+    # issue 25: every numeric option of the analysis commands and `plan` has a stated range
+    # (orchestrator/engine/ranges.py)
     for cmd in (["compare", rel], ["verdicts", rel], ["tables", rel], ["report", rel, "--out", out]):
         for v in ("inf", "-inf", "nan", "0", "-1", "1e309"):
             cases.append(([*cmd, "--margin", v], "--margin"))
@@ -362,7 +363,7 @@ def test_malformed_ray_address_is_refused_before_anything_is_written(address, tm
 
 def test_malformed_ray_address_is_refused_by_commands_on_a_submitted_campaign(tmp_path):
     from orchestrator.campaign import open_session
-    from orchestrator.ray_address import RayAddressError
+    from orchestrator.cluster.ray_address import RayAddressError
 
     with pytest.raises(RayAddressError, match="--ray-address"):
         open_session(tmp_path / "w", ray_address="not a url", remember=True)
@@ -393,7 +394,7 @@ GARBAGE = st.one_of(st.integers(max_value=-1), st.integers(min_value=2**32, max_
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(bad=GARBAGE)
 def test_generated_bad_seed_is_refused(bad):
-    from orchestrator.spec_fields import check_seeds
+    from orchestrator.engine.spec_fields import check_seeds
 
     with pytest.raises(ValueError):
         check_seeds([1, bad])
@@ -404,7 +405,7 @@ def test_generated_bad_seed_is_refused(bad):
     lambda s: not (s and s[0].isalnum() and s.isascii() and all(c.isalnum() or c in "_.+-" for c in s)
                    and ".." not in s)))
 def test_generated_unsafe_name_is_refused(name):
-    from orchestrator.spec_fields import check_name
+    from orchestrator.engine.spec_fields import check_name
 
     with pytest.raises(ValueError):
         check_name(name, "campaign name")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.grid import RunSpec, expand
-from orchestrator.spec import load_campaign
+from orchestrator.engine.grid import RunSpec, expand
+from orchestrator.engine.spec import load_campaign
 
 REPO = Path(__file__).resolve().parents[2]
 

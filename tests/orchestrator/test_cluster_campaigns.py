@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from orchestrator.ledger import open_ledger
+from orchestrator.engine.ledger import open_ledger
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
@@ -79,7 +79,7 @@ def test_two_node_runs_hold_two_nodes_and_a_run_no_node_can_hold_is_refused(ray_
 
 
 def test_a_node_lost_mid_train_is_an_infra_retry_and_every_run_records_once(tmp_path) -> None:
-    from orchestrator.executor.local_cluster import LocalCluster
+    from orchestrator.cluster.local_cluster import LocalCluster
 
     cluster = LocalCluster(tmp_path / "c")
     try:
@@ -140,7 +140,7 @@ def test_after_the_head_is_lost_resume_finishes_with_nothing_lost_or_recorded_tw
     stage, and records each run once. Cost: two local heads and 4 noop runs, ~50 s of CPU."""
     import signal
 
-    from orchestrator.executor.local_head import stop_head
+    from orchestrator.cluster.local_head import stop_head
 
     camp = _project(tmp_path, "headloss", {"m1": (0, 1)}, sleep_s=4, seeds=[1, 2], policies=["baseline", "gfpo"],
                     nodes=1, gpus_per_node=0)

@@ -1,4 +1,4 @@
-"""`campaign doctor` on real multi-node Ray clusters built on this machine (orchestrator.executor.local_cluster), and
+"""`campaign doctor` on real multi-node Ray clusters built on this machine (orchestrator.cluster.local_cluster), and
 the rules it applies to what the nodes report."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cluster_doctor import (FAIL, OK, WARN, Finding, compare_versions, fit_findings, gpu_findings,
+from orchestrator.cluster.doctor import (FAIL, OK, WARN, Finding, compare_versions, fit_findings, gpu_findings,
                                          versions)
 
 
@@ -99,7 +99,7 @@ def test_doctor_passes_on_a_three_node_cluster(ray_cluster3, campaign_cli, tmp_p
 def odd_cluster(tmp_path_factory):
     """Three nodes: the head as the submitter, `w1` reporting another Windtunnel version, `w2` whose probe sees
     the work dir under another root (WINDTUNNEL_DOCTOR_FS_ROOT: the simulation cluster_doctor documents)."""
-    from orchestrator.executor.local_cluster import LocalCluster
+    from orchestrator.cluster.local_cluster import LocalCluster
 
     root = Path(os.path.realpath("/tmp")) / f"wtodd{os.getpid()}"
     other_fs = tmp_path_factory.mktemp("otherfs")
@@ -135,8 +135,8 @@ def test_doctor_names_the_node_on_other_code_and_the_node_that_cannot_see_the_wo
 def test_cheap_checks_return_the_problems_without_importing_verl(odd_cluster, tmp_path):
     """About 15 s of CPU (one probe job, no verl import). Proves: the subset `submit` can run before any compute
     returns only problems — the version, the work dir and a run shape no node fits — and no verl-internal rows."""
-    from orchestrator.cluster_doctor import cheap_checks
-    from orchestrator.executor import RayJobsExecutor
+    from orchestrator.cluster.doctor import cheap_checks
+    from orchestrator.engine.executor import RayJobsExecutor
 
     ex = RayJobsExecutor(odd_cluster.address, token_file=odd_cluster.token_file)
     found = cheap_checks(ex, tmp_path / "wd", needs=[("two-node run", 2, 2), ("wide run", 4, 1)])

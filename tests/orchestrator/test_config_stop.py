@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.scheduler_retries import config_identity
+from orchestrator.engine.scheduler.retries import config_identity
 
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
 

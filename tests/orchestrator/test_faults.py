@@ -1,6 +1,6 @@
 """Fault tolerance against a real local Ray head (token auth): SIGKILL + resume, retry cap,
 unreachable cluster, duplicate submission ids. Runs use the `noop` backend: no model, but the
-same ledger → scheduler → Ray Jobs → `python -m orchestrator.stages` → verify path."""
+same ledger → scheduler → Ray Jobs → `python -m orchestrator.engine.stages` → verify path."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def test_unreachable_cluster_is_not_a_failed_run(tree: Path, tmp_path: Path) -> 
 
 
 def test_duplicate_submission_id_is_recognised(head) -> None:
-    from orchestrator.executor import DuplicateSubmission, RayJobsExecutor
+    from orchestrator.engine.executor import DuplicateSubmission, RayJobsExecutor
 
     addr, tok = head
     ex = RayJobsExecutor(addr, token_file=tok)

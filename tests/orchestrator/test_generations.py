@@ -201,13 +201,13 @@ def test_changed_evaluation_settings_reevaluate_without_retraining(
 def test_two_executions_of_a_stage_in_one_run_dir_cannot_overlap(tree: Path, tmp_path: Path, small_campaign) -> None:
     """An orphaned stage process (its node lost to the orchestrator) and a retry in the same run dir."""
     from orchestrator.session import plan
-    from orchestrator.stages import write_run_spec
+    from orchestrator.engine.stages import write_run_spec
 
     (tree / "recipe" / "noop_slow.yaml").write_text(yaml.safe_dump({"name": "noop_slow", "sleep_s": 4}))
     _, runs = plan(small_campaign("lock", policies=["baseline"], seeds=[1], recipe="noop_slow"))
     wd = tmp_path / "wd"
     path = write_run_spec(runs[0], wd)
-    argv = [sys.executable, "-m", "orchestrator.stages", "train", "--run-spec", str(path), "--workdir", str(wd)]
+    argv = [sys.executable, "-m", "orchestrator.engine.stages", "train", "--run-spec", str(path), "--workdir", str(wd)]
     log = wd / "runs" / "lock" / runs[0].run_key / "executions.log"
     first = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
@@ -229,14 +229,14 @@ def test_a_newer_attempt_fences_an_orphan_of_an_older_one(tree: Path, tmp_path: 
     """A stage process whose node was lost runs on (re-parented to init) holding the run dir's lock: the retry
     (a newer attempt) does not fail `busy` against it, and the orphan's late finish writes no manifest."""
     from orchestrator.session import plan
-    from orchestrator.stages import write_run_spec
+    from orchestrator.engine.stages import write_run_spec
 
     (tree / "recipe" / "noop_slow.yaml").write_text(yaml.safe_dump({"name": "noop_slow", "sleep_s": 4}))
     _, runs = plan(small_campaign("fence", policies=["baseline"], seeds=[1], recipe="noop_slow"))
     wd = tmp_path / "wd"
     path = write_run_spec(runs[0], wd)
     rd = wd / "runs" / "fence" / runs[0].run_key
-    argv = [sys.executable, "-m", "orchestrator.stages", "train", "--run-spec", str(path), "--workdir", str(wd),
+    argv = [sys.executable, "-m", "orchestrator.engine.stages", "train", "--run-spec", str(path), "--workdir", str(wd),
             "--attempt"]
     orphan = subprocess.Popen([*argv, "wt-x-train-a1"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
@@ -259,14 +259,14 @@ def test_an_attempt_cancelled_while_pending_does_nothing_when_ray_starts_it(
         tree: Path, tmp_path: Path, small_campaign) -> None:
     """Ray queues the stop of a PENDING job until its supervisor starts; the stage then exits before any work."""
     from orchestrator.session import plan
-    from orchestrator.stages import cancel_attempt, write_run_spec
+    from orchestrator.engine.stages import cancel_attempt, write_run_spec
 
     _, runs = plan(small_campaign("cx", policies=["baseline"], seeds=[1], recipe="noop"))
     wd = tmp_path / "wd"
     path = write_run_spec(runs[0], wd)
     rd = wd / "runs" / "cx" / runs[0].run_key
     cancel_attempt(rd, "wt-x-train-a1")
-    argv = [sys.executable, "-m", "orchestrator.stages", "train", "--run-spec", str(path), "--workdir", str(wd),
+    argv = [sys.executable, "-m", "orchestrator.engine.stages", "train", "--run-spec", str(path), "--workdir", str(wd),
             "--attempt"]
     p = subprocess.run([*argv, "wt-x-train-a1"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and "windtunnel-stage-error: cancelled" in p.stderr
@@ -279,7 +279,7 @@ def test_a_run_failed_at_evaluation_is_queued_again_when_its_evaluation_settings
         tree: Path, small_campaign) -> None:
     """The gate that failed it was the old one: with the new settings it is re-evaluated (to_reevaluate is pure:
     ledger rows and planned runs in, the runs to re-evaluate out)."""
-    from orchestrator.ledger.base import RunRow
+    from orchestrator.engine.ledger.base import RunRow
     from orchestrator.session import plan, to_reevaluate
 
     camp = small_campaign("gate", policies=["baseline"], seeds=[1])

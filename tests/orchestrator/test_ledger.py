@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.ledger import IllegalTransition, RunState, open_ledger
-from orchestrator.ledger.states import ALLOWED, check
+from orchestrator.engine.ledger import IllegalTransition, RunState, open_ledger
+from orchestrator.engine.ledger.states import ALLOWED, check
 
 S = RunState
 # one worker under pytest-xdist (`make test`), so the session's PostgreSQL server is started once
@@ -149,7 +149,7 @@ def test_upsert_is_idempotent_and_reports_new_changed_unchanged_removed(ledger) 
 def test_leases_block_other_owners_until_expiry(ledger_url: str) -> None:
     """On the ledger's injectable clock: expiry is reached by moving the clock, so the test never sleeps and a
     loaded machine cannot make it flaky."""
-    from orchestrator.ledger.sql import SQLLedger
+    from orchestrator.engine.ledger.sql import SQLLedger
 
     now = [1_000.0]
     ledger = SQLLedger(ledger_url, clock=lambda: now[0])
@@ -245,8 +245,8 @@ def test_an_older_ledger_is_migrated_and_a_newer_one_refused(ledger_url: str) ->
     its looks and gets version 2; a ledger stamped by a later Windtunnel is refused, not misread."""
     import sqlalchemy as sa
 
-    from orchestrator.ledger import LedgerError
-    from orchestrator.ledger.sql_schema import SCHEMA_VERSION
+    from orchestrator.engine.ledger import LedgerError
+    from orchestrator.engine.ledger.sql_schema import SCHEMA_VERSION
 
     led = open_ledger(ledger_url)
     assert led.schema_version() == SCHEMA_VERSION == 2
@@ -292,7 +292,7 @@ def test_campaign_instance_id_is_created_once_per_ledger(ledger, tmp_path: Path)
 
 _RACER = """
 import sys, time
-from orchestrator.ledger import open_ledger
+from orchestrator.engine.ledger import open_ledger
 url, t0 = sys.argv[1], float(sys.argv[2])
 time.sleep(max(0.0, t0 - time.time()))
 led = open_ledger(url)
@@ -317,8 +317,8 @@ def test_orchestrators_starting_together_on_a_fresh_ledger_do_not_crash(ledger_u
 
 def _scheduler(ledger, tmp_path: Path, **kw):
     """A scheduler whose executor points at a closed port: any cluster call would raise ClusterUnreachable."""
-    from orchestrator.executor import RayJobsExecutor
-    from orchestrator.scheduler import Scheduler, SchedulerConfig
+    from orchestrator.engine.executor import RayJobsExecutor
+    from orchestrator.engine.scheduler.loop import Scheduler, SchedulerConfig
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -339,7 +339,7 @@ def test_reconcile_never_transitions_from_a_stale_row(ledger, tmp_path: Path) ->
 
 
 def test_second_orchestrator_reports_the_first_ones_lease_and_waits(ledger, tmp_path: Path) -> None:
-    from orchestrator.ledger import CampaignBusy
+    from orchestrator.engine.ledger import CampaignBusy
 
     ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
     first = subprocess.Popen(["sleep", "60"])  # a live process on this host holds the lease
@@ -362,7 +362,7 @@ def test_second_orchestrator_reports_the_first_ones_lease_and_waits(ledger, tmp_
 
 def test_postgresql_url_without_its_driver_is_a_clear_error() -> None:
     code = ("import sys; sys.modules['psycopg'] = None\n"
-            "from orchestrator.ledger import LedgerError, open_ledger\n"
+            "from orchestrator.engine.ledger import LedgerError, open_ledger\n"
             "try:\n    open_ledger('postgresql://wt@localhost/ledger')\n"
             "except LedgerError as e:\n    print(e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -393,7 +393,7 @@ def test_a_ledger_from_before_generations_is_migrated_in_place(ledger_url: str) 
 def test_a_job_id_of_another_campaign_instance_is_never_reattached(ledger, tmp_path: Path) -> None:
     """A row whose submission id lacks this ledger's instance id (a ledger copied from another work dir,
     or written before instance ids) runs its stage again under its own id instead of adopting that job."""
-    from orchestrator.executor.base import submission_id
+    from orchestrator.engine.executor.base import submission_id
 
     ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
     ledger.transition("c", "k1", S.queued)
@@ -421,7 +421,7 @@ def test_a_driver_whose_lease_was_taken_over_is_fenced_out(ledger_url: str) -> N
     release leaves B's lease alone."""
     import sqlalchemy as sa
 
-    from orchestrator.ledger import LeaseLost
+    from orchestrator.engine.ledger import LeaseLost
 
     a, b = open_ledger(ledger_url), open_ledger(ledger_url)
     a.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1", "c/a/s2": "k2"}))
@@ -466,7 +466,7 @@ def test_a_driver_whose_lease_was_taken_over_is_fenced_out(ledger_url: str) -> N
 def test_a_scheduler_that_lost_its_lease_stops_before_touching_the_cluster(ledger, tmp_path: Path) -> None:
     """The driver's next step raises LeaseLost at its heartbeat: no cluster call (the executor points at a
     closed port and would raise ClusterUnreachable), no run moved, and `run` does not release B's lease."""
-    from orchestrator.ledger import LeaseLost
+    from orchestrator.engine.ledger import LeaseLost
 
     ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
     first = _scheduler(ledger, tmp_path, owner="A")
@@ -485,7 +485,7 @@ def test_a_cluster_that_stops_answering_is_polled_again_before_the_scheduler_giv
     when the cluster stopped answering."""
     import time
 
-    from orchestrator.executor import ClusterUnreachable
+    from orchestrator.engine.executor import ClusterUnreachable
 
     ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
     for dst in (S.queued, S.training):

@@ -1,4 +1,4 @@
-"""A multi-node Ray cluster on this machine (orchestrator.executor.local_cluster): separate nodes, one node's loss,
+"""A multi-node Ray cluster on this machine (orchestrator.cluster.local_cluster): separate nodes, one node's loss,
 and a stop that leaves nothing behind — without `ray stop`."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def test_two_nodes_join_one_is_lost_and_stop_leaves_no_process():
     """About 20 s of CPU (a head and a worker started, the worker's raylet killed). Proves: each node has its own
     ports and temp dir and the GCS counts both; `attach` reopens the cluster from its state file; `kill_raylet`
     takes exactly one node out; `stop` ends every process of both nodes, the killed node's leftovers included."""
-    from orchestrator.executor.local_cluster import LocalCluster
+    from orchestrator.cluster.local_cluster import LocalCluster
 
     root = Path("/tmp") / f"wtlc{os.getpid()}"
     cluster = LocalCluster(root).start(2, num_gpus=1, num_cpus=1)

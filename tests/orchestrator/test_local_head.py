@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 
-from orchestrator.executor.local_head import ensure_head, stop_head, token_file
+from orchestrator.cluster.local_head import ensure_head, stop_head, token_file
 
 
 def _processes_of(gcs_port: str, temp_dir: str) -> list[str]:
@@ -49,8 +49,8 @@ def test_a_failed_start_leaves_no_daemon_and_is_tried_again(tmp_path: Path, monk
     already spawned daemons: they are killed, and the start is tried once more before giving up."""
     import pytest
 
-    import orchestrator.executor.local_head as lh
-    from orchestrator.executor import ClusterUnreachable
+    import orchestrator.cluster.local_head as lh
+    from orchestrator.engine.executor import ClusterUnreachable
 
     calls = tmp_path / "calls"
     fake = tmp_path / "fake_ray"

@@ -12,12 +12,12 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.executor.base import Executor, JobStatus
-from orchestrator.ledger import open_ledger
-from orchestrator.ledger.states import RunState as S
-from orchestrator.placement import Node, fits, place, take
-from orchestrator.scheduler import Scheduler, SchedulerConfig
-from orchestrator.scheduler_retries import classify_failure
+from orchestrator.engine.executor.base import Executor, JobStatus
+from orchestrator.engine.ledger import open_ledger
+from orchestrator.engine.ledger.states import RunState as S
+from orchestrator.engine.placement import Node, fits, place, take
+from orchestrator.engine.scheduler.loop import Scheduler, SchedulerConfig
+from orchestrator.engine.scheduler.retries import classify_failure
 
 
 # ---- pure functions ----------------------------------------------------------------------------------------
@@ -97,7 +97,7 @@ class ClusterSim(Executor):
 
 
 def _campaign(tmp_path: Path, shapes: dict[str, tuple[int, int]], node_gpus: list[int], **cfg):
-    from orchestrator.grid import PolicyRef, RunSpec
+    from orchestrator.engine.grid import PolicyRef, RunSpec
 
     led = open_ledger(tmp_path)
     rows = []

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from cli import app
 from orchestrator.accounting import makespan_hours
-from orchestrator.grid import PolicyRef, RunSpec
+from orchestrator.engine.grid import PolicyRef, RunSpec
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from analysis.schema import DEFAULT_REFERENCE, POLICY_MECHANISM
-from orchestrator.grid import expand, policy_mechanism
-from orchestrator.spec import load_campaign
+from orchestrator.engine.grid import expand, policy_mechanism
+from orchestrator.engine.spec import load_campaign
 
 BREVITY = """name: brevity
 mechanism: select

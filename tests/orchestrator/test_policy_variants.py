@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.grid import expand
-from orchestrator.spec import SpecError, load_campaign
+from orchestrator.engine.grid import expand
+from orchestrator.engine.spec import SpecError, load_campaign
 
 
 def _campaign(tree: Path, helpers, policies: list, name: str = "variants") -> Path:

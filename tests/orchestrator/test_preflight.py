@@ -14,9 +14,9 @@ import yaml
 from typer.testing import CliRunner
 
 from cli import app
-from orchestrator.ranges import check_positive
-from orchestrator.spec import SpecError, load_campaign
-from orchestrator.spec_fields import check_name, check_seeds
+from orchestrator.engine.ranges import check_positive
+from orchestrator.engine.spec import SpecError, load_campaign
+from orchestrator.engine.spec_fields import check_name, check_seeds
 
 REPO = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -191,7 +191,7 @@ def test_plugin_project_dir_is_importable_for_policies_validate(tmp_path):
 
 
 def _row(state: str, owner: str = "", expires: float = 0.0):
-    from orchestrator.ledger.base import RunRow
+    from orchestrator.engine.ledger.base import RunRow
 
     return RunRow(campaign="c", run_key=state + owner, run_id="r", state=state, order=0, gpus=0, spec_json="{}",
                   lease_owner=owner, lease_expires=expires)
@@ -231,7 +231,7 @@ def test_override_mistakes_suggest_the_nearest_key(override, hint):
 
 @pytest.mark.parametrize("parts", [("runs", "..", "..", "escape"), ("results", "/etc", "x"), ("runs", "a/../../../b")])
 def test_paths_the_tool_writes_stay_inside_the_work_dir(parts, tmp_path):
-    from orchestrator.stages import StageConfigError, inside
+    from orchestrator.engine.stages import StageConfigError, inside
 
     with pytest.raises(StageConfigError, match="outside the work directory"):
         inside(tmp_path / "w", *parts)
@@ -240,7 +240,7 @@ def test_paths_the_tool_writes_stay_inside_the_work_dir(parts, tmp_path):
 
 def test_a_single_file_plugin_is_staged_as_a_package_for_py_modules(tmp_path, monkeypatch):
     """Ray's job client uploads py_modules entries as directories: `m.py` goes as the package `m/`."""
-    from orchestrator.plugins import plugin_names, plugin_paths
+    from orchestrator.engine.plugins import plugin_names, plugin_paths
 
     (tmp_path / "proj").mkdir()
     (tmp_path / "proj" / "wt_stage_probe.py").write_text("X = 1\n")

@@ -1,4 +1,4 @@
-"""The stated valid ranges of numeric options and spec fields (orchestrator/ranges.py), property by property."""
+"""The stated valid ranges of numeric options and spec fields (orchestrator/engine/ranges.py), property by property."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.ranges import (STEPS_MAX, check_backoff, check_count, check_open_probability, check_points,
+from orchestrator.engine.ranges import (STEPS_MAX, check_backoff, check_count, check_open_probability, check_points,
                                  check_seed, check_steps)
-from orchestrator.spec import RetrySpec
+from orchestrator.engine.spec import RetrySpec
 
 
 @given(st.floats(allow_nan=True, allow_infinity=True))

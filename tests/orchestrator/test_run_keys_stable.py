@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.grid import PolicyRef, RunSpec, expand
-from orchestrator.ledger import open_ledger
-from orchestrator.spec import load_campaign
+from orchestrator.engine.grid import PolicyRef, RunSpec, expand
+from orchestrator.engine.ledger import open_ledger
+from orchestrator.engine.spec import load_campaign
 
 REPO = Path(__file__).resolve().parents[2]
 

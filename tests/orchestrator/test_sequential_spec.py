@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from orchestrator.session import Session, plan
-from orchestrator.spec import CampaignSpec, SpecError, load_campaign
+from orchestrator.engine.spec import CampaignSpec, SpecError, load_campaign
 
 REPO = Path(__file__).resolve().parents[2]
 

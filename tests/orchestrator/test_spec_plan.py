@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.grid import expand
-from orchestrator.spec import SpecError, load_campaign
+from orchestrator.engine.grid import expand
+from orchestrator.engine.spec import SpecError, load_campaign
 
 
 REPO = Path(__file__).resolve().parents[2]

@@ -34,9 +34,9 @@ def test_a_driver_stopped_past_its_lease_stops_at_its_next_step_and_writes_nothi
     on, its next step raises LeaseLost naming the takeover, and the ledger, the MLflow store and the set of
     Ray jobs are exactly as B left them: no write, no job submission after the takeover. Costs about 40 s
     of CPU (8 noop runs, two orchestrators)."""
-    from orchestrator.executor.local_head import head_temp_dir
-    from orchestrator.ledger import LeaseLost
-    from orchestrator.scheduler import SchedulerConfig
+    from orchestrator.cluster.local_head import head_temp_dir
+    from orchestrator.engine.ledger import LeaseLost
+    from orchestrator.engine.scheduler.loop import SchedulerConfig
     from orchestrator.session import Session
 
     addr, tok = head
@@ -95,7 +95,7 @@ def test_killing_the_orchestrator_while_its_head_starts_leaves_one_head_and_none
     already up); the next command (`campaign resume`) ends with exactly one head for that work dir, listening
     only on 127.0.0.1 and only on the ports it recorded, its temp dir 0700 after jobs ran; `campaign head
     stop` leaves no process of it. Costs about 60 s of CPU (one or two head starts, a few noop jobs)."""
-    from orchestrator.executor.local_head import head_processes, head_status, read_state
+    from orchestrator.cluster.local_head import head_processes, head_status, read_state
 
     camp = small_campaign("headkill", policies=["baseline"], seeds=[1, 2])
     wd = tmp_path / "wd"

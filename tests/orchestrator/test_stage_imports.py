@@ -2,7 +2,7 @@
 
 Why: a stage's start-up is paid once per job; before this, the entrypoint's imports (pydantic via the campaign spec
 models, never used by a stage that reads its RunSpec from JSON) were most of our part of it. Each stage runs as
-`python -m orchestrator.stages` does, in its own process (two subprocesses; the test file costs about 5 CPU-s
+`python -m orchestrator.engine.stages` does, in its own process (two subprocesses; the test file costs about 5 CPU-s
 with pytest's start and the plan)."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ NOT_IN = {"train": {*HEAVY, "yaml", "pandas"}, "evaluate": set(HEAVY)}  # evalua
 
 # runs the entrypoint module as `-m` does, then reports which top-level packages the process imported
 RUN = """import json, runpy, sys
-sys.argv = ["orchestrator.stages", *sys.argv[1:]]
+sys.argv = ["orchestrator.engine.stages", *sys.argv[1:]]
 try:
-    runpy.run_module("orchestrator.stages", run_name="__main__", alter_sys=True)
+    runpy.run_module("orchestrator.engine.stages", run_name="__main__", alter_sys=True)
 except SystemExit as exc:
     rc = exc.code
 print(json.dumps({"rc": rc, "modules": sorted({m.split(".")[0] for m in sys.modules})}))
@@ -38,7 +38,7 @@ def _stage(stage: str, spec: Path, wd: Path) -> dict:
 
 def test_noop_stages_import_no_ml_stack_and_record_their_start(tree: Path, tmp_path: Path, small_campaign) -> None:
     from orchestrator.session import plan
-    from orchestrator.stages import write_run_spec
+    from orchestrator.engine.stages import write_run_spec
     from wtcommon.start_latency import read_log
 
     (tree / "recipe" / "noop_now.yaml").write_text(yaml.safe_dump({"name": "noop_now", "sleep_s": 0}))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.ledger.base import RunRow
-from orchestrator.paths import run_dir
+from orchestrator.engine.ledger.base import RunRow
+from orchestrator.engine.paths import run_dir
 from orchestrator.progress import planned_eta_seconds, run_activity
 from orchestrator.session import Session, plan
 from wtcommon.phase import PHASE_ENV, PHASE_FILE, read_phase, set_phase
@@ -33,7 +33,7 @@ def test_status_names_base_model_build_lock_wait_training_step_and_evaluation(tm
     rd.mkdir(parents=True)
     assert run_activity(sess, _row(spec, "training")) == "training: job submitted, not started yet"
     assert run_activity(sess, _row(spec, "queued")) is None
-    monkeypatch.setenv(PHASE_ENV, str(rd / PHASE_FILE))  # what `python -m orchestrator.stages` sets
+    monkeypatch.setenv(PHASE_ENV, str(rd / PHASE_FILE))  # what `python -m orchestrator.engine.stages` sets
     set_phase("building the base model (once per model and recipe; later runs reuse it)")
     assert run_activity(sess, _row(spec, "training")).startswith("building the base model")
     set_phase("waiting on the base model's lock (another run may be building it)")

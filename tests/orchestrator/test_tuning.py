@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from orchestrator.grid import expand
-from orchestrator.spec import load_campaign
+from orchestrator.engine.grid import expand
+from orchestrator.engine.spec import load_campaign
 from tuning.intermediate import paired_score
 from tuning.report import equal_budgets, report, write_tuned_policy
 from tuning.request import TuneError, TuneRequest
@@ -177,8 +177,8 @@ def test_a_tuning_campaign_is_submitted_and_collected_by_the_campaign_path(tree,
     is collected like any campaign's, each run read against its own suite (not the default test suite)."""
     from orchestrator.campaign import submit
     from orchestrator.session import Session
-    from orchestrator.stages import stage_evaluate, stage_train
-    from orchestrator.workdir import Workdir
+    from orchestrator.engine.stages import stage_evaluate, stage_train
+    from orchestrator.engine.workdir import Workdir
 
     (tree / "recipe" / "noop.yaml").write_text("name: noop\nsimulate: {base: 50.0}\n")  # scores, not NaN
     spec = load_campaign(tree / "small.yaml")

@@ -15,7 +15,7 @@ import yaml
 from analysis.aggregates import run_table
 from analysis.records import read_records
 from evaluation.suite import load_suite
-from orchestrator.ledger import open_ledger
+from orchestrator.engine.ledger import open_ledger
 from tuning.request import TuneRequest
 from tuning.runner import tune
 
@@ -47,7 +47,7 @@ def _tree(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_a_trial_is_pruned_at_an_intermediate_checkpoint_while_its_job_trains(tmp_path, head, monkeypatch):
-    from orchestrator.executor import RayJobsExecutor
+    from orchestrator.engine.executor import RayJobsExecutor
 
     address, tok = head  # the session's shared head (--ray-address + the environment's token)
     monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tok))
@@ -95,8 +95,8 @@ def test_a_trial_is_pruned_at_an_intermediate_checkpoint_while_its_job_trains(tm
     assert PRUNE_AT <= max(steps) < STEPS  # training was cut short, after the pruning point
     assert not (train.parent / "train_done.json").exists()
     # the study's best (the only complete trial) becomes a named policy a follow-up campaign plans with
-    from orchestrator.grid import expand
-    from orchestrator.spec import load_campaign
+    from orchestrator.engine.grid import expand
+    from orchestrator.engine.spec import load_campaign
     from tuning.report import report, write_tuned_policy
 
     path = write_tuned_policy(report(url, "prune")["gfpo"], "gfpo", root / "policy")

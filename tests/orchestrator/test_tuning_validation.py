@@ -12,7 +12,7 @@ from evaluation.benchmark_data import read_benchmark, read_manifest, verify_chec
 from evaluation.fixtures.make_fixtures import fixture_frames
 from evaluation.graders import grade
 from evaluation.suite import load_suite
-from orchestrator.spec import load_campaign
+from orchestrator.engine.spec import load_campaign
 from training import synth_dev as build
 from training import synthetic
 from tuning.intermediate import paired_intermediate
@@ -125,8 +125,8 @@ def test_tune_demo_validates_on_synth_dev_with_the_shipped_data_and_refuses_db12
 def test_heldout_intermediate_values_come_from_the_metrics_rows_written_so_far(tmp_path):
     import json
 
-    from orchestrator.grid import expand
-    from orchestrator.stages import run_dir
+    from orchestrator.engine.grid import expand
+    from orchestrator.engine.stages import run_dir
     from tuning.intermediate import _Intermediate
     from tuning.runner import _Runner
     from tuning.validation import HELDOUT, HELDOUT_AGG, validation_run

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from cli import app
 from evaluation.settings import EvaluationOptions, evaluation_key
-from orchestrator.grid import PolicyRef, RunSpec
+from orchestrator.engine.grid import PolicyRef, RunSpec
 from training.backend import TrainingConfigError, TrainRequest
 from training.config import ActorSection, ModelConfig, RecipeConfig, RolloutSection, TrainerSection
 from wtcommon.config_fields import ConfigFieldError

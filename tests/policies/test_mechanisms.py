@@ -42,6 +42,6 @@ def test_the_loader_refuses_a_mechanism_outside_the_set() -> None:
 def test_naming_mechanisms_does_not_import_torch() -> None:
     """The grid and the records schema import `policies` for the mechanism set; the policy runtime (torch, about
     4 s to import) loads only when a policy is built. Costs one Python start (about 1 CPU second)."""
-    code = "import sys, policies, analysis.schema, orchestrator.grid; print('torch' in sys.modules)"
+    code = "import sys, policies, analysis.schema, orchestrator.engine.grid; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

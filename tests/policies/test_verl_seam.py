@@ -36,7 +36,7 @@ def tq_env():
         cfg = compose("ppo_trainer", overrides=overrides)
     # a private runtime without token auth, whatever an earlier test of this worker left configured: the
     # environment the GCS inherits and the token config Ray caches in this process (refreshed as
-    # orchestrator/executor/ray_jobs.py::configure_token_auth does)
+    # orchestrator/engine/executor/ray_jobs.py::configure_token_auth does)
     from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
 
     saved = {k: os.environ.pop(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")

@@ -75,9 +75,9 @@ def _cell_runs(uri: str, campaign: str) -> list:
 
 
 def test_campaign_cells_are_tracked_live_once_each_with_final_status(uri, tmp_path: Path) -> None:
-    from orchestrator.grid import RunSpec
+    from orchestrator.engine.grid import RunSpec
     from orchestrator.session import Session, plan
-    from orchestrator.stages import run_dir, stage_evaluate, stage_train
+    from orchestrator.engine.stages import run_dir, stage_evaluate, stage_train
 
     spec, runs = plan(_tree(tmp_path / "campaigns"))
     wd = tmp_path / "wd"
@@ -149,9 +149,9 @@ def test_campaign_cells_are_tracked_live_once_each_with_final_status(uri, tmp_pa
 
 def test_verl_launch_files_stream_and_the_merged_file_is_not_logged_twice(uri, tmp_path: Path) -> None:
     """verl writes one metrics file per launch (a resume is a new launch), merged into metrics.jsonl at the end."""
-    from orchestrator.grid import RunSpec
+    from orchestrator.engine.grid import RunSpec
     from orchestrator.session import Session, plan
-    from orchestrator.stages import run_dir
+    from orchestrator.engine.stages import run_dir
 
     spec, runs = plan(_tree(tmp_path / "campaigns", "trkv"))
     sess = Session(tmp_path / "wd", mlflow_uri=uri)
@@ -224,9 +224,9 @@ def _verl_rows(name: str) -> list[dict]:
 def test_a_real_verl_runs_metrics_reach_mlflow_per_step(uri, tmp_path: Path) -> None:
     """verl's file logger nests every metric under `data`; MLflow must get them per step under verl's own names
     (kept_frac and grad_norm of a gfpo run, the domain proportions of a reward_gap mixer)."""
-    from orchestrator.grid import RunSpec
+    from orchestrator.engine.grid import RunSpec
     from orchestrator.session import Session, plan
-    from orchestrator.stages import run_dir
+    from orchestrator.engine.stages import run_dir
 
     spec, runs = plan(_tree(tmp_path / "campaigns", "trkr"))
     sess = Session(tmp_path / "wd", mlflow_uri=uri)
@@ -295,9 +295,9 @@ def test_a_campaign_has_a_parent_run_with_its_verdicts_and_report_and_its_cells_
     from analysis.records import read_records
     from analysis.verdicts import verdict_counts, verdict_table
     from evaluation.suite import load_suite
-    from orchestrator.grid import RunSpec
+    from orchestrator.engine.grid import RunSpec
     from orchestrator.session import Session, plan
-    from orchestrator.stages import stage_evaluate, stage_train
+    from orchestrator.engine.stages import stage_evaluate, stage_train
 
     root = tmp_path / "campaigns"
     shutil.copytree(REPO / "campaigns" / "policy", root / "policy")
@@ -378,7 +378,7 @@ def test_campaign_report_with_workdir_attaches_the_report_to_the_campaigns_paren
 
     from cli import app
     from orchestrator.session import Session, plan
-    from orchestrator.stages import stage_evaluate, stage_train
+    from orchestrator.engine.stages import stage_evaluate, stage_train
 
     root = tmp_path / "campaigns"
     shutil.copytree(REPO / "campaigns" / "policy", root / "policy")

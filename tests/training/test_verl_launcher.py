@@ -344,8 +344,8 @@ def test_cpu_recipe_composes_in_verls_config_with_the_hf_rollout(tmp_path):
 
 
 def test_stage_jobs_reserve_the_runs_gpus_in_rays_accounting(tmp_path):
-    from orchestrator.executor.ray_jobs import stage_gpus
-    from orchestrator.grid import PolicyRef, RunSpec
+    from orchestrator.engine.executor.ray_jobs import stage_gpus
+    from orchestrator.engine.grid import PolicyRef, RunSpec
 
     def run_spec(gpus: int, model_cfg: dict) -> str:
         return RunSpec(run_key="k", run_id="c/m/p/s1", campaign="c", sub_campaign="c", group="c", model="m",
@@ -355,7 +355,7 @@ def test_stage_jobs_reserve_the_runs_gpus_in_rays_accounting(tmp_path):
 
     spec = tmp_path / "run_spec.json"
     spec.write_text(run_spec(8, {"nnodes": 1}))
-    argv = ["python", "-m", "orchestrator.stages", "train", "--run-spec", str(spec), "--workdir", "/w"]
+    argv = ["python", "-m", "orchestrator.engine.stages", "train", "--run-spec", str(spec), "--workdir", "/w"]
     assert stage_gpus(argv) == 8
     assert stage_gpus([*argv[:3], "evaluate", *argv[4:]]) == 1
     spec.write_text(run_spec(16, {"nnodes": 2}))

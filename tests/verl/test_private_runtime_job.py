@@ -45,7 +45,7 @@ def _wait(ex, sid: str, timeout: float = 240):
 
 
 def test_job_driver_starts_a_private_runtime_instead_of_failing(head):
-    from orchestrator.executor.ray_jobs import RayJobsExecutor
+    from orchestrator.engine.executor.ray_jobs import RayJobsExecutor
 
     addr, tok = head
     ex = RayJobsExecutor(addr, token_file=tok)

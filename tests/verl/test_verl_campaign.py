@@ -37,7 +37,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from orchestrator.ledger.states import AttemptStatus
+from orchestrator.engine.ledger.states import AttemptStatus
 from training.verl_launcher import cancel
 from policies.verl.reward_audit import AUDIT_ENV, read_calls
 
@@ -123,7 +123,7 @@ def _kill_after_first_checkpoint(proc: subprocess.Popen, runs: Path, policy: str
 
 def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
     from evaluation.benchmark_data import write_manifest
-    from orchestrator.ledger import open_ledger
+    from orchestrator.engine.ledger import open_ledger
     from training.synthetic import write_eval_fixtures
 
     addr, tok = head
@@ -358,7 +358,7 @@ def test_verl_campaign_at_default_gates_streams_metrics_and_reevaluates_on_a_gat
     from evaluation.benchmark_data import write_manifest
     from evaluation.settings import evaluation_hash
     from orchestrator import tracking
-    from orchestrator.ledger import open_ledger
+    from orchestrator.engine.ledger import open_ledger
     from orchestrator.session import plan
     from training.synthetic import write_eval_fixtures
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.ledger import open_ledger
+from orchestrator.engine.ledger import open_ledger
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
