@@ -41,8 +41,8 @@ def _campaign(tree: Path, name: str) -> Path:
 
 def _runs_and_looks(wd: Path, campaign: str) -> tuple[list[tuple[str, str]], list[tuple]]:
     """(run_id, state) of every ledger run and the recorded looks, read through the ledger's own API."""
-    from orchestrator.looks import read_looks
     from orchestrator.engine.ledger import open_ledger
+    from orchestrator.looks import read_looks
 
     led = open_ledger(wd)
     runs = [(r.run_id, r.state) for r in led.runs(campaign)]
@@ -203,9 +203,9 @@ def test_bad_sequential_inputs_are_named(tree: Path, tmp_path: Path) -> None:
     from orchestrator.adaptive import AdaptiveError, aggregate_of
     from orchestrator.engine.spec import load_campaign
     from orchestrator.engine.stages import StageConfigError, eval_request
+    from orchestrator.session import plan
     from training.backend import Checkpoint
     from training.noop import simulated_records
-    from orchestrator.session import plan
 
     camp = _campaign(tree, "seqb")
     raw = yaml.safe_load(camp.read_text())
@@ -229,9 +229,9 @@ def test_a_campaign_begun_under_the_earlier_default_keeps_its_familywise_procedu
     from dataclasses import replace
 
     import orchestrator.adaptive as adaptive
+    from orchestrator.engine.spec import CampaignSpec
     from orchestrator.looks import read_looks
     from orchestrator.session import Session, plan
-    from orchestrator.engine.spec import CampaignSpec
 
     spec, runs = plan(_campaign(tree, "seqo"))
     sess = Session(tmp_path / "wd")

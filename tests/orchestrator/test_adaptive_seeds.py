@@ -13,8 +13,8 @@ from analysis.records import read_records
 from analysis.sequential.decisions import interim_decision
 from analysis.sequential.design import SequentialDesign
 from analysis.sequential.looks import look_at_runs, next_batch_seeds
-from orchestrator.looks import read_looks, record_look
 from evaluation.suite import load_suite
+from orchestrator.looks import read_looks, record_look
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"

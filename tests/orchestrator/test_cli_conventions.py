@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from typer.testing import CliRunner
 
 from cli import app

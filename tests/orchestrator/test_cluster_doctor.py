@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cluster.doctor import (FAIL, OK, WARN, Finding, compare_versions, fit_findings, gpu_findings,
-                                         versions)
+from orchestrator.cluster.doctor import FAIL, OK, WARN, Finding, compare_versions, fit_findings, gpu_findings, versions
 
 
 def _mine() -> dict[str, str | None]:

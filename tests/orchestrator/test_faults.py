@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from wtcommon.polling import wait_until
+
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
 
@@ -32,14 +34,14 @@ def _db(wd: Path, q: str) -> list[tuple]:
 
 
 def _wait_for_runs(wd: Path, campaign: str, timeout_s: float = 120) -> None:
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
+    def listed() -> bool:
         try:
-            if _db(wd, f"select count(*) from runs where campaign='{campaign}'")[0][0]:
-                return
-        except sqlite3.Error:
-            pass
-        time.sleep(0.2)
+            return bool(_db(wd, f"select count(*) from runs where campaign='{campaign}'")[0][0])
+        except sqlite3.Error:  # the ledger may not exist yet, or be mid-migration
+            return False
+
+    if wait_until(listed, timeout_s, 0.2):
+        return
     raise AssertionError(f"{campaign} never reached the ledger in {wd}")
 
 
@@ -137,8 +139,6 @@ def test_duplicate_submission_id_is_recognised(head) -> None:
     ex.submit(sid, [sys.executable, "-c", "print('once')"])
     with pytest.raises(DuplicateSubmission):
         ex.submit(sid, [sys.executable, "-c", "print('twice')"])
-    deadline = time.time() + 60
-    while not ex.status(sid).done and time.time() < deadline:
-        time.sleep(0.3)
+    wait_until(lambda: ex.status(sid).done, 60, 0.3)
     assert ex.status(sid).state == "SUCCEEDED" and "once" in ex.logs(sid) and "twice" not in ex.logs(sid)
     assert ex.status("wt-never-submitted").state == "MISSING"

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+
+from wtcommon.polling import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,10 +57,13 @@ def test_resubmit_with_changed_recipe_collects_only_the_new_generation(tree: Pat
     cfg.poll_s, cfg.max_parallel = 0.3, 2
     sched = sess.scheduler("gen", cfg)
     sched.enqueue()
-    deadline = time.time() + 180
-    while not sess.ledger.runs("gen", ["recorded"]) and time.time() < deadline:
+    # step until the first run is recorded: at max_parallel 2 the third run is admitted only when a slot frees, in
+    # that same step at the earliest, so it cannot be recorded yet — a mixed generation whatever the timing
+    def one_recorded() -> bool:
         sched.step()
-        time.sleep(0.3)
+        return bool(sess.ledger.runs("gen", ["recorded"]))
+
+    assert wait_until(one_recorded, 180, 0.3)
     first = {r.run_key: r.state for r in sess.ledger.runs("gen")}
     assert "recorded" in first.values() and set(first.values()) != {"recorded"}, first  # a mixed generation
 
@@ -200,8 +204,8 @@ def test_changed_evaluation_settings_reevaluate_without_retraining(
 
 def test_two_executions_of_a_stage_in_one_run_dir_cannot_overlap(tree: Path, tmp_path: Path, small_campaign) -> None:
     """An orphaned stage process (its node lost to the orchestrator) and a retry in the same run dir."""
-    from orchestrator.session import plan
     from orchestrator.engine.stages import write_run_spec
+    from orchestrator.session import plan
 
     (tree / "recipe" / "noop_slow.yaml").write_text(yaml.safe_dump({"name": "noop_slow", "sleep_s": 4}))
     _, runs = plan(small_campaign("lock", policies=["baseline"], seeds=[1], recipe="noop_slow"))
@@ -210,9 +214,7 @@ def test_two_executions_of_a_stage_in_one_run_dir_cannot_overlap(tree: Path, tmp
     argv = [sys.executable, "-m", "orchestrator.engine.stages", "train", "--run-spec", str(path), "--workdir", str(wd)]
     log = wd / "runs" / "lock" / runs[0].run_key / "executions.log"
     first = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while not log.exists() and time.time() < deadline:
-        time.sleep(0.1)
+    assert wait_until(log.exists, 60)
     second = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
     out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err[-2000:]
@@ -228,8 +230,8 @@ def test_two_executions_of_a_stage_in_one_run_dir_cannot_overlap(tree: Path, tmp
 def test_a_newer_attempt_fences_an_orphan_of_an_older_one(tree: Path, tmp_path: Path, small_campaign) -> None:
     """A stage process whose node was lost runs on (re-parented to init) holding the run dir's lock: the retry
     (a newer attempt) does not fail `busy` against it, and the orphan's late finish writes no manifest."""
-    from orchestrator.session import plan
     from orchestrator.engine.stages import write_run_spec
+    from orchestrator.session import plan
 
     (tree / "recipe" / "noop_slow.yaml").write_text(yaml.safe_dump({"name": "noop_slow", "sleep_s": 4}))
     _, runs = plan(small_campaign("fence", policies=["baseline"], seeds=[1], recipe="noop_slow"))
@@ -240,9 +242,7 @@ def test_a_newer_attempt_fences_an_orphan_of_an_older_one(tree: Path, tmp_path: 
             "--attempt"]
     orphan = subprocess.Popen([*argv, "wt-x-train-a1"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
-    deadline = time.time() + 60
-    while not (rd / "executions.log").exists() and time.time() < deadline:
-        time.sleep(0.1)
+    assert wait_until((rd / "executions.log").exists, 60)
     retry = subprocess.run([*argv, "wt-x-train-a2"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert retry.returncode == 0, retry.stderr[-2000:]
     assert "fenced wt-x-train-a1" in retry.stderr
@@ -258,8 +258,8 @@ def test_a_newer_attempt_fences_an_orphan_of_an_older_one(tree: Path, tmp_path: 
 def test_an_attempt_cancelled_while_pending_does_nothing_when_ray_starts_it(
         tree: Path, tmp_path: Path, small_campaign) -> None:
     """Ray queues the stop of a PENDING job until its supervisor starts; the stage then exits before any work."""
-    from orchestrator.session import plan
     from orchestrator.engine.stages import cancel_attempt, write_run_spec
+    from orchestrator.session import plan
 
     _, runs = plan(small_campaign("cx", policies=["baseline"], seeds=[1], recipe="noop"))
     wd = tmp_path / "wd"

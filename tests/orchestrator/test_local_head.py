@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 
 from orchestrator.cluster.local_head import ensure_head, stop_head, token_file
+from wtcommon.polling import wait_until
 
 
 def _processes_of(gcs_port: str, temp_dir: str) -> list[str]:
@@ -37,9 +38,7 @@ def test_head_serves_jobs_on_loopback_and_stop_leaves_nothing_behind(tmp_path: P
         assert _processes_of(gcs_port, info["temp_dir"])  # the head is really running
     finally:
         stop_head(work)
-    deadline = time.time() + 15
-    while _processes_of(gcs_port, info["temp_dir"]) and time.time() < deadline:
-        time.sleep(0.5)
+    wait_until(lambda: not _processes_of(gcs_port, info["temp_dir"]), 15, 0.5)
     assert _processes_of(gcs_port, info["temp_dir"]) == []  # incl. the Ray Client server
     assert not (work / "ray_head.json").exists()
 

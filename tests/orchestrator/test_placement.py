@@ -19,7 +19,6 @@ from orchestrator.engine.placement import Node, fits, place, take
 from orchestrator.engine.scheduler.loop import Scheduler, SchedulerConfig
 from orchestrator.engine.scheduler.retries import classify_failure
 
-
 # ---- pure functions ----------------------------------------------------------------------------------------
 
 @settings(max_examples=200, deadline=None)

@@ -8,8 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.engine.ranges import (STEPS_MAX, check_backoff, check_count, check_open_probability, check_points,
-                                 check_seed, check_steps)
+from orchestrator.engine.ranges import (
+    STEPS_MAX,
+    check_backoff,
+    check_count,
+    check_open_probability,
+    check_points,
+    check_seed,
+    check_steps,
+)
 from orchestrator.engine.spec import RetrySpec
 
 

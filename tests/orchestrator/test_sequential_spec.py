@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.session import Session, plan
 from orchestrator.engine.spec import CampaignSpec, SpecError, load_campaign
+from orchestrator.session import Session, plan
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,6 @@ import yaml
 from orchestrator.engine.grid import expand
 from orchestrator.engine.spec import SpecError, load_campaign
 
-
 REPO = Path(__file__).resolve().parents[2]
 
 

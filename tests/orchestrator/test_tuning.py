@@ -14,13 +14,13 @@ import yaml
 
 from orchestrator.engine.grid import expand
 from orchestrator.engine.spec import load_campaign
+from policies import load_policy
 from tuning.intermediate import paired_score
 from tuning.report import equal_budgets, report, write_tuned_policy
 from tuning.request import TuneError, TuneRequest
 from tuning.runner import tune
 from tuning.space import apply_params, default_params, search_space, suggest
 from tuning.validation import validation_run
-from policies import load_policy
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -176,9 +176,9 @@ def test_a_tuning_campaign_is_submitted_and_collected_by_the_campaign_path(tree,
     back for its run keys only without writing (`Session.records_frame`), and the tuning campaign's records file
     is collected like any campaign's, each run read against its own suite (not the default test suite)."""
     from orchestrator.campaign import submit
-    from orchestrator.session import Session
     from orchestrator.engine.stages import stage_evaluate, stage_train
     from orchestrator.engine.workdir import Workdir
+    from orchestrator.session import Session
 
     (tree / "recipe" / "noop.yaml").write_text("name: noop\nsimulate: {base: 50.0}\n")  # scores, not NaN
     spec = load_campaign(tree / "small.yaml")

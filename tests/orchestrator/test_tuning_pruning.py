@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 import optuna
@@ -18,6 +17,7 @@ from evaluation.suite import load_suite
 from orchestrator.engine.ledger import open_ledger
 from tuning.request import TuneRequest
 from tuning.runner import tune
+from wtcommon.polling import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 # the full trial and its reference report intermediate values at steps 4, 8, 12, 16; the pruned trial must still
@@ -66,9 +66,9 @@ def test_a_trial_is_pruned_at_an_intermediate_checkpoint_while_its_job_trains(tm
     rows = {r.run_id: r for r in ledger.runs("prune.tune.gfpo@synth_dev")}
     pruned = rows["prune/tiny_qwen2/gfpo~t1/s1"]
     executor = RayJobsExecutor(address, token_file=tok)
-    deadline = time.time() + 60
-    while (status := executor.status(pruned.submission_id)).state == "RUNNING" and time.time() < deadline:
-        time.sleep(0.5)  # stop_job asks Ray to stop it; the job reaches STOPPED moments later
+    # stop_job asks Ray to stop it; the job reaches STOPPED moments later
+    wait_until(lambda: executor.status(pruned.submission_id).state != "RUNNING", 60, 0.5)
+    status = executor.status(pruned.submission_id)
 
     assert rep["gfpo"]["trials"] == 2 and rep["gfpo"]["states"] == {"COMPLETE": 1, "PRUNED": 1}
     study = optuna.load_study(study_name="prune:gfpo", storage=url)
