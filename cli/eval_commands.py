@@ -6,7 +6,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich import box
@@ -19,8 +19,10 @@ from cli.groups import command, subgroup
 from cli.options import OutDirOpt, OutFileOpt
 
 if TYPE_CHECKING:
+    from evaluation.evaluator import CheckpointEvaluation
     from evaluation.grader_audit.agreement import Generation
     from evaluation.grader_audit.suite import ClassResult
+    from evaluation.run_meta import RunMeta
 
 
 DEFAULT_DATA_DIR = Path("data/benchmarks")
@@ -100,14 +102,14 @@ def eval_cmd(
                      mechanism=mechanism, seed=seed, step=step, regime=regime, config_hash=config_hash)
     try:
         with as_user_error():  # EvaluationError: exit 1; bad records or settings: 2
-            rec = evaluate_checkpoint(checkpoint, suite=s, data_dir=data_dir, backend=backend, run_meta=meta,
-                                      out=out_path, limit=limit, cache_dir=cache_dir, benchmarks=benchmark or None,
-                                      batch_size=batch_size)
-            if out_path:
-                write_records(rec, rec.attrs["records_path"])
+            ev = evaluate_checkpoint(checkpoint, suite=s, data_dir=data_dir, backend=backend, run_meta=meta,
+                                     out=out_path, limit=limit, cache_dir=cache_dir, benchmarks=benchmark or None,
+                                     batch_size=batch_size)
+            if ev.records_path is not None:
+                write_records(ev.records, ev.records_path)
     except VLLMUnavailableError as e:  # --backend vllm without the gpu extra: the user's to install (exit 2)
         raise UserError(str(e)) from e
-    _print_scores(rec, f"{checkpoint} on {s.name}", out_path)
+    _print_scores(ev, f"{checkpoint} on {s.name}", out_path)
 
 
 def _regrade_target(checkpoint: Path | None, out_path: Path | None) -> Path:
@@ -138,31 +140,28 @@ def _check_eval_options(checkpoint: Path, backend: str, seed: int, step: int | N
 
 def _run_meta(checkpoint: Path, *, run_id: str | None, run_key: str | None, campaign: str, model: str | None,
               policy: str, mechanism: str | None, seed: int, step: int | None, regime: str,
-              config_hash: str) -> dict[str, Any]:
+              config_hash: str) -> RunMeta:
     """The records' run columns: the options, else what the checkpoint's path and the policy's YAML say."""
+    from evaluation.run_meta import RunMeta
     from orchestrator.engine.grid import policy_mechanism
 
-    meta: dict[str, Any] = {
-        "run_id": run_id or checkpoint.resolve().name, "campaign": campaign, "model": model or checkpoint.name,
-        "policy": policy, "seed": seed, "step": _step_from_path(checkpoint) if step is None else step,
-        "regime": regime, "config_hash": config_hash}
-    if run_key:
-        meta["run_key"] = run_key
-    meta["mechanism"] = mechanism or policy_mechanism(policy, Path.cwd())  # from the policy's YAML
-    return meta
+    return RunMeta(run_id=run_id or checkpoint.resolve().name, campaign=campaign, model=model or checkpoint.name,
+                   policy=policy, seed=seed, step=_step_from_path(checkpoint) if step is None else step,
+                   run_key=run_key or "", mechanism=mechanism or policy_mechanism(policy, Path.cwd()),
+                   regime=regime, config_hash=config_hash)
 
 
-def _print_scores(rec, title: str, out_path: Path | None) -> None:
+def _print_scores(ev: CheckpointEvaluation, title: str, out_path: Path | None) -> None:
     """One row per benchmark (n, accuracy, parse and truncation rates), then where the files went."""
     t = Table(title=title)
     for c in ("benchmark", "domain", "n", "accuracy", "parse", "trunc"):
         t.add_column(c, justify="left" if c in ("benchmark", "domain") else "right")
-    for r in rec.itertuples():
+    for r in ev.records.itertuples():
         t.add_row(r.benchmark, r.domain, str(r.n_items), _fmt(r.accuracy, True), _fmt(r.parse_rate),
                   _fmt(r.truncation_rate))
     out.print(t)
     if out_path:
-        out.print(f"records: {out_path}\nitem log: {rec.attrs['items_path']}")
+        out.print(f"records: {out_path}\nitem log: {ev.items_path}")
 
 
 def _regrade(records: Path, s, data_dir: Path | None) -> None:

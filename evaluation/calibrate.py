@@ -8,6 +8,7 @@ model's parse and truncation rates pass the suite gates. One model load for ever
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from evaluation.benchmark_data import read_benchmark
 from evaluation.evaluator import EvaluationError, evaluate_checkpoint
 from evaluation.graders import grade
 from evaluation.prompts import render_gold
+from evaluation.run_meta import RunMeta
 from evaluation.suite import Gates, Suite, load_suite, with_max_gen_toks
 
 
@@ -52,13 +54,13 @@ def calibrate(
     ids = benchmarks or s.benchmark_ids
     align = format_alignment(s, Path(data_dir), n, [b for b in ids if b in s.benchmark_ids])
     relaxed = Gates(min_parse_rate=0.0, max_truncation_rate=1.0, require_item_count=s.gates.require_item_count)
-    meta = {"run_id": f"calibrate:{Path(model).name}", "campaign": "calibrate", "model": str(model), "policy": "none",
-            "mechanism": "none", "seed": 0, "step": 0}
+    meta = RunMeta(run_id=f"calibrate:{Path(model).name}", campaign="calibrate", model=str(model), policy="none",
+                   mechanism="none", seed=0, step=0)
     rows: list[dict[str, Any]] = []
     try:
-        rec = evaluate_checkpoint(Path(model), suite=s, data_dir=Path(data_dir), backend=backend, run_meta=meta,
-                                  limit=n, benchmarks=ids, gates=relaxed, progress=progress)
-        health = {h["benchmark"]: h for h in rec.attrs["health"]}
+        ev = evaluate_checkpoint(Path(model), suite=s, data_dir=Path(data_dir), backend=backend, run_meta=meta,
+                                 limit=n, benchmarks=ids, gates=relaxed, progress=progress)
+        health = {h.benchmark: dataclasses.asdict(h) for h in ev.health}
     except EvaluationError as e:
         if not e.health:
             raise  # data / task / model problems: nothing to tabulate

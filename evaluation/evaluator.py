@@ -27,13 +27,13 @@ from evaluation.benchmark_health import BenchmarkHealth, benchmark_item_rows, ga
 from evaluation.checkpoint_hash import checkpoint_hash
 from evaluation.generation_cache import CachedLM, GenerationStore
 from evaluation.graders import grader_version
+from evaluation.run_meta import RunMeta
 from evaluation.suite import Gates, Suite, load_suite, with_max_gen_toks
 from evaluation.tasks.build import write_task_dir
 from wtcommon.atomic import atomic_path, atomic_write_text
-from wtcommon.errors import WindtunnelError
+from wtcommon.errors import UserError, WindtunnelError
 
 EVALUATOR_VERSION = "1"
-RUN_META_REQUIRED = ("run_id", "campaign", "model", "policy", "seed", "step")
 METRIC_KEYS = ("acc,none", "parsed_ok,none", "grader_error,none", "grader_timeout,none")
 
 
@@ -98,22 +98,23 @@ class HealthGateError(EvaluationError):
                          + f" — checkpoint {checkpoint}{where}", health=health)
 
 
+@dataclass(frozen=True)
+class CheckpointEvaluation:
+    """What one `evaluate_checkpoint` produced: the records (one row per benchmark, written by the caller to
+    `records_path`) and, beside them as typed fields rather than `DataFrame.attrs` (which pandas drops on most
+    operations), each benchmark's gate figures, the item log, and how many responses were generated or cached."""
+
+    records: pd.DataFrame
+    health: tuple[BenchmarkHealth, ...]
+    items_path: Path | None
+    records_path: Path | None
+    n_generated: int
+    n_cached: int
+    checkpoint_hash: str
+
+
 def _suite(suite: str | Path | Suite) -> Suite:
     return suite if isinstance(suite, Suite) else load_suite(suite)
-
-
-def _run_meta(meta: dict[str, Any]) -> dict[str, Any]:
-    missing = [k for k in RUN_META_REQUIRED if k not in meta]
-    if missing:
-        raise ValueError(f"run_meta is missing {missing}; it must supply {list(RUN_META_REQUIRED)} "
-                         "(and optionally run_key, mechanism, regime, config_hash, eval_hash)")
-    out = dict(meta)
-    out.setdefault("run_key", str(meta["run_id"]))
-    out.setdefault("mechanism", "unknown")  # the caller knows the policy's mechanism (its YAML); evaluation does not
-    out.setdefault("regime", "")
-    out.setdefault("config_hash", "")
-    out.setdefault("eval_hash", "")  # evaluation.settings.evaluation_hash, set by the evaluate stage
-    return out
 
 
 def _atomic_gzip_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -171,7 +172,7 @@ def evaluate_checkpoint(
     suite: str | Path | Suite = "db12",
     data_dir: Path,
     backend: str = "hf",
-    run_meta: dict[str, Any],
+    run_meta: RunMeta,
     out: Path | None = None,
     limit: int | None = None,
     cache_dir: Path | None = None,
@@ -182,19 +183,18 @@ def evaluate_checkpoint(
     device: str | None = None,
     progress: bool = True,
     vllm_options: dict[str, Any] | None = None,
-) -> pd.DataFrame:
-    """Evaluate one checkpoint on the suite; returns one Record per benchmark (the caller writes them).
+) -> CheckpointEvaluation:
+    """Evaluate one checkpoint on the suite: one Record per benchmark (the caller writes them) and its health.
 
     `benchmarks` restricts to a subset; `gates` (a `Gates` or a mapping of its fields) overrides
     the suite's gates; `max_gen_toks` replaces every generation limit (small-context models).
     `out` names where the caller will write the records (`records_path(out)`: a `.parquet`/`.csv` file, or
     a directory for `<out>/records.parquet`); the item log and health JSON are written beside it here.
     Evaluation returns results and the stage writes records, so `evaluation` never imports `analysis`.
-    The DataFrame's `attrs` carry `health` (per-benchmark gate figures), `items_path` and `records_path`.
     """
     s, g = _suite_and_gates(suite, gates, max_gen_toks)
     out = records_path(out) if out is not None else None
-    meta = _run_meta(run_meta)
+    meta = run_meta
     checkpoint = Path(checkpoint)
     data_dir = Path(data_dir)
     ids = _checked_ids(s, benchmarks, limit, checkpoint)
@@ -214,14 +214,10 @@ def evaluate_checkpoint(
     if failures:
         raise HealthGateError(failures, checkpoint, items_path, health=health_list)
 
-    records = _records(s, ids, meta, health, backend=backend, fixture=fixture, limit=limit)
-    records.attrs["health"] = health_list
-    records.attrs["items_path"] = str(items_path) if items_path else None
-    records.attrs["records_path"] = str(out) if out is not None else None
-    records.attrs["n_generated"] = gen.cached.n_generated
-    records.attrs["n_cached"] = gen.cached.n_cached
-    records.attrs["checkpoint_hash"] = ckpt_hash
-    return records
+    return CheckpointEvaluation(
+        records=_records(s, ids, meta, health, backend=backend, fixture=fixture, limit=limit),
+        health=tuple(health.values()), items_path=items_path, records_path=out,
+        n_generated=gen.cached.n_generated, n_cached=gen.cached.n_cached, checkpoint_hash=ckpt_hash)
 
 
 def _suite_and_gates(suite: str | Path | Suite, gates: Gates | dict[str, Any] | None,
@@ -231,7 +227,7 @@ def _suite_and_gates(suite: str | Path | Suite, gates: Gates | dict[str, Any] | 
     if isinstance(gates, dict):
         unknown_keys = set(gates) - {f.name for f in dataclasses.fields(Gates)}
         if unknown_keys:
-            raise ValueError(f"gates: unknown key(s) {sorted(unknown_keys)}; use "
+            raise UserError(f"gates: unknown key(s) {sorted(unknown_keys)}; use "
                              f"{[f.name for f in dataclasses.fields(Gates)]}")
         gates = dataclasses.replace(s.gates, **gates)
     return s, gates or s.gates
@@ -240,7 +236,7 @@ def _suite_and_gates(suite: str | Path | Suite, gates: Gates | dict[str, Any] | 
 def _checked_ids(s: Suite, benchmarks: list[str] | None, limit: int | None, checkpoint: Path) -> list[str]:
     """The benchmarks to evaluate, after the checks that need no data (limit, known ids, the checkpoint exists)."""
     if limit is not None and limit <= 0:
-        raise ValueError(f"limit must be a positive integer, got {limit}")
+        raise UserError(f"limit must be a positive integer, got {limit}")
     ids = list(benchmarks) if benchmarks is not None else s.benchmark_ids
     unknown = [b for b in ids if b not in s.benchmark_ids]
     if unknown:
@@ -402,7 +398,7 @@ def _write_item_log(out: Path | None, cache_dir: Path | None, ckpt_hash: str, it
     return items_path
 
 
-def _records(s: Suite, ids: list[str], meta: dict[str, Any], health: dict[str, BenchmarkHealth], *, backend: str,
+def _records(s: Suite, ids: list[str], meta: RunMeta, health: dict[str, BenchmarkHealth], *, backend: str,
              fixture: bool, limit: int | None) -> pd.DataFrame:
     """One Record per benchmark, naming the suite, harness, grader and decoding that produced it."""
     import lm_eval
@@ -413,9 +409,7 @@ def _records(s: Suite, ids: list[str], meta: dict[str, Any], health: dict[str, B
         h = health[bid]
         b = s.benchmark(bid)
         rows.append({
-            "run_key": str(meta["run_key"]), "run_id": str(meta["run_id"]), "campaign": str(meta["campaign"]),
-            "model": str(meta["model"]), "policy": str(meta["policy"]), "mechanism": str(meta["mechanism"]),
-            "seed": int(meta["seed"]), "step": int(meta["step"]), "regime": str(meta["regime"]),
+            **{k: v for k, v in meta.columns().items() if k not in ("config_hash", "eval_hash")},
             "benchmark": bid, "domain": b.domain, "n_items": int(h.n_evaluated), "n_correct": h.n_correct,
             "accuracy": h.accuracy, "parse_rate": h.parse_rate, "truncation_rate": h.truncation_rate,
             "suite_version": (f"{s.name}-{s.version}" + ("+fixture" if fixture else "")
@@ -423,7 +417,7 @@ def _records(s: Suite, ids: list[str], meta: dict[str, Any], health: dict[str, B
             "harness_version": (f"{harness}; grader {h.grader_version}; max_gen_toks {b.max_gen_toks}"
                                 + ("" if b.decoding.greedy else f"; samples {b.samples} temperature {b.temperature} "
                                    f"top_p {b.top_p} seed {b.seed}")),
-            "config_hash": str(meta["config_hash"]), "eval_hash": str(meta["eval_hash"]),
+            "config_hash": meta.config_hash, "eval_hash": meta.eval_hash,
             "metric": h.metric, "metrics": json.dumps(h.metrics, sort_keys=True) if h.metrics else "",
         })
     return pd.DataFrame(rows)

@@ -24,7 +24,8 @@ _AGG_KINDS = ("domain_mean", "mean", "item_weighted")
 
 
 class SuiteError(UserError):
-    """A suite file is malformed; the message names the file, the field and the fix."""
+    """A suite file is malformed, or a name it does not hold was asked of it; the message names the file, the
+    field and the fix."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ class Suite:
         for b in self.benchmarks:
             if b.id == bid:
                 return b
-        raise KeyError(f"unknown benchmark {bid!r} in suite {self.name!r}; known: {', '.join(self.benchmark_ids)}")
+        raise SuiteError(f"unknown benchmark {bid!r} in suite {self.name!r}; known: {', '.join(self.benchmark_ids)}")
 
     def domain_of(self) -> dict[str, str]:
         return {b.id: b.domain for b in self.benchmarks}
@@ -128,7 +129,7 @@ class Suite:
             if a.name == name:
                 return a
         known = ", ".join(a.name for a in self.aggregates)
-        raise KeyError(f"unknown aggregate {name!r}; the suite {self.name!r} declares: {known}")
+        raise SuiteError(f"unknown aggregate {name!r}; the suite {self.name!r} declares: {known}")
 
     @property
     def aggregate_names(self) -> list[str]:
@@ -154,7 +155,7 @@ def with_max_gen_toks(suite: Suite, max_gen_toks: int | None) -> Suite:
     if max_gen_toks is None:
         return suite
     if max_gen_toks <= 0:
-        raise ValueError(f"max_gen_toks must be positive, got {max_gen_toks}")
+        raise SuiteError(f"max_gen_toks must be positive, got {max_gen_toks}")
     return dataclasses.replace(
         suite, benchmarks=tuple(dataclasses.replace(b, max_gen_toks=int(max_gen_toks)) for b in suite.benchmarks))
 

@@ -27,7 +27,7 @@ from orchestrator.engine.ledger.states import RunState
 from orchestrator.engine.scheduler.loop import Scheduler, SchedulerConfig
 from orchestrator.engine.spec import CampaignSpec, load_campaign
 from orchestrator.engine.workdir import Workdir
-from wtcommon.errors import WindtunnelError
+from wtcommon.errors import UserError, WindtunnelError
 from wtcommon.hashing import text_hash
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ class Session:
     def default_config(self, campaign: str) -> SchedulerConfig:
         spec_json = self.ledger.campaign_spec(campaign)
         if spec_json is None:
-            raise KeyError(f"campaign {campaign!r} is not in the ledger at {self.ledger.url}; submit it first")
+            raise UserError(f"campaign {campaign!r} is not in the ledger at {self.ledger.url}; submit it first")
         spec = CampaignSpec.model_validate_json(spec_json)
         gpus = spec.compute.nodes * spec.compute.gpus_per_node
         return SchedulerConfig(capacity_gpus=gpus, nodes=spec.compute.nodes, gpus_per_node=spec.compute.gpus_per_node,

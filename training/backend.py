@@ -21,6 +21,7 @@ from wtcommon.config_fields import ConfigFieldError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from evaluation.run_meta import RunMeta
     from evaluation.settings import EvaluationOptions
     from training.config import ModelConfig, RecipeConfig
 
@@ -152,7 +153,7 @@ class EvalRequest:
 
     checkpoint: Checkpoint
     suite: str
-    run_meta: dict[str, Any]
+    run_meta: RunMeta
     recipe_name: str
     recipe: RecipeConfig
     options: EvaluationOptions
@@ -162,13 +163,16 @@ class EvalRequest:
     run_dir: Path
 
     def __post_init__(self) -> None:
+        from evaluation.run_meta import RunMeta, RunMetaError
         from evaluation.settings import EvaluationOptions
         from training.config import RecipeConfig
 
         try:
+            if not isinstance(self.run_meta, RunMeta):  # a mapping of its fields (a test's labels)
+                self.run_meta = RunMeta.from_mapping(self.run_meta)
             self.recipe = RecipeConfig.of(self.recipe, f"recipe {self.recipe_name}")
             self.options = EvaluationOptions.of(self.options)
-        except ConfigFieldError as exc:
+        except (ConfigFieldError, RunMetaError) as exc:
             raise TrainingConfigError(str(exc)) from None
 
 
@@ -203,9 +207,9 @@ class TrainingBackend(abc.ABC):
         from wtcommon.errors import StageConfigError, StageHealthGateError
 
         opts = req.options
-        where = f"evaluation of {req.run_meta['run_id']} step {req.checkpoint.step}"
+        where = f"evaluation of {req.run_meta.run_id} step {req.checkpoint.step}"
         try:
-            rec = evaluate_checkpoint(
+            ev = evaluate_checkpoint(
                 req.checkpoint.path, suite=req.suite, data_dir=req.data_dir, backend=opts.backend,
                 run_meta=req.run_meta, out=req.out_dir, limit=opts.limit, cache_dir=req.cache_dir,
                 max_gen_toks=opts.max_gen_toks, gates=opts.gates, progress=False,
@@ -214,5 +218,6 @@ class TrainingBackend(abc.ABC):
             raise StageHealthGateError(f"{where}: {exc}") from None
         except EvaluationError as exc:  # missing or malformed data is deterministic: no retry
             raise StageConfigError(f"{where}: {exc}") from None
-        write_records(rec, rec.attrs["records_path"])  # the step's records beside its item log
-        return rec
+        assert ev.records_path is not None  # `out` was given: records_path(req.out_dir)
+        write_records(ev.records, ev.records_path)  # the step's records beside its item log
+        return ev.records

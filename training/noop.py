@@ -87,7 +87,7 @@ def _simulated_accuracy(sim: dict[str, Any], req: EvalRequest, benchmark: str) -
     if unknown:
         raise StageConfigError(f"recipe {req.recipe_name!r}: key 'simulate': unknown {sorted(unknown)}; "
                                f"known: {sorted(_SIMULATE_KEYS)}")
-    seed, policy = req.run_meta["seed"], str(req.run_meta["policy"])
+    seed, policy = req.run_meta.seed, req.run_meta.policy
     b = zlib.crc32(benchmark.encode())
     shared = np.random.default_rng([seed, b]).normal(0.0, float(sim.get("seed_sd", 2.0)))
     sd = float((sim.get("noise_sd_by_policy") or {}).get(policy, sim.get("noise_sd", 0.5)))
@@ -106,7 +106,7 @@ def simulated_records(req: EvalRequest) -> pd.DataFrame:
 
     suite = load_suite(req.suite)
     sim = req.recipe.simulate
-    rows = [{**req.run_meta, "benchmark": b.id, "domain": b.domain, "n_items": b.n_items,
+    rows = [{**req.run_meta.columns(), "benchmark": b.id, "domain": b.domain, "n_items": b.n_items,
              "n_correct": np.nan, "accuracy": _simulated_accuracy(sim, req, b.id) if sim else np.nan,
              "parse_rate": np.nan, "truncation_rate": np.nan, "suite_version": suite.version,
              "harness_version": "noop-simulated" if sim else "noop"} for b in suite.benchmarks]

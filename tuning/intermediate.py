@@ -142,7 +142,7 @@ class _Intermediate:
         opts = r.evaluation
         try:  # lm-eval's and transformers' progress bars would bury the tuner's own lines; failures raise
             with contextlib.redirect_stderr(io.StringIO()):
-                rec = evaluate_checkpoint(
+                ev = evaluate_checkpoint(
                     ckpt, suite=r.suite, data_dir=_resolve(opts.data_dir, workdir) or workdir / "data" / "eval",
                     backend=opts.backend, run_meta=run_meta(r, step), limit=opts.limit,
                     cache_dir=workdir / "cache" / "eval", max_gen_toks=opts.max_gen_toks,
@@ -151,4 +151,4 @@ class _Intermediate:
         except EvaluationError as exc:
             self.say(f"{r.run_id} step {step}: no intermediate value ({str(exc)[:200]})")
             return math.nan
-        return float(run_table(rec, load_suite(r.suite))[self.agg].iloc[0])
+        return float(run_table(ev.records, load_suite(r.suite))[self.agg].iloc[0])

@@ -35,7 +35,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from collections.abc import Iterator
 
 import orchestrator
@@ -47,6 +47,9 @@ from wtcommon.atomic import atomic_write_json, atomic_write_text, json_file_text
 from wtcommon.hashing import sha256_file
 from wtcommon.errors import RunFailed
 from wtcommon import start_latency
+
+if TYPE_CHECKING:
+    from evaluation.run_meta import RunMeta
 
 EXIT_CONFIG = 2
 EXIT_HEALTH_GATE = 3
@@ -191,8 +194,8 @@ def merge(ckpts: list[Path]) -> list[Path]:
         proc = subprocess.run(merge_command(pending), capture_output=True, text=True)
         failed = [str(a) for a, t in pending if not _weights(t)]
         if proc.returncode != 0 or failed:
-            raise RuntimeError(f"merge of {', '.join(failed) or 'the checkpoints'} failed (rc={proc.returncode}): "
-                               f"{proc.stderr[-800:]}")
+            raise RunFailed(f"merge of {', '.join(failed) or 'the checkpoints'} failed (rc={proc.returncode}): "
+                            f"{proc.stderr[-800:]}")
     return out
 
 
@@ -236,7 +239,7 @@ def stage_train(spec: RunSpec, workdir: Path, attempt: str = "") -> dict[str, An
     ckpts = [{"step": int(c["step"]), "path": str(hf), "weights_sha256": {p.name: sha256_file(p) for p in _weights(hf)}}
              for c, hf in zip(listed, merge([Path(c["path"]) for c in listed]), strict=True)]
     if not ckpts:
-        raise RuntimeError(f"training of {spec.run_id} produced no checkpoint")
+        raise RunFailed(f"training of {spec.run_id} produced no checkpoint")
     compute = {"wall_s": round(time.time() - t0, 3), "gpu_s": 0.0, "rollout_tokens": 0, "update_tokens": 0,
                **{k: v for k, v in result.get("compute", {}).items()}}
     manifest = {"run_key": spec.run_key, "checkpoints": ckpts, "metrics_path": result["metrics_path"],
@@ -272,10 +275,13 @@ def verify_train(spec: RunSpec, workdir: Path) -> dict[str, Any] | None:
 
 # ---- evaluate + record -----------------------------------------------------------------------
 
-def run_meta(spec: RunSpec, step: int) -> dict[str, Any]:
-    return {"run_key": spec.run_key, "run_id": spec.run_id, "campaign": spec.group, "model": spec.model,
-            "policy": spec.policy.name, "mechanism": spec.policy.mechanism, "seed": spec.seed, "step": step,
-            "regime": spec.regime, "config_hash": spec.config_hash}
+def run_meta(spec: RunSpec, step: int) -> RunMeta:
+    """The labels of the run's records at one step (`eval_hash` is added by `eval_request`)."""
+    from evaluation.run_meta import RunMeta
+
+    return RunMeta(run_key=spec.run_key, run_id=spec.run_id, campaign=spec.group, model=spec.model,
+                   policy=spec.policy.name, mechanism=spec.policy.mechanism, seed=spec.seed, step=step,
+                   regime=spec.regime, config_hash=spec.config_hash)
 
 
 def eval_data_dir(spec: RunSpec, workdir: Path) -> Path:
@@ -292,7 +298,7 @@ def eval_request(spec: RunSpec, workdir: Path, checkpoint: Checkpoint) -> EvalRe
     data_dir = eval_data_dir(spec, workdir)
     return EvalRequest(
         checkpoint=checkpoint, suite=spec.suite,
-        run_meta={**run_meta(spec, checkpoint.step), "eval_hash": evaluation_hash(spec.eval_key, data_dir)},
+        run_meta=run_meta(spec, checkpoint.step).with_eval_hash(evaluation_hash(spec.eval_key, data_dir)),
         recipe_name=spec.recipe_name, recipe=spec.recipe_cfg, options=opts, data_dir=data_dir,
         cache_dir=Path(workdir) / "cache" / "eval", out_dir=rd / "eval" / f"step_{checkpoint.step}", run_dir=rd,
     )
@@ -320,13 +326,13 @@ def stage_evaluate(spec: RunSpec, workdir: Path, attempt: str = "") -> dict[str,
     t0 = time.time()
     reqs = [eval_request(spec, workdir, Checkpoint(int(c["step"]), Path(c["path"]))) for c in ckpts]
     # every row says which evaluation settings and data produced it, whatever the backend wrote
-    frames = [backend.evaluate(req).assign(eval_hash=req.run_meta["eval_hash"]) for req in reqs]
+    frames = [backend.evaluate(req).assign(eval_hash=req.run_meta.eval_hash) for req in reqs]
     records = rd / "records.parquet"
     write_records(pd.concat(frames, ignore_index=True), records)
     n = len(read_records(records, suite=spec.suite))  # re-read through the validating reader
     manifest = {"run_key": spec.run_key, "records": str(records), "rows": n, "sha256": sha256_file(records),
                 "eval_wall_s": round(time.time() - t0, 3), "steps": [c["step"] for c in ckpts],
-                "eval_key": spec.eval_key, "eval_hash": reqs[0].run_meta["eval_hash"]}
+                "eval_key": spec.eval_key, "eval_hash": reqs[0].run_meta.eval_hash}
     write_manifest(rd, "evaluate", attempt, manifest)
     return manifest
 

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from evaluation.benchmark_data import FIXTURE_DIR
+from evaluation.run_meta import RunMeta
 from evaluation.suite import SUITE_DIR, Suite, parse_suite
 
 
@@ -48,5 +49,5 @@ RUN_META = {"run_id": "run-1", "run_key": "c/tiny/baseline/s1", "campaign": "c",
 
 
 @pytest.fixture
-def run_meta() -> dict:
-    return dict(RUN_META)
+def run_meta() -> RunMeta:
+    return RunMeta(**RUN_META)

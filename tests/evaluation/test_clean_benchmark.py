@@ -118,5 +118,6 @@ def test_the_evaluator_grades_it_with_the_math_grader(tmp_path, run_meta):
     model = overfit_tiny_model(tmp_path / "m", boxed_answer_pairs(df.prompt, df.answer), steps=300, lr=6e-3)
     s = load_suite("db12_clean")
     s = dataclasses.replace(s, benchmarks=tuple(dataclasses.replace(b, max_gen_toks=40) for b in s.benchmarks))
-    rec = evaluate_checkpoint(model, suite=s, data_dir=data, run_meta=run_meta, benchmarks=[CLEAN_ID], progress=False)
+    rec = evaluate_checkpoint(model, suite=s, data_dir=data, run_meta=run_meta, benchmarks=[CLEAN_ID],
+                              progress=False).records
     assert rec.iloc[0]["accuracy"] == 100.0 and rec.iloc[0]["n_correct"] == 4

@@ -44,13 +44,15 @@ def test_random_model_fails_gates_then_relaxed_run_scores_all_twelve_from_cache(
 
     # the same evaluation with relaxed gates regenerates nothing (cache keyed by checkpoint hash)
     # gates as a mapping (campaign YAML), `out` as a directory (orchestrator stage layout)
-    rec = evaluate_checkpoint(random_model, suite=suite, data_dir=FIXTURE_DIR, run_meta=run_meta,
-                              out=tmp_path / "step_0",
+    ev = evaluate_checkpoint(random_model, suite=suite, data_dir=FIXTURE_DIR, run_meta=run_meta,
+                             out=tmp_path / "step_0",
                               cache_dir=tmp_path / "cache", gates={"min_parse_rate": 0.0, "max_truncation_rate": 1.0},
                               progress=False)
     out = tmp_path / "step_0" / "records.parquet"
     assert (tmp_path / "step_0" / "records.items.jsonl.gz").is_file()
-    assert rec.attrs["n_generated"] == 0 and rec.attrs["n_cached"] == sum(sizes.values())
+    assert ev.n_generated == 0 and ev.n_cached == sum(sizes.values())
+    assert [h.benchmark for h in ev.health] == suite.benchmark_ids and all(not h.failures for h in ev.health)
+    rec = ev.records
     assert list(rec.columns) == list(RECORD_COLUMNS)
     assert list(rec["benchmark"]) == suite.benchmark_ids
     assert rec["n_items"].tolist() == [sizes[b] for b in suite.benchmark_ids]
@@ -58,10 +60,10 @@ def test_random_model_fails_gates_then_relaxed_run_scores_all_twelve_from_cache(
     assert (rec["accuracy"] == 0.0).all() and (rec["parse_rate"] == 0.0).all()
     assert rec["truncation_rate"].notna().all()
     # evaluation returns results; the caller (the evaluate stage) writes them where `records_path` says
-    assert rec.attrs["records_path"] == str(out) and not out.exists()
+    assert ev.records_path == out and not out.exists()
     from analysis.records import write_records
 
-    write_records(rec, rec.attrs["records_path"])
+    write_records(rec, ev.records_path)
     back = pd.read_parquet(out)
     assert len(back) == 12 and back["run_id"].eq("run-1").all() and back["domain"].tolist() == [
         suite.benchmark(b).domain for b in suite.benchmark_ids]
@@ -71,7 +73,7 @@ def test_random_model_fails_gates_then_relaxed_run_scores_all_twelve_from_cache(
 def test_overfit_model_scores_100_and_a_wrong_gold_scores_0(boxed_model, tmp_path, small_suite, run_meta):
     suite = small_suite(32)
     rec = evaluate_checkpoint(boxed_model, suite=suite, data_dir=FIXTURE_DIR, run_meta=run_meta,
-                              benchmarks=["gsm8k"], progress=False)
+                              benchmarks=["gsm8k"], progress=False).records
     row = rec.iloc[0]
     n = _fixture_sizes()["gsm8k"]
     assert (row["accuracy"], row["n_correct"], row["parse_rate"], row["truncation_rate"]) == (100.0, n, 1.0, 0.0)
@@ -83,7 +85,7 @@ def test_overfit_model_scores_100_and_a_wrong_gold_scores_0(boxed_model, tmp_pat
     write_benchmark(df, data, "gsm8k", "math")
     write_manifest(data, ["gsm8k"], kind="fixture")
     rec2 = evaluate_checkpoint(boxed_model, suite=suite, data_dir=data, run_meta=run_meta,
-                               benchmarks=["gsm8k"], progress=False)
+                               benchmarks=["gsm8k"], progress=False).records
     assert rec2.iloc[0]["accuracy"] == 0.0 and rec2.iloc[0]["parse_rate"] == 1.0
 
 
@@ -155,10 +157,15 @@ def test_unknown_gate_key_is_rejected(fake_ckpt, run_meta):
         evaluate_checkpoint(fake_ckpt, data_dir=FIXTURE_DIR, run_meta=run_meta, gates={"min_parse": 0.1})
 
 
-def test_run_meta_must_name_the_run(fake_ckpt, run_meta):
-    with pytest.raises(ValueError, match=r"run_meta is missing \['seed', 'step'\]"):
-        evaluate_checkpoint(fake_ckpt, data_dir=FIXTURE_DIR,
-                            run_meta={k: v for k, v in run_meta.items() if k not in ("seed", "step")})
+def test_run_meta_must_name_the_run(run_meta):
+    from evaluation.run_meta import RunMeta, RunMetaError
+
+    fields = run_meta.columns()
+    with pytest.raises(RunMetaError, match=r"missing \['seed', 'step'\], unknown \['sede'\]"):
+        RunMeta.from_mapping({k: v for k, v in fields.items() if k not in ("seed", "step")} | {"sede": 1})
+    meta = RunMeta.from_mapping({k: v for k, v in fields.items() if k != "run_key"})
+    assert meta.run_key == meta.run_id == "run-1"  # outside a campaign the run is named by its id
+    assert list(meta.columns())[:2] == ["run_key", "run_id"] and meta.columns()["eval_hash"] == ""
 
 
 def test_suite_gates_come_from_the_suite_file():
@@ -194,7 +201,7 @@ def test_sampled_decoding_logs_k_outcomes_and_records_avg_pass_maj(boxed_model, 
 
     def run(seed: int, out: Path, model: Path = boxed_model) -> tuple[pd.DataFrame, list[dict]]:
         rec = evaluate_checkpoint(model, suite=_sampled_suite(seed), data_dir=FIXTURE_DIR, run_meta=run_meta,
-                                  out=out, benchmarks=bench, gates=relaxed, progress=False)
+                                  out=out, benchmarks=bench, gates=relaxed, progress=False).records
         return rec, [json.loads(x) for x in gzip.open(out.with_name("records.items.jsonl.gz"), "rt")]
 
     rec, items = run(7, tmp_path / "a" / "records.parquet")

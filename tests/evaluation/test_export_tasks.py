@@ -12,6 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from cli import app
+from evaluation.run_meta import RunMeta
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = ["math500", "kk_hard", "gpqa_diamond"]
@@ -41,9 +42,8 @@ def test_lm_eval_cli_on_exported_tasks_matches_campaign_eval(tmp_path):
     data = tmp_path / "data"
     write_manifest(data, sorted(write_eval_fixtures(data, n_items=8)), kind="fixture")
     rec = evaluate_checkpoint(ckpt, data_dir=data, benchmarks=BENCH, max_gen_toks=32, progress=False,
-                              run_meta={"run_id": "x", "campaign": "c", "model": "tiny", "policy": "baseline",
-                                        "seed": 0,
-                                        "step": 0})
+                              run_meta=RunMeta(run_id="x", campaign="c", model="tiny", policy="baseline", seed=0,
+                                               step=0)).records
     ours = dict(zip(rec["benchmark"], rec["accuracy"], strict=True))
 
     tasks = tmp_path / "tasks"

@@ -134,10 +134,11 @@ def test_regrade_through_the_cli_changes_grades_only(random_model, tmp_path: Pat
     relaxed = {"min_parse_rate": 0.0, "max_truncation_rate": 1.0}  # a random model parses nothing
     kw = dict(suite=SUITE, data_dir=FIXTURE_DIR, run_meta=run_meta, benchmarks=["gsm8k"], max_gen_toks=8,
               cache_dir=cache, gates=relaxed, progress=False)
-    fresh = evaluate_checkpoint(random_model, out=out, **kw)
+    ev = evaluate_checkpoint(random_model, out=out, **kw)
+    fresh = ev.records
     write_records(fresh, out)  # as the evaluate stage does
     before = _generations(cache)
-    assert len(before) == 4 and fresh.attrs["n_generated"] == 4
+    assert len(before) == 4 and ev.n_generated == 4
     # rewind: an older grader that credited every response
     log = tmp_path / "records.items.jsonl.gz"
     rows = [json.loads(x) for x in gzip.open(log, "rt")]
@@ -158,5 +159,5 @@ def test_regrade_through_the_cli_changes_grades_only(random_model, tmp_path: Pat
     assert {json.loads(x)["grader_version"] for x in gzip.open(log, "rt")} == {grader_version("math")}
     # a fresh evaluation from the same cache regenerates nothing and scores what the regrade wrote
     again = evaluate_checkpoint(random_model, out=tmp_path / "again", **kw)
-    assert again.attrs["n_generated"] == 0
-    assert again["accuracy"].tolist() == regraded["accuracy"].tolist()
+    assert again.n_generated == 0
+    assert again.records["accuracy"].tolist() == regraded["accuracy"].tolist()

@@ -20,7 +20,7 @@ class RunRow:
     campaign: str
     run_key: str
     run_id: str
-    state: str
+    state: RunState
     order: int
     gpus: int
     spec_json: str
@@ -37,6 +37,9 @@ class RunRow:
     outputs: dict[str, Any] = field(default_factory=dict)
     updated_at: float = 0.0
     superseded_by: str = ""  # run_key of the row that replaced this one (a changed spec); "" = current
+
+    def __post_init__(self) -> None:
+        self.state = RunState(self.state)  # the stored text becomes the member (an unknown one is refused)
 
     @property
     def spec(self) -> RunSpec:
@@ -114,7 +117,7 @@ class Ledger(abc.ABC):
         """Idempotent by run_key; a run_id whose run_key changed supersedes (cancels) the old row."""
 
     @abc.abstractmethod
-    def runs(self, campaign: str, states: Iterable[str] | None = None) -> list[RunRow]: ...
+    def runs(self, campaign: str, states: Iterable[RunState] | None = None) -> list[RunRow]: ...
 
     @abc.abstractmethod
     def get(self, campaign: str, run_key: str) -> RunRow: ...
@@ -124,14 +127,14 @@ class Ledger(abc.ABC):
         return [r for r in self.runs(campaign) if r.run_key == ident or r.run_id == ident or r.run_id.startswith(ident)]
 
     @abc.abstractmethod
-    def transition(self, campaign: str, run_key: str, to: RunState | str, *, expect: RunState | str | None = None,
+    def transition(self, campaign: str, run_key: str, to: RunState, *, expect: RunState | None = None,
                    stage: str | None = None, reason: str | None = None, **fields: Any) -> RunRow: ...
 
     @abc.abstractmethod
     def update(self, campaign: str, run_key: str, **fields: Any) -> None: ...
 
     @abc.abstractmethod
-    def reopen(self, campaign: str, run_key: str, to: RunState | str, reason: str, **fields: Any) -> RunRow:
+    def reopen(self, campaign: str, run_key: str, to: RunState, reason: str, **fields: Any) -> RunRow:
         """A recorded run whose outputs no longer verify goes back to trained or queued."""
 
     @abc.abstractmethod
@@ -194,7 +197,7 @@ class Ledger(abc.ABC):
     def running_attempts(self, campaign: str) -> list[dict[str, Any]]: ...
 
     @abc.abstractmethod
-    def start_attempt(self, campaign: str, run_key: str, src: RunState | str, dst: RunState | str, stage: str,
+    def start_attempt(self, campaign: str, run_key: str, src: RunState, dst: RunState, stage: str,
                       submission_id: str) -> int: ...
 
     @abc.abstractmethod

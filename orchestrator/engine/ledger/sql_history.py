@@ -33,7 +33,7 @@ class History(SQLStore):
                                                dst="", detail=submission_id))
         return n
 
-    def start_attempt(self, campaign: str, run_key: str, src: RunState | str, dst: RunState | str, stage: str,
+    def start_attempt(self, campaign: str, run_key: str, src: RunState, dst: RunState, stage: str,
                       submission_id: str) -> int:
         """Record a new attempt and move the run into its active state, in one transaction."""
         now = self._now()

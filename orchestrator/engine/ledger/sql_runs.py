@@ -57,7 +57,7 @@ class RunRows(SQLStore):
             r = c.execute(sa.select(campaigns_t.c.spec_json).where(campaigns_t.c.name == name)).first()
         return r[0] if r else None
 
-    def runs(self, campaign: str, states: Iterable[str] | None = None) -> list[RunRow]:
+    def runs(self, campaign: str, states: Iterable[RunState] | None = None) -> list[RunRow]:
         """The campaign's current-generation runs (superseded rows are left out: see `superseded`)."""
         q = sa.select(runs_t).where((runs_t.c.campaign == campaign) & (runs_t.c.superseded_by == ""))
         if states is not None:
@@ -74,7 +74,7 @@ class RunRows(SQLStore):
         return run_row(r)
 
 
-    def transition(self, campaign: str, run_key: str, to: RunState | str, *, expect: RunState | str | None = None,
+    def transition(self, campaign: str, run_key: str, to: RunState, *, expect: RunState | None = None,
                    stage: str | None = None, reason: str | None = None, **fields: Any) -> RunRow:
         to = RunState(to)
         now = self._now()
@@ -101,7 +101,7 @@ class RunRows(SQLStore):
                                                src=src.value, dst=to.value, detail=reason or stage or ""))
         return self.get(campaign, run_key)
 
-    def reopen(self, campaign: str, run_key: str, to: RunState | str, reason: str, **fields: Any) -> RunRow:
+    def reopen(self, campaign: str, run_key: str, to: RunState, reason: str, **fields: Any) -> RunRow:
         """recorded → trained|queued when its outputs no longer verify (the only way out of recorded)."""
         to = RunState(to)
         if to not in REOPEN:

@@ -64,7 +64,7 @@ class IllegalTransition(WindtunnelError, RuntimeError):
     """A transition the state machine does not allow (or the run was not in the expected state)."""
 
 
-def check(src: RunState | str, dst: RunState | str) -> None:
+def check(src: RunState, dst: RunState) -> None:
     s, d = RunState(src), RunState(dst)
     if d not in ALLOWED[s]:
         raise IllegalTransition(f"illegal transition {s.value} → {d.value}; allowed: "
