@@ -194,6 +194,7 @@ def evaluate_checkpoint(
     """
     s, g = _suite_and_gates(suite, gates, max_gen_toks)
     out = records_path(out) if out is not None else None
+    meta = run_meta
     checkpoint = Path(checkpoint)
     data_dir = Path(data_dir)
     ids = _checked_ids(s, benchmarks, limit, checkpoint)
@@ -214,7 +215,7 @@ def evaluate_checkpoint(
         raise HealthGateError(failures, checkpoint, items_path, health=health_list)
 
     return CheckpointEvaluation(
-        records=_records(s, ids, run_meta, health, backend=backend, fixture=fixture, limit=limit),
+        records=_records(s, ids, meta, health, backend=backend, fixture=fixture, limit=limit),
         health=tuple(health.values()), items_path=items_path, records_path=out,
         n_generated=gen.cached.n_generated, n_cached=gen.cached.n_cached, checkpoint_hash=ckpt_hash)
 

@@ -2,7 +2,7 @@
 
 One typed object instead of a dict read by key at both ends: the evaluate stage builds it from the run spec,
 `campaign eval` from its options, and the evaluator (or the noop backend) writes its fields into the records
-unchanged, in the order `columns()` gives.
+unchanged. Field order is the records' column order.
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.engine.executor.base import ClusterUnreachable
-from orchestrator.cluster.local_head import _alive, _env, _free_port, _kill_head_processes, _ray_bin, token_file
-from orchestrator.cluster.ray_temp import remove_short_ray_temp, short_ray_temp
+from orchestrator.cluster.local_head import (_alive, _env, _free_port, _kill_head_processes, _ray_bin,
+                                            remove_short_ray_temp, short_ray_temp, token_file)
 from wtcommon.polling import wait_until
 from wtcommon.ports import port_free
 from wtcommon.processes import terminate_then_kill

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
 import stat
 import subprocess
@@ -34,10 +35,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from orchestrator.cluster.ray_temp import remove_short_ray_temp, short_ray_temp
 from orchestrator.engine.executor.base import ClusterUnreachable
 from orchestrator.engine.workdir import Workdir
 from wtcommon.atomic import atomic_write_json
+from wtcommon.hashing import text_hash
 from wtcommon.polling import wait_until
 from wtcommon.ports import free_port, port_free
 from wtcommon.processes import terminate_then_kill
@@ -85,6 +86,18 @@ def _temp_dir(workdir: Path) -> Path:
         return Path(os.environ["WT_RAY_TMP"])
     tmp = workdir / "ray"
     return short_ray_temp(workdir, "wt-ray") if len(str(tmp)) > 40 else tmp
+
+
+def short_ray_temp(root: Path, prefix: str) -> Path:
+    """`/tmp/<prefix>-<hash of root>`: Ray's temp dir for a root too long for its unix sockets (107 bytes)."""
+    return Path("/tmp") / f"{prefix}-{text_hash(str(root), 10)}"
+
+
+def remove_short_ray_temp(tmp: Path, root: Path, prefix: str) -> None:
+    """Remove `tmp` if it is the /tmp fallback of `root`, once its processes are stopped, so a stopped head
+    leaves no session folder behind; a temp dir inside the root is the user's and keeps its logs."""
+    if Path(tmp) == short_ray_temp(root, prefix):
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 START_TIMEOUT_ENV = "WINDTUNNEL_RAY_START_TIMEOUT"

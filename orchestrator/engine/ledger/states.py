@@ -17,8 +17,8 @@ from wtcommon.errors import WindtunnelError
 
 class RunState(StrEnum):
     """A run's state. A StrEnum whose names equal its values, so a member equals, hashes and formats as the
-    plain string the ledger stores (`row.state` is the member, itself a str: `{RunState.failed: ...}["failed"]`
-    works), and reprs as that string too, so a printed mapping of states reads `{'recorded': 3}`."""
+    plain string the ledger stores (`row.state` is a str; `{RunState.failed: ...}[row.state]` works), and
+    reprs as that string too, so a printed mapping of states reads `{'recorded': 3}` as the text it stood for."""
 
     planned = "planned"
     queued = "queued"
