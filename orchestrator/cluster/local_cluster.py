@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.engine.executor.base import ClusterUnreachable
-from orchestrator.cluster.local_head import (_alive, _env, _free_port, _kill_head_processes, _ray_bin,
-                                            remove_short_ray_temp, short_ray_temp, token_file)
+from orchestrator.cluster.local_head import _alive, _env, _free_port, _kill_head_processes, _ray_bin, token_file
+from wtcommon.hashing import text_hash
 from wtcommon.polling import wait_until
 from wtcommon.ports import port_free
 from wtcommon.processes import terminate_then_kill
@@ -165,7 +165,7 @@ class LocalCluster:
     def _tmp_base(self) -> str:
         if len(str(self.root)) <= 40:
             return str(self.root / "ray")
-        return str(short_ray_temp(self.root, "wtc"))
+        return f"/tmp/wtc-{text_hash(str(self.root), 10)}"
 
     # -- start / stop -------------------------------------------------------------------------------------------
     def start(self, n_nodes: int, *, num_gpus: int = 4, num_cpus: int = 4, node_env: dict[int, dict[str, str]] | None
@@ -279,7 +279,6 @@ class LocalCluster:
             self._kill_node(node)
         (self.root / STATE).unlink(missing_ok=True)
         self.nodes = []
-        remove_short_ray_temp(Path(self.tmp_base), self.root, "wtc")
 
     def _kill_node(self, node: Node) -> None:
         """Terminate, then kill, the node's processes: those naming its temp dir, their children, and the ones

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import socket
 import stat
 import subprocess
@@ -85,19 +84,9 @@ def _temp_dir(workdir: Path) -> Path:
     if os.environ.get("WT_RAY_TMP"):
         return Path(os.environ["WT_RAY_TMP"])
     tmp = workdir / "ray"
-    return short_ray_temp(workdir, "wt-ray") if len(str(tmp)) > 40 else tmp
-
-
-def short_ray_temp(root: Path, prefix: str) -> Path:
-    """`/tmp/<prefix>-<hash of root>`: Ray's temp dir for a root too long for its unix sockets (107 bytes)."""
-    return Path("/tmp") / f"{prefix}-{text_hash(str(root), 10)}"
-
-
-def remove_short_ray_temp(tmp: Path, root: Path, prefix: str) -> None:
-    """Remove `tmp` if it is the /tmp fallback of `root`, once its processes are stopped, so a stopped head
-    leaves no session folder behind; a temp dir inside the root is the user's and keeps its logs."""
-    if Path(tmp) == short_ray_temp(root, prefix):
-        shutil.rmtree(tmp, ignore_errors=True)
+    if len(str(tmp)) > 40:
+        tmp = Path("/tmp") / f"wt-ray-{text_hash(str(workdir), 10)}"
+    return tmp
 
 
 START_TIMEOUT_ENV = "WINDTUNNEL_RAY_START_TIMEOUT"
@@ -345,7 +334,6 @@ def _start_head(workdir: Path, *, num_cpus: int, num_gpus: int, timeout_s: float
     except (ClusterUnreachable, subprocess.TimeoutExpired) as exc:
         _kill_head_processes(tmp, str(gcs_port))
         _state_path(workdir).unlink(missing_ok=True)
-        remove_short_ray_temp(tmp, workdir, "wt-ray")  # the log's tail is in the error raised below
         if isinstance(exc, subprocess.TimeoutExpired):
             raise ClusterUnreachable(f"the local Ray head (`ray start`) did not finish in {timeout_s:.0f} s — a "
                                      f"loaded machine? Set {START_TIMEOUT_ENV}=600 (seconds) and run the command "
@@ -477,7 +465,6 @@ def stop_head(workdir: Path) -> list[int]:
         pids += [p.pid for p in head_processes(tmp, gcs)]
         _kill_head_processes(tmp, gcs)
         _state_path(workdir).unlink(missing_ok=True)
-        remove_short_ray_temp(tmp, workdir, "wt-ray")
     return sorted(set(pids))
 
 

@@ -41,8 +41,6 @@ def test_head_serves_jobs_on_loopback_and_stop_leaves_nothing_behind(tmp_path: P
     wait_until(lambda: not _processes_of(gcs_port, info["temp_dir"]), 15, 0.5)
     assert _processes_of(gcs_port, info["temp_dir"]) == []  # incl. the Ray Client server
     assert not (work / "ray_head.json").exists()
-    # a long work dir's head lives in a /tmp folder: stopping it leaves no Ray session folder there
-    assert info["temp_dir"].startswith("/tmp/wt-ray-") and not Path(info["temp_dir"]).exists()
 
 
 def test_a_failed_start_leaves_no_daemon_and_is_tried_again(tmp_path: Path, monkeypatch) -> None:
@@ -70,4 +68,3 @@ def test_a_failed_start_leaves_no_daemon_and_is_tried_again(tmp_path: Path, monk
     time.sleep(0.5)
     left = [c for c in _processes_of("0", str(lh._temp_dir(work.resolve()))) if "fake-gcs" in c]
     assert left == [] and not (work / "ray_head.json").exists()
-    assert not lh._temp_dir(work.resolve()).exists()  # nor its /tmp session folder: the error carried the log
