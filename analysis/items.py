@@ -29,8 +29,6 @@ at k = 1, 4, 16 is simulated in benchmarks/interval_coverage.py). `n_samples`, `
 
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +36,7 @@ import pandas as pd
 from scipy import stats
 
 from analysis.schema import Problem, RecordsError
+from evaluation import item_log
 
 ITEM_COLUMNS = ("run_id", "benchmark", "item_id", "score", "status", "finish_reason", "tokens", "n_samples",
                 "sample_mean", "sample_var")
@@ -55,21 +54,15 @@ def read_item_log(path: str | Path, run_id: str) -> pd.DataFrame:
     problems: list[Problem] = []
     rows = []
     try:
-        with gzip.open(p, "rt", encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise RecordsError([Problem(f, None, None, f"not a readable gzip JSON-lines item log ({e})")]) from None
+        lines = item_log.read_lines(p)
+    except item_log.UnreadableItemLog as e:
+        raise RecordsError([Problem(f, None, None, f"not a readable gzip JSON-lines item log ({e.reason})")]) from None
     seen: set[tuple[str, str]] = set()
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            problems.append(Problem(f, i, None, f"not JSON ({e.msg}); fix or remove this line"))
-            continue
-        if not isinstance(r, dict):
-            problems.append(Problem(f, i, None, "not a JSON object"))
+    for line in lines:
+        i, r = line.number, line.row
+        if r is None:
+            fix = "; fix or remove this line" if line.json_error is not None else ""
+            problems.append(Problem(f, i, None, line.problem + fix))
             continue
         bad = False
         for col in ("benchmark", "item_id"):
@@ -121,14 +114,14 @@ def read_items_dir(root: str | Path) -> pd.DataFrame:
     """Every `<name>.items.jsonl.gz` under root, each with the run_id of its sibling records file
     `<name>.parquet` / `<name>.csv` (the evaluator writes both). RecordsError lists every problem."""
     root = Path(root)
-    logs = sorted(root.rglob("*.items.jsonl.gz")) if root.is_dir() else [root]
+    logs = sorted(root.rglob(item_log.GLOB)) if root.is_dir() else [root]
     problems: list[Problem] = []
     frames = []
     if not logs:
         raise RecordsError([Problem(str(root), None, None, "no *.items.jsonl.gz item log found; pass the folder "
                                     "the evaluator wrote the run records and item logs into")])
     for log in logs:
-        stem = log.name[: -len(".items.jsonl.gz")]
+        stem = item_log.stem_of(log)
         sib = [log.with_name(stem + ext) for ext in (".parquet", ".csv") if log.with_name(stem + ext).is_file()]
         if not sib:
             problems.append(Problem(str(log), None, None,
@@ -250,9 +243,9 @@ def item_logs_beside(records: Path) -> Path | None:
     """The folder of item logs that belong to RECORDS, when there is one: the records' own folder, or for
     `<workdir>/results/<campaign>/records.parquet` the work dir's `runs/<campaign>` (where runs write them)."""
     r = Path(records).resolve()
-    cands = [(r.parent, "*.items.jsonl.gz"), (r.parent / "runs", "**/*.items.jsonl.gz")]  # never all of /tmp
+    cands = [(r.parent, item_log.GLOB), (r.parent / "runs", "**/" + item_log.GLOB)]  # never all of /tmp
     if r.parent.parent.name == "results":
-        cands.insert(0, (r.parent.parent.parent / "runs" / r.parent.name, "**/*.items.jsonl.gz"))
+        cands.insert(0, (r.parent.parent.parent / "runs" / r.parent.name, "**/" + item_log.GLOB))
     for c, pattern in cands:
         if c.is_dir() and next(c.glob(pattern), None) is not None:
             return c

@@ -12,7 +12,6 @@ be read; Records are written only when every gate passes. A failing gate raises
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 import tempfile
 from dataclasses import asdict, dataclass
@@ -21,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from evaluation import item_log
 from evaluation.benchmark_data import (BenchmarkDataError, read_benchmark, read_manifest,
                                        verify_checksum)
 from evaluation.benchmark_health import BenchmarkHealth, benchmark_item_rows, gate_failures, score_benchmark
@@ -30,7 +30,6 @@ from evaluation.graders import grader_version
 from evaluation.run_meta import RunMeta
 from evaluation.suite import Gates, Suite, load_suite, with_max_gen_toks
 from evaluation.tasks.build import write_task_dir
-from wtcommon.atomic import atomic_path, atomic_write_text
 from wtcommon.errors import UserError, WindtunnelError
 
 EVALUATOR_VERSION = "1"
@@ -115,12 +114,6 @@ class CheckpointEvaluation:
 
 def _suite(suite: str | Path | Suite) -> Suite:
     return suite if isinstance(suite, Suite) else load_suite(suite)
-
-
-def _atomic_gzip_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    with atomic_path(path) as tmp, gzip.open(tmp, "wt", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
 
 
 def _default_device() -> str:
@@ -390,11 +383,8 @@ def _write_item_log(out: Path | None, cache_dir: Path | None, ckpt_hash: str, it
         base = Path(cache_dir) / "items" / f"{ckpt_hash[:16]}.parquet"
     if base is None:
         return None
-    items_path = base.with_name(base.name.split(".")[0] + ".items.jsonl.gz")
-    _atomic_gzip_jsonl(items_path, item_rows)
-    hp = items_path.with_name(items_path.name.replace(".items.jsonl.gz", ".health.json"))
-    body = json.dumps([asdict(h) for h in health.values()], indent=2, default=str) + "\n"
-    atomic_write_text(hp, body)
+    items_path = item_log.items_path_of(base)
+    item_log.write_item_log(items_path, item_rows, health.values())
     return items_path
 
 

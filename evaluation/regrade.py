@@ -18,8 +18,6 @@ grader version changed and otherwise derives a new one from the old hash and the
 
 from __future__ import annotations
 
-import dataclasses
-import gzip
 import json
 import re
 from dataclasses import dataclass
@@ -30,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from evaluation.benchmark_health import BenchmarkHealth, gate_failures, score_benchmark
-from evaluation.evaluator import _atomic_gzip_jsonl, records_path
+from evaluation import item_log
+from evaluation.evaluator import records_path
 from evaluation.graders import grade_batch, grader_version
 from evaluation.suite import Gates, Suite
 from wtcommon.errors import UserError
@@ -73,34 +72,27 @@ class Regraded:
     n_generated: int = 0  # no model, no generation cache: always 0, reported so a reader need not take it on trust
 
 
-def items_path_of(records: Path) -> Path:
-    """The item log the evaluator writes beside `records` (`<stem>.items.jsonl.gz`)."""
-    return records.with_name(records.name.split(".")[0] + ".items.jsonl.gz")
-
-
 def read_item_log(path: Path) -> list[dict[str, Any]]:
     """Every row of an item log; RegradeError naming the file (and line) when it is missing or corrupt."""
     if not path.is_file():
         raise RegradeError(f"{path}: no item log, so no stored generations to re-grade; an evaluation writes it "
                            "beside its records (`campaign eval --out RECORDS`, or a campaign's evaluate stage); "
                            "evaluate the checkpoint first")
-    rows = []
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            for i, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError as e:
-                    raise RegradeError(f"{path}: line {i}: not valid JSON ({e}); the item log is corrupt: "
-                                       "re-evaluate the checkpoint (its generation cache makes that cheap)") from e
-                if not isinstance(row, dict) or not {"benchmark", "item_id", "response", "gold"} <= set(row):
-                    raise RegradeError(f"{path}: line {i}: an item row needs benchmark, item_id, response and gold; "
-                                       "re-evaluate the checkpoint")
-                rows.append(row)
-    except (OSError, EOFError) as e:
-        raise RegradeError(f"{path}: not a readable gzip JSONL item log ({e}); re-evaluate the checkpoint") from e
+        lines = item_log.read_lines(path)
+    except item_log.UnreadableItemLog as e:
+        raise RegradeError(f"{path}: not a readable gzip JSONL item log ({e.reason}); re-evaluate the checkpoint") \
+            from None
+    rows = []
+    for line in lines:
+        row = line.row
+        if line.json_error is not None:
+            raise RegradeError(f"{path}: line {line.number}: not valid JSON ({line.json_error}); the item log is "
+                               "corrupt: re-evaluate the checkpoint (its generation cache makes that cheap)")
+        if row is None or not {"benchmark", "item_id", "response", "gold"} <= set(row):
+            raise RegradeError(f"{path}: line {line.number}: an item row needs benchmark, item_id, response and "
+                               "gold; re-evaluate the checkpoint")
+        rows.append(row)
     if not rows:
         raise RegradeError(f"{path}: the item log holds no items; re-evaluate the checkpoint")
     return rows
@@ -253,7 +245,7 @@ def regrade_output(records: pd.DataFrame, where: Path, suite: Suite, *, data_dir
     """Re-score the evaluation output at `where` (its records file, read by the caller as `records`); nothing
     is written here (the caller writes the records, then `write_regraded` the item log and health file)."""
     rp = records_path(where)
-    ip = items_path_of(rp)
+    ip = item_log.items_path_of(rp)
     rows = read_item_log(ip)
     new_rows, health, changes = regrade_rows(rows, suite, data_dir=data_dir, processes=processes)
     return Regraded(ip, rp, new_rows, health, regrade_records(records, health, changes), changes)
@@ -261,13 +253,8 @@ def regrade_output(records: pd.DataFrame, where: Path, suite: Suite, *, data_dir
 
 def write_regraded(r: Regraded) -> None:
     """Replace the item log and its health file atomically (each file whole or untouched)."""
-    from wtcommon.atomic import atomic_write_text
-
-    _atomic_gzip_jsonl(r.items_path, r.rows)
-    hp = r.items_path.with_name(r.items_path.name.replace(".items.jsonl.gz", ".health.json"))
-    atomic_write_text(hp, json.dumps([dataclasses.asdict(h) for h in r.health.values()], indent=2, default=str)
-                      + "\n")
+    item_log.write_item_log(r.items_path, r.rows, r.health.values())
 
 
-__all__ = ["BenchmarkChange", "GRADER_LABEL", "RegradeError", "Regraded", "items_path_of", "read_item_log",
+__all__ = ["BenchmarkChange", "GRADER_LABEL", "RegradeError", "Regraded", "read_item_log",
            "regrade_output", "regrade_records", "regrade_rows", "regraded_hash", "write_regraded"]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from analysis.schema import DEFAULT_AA_PAIR
+from evaluation import item_log
 from orchestrator.campaign import CampaignError, drive
 from orchestrator.demo_timings import DemoTimings
 from orchestrator.engine.paths import campaign_runs, runs_root
@@ -53,7 +54,7 @@ def print_analysis(records: Path, *, out: Console, suite: str = "db12", n_resamp
     except (FileNotFoundError, IsADirectoryError) as exc:
         raise CampaignError(f"{records}: cannot read records ({exc}); pass a records CSV/Parquet") from None
     items = None
-    if items_dir is not None and any(Path(items_dir).rglob("*.items.jsonl.gz")):
+    if items_dir is not None and any(Path(items_dir).rglob(item_log.GLOB)):
         from analysis.items import read_items_dir
 
         try:

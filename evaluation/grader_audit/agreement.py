@@ -15,13 +15,12 @@ within its Monte Carlo error; Wilson's, printed before, fell to 0.85 at small n 
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaluation import item_log
 from wtcommon.errors import UserError
 
 Verifier = Callable[[str, str], float]
@@ -74,7 +73,7 @@ class Generation:
 
 def item_logs(root: Path) -> list[Path]:
     """The stored item logs under a campaign's run folder; UserError when there are none."""
-    logs = sorted(root.rglob("*.items.jsonl.gz")) if root.is_dir() else []
+    logs = sorted(root.rglob(item_log.GLOB)) if root.is_dir() else []
     if not logs:
         raise UserError(f"{root}: no stored evaluation generations (*.items.jsonl.gz) found; pass the --workdir "
                         "and --campaign of an evaluated campaign (the evaluate stage writes them)")
@@ -84,21 +83,17 @@ def item_logs(root: Path) -> list[Path]:
 def read_generations(path: Path) -> list[Generation]:
     """Every graded generation of one item log; UserError naming the file, line and field otherwise."""
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: not a readable gzip JSON-lines item log ({e}); re-run `campaign eval` for this "
-                        "checkpoint or remove the file") from None
+        lines = item_log.read_lines(path)
+    except item_log.UnreadableItemLog as e:
+        raise UserError(f"{path}: not a readable gzip JSON-lines item log ({e.reason}); re-run `campaign eval` for "
+                        "this checkpoint or remove the file") from None
     out = []
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{path}:{i}: not JSON ({e.msg}); fix or remove this line") from None
+    for line in lines:
+        i, r = line.number, line.row
+        if r is None:
+            raise UserError(f"{path}:{i}: {line.problem}; fix or remove this line")
         for key in ("benchmark", "item_id", "response", "gold", "score"):
-            if not isinstance(r, dict) or key not in r:
+            if key not in r:
                 raise UserError(f"{path}:{i}: field {key!r} is missing; every item-log line needs benchmark, "
                                 "item_id, response, gold and score")
         samples = r.get("samples") or [{"response": r["response"], "score": r["score"]}]

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import app
-from evaluation.evaluator import _atomic_gzip_jsonl
+from evaluation.item_log import write_item_log
 from evaluation.grader_audit.strategies import CLASSES, FAMILIES
 from evaluation.grader_audit.suite import family_rates, run_suite
 
@@ -58,7 +58,7 @@ def _fixture(wd):
     ]
     log = wd / "runs" / "c1" / "rk1" / "eval" / "step_8.items.jsonl.gz"
     log.parent.mkdir(parents=True)
-    _atomic_gzip_jsonl(log, rows)  # exactly how the evaluator writes its item log
+    write_item_log(log, rows, [])  # exactly how the evaluator writes its item log
     return log
 
 

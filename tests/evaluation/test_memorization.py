@@ -32,31 +32,11 @@ def _fixture_items(ids: list[str]) -> list[tuple[str, str]]:
 def _memorizing_model(folder: Path, steps: int = 300) -> Path:
     """A tiny model whose tokenizer covers every fixture problem, trained only on the math ones (problem, then
     `The answer is <gold>.`, then EOS): it holds the math benchmarks and not the others."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from training.tiny_model import build_tiny_model
+    from training.calibration_models import memorize_texts
 
     seen = [f"{p} The answer is {a}." for p, a in _fixture_items(MATH)]
-    build_tiny_model(folder, corpus=seen + [p for p, _ in _fixture_items(OTHER)], seed=0)
-    tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-    seqs = [tok(t, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for t in seen]
-    width = max(len(s) for s in seqs)
-    ids = torch.tensor([s + [tok.pad_token_id] * (width - len(s)) for s in seqs])
-    attn = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
-    labels = ids.masked_fill(attn == 0, -100)
-    torch.manual_seed(0)
-    opt = torch.optim.AdamW(model.parameters(), lr=5e-3)
-    model.train()
-    for _ in range(steps):
-        loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    model.eval()
-    model.save_pretrained(folder)
-    return folder
+    return memorize_texts(folder, seen, extra_corpus=[p for p, _ in _fixture_items(OTHER)], steps=steps, lr=5e-3,
+                          seed=0)
 
 
 @pytest.fixture(scope="module")
