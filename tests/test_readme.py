@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.released import RELEASED, needs_released
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
 VENV_BIN = Path(sys.executable).parent  # the interpreter's own bin/ (not resolved: a venv's python is a symlink)
 GUIDES = ("cli", "statistics", "cluster", "records", "benchmarks")  # the reference guides issue 23 asks for
 
@@ -98,9 +98,6 @@ def broken_links(doc: Path) -> list[str]:
         elif anchor and path.suffix == ".md" and anchor not in anchors(path):
             bad.append(f"{doc.name}: {target} (no such heading)")
     return bad
-
-
-needs_released = pytest.mark.skipif(not RELEASED.is_file(), reason="../shared/data/released_runs_171.csv not present")
 
 
 def test_readme_is_at_most_200_lines() -> None:

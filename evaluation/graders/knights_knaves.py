@@ -40,6 +40,7 @@ Parsing is one linear tokenisation plus bounded scans around each role word: no 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from evaluation.graders.registry import register_grader
 from evaluation.graders.result import GradeResult
@@ -327,17 +328,25 @@ def final_block(text: str) -> str | None:
     return text[marks[-1].end():] if marks else None
 
 
+def _run(stmts: list[Statement], start: int) -> Iterator[tuple[int, dict[str, str | None]]]:
+    """The run of statements from `start` (gaps < _BLOCK_GAP, no name repeated) as it grows: (index of its
+    last statement, its block so far), at least once."""
+    block: dict[str, str | None] = {}
+    prev = stmts[start][0]
+    for k in range(start, len(stmts)):
+        pos, name, role = stmts[k]
+        if pos - prev > _BLOCK_GAP or name in block:
+            return
+        block[name] = role
+        prev = pos
+        yield k, block
+
+
 def _complete_block(stmts: list[Statement], names: set[str]) -> tuple[int, dict[str, str | None]] | None:
     """(index of its first statement, block) of the latest run of statements (gaps < _BLOCK_GAP, no name
     repeated) that assigns every name."""
     for start in range(len(stmts) - 1, -1, -1):
-        block: dict[str, str | None] = {}
-        prev = stmts[start][0]
-        for pos, name, role in stmts[start:]:
-            if pos - prev > _BLOCK_GAP or name in block:
-                break
-            block[name] = role
-            prev = pos
+        *_, (_, block) = _run(stmts, start)
         if names <= block.keys():
             return start, block
     return None
@@ -389,14 +398,7 @@ _REJECTED = re.compile(r"\b(?:contradict\w*|impossible|inconsistent|fails?|canno
 def _first_complete(stmts: list[Statement], names: set[str]) -> tuple[int, dict[str, str | None]] | None:
     """(index of its last statement, block) of the earliest run of statements that assigns every name."""
     for start in range(len(stmts)):
-        block: dict[str, str | None] = {}
-        prev = stmts[start][0]
-        for k in range(start, len(stmts)):
-            pos, name, role = stmts[k]
-            if pos - prev > _BLOCK_GAP or name in block:
-                break
-            block[name] = role
-            prev = pos
+        for k, block in _run(stmts, start):
             if names <= block.keys():
                 return k, block
     return None

@@ -14,10 +14,9 @@ from analysis.comparisons import paired_comparisons
 from analysis.records import read_records
 from evaluation.suite import load_suite
 from orchestrator.engine.spec import SpecError, load_campaign
+from tests.released import RELEASED, needs_released
 
 REPO = Path(__file__).resolve().parents[2]
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
-needs_released = pytest.mark.skipif(not RELEASED.is_file(), reason="../shared/data/released_runs_171.csv not present")
 
 
 def _campaign(tmp_path: Path, **extra: object) -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import math
 import statistics
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,10 +15,8 @@ from hypothesis import strategies as st
 from analysis.aggregates import config_summary, missing_report, run_aggregates, run_table, score_matrix
 from analysis.records import normalise_records, read_records
 from evaluation.suite import load_suite
+from tests.released import RELEASED, needs_released
 
-REPO = Path(__file__).resolve().parents[2]
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
-needs_released = pytest.mark.skipif(not RELEASED.is_file(), reason="../shared/data/released_runs_171.csv not present")
 SUITE = load_suite("db12")
 BENCH = SUITE.benchmark_ids
 MATH = ["math500", "aime24", "olympiadbench", "minerva_math", "gsm8k"]

@@ -16,15 +16,9 @@ import pytest
 from analysis.report import build_report
 from analysis.tables import CONFIG_TABLES, EXTRA_TABLES, TABLE_NAMES
 from tests.analysis.cli_app import invoke
+from tests.released import DOMAINS, RELEASED, needs_released
 
-REPO = Path(__file__).resolve().parents[2]
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
-pytestmark = pytest.mark.skipif(not RELEASED.is_file(), reason="../shared/data/released_runs_171.csv not present")
-DOMAINS = {"math": ["math500", "aime24", "olympiadbench", "minerva_math", "gsm8k"],
-           "logic": ["kk_hard", "bbh_logical_deduction", "bbh_tracking", "zebra_logic_mc"],
-           "science": ["gpqa_diamond", "mmlu_pro_chemistry", "mmlu_pro_physics"]}
-
-
+pytestmark = needs_released
 
 
 def _released(campaign: str, model: str, method: str) -> list[dict[str, str]]:

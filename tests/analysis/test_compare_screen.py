@@ -11,9 +11,9 @@ import subprocess
 import sys
 import termios
 from pathlib import Path
+from tests.released import RELEASED
 
 REPO = Path(__file__).resolve().parents[2]
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
 
 

@@ -17,9 +17,7 @@ from analysis.records import read_records, write_records
 from analysis.schema import RecordsError
 from evaluation.settings import evaluation_hash, evaluation_key
 from cli import analysis_commands
-
-REPO = Path(__file__).resolve().parents[2]
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
+from tests.released import RELEASED, needs_released
 
 
 def test_evaluation_key_changes_with_what_decides_a_score_only() -> None:
@@ -65,7 +63,7 @@ def test_one_group_of_two_evaluation_settings_is_refused_naming_both() -> None:
     check_one_evaluation(pd.concat([_frame(["aaa"]), _frame(["bbb"]).assign(step=3, run_key="z")]))
 
 
-@pytest.mark.skipif(not RELEASED.is_file(), reason="../shared/data/released_runs_171.csv not present")
+@needs_released
 def test_compare_refuses_mixed_evaluations_unless_told(tmp_path: Path) -> None:
     df = read_records(RELEASED)
     one = df[(df["campaign"] == df["campaign"].iloc[0]) & (df["model"] == df["model"].iloc[0])].copy()
@@ -108,7 +106,7 @@ def test_one_benchmark_under_two_grader_versions_is_refused_naming_runs_and_vers
         check_one_evaluation(_graded(["math-v4", "math-v4"], ["aaa", "bbb"]), by_graders=True)
 
 
-@pytest.mark.skipif(not RELEASED.is_file(), reason="../shared/data/released_runs_171.csv not present")
+@needs_released
 def test_compare_and_paired_comparisons_refuse_mixed_graders_unless_told(tmp_path: Path) -> None:
     from analysis.comparisons import paired_comparisons
     from evaluation.suite import load_suite

@@ -35,9 +35,8 @@ from analysis.records import read_records
 from analysis.report import build_report
 from evaluation.suite import load_suite
 from cli import analysis_commands
+from tests.released import RELEASED, needs_released
 
-REPO = Path(__file__).resolve().parents[2]
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
 SUITE = load_suite("db12")
 POLICIES = {"baseline": 0.0, "topk": 2.0, "static": 0.0, "reward_gap": -1.0}  # true effect (points)
 # every figure the synthetic campaign has data for (it has an A/A pair, items are absent)
@@ -234,7 +233,7 @@ def test_stratified_bootstrap_resamples_within_strata(strata: list[int]) -> None
 # ----------------------------------------------------------------------------- released records
 
 @pytest.mark.slow
-@pytest.mark.skipif(not RELEASED.is_file(), reason="../shared/data/released_runs_171.csv not present")
+@needs_released
 def test_report_of_the_released_records_has_every_figure_and_no_empty_section(tmp_path: Path) -> None:
     build_report(RELEASED, tmp_path / "r.html", n_resamples=100, figures_dir=tmp_path / "fig")
     doc = (tmp_path / "r.html").read_text()

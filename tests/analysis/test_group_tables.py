@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,13 +12,9 @@ from scipy import stats
 from analysis.records import read_records
 from analysis.tables import build_tables
 from evaluation.suite import load_suite
+from tests.released import DOMAINS, RELEASED, needs_released
 
-REPO = Path(__file__).resolve().parents[2]
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
-pytestmark = pytest.mark.skipif(not RELEASED.is_file(), reason="released records not present")
-DOMAINS = {"math": ["math500", "aime24", "olympiadbench", "minerva_math", "gsm8k"],
-           "logic": ["kk_hard", "bbh_logical_deduction", "bbh_tracking", "zebra_logic_mc"],
-           "science": ["gpqa_diamond", "mmlu_pro_chemistry", "mmlu_pro_physics"]}
+pytestmark = needs_released
 
 
 def _db12(row: dict[str, str], drop: str | None = None) -> float:

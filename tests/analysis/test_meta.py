@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,9 +16,7 @@ from analysis.meta import dersimonian_laird, random_effects_table
 from analysis.comparisons import paired_comparisons
 from analysis.records import read_records
 from evaluation.suite import load_suite
-
-REPO = Path(__file__).resolve().parents[2]
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
+from tests.released import RELEASED, needs_released
 
 
 def test_dl_by_hand_three_studies() -> None:
@@ -63,7 +60,7 @@ def test_dl_matches_statsmodels_combine_effects(k: int, seed: int) -> None:
     assert 0 <= float(r["i2"]) < 1 and float(r["tau2"]) >= 0
 
 
-@pytest.mark.skipif(not RELEASED.is_file(), reason="released records not present")
+@needs_released
 def test_random_effects_table_on_released_records() -> None:
     s = load_suite("db12")
     with warnings.catch_warnings():

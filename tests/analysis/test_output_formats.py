@@ -21,12 +21,9 @@ from typer.testing import CliRunner
 from analysis.table_formats import LATEX_REQUIRES, MISSING, Table, _md, latex_escape, render_table
 from cli import analysis_commands
 from tests.analysis.cli_app import analysis_app, invoke
+from tests.released import RELEASED, needs_released
 
 REPO = Path(__file__).resolve().parents[2]
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
-needs_records = pytest.mark.skipif(not RELEASED.is_file(), reason="../shared/data/released_runs_171.csv not present")
-
-
 
 
 @cache
@@ -82,7 +79,7 @@ def test_latex_table_names_booktabs_and_puts_numbers_in_r_columns() -> None:
 # --- the commands -------------------------------------------------------------------------------------
 
 
-@needs_records
+@needs_released
 @pytest.mark.parametrize("args", [
     ("tables", "--table", "paired", "--format", "csv"),
     ("compare", "--format", "csv", "--campaign", "crossfamily"),
@@ -96,7 +93,7 @@ def test_csv_has_no_comment_lines_and_pandas_reads_it(args: tuple[str, ...]) -> 
     assert len(df) > 0 and not any(str(c).startswith("Unnamed") for c in df.columns)
 
 
-@needs_records
+@needs_released
 def test_compare_csv_holds_the_same_numbers_as_json() -> None:
     df = pd.read_csv(io.StringIO(_out("compare", "--format", "csv", "--campaign", "crossfamily")))
     doc = json.loads(_out("compare", "--format", "json", "--campaign", "crossfamily"))
@@ -105,7 +102,7 @@ def test_compare_csv_holds_the_same_numbers_as_json() -> None:
     assert df["mean_diff"].to_numpy() == pytest.approx(js["mean_diff"].astype(float).to_numpy(), abs=1e-9)
 
 
-@needs_records
+@needs_released
 @pytest.mark.parametrize("cmd", ["compare", "verdicts", "sensitivity"])
 def test_json_flag_is_an_alias_of_format_json(cmd: str) -> None:
     assert _out(cmd, "--json", "--campaign", "crossfamily") == _out(cmd, "--format", "json", "--campaign",
@@ -115,21 +112,21 @@ def test_json_flag_is_an_alias_of_format_json(cmd: str) -> None:
     assert res.exit_code == 2 and "--json means --format json" in res.output
 
 
-@needs_records
+@needs_released
 def test_tables_json_is_one_document_with_every_table() -> None:
     doc = json.loads(_out("tables", "--format", "json"))
     names = [t["name"] for t in doc["tables"]]
     assert "paired" in names and "verdicts" in names and all("rows" in t for t in doc["tables"])
 
 
-@needs_records
+@needs_released
 @pytest.mark.parametrize("cmd", ["tables", "sensitivity"])
 def test_several_csv_tables_on_stdout_are_refused_with_the_fix(cmd: str) -> None:
     res = invoke(cmd, str(RELEASED), "--format", "csv")
     assert res.exit_code == 2 and "--table NAME" in res.output and "--out FOLDER" in res.output
 
 
-@needs_records
+@needs_released
 def test_markdown_tables_have_no_nan_and_right_aligned_numbers() -> None:
     text = _out("tables", "--table", "main_05b,paired,leave_one_out")
     assert "NaN" not in text and "| nan" not in text
@@ -141,7 +138,7 @@ def test_markdown_tables_have_no_nan_and_right_aligned_numbers() -> None:
     assert align["n"].endswith(":") and align["DB-12"].endswith(":") and not align["policy"].endswith(":")
 
 
-@needs_records
+@needs_released
 def test_compare_fits_120_columns_unless_wide() -> None:
     narrow = _out("compare")
     assert max(len(ln) for ln in narrow.splitlines()) <= 120
@@ -150,7 +147,7 @@ def test_compare_fits_120_columns_unless_wide() -> None:
     assert max(len(ln) for ln in wide.splitlines()) > 120 and "p BH" in wide and "NaN" not in wide
 
 
-@needs_records
+@needs_released
 def test_out_is_a_file_for_single_output_commands_and_a_folder_for_multi_table_ones(tmp_path: Path) -> None:
     f = tmp_path / "a_file.txt"
     f.write_text("keep me")
@@ -185,7 +182,7 @@ def test_one_resample_default_for_every_command() -> None:
 # --- pdflatex -----------------------------------------------------------------------------------------
 
 
-@needs_records
+@needs_released
 def test_every_latex_table_of_the_released_records_compiles(tmp_path: Path) -> None:
     tex = [_out("tables", "--format", "latex"), _out("compare", "--format", "latex"),
            _out("verdicts", "--format", "latex"), _out("sensitivity", "--format", "latex", "--campaign", "crossfamily")]
@@ -258,7 +255,7 @@ def test_clean_csv_round_trips_every_float_to_12_significant_digits(v: float) ->
     assert back == pytest.approx(v, rel=1e-11, abs=1e-300)
 
 
-@needs_records
+@needs_released
 def test_csv_tables_of_the_released_records_have_integer_counts() -> None:
     text = _out("tables", "--table", "main_7b", "--format", "csv")
     assert ",300,baseline,3," in text and "0000000" not in text and "9999999" not in text
@@ -271,7 +268,7 @@ def test_latex_sets_negative_numbers_in_math_mode() -> None:
     assert latex_escape("Qwen2.5-7B") == "Qwen2.5-7B"
 
 
-@needs_records
+@needs_released
 def test_tables_on_a_terminal_print_an_index_in_one_screen_and_fit_120_columns() -> None:
     index = _out("tables")
     assert len(index.splitlines()) <= 40 and max(map(len, index.splitlines())) <= 120
@@ -284,14 +281,14 @@ def test_tables_on_a_terminal_print_an_index_in_one_screen_and_fit_120_columns()
     assert max(map(len, wide.splitlines())) > 120 and "columns left out" not in wide
 
 
-@needs_records
+@needs_released
 def test_compare_prints_its_notes_once() -> None:
     text = _out("compare")
     assert text.count("small n:") == 1 and text.count("d = method − reference per seed") == 1
     assert text.count("columns left out") == 1 and text.count("## Paired comparisons") == 4
 
 
-@needs_records
+@needs_released
 def test_compare_of_a_small_campaign_fits_one_screen(tmp_path: Path) -> None:
     """One comparison, four aggregates (the demo's shape): ≤ 40 lines of ≤ 120 characters, the group named in each
     title, the notes once, and a footnote that says there are no item logs only because there are none."""

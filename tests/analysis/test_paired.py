@@ -7,7 +7,6 @@ import itertools
 import math
 import statistics
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -34,14 +33,9 @@ from analysis.paired_stats import (
 )
 from analysis.records import normalise_records, read_records
 from evaluation.suite import load_suite
+from tests.released import DOMAINS, RELEASED, needs_released
 
-REPO = Path(__file__).resolve().parents[2]
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
-needs_released = pytest.mark.skipif(not RELEASED.is_file(), reason="../shared/data/released_runs_171.csv not present")
 SUITE = load_suite("db12")
-DOMAINS = {"math": ["math500", "aime24", "olympiadbench", "minerva_math", "gsm8k"],
-           "logic": ["kk_hard", "bbh_logical_deduction", "bbh_tracking", "zebra_logic_mc"],
-           "science": ["gpqa_diamond", "mmlu_pro_chemistry", "mmlu_pro_physics"]}
 
 
 def db12(row: dict[str, str]) -> float:

@@ -15,9 +15,9 @@ from analysis.comparisons import paired_comparisons
 from analysis.power import plan_power, power_section, prior_sd
 from analysis.records import read_records
 from evaluation.suite import load_suite
+from tests.released import RELEASED
 
 REPO = Path(__file__).resolve().parents[2]
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
 
 
 def _runs(seeds: dict[str, list[int]], model: str = "Qwen2.5-7B-Instruct") -> list[SimpleNamespace]:

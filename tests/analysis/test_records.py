@@ -15,10 +15,9 @@ from analysis.record_checks import UnknownPolicyWarning
 from analysis.records import read_records, recover_n_correct, to_wide, write_records, write_wide
 from analysis.schema import RECORD_COLUMNS, RecordsError
 from evaluation.suite import load_suite
+from tests.released import RELEASED, needs_released
 
 REPO = Path(__file__).resolve().parents[2]
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
-needs_released = pytest.mark.skipif(not RELEASED.is_file(), reason="../shared/data/released_runs_171.csv not present")
 SUITE = load_suite("db12")
 BENCH = SUITE.benchmark_ids
 

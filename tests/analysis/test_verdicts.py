@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,10 +17,9 @@ from analysis.comparisons import paired_comparisons
 from analysis.records import normalise_records
 from analysis.verdicts import VERDICTS, verdict_counts, verdict_table
 from evaluation.suite import load_suite
+from tests.released import RELEASED
 
 SUITE = load_suite("db12")
-REPO = Path(__file__).resolve().parents[2]
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
 
 
 def _records(shifts: dict[str, np.ndarray], seed: int = 0) -> pd.DataFrame:

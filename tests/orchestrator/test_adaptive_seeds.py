@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,9 +14,7 @@ from analysis.sequential.design import SequentialDesign
 from analysis.sequential.looks import look_at_runs, next_batch_seeds
 from evaluation.suite import load_suite
 from orchestrator.looks import read_looks, record_look
-
-REPO = Path(__file__).resolve().parents[2]
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
+from tests.released import RELEASED
 
 
 @pytest.fixture(scope="module")

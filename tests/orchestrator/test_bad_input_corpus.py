@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cli import app
+from tests.released import RELEASED
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = str(REPO / "campaigns" / "demo.yaml")
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
 runner = CliRunner()
 
 

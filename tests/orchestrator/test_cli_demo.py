@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.released import RELEASED
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
 
 
 def _screen(text: str) -> tuple[int, int]:

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from tests.released import RELEASED
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
-RELEASED = REPO.parent / "shared" / "data" / "released_runs_171.csv"
 
 
 def _realised_move(metrics: Path) -> float:
