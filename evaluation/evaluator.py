@@ -28,7 +28,9 @@ from evaluation.checkpoint_hash import checkpoint_hash
 from evaluation.generation_cache import CachedLM, GenerationStore
 from evaluation.graders import grader_version
 from evaluation.run_meta import RunMeta
-from evaluation.suite import Gates, Suite, load_suite, with_max_gen_toks
+from evaluation.backends.vllm import VLLMOptions
+from evaluation.gates import GateOverrides, Gates
+from evaluation.suite import Suite, load_suite, with_max_gen_toks
 from evaluation.tasks.build import write_task_dir
 from wtcommon.errors import UserError, WindtunnelError
 
@@ -130,7 +132,7 @@ def _prompt_lengths(tokenizer: Any, prompts: list[str]) -> list[int]:
 
 
 def _build_model(backend: str, checkpoint: Path, *, longest: int, max_gen: int, batch_size: int, device: str | None,
-                 job_dir: Path, vllm_options: dict[str, Any] | None):
+                 job_dir: Path, vllm_options: VLLMOptions | None):
     if backend == "hf":
         from evaluation.backends.hf import TrackedHFLM
 
@@ -148,7 +150,7 @@ def _build_model(backend: str, checkpoint: Path, *, longest: int, max_gen: int, 
         from evaluation.backends.vllm import build_vllm_args, make_vllm
 
         args = build_vllm_args(checkpoint, longest_prompt_tokens=longest, max_gen_toks=max_gen, job_dir=job_dir,
-                               **(vllm_options or {}))
+                               **dataclasses.asdict(vllm_options or VLLMOptions()))
         return make_vllm(args)
     raise EvaluationError(f"unknown backend {backend!r}; use 'hf' or 'vllm'")
 
@@ -170,17 +172,18 @@ def evaluate_checkpoint(
     limit: int | None = None,
     cache_dir: Path | None = None,
     benchmarks: list[str] | None = None,
-    gates: Gates | dict[str, Any] | None = None,
+    gates: Gates | GateOverrides | None = None,
     max_gen_toks: int | None = None,
     batch_size: int = 32,
     device: str | None = None,
     progress: bool = True,
-    vllm_options: dict[str, Any] | None = None,
+    vllm_options: VLLMOptions | None = None,
 ) -> CheckpointEvaluation:
     """Evaluate one checkpoint on the suite: one Record per benchmark (the caller writes them) and its health.
 
-    `benchmarks` restricts to a subset; `gates` (a `Gates` or a mapping of its fields) overrides
-    the suite's gates; `max_gen_toks` replaces every generation limit (small-context models).
+    `benchmarks` restricts to a subset; `gates` replaces the suite's gates (`Gates`) or some of them
+    (`GateOverrides`); `vllm_options` sets the vLLM engine's free arguments; `max_gen_toks` replaces every
+    generation limit (small-context models).
     `out` names where the caller will write the records (`records_path(out)`: a `.parquet`/`.csv` file, or
     a directory for `<out>/records.parquet`); the item log and health JSON are written beside it here.
     Evaluation returns results and the stage writes records, so `evaluation` never imports `analysis`.
@@ -213,16 +216,12 @@ def evaluate_checkpoint(
         n_generated=gen.cached.n_generated, n_cached=gen.cached.n_cached, checkpoint_hash=ckpt_hash)
 
 
-def _suite_and_gates(suite: str | Path | Suite, gates: Gates | dict[str, Any] | None,
+def _suite_and_gates(suite: str | Path | Suite, gates: Gates | GateOverrides | None,
                      max_gen_toks: int | None) -> tuple[Suite, Gates]:
-    """The suite (with `max_gen_toks` applied) and its gates, overridden by `gates` (unknown keys refused)."""
+    """The suite (with `max_gen_toks` applied) and its gates: `gates` itself, or the suite's with overrides."""
     s = with_max_gen_toks(_suite(suite), max_gen_toks)
-    if isinstance(gates, dict):
-        unknown_keys = set(gates) - {f.name for f in dataclasses.fields(Gates)}
-        if unknown_keys:
-            raise UserError(f"gates: unknown key(s) {sorted(unknown_keys)}; use "
-                             f"{[f.name for f in dataclasses.fields(Gates)]}")
-        gates = dataclasses.replace(s.gates, **gates)
+    if isinstance(gates, GateOverrides):
+        return s, gates.apply(s.gates)
     return s, gates or s.gates
 
 
@@ -273,7 +272,7 @@ class _Generation:
 def _generate(s: Suite, ids: list[str], checkpoint: Path, data_dir: Path, frames: dict[str, pd.DataFrame],
               health: dict[str, BenchmarkHealth], ckpt_hash: str, *, backend: str, limit: int | None,
               cache_dir: Path | None, batch_size: int, device: str | None, progress: bool,
-              vllm_options: dict[str, Any] | None) -> _Generation:
+              vllm_options: VLLMOptions | None) -> _Generation:
     """One model load and one `simple_evaluate` over every task, through the generation cache; lm-eval's own
     failures become EvaluationError (reported, never scored)."""
     lengths = _lengths(checkpoint, frames)

@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaluation.gates import GateOverrides
 from wtcommon.config_fields import ConfigFieldError, MappingConfig
 from wtcommon.hashing import digest
 
@@ -54,7 +55,7 @@ class EvaluationOptions(MappingConfig):
     data_dir: str | None = None
     limit: int | None = None
     max_gen_toks: int | None = None
-    gates: dict[str, Any] | None = None
+    gates: GateOverrides | None = None
     fixture_items: int = 16
     fixture_seed: int = 42
     validation_suite: str | None = None
@@ -68,8 +69,9 @@ class EvaluationOptions(MappingConfig):
         if not isinstance(raw, Mapping):
             raise ConfigFieldError(f"{where}: got {raw!r}; a mapping such as {{limit: 50, backend: hf}}")
         check_evaluation_options(raw)
+        gates = None if raw.get("gates") is None else GateOverrides.from_mapping(raw["gates"])
         return cls(raw=raw, backend=raw.get("backend", "hf"), data_dir=raw.get("data_dir"), limit=raw.get("limit"),
-                   max_gen_toks=raw.get("max_gen_toks"), gates=None if raw.get("gates") is None else dict(raw["gates"]),
+                   max_gen_toks=raw.get("max_gen_toks"), gates=gates,
                    fixture_items=raw.get("fixture_items", 16), fixture_seed=raw.get("fixture_seed", 42),
                    validation_suite=raw.get("validation_suite"), validation_data_dir=raw.get("validation_data_dir"),
                    all_checkpoints=raw.get("all_checkpoints", False), memorization=raw.get("memorization", False))
@@ -115,19 +117,10 @@ def check_evaluation_options(v: Mapping[str, Any]) -> None:
     for key in ("all_checkpoints", "memorization"):
         if key in v and not isinstance(v[key], bool):
             raise ConfigFieldError(f"{key}: got {v[key]!r}; true or false")
-    gates = v.get("gates")
-    if gates is not None:
-        if not isinstance(gates, Mapping):
-            raise ConfigFieldError(f"gates: got {gates!r}; a mapping such as {{min_parse_rate: 0.5}}")
-        from evaluation.suite import Gates
+    if v.get("gates") is not None:
+        from evaluation.gates import GateOverrides
 
-        known = {f for f in Gates.__dataclass_fields__}
-        bad = sorted(set(gates) - known)
-        if bad:
-            raise ConfigFieldError(f"gates: unknown key(s) {bad}; allowed: {sorted(known)}")
-        for k, x in gates.items():
-            if k.endswith("_rate") and (isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1):
-                raise ConfigFieldError(f"gates.{k}: got {x!r}; a rate between 0 and 1")
+        GateOverrides.from_mapping(v["gates"])
 
 
 def _raw(options: EvaluationOptions | Mapping[str, Any]) -> Mapping[str, Any]:
@@ -148,17 +141,17 @@ def _benchmark_settings(b: Benchmark) -> dict[str, Any]:
 def evaluation_settings(suite: str, options: EvaluationOptions | Mapping[str, Any]) -> dict[str, Any]:
     """The settings that decide a score, as plain data (what `evaluation_key` hashes)."""
     from evaluation.graders import GRADER_VERSIONS
-    from evaluation.suite import Gates, load_suite, with_max_gen_toks
+    from evaluation.suite import load_suite, with_max_gen_toks
 
     opts = EvaluationOptions.of(options)
     s = with_max_gen_toks(load_suite(suite), opts.max_gen_toks)
-    gates = dataclasses.replace(s.gates, **(opts.gates or {}))
+    gates = opts.gates.apply(s.gates) if opts.gates is not None else s.gates
     return {
         "suite": s.name,
         "version": s.version,
         "benchmarks": [_benchmark_settings(b) for b in s.benchmarks],
         "graders": {g: GRADER_VERSIONS[g] for g in sorted({b.grader for b in s.benchmarks})},
-        "gates": dataclasses.asdict(gates) if isinstance(gates, Gates) else dict(gates),
+        "gates": dataclasses.asdict(gates),
         # as written, not typed: an option left out hashes as null, apart from one given at its default
         "options": {k: opts.raw.get(k) for k in SCORED_OPTIONS},
     }

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from campaigns import config_root
+from evaluation.gates import Gates
 from evaluation.graders import GRADERS
 from wtcommon.files import load_yaml_mapping
 from wtcommon.errors import UserError
@@ -86,13 +87,6 @@ class Aggregate:
     kind: AggregateKind
     benchmarks: tuple[str, ...]
     description: str = ""
-
-
-@dataclass(frozen=True)
-class Gates:
-    min_parse_rate: float = 0.5
-    max_truncation_rate: float = 0.2
-    require_item_count: bool = True
 
 
 @dataclass(frozen=True)

@@ -234,9 +234,8 @@ def check_eval_data(spec: CampaignSpec, data_dir: Path) -> list[str]:
         return [f"{spec.source}: key 'suite': {exc}"]
     opts = spec.evaluation_options
     limit = opts.limit
-    gates = dict(opts.gates or {})
-    return check_benchmark_data(suite, data_dir, limit=limit,
-                                require_item_count=bool(gates.get("require_item_count", True)))
+    gates = opts.gates.apply(suite.gates) if opts.gates is not None else suite.gates
+    return check_benchmark_data(suite, data_dir, limit=limit, require_item_count=gates.require_item_count)
 
 
 def preflight(spec: CampaignSpec, runs: list[RunSpec], ctx: Context | None = None) -> None:

@@ -22,6 +22,16 @@ class VLLMUnavailableError(WindtunnelError, RuntimeError):
 
 
 @dataclass(frozen=True)
+class VLLMOptions:
+    """What a caller may set on the engine; the rest (lengths, cache dir) `build_vllm_args` derives."""
+
+    gpu_memory_utilization: float = 0.85
+    tensor_parallel_size: int = 1
+    seed: int = 0
+    margin_tokens: int = 16
+
+
+@dataclass(frozen=True)
 class VLLMArgs:
     pretrained: str
     max_model_len: int

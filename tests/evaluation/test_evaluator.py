@@ -13,6 +13,7 @@ import pytest
 
 from analysis.schema import RECORD_COLUMNS
 from evaluation.benchmark_data import FIXTURE_DIR, write_benchmark, write_manifest
+from evaluation.gates import GateOverrides
 from evaluation.evaluator import EvaluationError, evaluate_checkpoint
 from evaluation.suite import load_suite
 
@@ -43,11 +44,10 @@ def test_random_model_fails_gates_then_relaxed_run_scores_all_twelve_from_cache(
     assert all(it["response_tokens"] <= 12 for it in items)
 
     # the same evaluation with relaxed gates regenerates nothing (cache keyed by checkpoint hash)
-    # gates as a mapping (campaign YAML), `out` as a directory (orchestrator stage layout)
+    # gates as overrides of the suite's (a campaign's `gates:`), `out` as a directory (orchestrator stage layout)
     ev = evaluate_checkpoint(random_model, suite=suite, data_dir=FIXTURE_DIR, run_meta=run_meta,
-                             out=tmp_path / "step_0",
-                              cache_dir=tmp_path / "cache", gates={"min_parse_rate": 0.0, "max_truncation_rate": 1.0},
-                              progress=False)
+                             out=tmp_path / "step_0", cache_dir=tmp_path / "cache",
+                             gates=GateOverrides(min_parse_rate=0.0, max_truncation_rate=1.0), progress=False)
     out = tmp_path / "step_0" / "records.parquet"
     assert (tmp_path / "step_0" / "records.items.jsonl.gz").is_file()
     assert ev.n_generated == 0 and ev.n_cached == sum(sizes.values())
@@ -152,9 +152,13 @@ def test_small_data_without_manifest_says_how_to_mark_it(fake_ckpt, tmp_path, ru
         evaluate_checkpoint(fake_ckpt, data_dir=data, run_meta=run_meta, benchmarks=["gsm8k"])
 
 
-def test_unknown_gate_key_is_rejected(fake_ckpt, run_meta):
+def test_unknown_gate_key_is_rejected():
     with pytest.raises(ValueError, match=r"gates: unknown key\(s\) \['min_parse'\]"):
-        evaluate_checkpoint(fake_ckpt, data_dir=FIXTURE_DIR, run_meta=run_meta, gates={"min_parse": 0.1})
+        GateOverrides.from_mapping({"min_parse": 0.1})
+    with pytest.raises(ValueError, match=r"gates.require_item_count: got 1; true or false"):
+        GateOverrides.from_mapping({"require_item_count": 1})
+    g = GateOverrides.from_mapping({"min_parse_rate": 0.3}).apply(load_suite("db12").gates)
+    assert (g.min_parse_rate, g.max_truncation_rate, g.require_item_count) == (0.3, 0.2, True)
 
 
 def test_run_meta_must_name_the_run(run_meta):
