@@ -118,8 +118,6 @@ def check_evaluation_options(v: Mapping[str, Any]) -> None:
         if key in v and not isinstance(v[key], bool):
             raise ConfigFieldError(f"{key}: got {v[key]!r}; true or false")
     if v.get("gates") is not None:
-        from evaluation.gates import GateOverrides
-
         GateOverrides.from_mapping(v["gates"])
 
 
