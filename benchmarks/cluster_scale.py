@@ -207,16 +207,16 @@ def _latencies(sess, spec, runs, wd: Path, returned: dict[str, float]):
         twice += sum(len(v) > 1 for v in starts.values())
         marks_of = {m.get("attempt"): m for m in start_latency.read_log(rd)}
         for att in sess.ledger.attempts(spec.name, r.run_key):
-            if att["stage"] in starts:
-                sub_delay.append(starts[att["stage"]][-1] - att["started_at"])
-            sid = att["submission_id"]
+            if att.stage in starts:
+                sub_delay.append(starts[att.stage][-1] - att.started_at)
+            sid = att.submission_id
             m = marks_of.get(sid, {})
-            p = start_latency.parts({**m, "decided": att["started_at"], "accepted": accepted.get(sid),
+            p = start_latency.parts({**m, "decided": att.started_at, "accepted": accepted.get(sid),
                                      "stage": by_pid.get(m.get("pid", -1))})
             if p is not None:
-                breakdown.append((r.run_key, att["stage"], p))
+                breakdown.append((r.run_key, att.stage, p))
             if sid in returned:
-                submit_call.append(returned[sid] - att["started_at"])
+                submit_call.append(returned[sid] - att.started_at)
         if "train" in starts and "evaluate" in starts:
             sleep = float(next(x for x in runs if x.run_key == r.run_key).recipe_cfg.sleep_s)
             eval_delay.append(starts["evaluate"][-1] - (starts["train"][-1] + sleep))

@@ -325,13 +325,13 @@ def logs_cmd(
     row = rows[0]
     atts = sess.ledger.attempts(campaign, row.run_key)
     for a in atts:
-        out.print(f"attempt {a['attempt']} {a['stage']} {a['submission_id']}: {a['status']} "
-                  f"{a['failure_class']} {a['reason']}", highlight=False)
+        out.print(f"attempt {a.attempt} {a.stage} {a.submission_id}: {a.status} "
+                  f"{a.failure_class} {a.reason}", highlight=False)
     _print_training_metrics(workdir, row)
-    chosen = [a for a in atts if attempt is None or a["attempt"] == attempt]
+    chosen = [a for a in atts if attempt is None or a.attempt == attempt]
     if not chosen:
         raise UserError(f"run {row.run_id} has no attempt {attempt}")
-    sub = chosen[-1]["submission_id"]
+    sub = chosen[-1].submission_id
     if sess.ray_address is None and running_head(workdir) is None:  # the local head is gone: read its files
         tmp = head_temp_dir(workdir)
         logs = sorted(tmp.glob(f"session_*/logs/job-driver-{sub}.log")) if tmp else []

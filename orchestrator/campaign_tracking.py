@@ -155,7 +155,7 @@ class CampaignTracker:
             if row.superseded_by:
                 return None  # an earlier generation never tracked: do not create it now
             attempts = self.ledger.attempts(self.campaign, row.run_key)
-            started = attempts[0]["started_at"] if attempts else time.time()
+            started = attempts[0].started_at if attempts else time.time()
             parent = self.parent()["id"]
             self._fence()
             rid = ensure_run(self.uri, self.campaign, row.run_key, cell_run_name(spec), params=cell_params(spec),
@@ -199,8 +199,8 @@ class CampaignTracker:
         return n
 
     def _end_time(self, row: RunRow) -> float:
-        ts = [e["ts"] for e in self.ledger.events(self.campaign, row.run_key)
-              if e["kind"] in ("transition", "superseded") and e["dst"] == row.state]
+        ts = [e.ts for e in self.ledger.events(self.campaign, row.run_key)
+              if e.kind in ("transition", "superseded") and e.dst == row.state]
         return ts[-1] if ts else time.time()
 
     def _fence(self) -> None:

@@ -13,7 +13,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.engine.ledger.base import Attempt
 
 
 @dataclass
@@ -41,17 +44,17 @@ class DemoTimings:
         finally:
             self.add(name, time.time() - t, note)
 
-    def add_stages(self, attempts: list[dict[str, Any]]) -> None:
+    def add_stages(self, attempts: list[Attempt]) -> None:
         """One row per stage kind (train, evaluate) from the ledger's attempts, and the campaign's wall time
         from the first attempt's start to the last one's end."""
-        done = [a for a in attempts if a.get("ended_at") is not None]
-        for stage in dict.fromkeys(a["stage"] for a in done):
-            walls = [a["ended_at"] - a["started_at"] for a in done if a["stage"] == stage]
+        done = [a for a in attempts if a.ended_at is not None]
+        for stage in dict.fromkeys(a.stage for a in done):
+            walls = [a.duration_s or 0.0 for a in done if a.stage == stage]
             jobs = f"{len(walls)} job" + ("s" if len(walls) > 1 else "")
             self.add(f"{stage} stages", sum(walls), f"{jobs}, mean {sum(walls) / len(walls):.1f} s, longest "
                      f"{max(walls):.1f} s; summed (they run two at a time)")
         if done:
-            span = max(a["ended_at"] for a in done) - min(a["started_at"] for a in done)
+            span = max(float(a.ended_at or 0.0) for a in done) - min(a.started_at for a in done)
             self.add("campaign: first stage start → last stage end", span, "wall time of every stage together")
 
     def lines(self) -> list[str]:

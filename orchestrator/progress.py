@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from rich.table import Table
 
-from orchestrator.engine.ledger.base import RunRow
+from orchestrator.engine.ledger.base import Attempt, RunRow
 from orchestrator.engine.ledger.states import PENDING, AttemptStatus, RunState
 
 if TYPE_CHECKING:
@@ -43,14 +43,13 @@ def driver_status(rows: Iterable[RunRow], now: float | None = None,
     return {"state": "idle", "owner": "", "lease_left_s": None}
 
 
-def eta_seconds(rows: Iterable[RunRow], attempts: Iterable[dict[str, Any]], parallel: int) -> float | None:
+def eta_seconds(rows: Iterable[RunRow], attempts: Iterable[Attempt], parallel: int) -> float | None:
     """Seconds until every active run is recorded, from the median duration of succeeded attempts per stage
     and `parallel` concurrent jobs; None until one attempt of each stage a remaining run needs has finished."""
     done: dict[str, list[float]] = {"train": [], "evaluate": []}
     for a in attempts:
-        if (a.get("status") == AttemptStatus.succeeded and a.get("ended_at") is not None
-                and a.get("started_at") is not None and a["stage"] in done):
-            done[a["stage"]].append(float(a["ended_at"]) - float(a["started_at"]))
+        if a.status == AttemptStatus.succeeded and a.duration_s is not None and a.stage in done:
+            done[a.stage].append(a.duration_s)
     need = 0.0
     for r in rows:
         if r.state not in PENDING:

@@ -116,9 +116,9 @@ def test_a_node_lost_mid_train_is_an_infra_retry_and_every_run_records_once(tmp_
         attempts = led.attempts("lossy")
         led.close()
         assert len(runs) == 4 and {r.state for r in runs} == {"recorded"}
-        lost = [a for a in attempts if a["failure_class"] == "infra"]
-        assert lost, [(a["submission_id"], a["status"], a["failure_class"], a["reason"][:120]) for a in attempts]
-        assert not [a for a in attempts if a["failure_class"] not in ("", "infra")]  # nothing else failed
+        lost = [a for a in attempts if a.failure_class == "infra"]
+        assert lost, [(a.submission_id, a.status, a.failure_class, a.reason[:120]) for a in attempts]
+        assert not [a for a in attempts if a.failure_class not in ("", "infra")]  # nothing else failed
         # recorded exactly once: one records file per run, one row per (run, benchmark, step), one manifest each
         recs = pd.read_parquet(wd / "results" / "lossy" / "records.parquet")
         assert recs["run_id"].nunique() == 4
@@ -127,9 +127,9 @@ def test_a_node_lost_mid_train_is_an_infra_retry_and_every_run_records_once(tmp_
             # one manifest, written by one of the run's own train attempts: the orphan of the lost node when it
             # finished before its retry started (the retry then verifies and keeps its outputs), else the retry
             done = json.loads((wd / "runs" / "lossy" / r.run_key / "train_done.json").read_text())
-            trains = [a for a in attempts if a["run_key"] == r.run_key and a["stage"] == "train"]
-            assert done["attempt"] in {a["submission_id"] for a in trains}
-            assert [a["status"] for a in trains].count("succeeded") == 1
+            trains = [a for a in attempts if a.run_key == r.run_key and a.stage == "train"]
+            assert done["attempt"] in {a.submission_id for a in trains}
+            assert [a.status for a in trains].count("succeeded") == 1
     finally:
         cluster.stop()
 

@@ -6,15 +6,23 @@ from __future__ import annotations
 import re
 
 from orchestrator.demo_timings import DemoTimings
+from orchestrator.engine.ledger import Attempt
+from orchestrator.engine.ledger.states import AttemptStatus
+
+
+def _att(stage: str, started: float, ended: float | None, status: str = "succeeded") -> Attempt:
+    """A ledger attempt with only what the code under test reads set."""
+    return Attempt(id=0, campaign="c", run_key="k", attempt=1, stage=stage, submission_id="s", started_at=started,
+                   ended_at=ended, status=AttemptStatus(status), reason="", failure_class="")
 
 
 def test_stage_rows_sum_each_stage_and_the_campaign_spans_first_start_to_last_end() -> None:
     t = DemoTimings()
     t.add_stages([
-        {"stage": "train", "started_at": 10.0, "ended_at": 40.0},
-        {"stage": "train", "started_at": 12.0, "ended_at": 32.0},
-        {"stage": "evaluate", "started_at": 40.0, "ended_at": 55.0},
-        {"stage": "evaluate", "started_at": 50.0, "ended_at": None},  # still running: not a finished stage
+        _att("train", 10.0, 40.0),
+        _att("train", 12.0, 32.0),
+        _att("evaluate", 40.0, 55.0),
+        _att("evaluate", 50.0, None),  # still running: not a finished stage
     ])
     rows = {p.name: p for p in t.parts}
     assert rows["train stages"].wall_s == 50.0 and "2 jobs, mean 25.0 s, longest 30.0 s" in rows["train stages"].note
@@ -27,7 +35,7 @@ def test_stage_rows_sum_each_stage_and_the_campaign_spans_first_start_to_last_en
 
 def test_no_finished_attempt_adds_no_stage_row() -> None:
     t = DemoTimings()
-    t.add_stages([{"stage": "train", "started_at": 1.0, "ended_at": None}])
+    t.add_stages([_att("train", 1.0, None)])
     assert t.parts == []
     with t.part("analysis"):
         pass

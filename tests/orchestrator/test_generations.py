@@ -81,7 +81,7 @@ def test_resubmit_with_changed_recipe_collects_only_the_new_generation(tree: Pat
     assert {r.run_key for r in old} == set(first) and all(r.superseded_by in new_keys for r in old)
     assert {r.run_key for r in sess.ledger.runs("gen")} == new_keys  # superseded rows are never current
     # a superseded run's in-flight job was stopped, not left running
-    assert not [a for a in sess.ledger.attempts("gen") if a["run_key"] in first and a["status"] == "running"]
+    assert not [a for a in sess.ledger.attempts("gen") if a.run_key in first and a.status == "running"]
 
     out = sess.collect_records("gen")
     recs = pd.read_parquet(out)
@@ -124,9 +124,9 @@ def test_same_campaign_from_two_workdirs_on_one_head_never_reattaches(
         sess.submit(spec, runs)
         assert _drive(sess, "twin") == {"recorded": 1}, [(r.run_id, r.reason) for r in sess.ledger.runs("twin")]
         att = sess.ledger.attempts("twin")
-        assert [(a["stage"], a["status"]) for a in att] == [("train", "succeeded"), ("evaluate", "succeeded")]
-        assert all(a["status"] == "succeeded" for a in att)
-        sids.append({a["submission_id"] for a in att})
+        assert [(a.stage, a.status) for a in att] == [("train", "succeeded"), ("evaluate", "succeeded")]
+        assert all(a.status == "succeeded" for a in att)
+        sids.append({a.submission_id for a in att})
         for r in sess.ledger.runs("twin"):  # each work dir ran its own jobs, once each
             assert sorted(_executions(wd, "twin", r.run_key)) == ["evaluate", "train"]
         sess.close()
@@ -153,7 +153,7 @@ def test_recorded_run_without_records_is_an_error_and_resume_rerecords_it(tree: 
     assert _drive(sess, "lost") == {"recorded": 1}  # what `campaign resume` runs: reopen, re-record
     assert len(pd.read_parquet(sess.collect_records("lost"))) == 12
     assert sorted(_executions(wd, "lost", gone.run_key)) == ["evaluate", "evaluate", "train"]  # not retrained
-    assert any(e["kind"] == "reopened" for e in sess.ledger.events("lost", gone.run_key))
+    assert any(e.kind == "reopened" for e in sess.ledger.events("lost", gone.run_key))
     sess.close()
 
 
@@ -195,7 +195,7 @@ def test_changed_evaluation_settings_reevaluate_without_retraining(
     for r in runs:  # trained once, evaluated twice; the checkpoints untouched
         assert sorted(_executions(wd, "evalgen", r.run_key)) == ["evaluate", "evaluate", "train"]
         assert (Path(ckpts[r.run_key]) / "model.safetensors").stat().st_mtime_ns == mtimes[r.run_key]
-    assert any("evaluation settings changed" in e["detail"] or e["kind"] == "reopened"
+    assert any("evaluation settings changed" in e.detail or e.kind == "reopened"
                for e in sess.ledger.events("evalgen", runs[0].run_key))
     # submitting the same spec again re-evaluates nothing
     assert submit_preview(spec2, runs2, wd, None).counts()["reevaluate"] == 0

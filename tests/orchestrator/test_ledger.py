@@ -19,8 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.engine.ledger import IllegalTransition, RunState, open_ledger
+from orchestrator.engine.ledger import IllegalTransition, NotInLedger, RunState, open_ledger
 from orchestrator.engine.ledger.states import ALLOWED, check
+from wtcommon.errors import WindtunnelError
 
 S = RunState
 # one worker under pytest-xdist (`make test`), so the session's PostgreSQL server is started once
@@ -117,9 +118,19 @@ def test_full_lifecycle_and_illegal_transitions(ledger) -> None:
         ledger.transition("c", "k2", S.recorded)  # planned → recorded skips the stages
     with pytest.raises(IllegalTransition):
         ledger.transition("c", "k2", S.training, expect=S.queued)  # compare-and-set on the current state
-    events = [(e["src"], e["dst"]) for e in ledger.events("c", "k1") if e["kind"] == "transition"]
+    events = [(e.src, e.dst) for e in ledger.events("c", "k1") if e.kind == "transition"]
     assert events == [("planned", "queued"), ("queued", "training"), ("training", "trained"),
                       ("trained", "evaluating"), ("evaluating", "recorded")]
+
+
+def test_an_unknown_run_or_campaign_is_named_in_the_error_tree(ledger) -> None:
+    ledger.upsert_campaign("c", "{}", _runs({"c/a/s1": "k1"}))
+    for ask in (lambda: ledger.get("c", "nope"), lambda: ledger.transition("c", "nope", S.queued),
+                lambda: ledger.campaign_instance("other")):
+        with pytest.raises(NotInLedger) as exc:
+            ask()
+        assert isinstance(exc.value, WindtunnelError) and isinstance(exc.value, KeyError)  # old callers still match
+        assert not str(exc.value).startswith("'") and ("nope" in str(exc.value) or "'other'" in str(exc.value))
 
 
 def test_failed_records_stage_and_reason(ledger) -> None:
@@ -405,7 +416,7 @@ def test_a_job_id_of_another_campaign_instance_is_never_reattached(ledger, tmp_p
     row = ledger.get("c", "k1")
     assert (row.state, row.lease_owner, row.next_try_at) == ("queued", "", 0.0)
     (att,) = ledger.attempts("c", "k1")
-    assert att["status"] == "failed" and "another campaign instance" in att["reason"]
+    assert att.status == "failed" and "another campaign instance" in att.reason
 
 
 def _snapshot(led) -> tuple:
@@ -457,7 +468,7 @@ def test_a_driver_whose_lease_was_taken_over_is_fenced_out(ledger_url: str) -> N
     assert _snapshot(b) == before  # B's lease untouched
     b.transition("c", "k2", S.queued)  # the current driver writes on
     assert b.get("c", "k2").state == "queued"
-    leases = [e["detail"] for e in b.events("c") if e["kind"] == "driver_lease"]
+    leases = [e.detail for e in b.events("c") if e.kind == "driver_lease"]
     assert leases == [f"epoch {epoch}: A (free)", f"epoch {epoch + 1}: B (taken from A, whose lease had expired)"]
     a.close()
     b.close()
@@ -498,4 +509,4 @@ def test_a_cluster_that_stops_answering_is_polled_again_before_the_scheduler_giv
         sched.run(timeout_s=60)
     assert time.time() - t0 >= 1.5  # polled again for the grace, not stopped at the first failed call
     assert ledger.get("c", "k1").state in ("training", "queued")  # no run marked failed
-    assert [e["kind"] for e in ledger.events("c") if e["kind"] == "cluster_unreachable"] == ["cluster_unreachable"]
+    assert [e.kind for e in ledger.events("c") if e.kind == "cluster_unreachable"] == ["cluster_unreachable"]

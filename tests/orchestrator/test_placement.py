@@ -129,7 +129,7 @@ def test_a_run_that_fits_no_node_waits_with_its_reason_and_blocks_nothing(tmp_pa
     assert rows["big"].state == S.queued and "needs 8 GPU(s) on one node" in rows["big"].reason
     assert rows["two"].state == S.training  # 2 nodes × 4 GPUs: both nodes, at once (STRICT_SPREAD)
     assert "big" not in " ".join(ex.submitted)
-    assert any(e["kind"] == "unplaceable" for e in led.events("c", "big"))
+    assert any(e.kind == "unplaceable" for e in led.events("c", "big"))
 
 
 def test_a_dead_node_shrinks_what_the_scheduler_admits(tmp_path: Path) -> None:

@@ -14,6 +14,8 @@ import yaml
 from typer.testing import CliRunner
 
 from cli import app
+from orchestrator.engine.ledger import Attempt
+from orchestrator.engine.ledger.states import AttemptStatus
 from orchestrator.engine.ranges import check_positive
 from orchestrator.engine.spec import SpecError, load_campaign
 from orchestrator.engine.spec_fields import check_name, check_seeds
@@ -208,13 +210,19 @@ def test_driver_status_tells_driving_idle_and_done():
     assert driver_status([_row("queued")], now=100, driver=("h:2", 160.0))["owner"] == "h:2"
 
 
+def _att(stage: str, started: float, ended: float | None, status: str = "succeeded") -> Attempt:
+    """A ledger attempt with only what the code under test reads set."""
+    return Attempt(id=0, campaign="c", run_key="k", attempt=1, stage=stage, submission_id="s", started_at=started,
+                   ended_at=ended, status=AttemptStatus(status), reason="", failure_class="")
+
+
 def test_eta_from_finished_attempts():
     from orchestrator.progress import eta_seconds
 
-    att = [{"stage": "train", "status": "succeeded", "started_at": 0, "ended_at": 30},
-           {"stage": "train", "status": "succeeded", "started_at": 0, "ended_at": 50},
-           {"stage": "evaluate", "status": "succeeded", "started_at": 0, "ended_at": 10},
-           {"stage": "train", "status": "failed", "started_at": 0, "ended_at": 999}]
+    att = [_att("train", 0, 30, "succeeded"),
+           _att("train", 0, 50, "succeeded"),
+           _att("evaluate", 0, 10, "succeeded"),
+           _att("train", 0, 999, "failed")]
     rows = [_row("queued"), _row("trained"), _row("recorded")]
     # queued: median train 40 + eval 10; trained: eval 10 -> 60 s of work on 2 parallel jobs
     assert eta_seconds(rows, att, parallel=2) == 30.0

@@ -75,7 +75,7 @@ def test_a_driver_stopped_past_its_lease_stops_at_its_next_step_and_writes_nothi
     assert _dump(wd / "mlflow.db") == seen["mlflow"]  # ... no MLflow write ...
     assert jobs() == seen["jobs"]  # ... and no job submitted
     assert seen["mode"] == 0o700  # the head's temp dir while jobs run
-    ev = [e["detail"] for e in sess.ledger.events("fence") if e["kind"] == "driver_lease"]
+    ev = [e.detail for e in sess.ledger.events("fence") if e.kind == "driver_lease"]
     assert len(ev) == 2 and ev[1].startswith(f"epoch {lost.value.current}: ") and "expired" in ev[1], ev
     sess.close()
 

@@ -93,7 +93,7 @@ def test_campaign_cells_are_tracked_live_once_each_with_final_status(uri, tmp_pa
         led.transition("trk", r.run_key, "queued")
         led.start_attempt("trk", r.run_key, "queued", "training", "train", f"sid-{r.run_key}")
     assert tracker.sync() == 3
-    started = {r.run_key: led.attempts("trk", r.run_key)[0]["started_at"] for r in (a, b, c)}
+    started = {r.run_key: led.attempts("trk", r.run_key)[0].started_at for r in (a, b, c)}
     mr = {r.data.tags[tracking.RUN_KEY_TAG]: r for r in _cell_runs(uri, "trk")}
     assert {k: m.info.status for k, m in mr.items()} == {a.run_key: "RUNNING", b.run_key: "RUNNING",
                                                          c.run_key: "RUNNING"}

@@ -151,9 +151,9 @@ def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
     led.close()
     assert len(runs) == 5 and {r.state for r in runs} == {"recorded"}, [(r.run_id, r.state) for r in runs]
     key = {r.run_id.split("/")[2]: r.run_key for r in runs}
-    train_tries = {p: [a for a in attempts if a["run_key"] == k and a["stage"] == "train"] for p, k in key.items()}
+    train_tries = {p: [a for a in attempts if a.run_key == k and a.stage == "train"] for p, k in key.items()}
     # the killed run was retried by the scheduler (its first attempt is the killed one)
-    assert len(train_tries["reward_gap"]) >= 2 and train_tries["reward_gap"][0]["status"] == AttemptStatus.failed
+    assert len(train_tries["reward_gap"]) >= 2 and train_tries["reward_gap"][0].status == AttemptStatus.failed
 
     run_dirs = {p: wd / "runs" / "vcpu" / k for p, k in key.items()}
     assert killed == run_dirs["reward_gap"] / "train"
@@ -426,7 +426,7 @@ def test_verl_campaign_at_default_gates_streams_metrics_and_reevaluates_on_a_gat
     assert {r.state for r in led.runs("demo_verl")} == {"recorded"}
     led.close()
     for key in ckpts:  # one successful training per run, two evaluations
-        ok = [a["stage"] for a in attempts if a["run_key"] == key and a["status"] == "succeeded"]
+        ok = [a.stage for a in attempts if a.run_key == key and a.status == "succeeded"]
         assert ok.count("train") == 1 and ok.count("evaluate") == 2, (key, ok)
     df2 = pd.read_parquet(records)
     _, planned = plan(camp)

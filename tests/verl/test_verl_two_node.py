@@ -66,7 +66,7 @@ def test_a_two_node_verl_run_spans_two_nodes_beside_a_one_node_run(ray_cluster3,
     led = open_ledger(wd)
     attempts = led.attempts("v2n")
     if p.returncode != 0:  # say why: each failed attempt's reason and the end of its run's train log
-        why = [f"{a['submission_id']}: {a['reason'][-1500:]}" for a in attempts if a["status"] == "failed"]
+        why = [f"{a.submission_id}: {a.reason[-1500:]}" for a in attempts if a.status == "failed"]
         logs = [f"{d}:\n{d.read_text()[-3000:]}" for d in (wd / "runs" / "v2n").glob("*/train/*.log")]
         pytest.fail("\n".join([p.stdout[-3000:], *why, *logs]))
     runs = {r.run_id.split("/")[1]: r for r in led.runs("v2n")}
@@ -87,8 +87,8 @@ def test_a_two_node_verl_run_spans_two_nodes_beside_a_one_node_run(ray_cluster3,
     # isolation: the one-node run had a runtime and a TransferQueue of its own, and the two trained at once
     assert rt_one["gcs_address"] != rt_two["gcs_address"]
     assert rt_one["tq_controller_actor_id"] != rt_two["tq_controller_actor_id"]
-    trained = {a["run_key"]: (a["started_at"], a["ended_at"]) for a in attempts
-               if a["stage"] == "train" and a["status"] == "succeeded"}
+    trained = {a.run_key: (a.started_at, a.ended_at) for a in attempts
+               if a.stage == "train" and a.status == "succeeded"}
     (s1, e1), (s2, e2) = trained[runs["tiny_2n"].run_key], trained[runs["tiny_qwen2"].run_key]
     assert s1 < e2 and s2 < e1, trained  # the stages that trained them ran at the same time
     assert "placement" not in json.loads((one / "train_done.json").read_text())

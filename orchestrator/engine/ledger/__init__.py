@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.engine.workdir import Workdir
-from orchestrator.engine.ledger.base import CampaignBusy, Ledger, LedgerError, LeaseLost, RunRow, UpsertDiff
+from orchestrator.engine.ledger.base import (Attempt, CampaignBusy, Event, Ledger, LedgerError, LeaseLost, NotInLedger,
+                                             RunningAttempt, RunRow, UpsertDiff)
 from orchestrator.engine.ledger.sql import SQLLedger
 from orchestrator.engine.ledger.states import IllegalTransition, RunState
 
-__all__ = ["CampaignBusy", "LedgerError", "LeaseLost", "Ledger", "RunRow", "UpsertDiff", "SQLLedger",
+__all__ = ["Attempt", "CampaignBusy", "Event", "NotInLedger", "RunningAttempt", "LedgerError", "LeaseLost", "Ledger",
+           "RunRow", "UpsertDiff", "SQLLedger",
            "IllegalTransition", "RunState", "open_ledger"]
 
 

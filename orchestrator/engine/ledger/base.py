@@ -51,10 +51,71 @@ class RunRow:
         return RunSpec.from_json(self.spec_json)
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One submission of one stage of a run (the `attempts` table): its job, when it ran and how it ended."""
+
+    id: int
+    campaign: str
+    run_key: str
+    attempt: int
+    stage: str
+    submission_id: str
+    started_at: float
+    ended_at: float | None
+    status: AttemptStatus
+    reason: str
+    failure_class: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", AttemptStatus(self.status))
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds from start to end; None while it runs."""
+        return None if self.ended_at is None else float(self.ended_at) - float(self.started_at)
+
+
+@dataclass(frozen=True)
+class RunningAttempt(Attempt):
+    """An attempt still marked running, with the state, current submission and generation of its run."""
+
+    run_state: RunState = RunState.queued
+    run_submission: str = ""
+    superseded_by: str = ""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "run_state", RunState(self.run_state))
+
+
+@dataclass(frozen=True)
+class Event:
+    """One line of a campaign's history (the `events` table): a transition (src -> dst) or a named event."""
+
+    id: int
+    ts: float
+    campaign: str
+    run_key: str
+    kind: str
+    src: str
+    dst: str
+    detail: str
+
+
 class LedgerError(WindtunnelError, RuntimeError):
     """The ledger cannot be opened or used as configured (bad URL, missing driver); says what to fix."""
 
     exit_code = 2
+
+
+class NotInLedger(WindtunnelError, KeyError):
+    """A campaign or run the ledger does not hold was asked for; the message names it and the ledger."""
+
+    exit_code = 2
+
+    def __str__(self) -> str:  # KeyError's str would quote the message
+        return str(self.args[0]) if self.args else ""
 
 
 class CampaignBusy(WindtunnelError, RuntimeError):
@@ -154,10 +215,10 @@ class Ledger(abc.ABC):
                     failure_class: str = "") -> None: ...
 
     @abc.abstractmethod
-    def attempts(self, campaign: str, run_key: str | None = None) -> list[dict[str, Any]]: ...
+    def attempts(self, campaign: str, run_key: str | None = None) -> list[Attempt]: ...
 
     @abc.abstractmethod
-    def events(self, campaign: str, run_key: str | None = None) -> list[dict[str, Any]]: ...
+    def events(self, campaign: str, run_key: str | None = None) -> list[Event]: ...
 
     @abc.abstractmethod
     def campaigns(self) -> list[str]: ...
@@ -194,7 +255,7 @@ class Ledger(abc.ABC):
         """Rows of earlier generations of the campaign's runs."""
 
     @abc.abstractmethod
-    def running_attempts(self, campaign: str) -> list[dict[str, Any]]: ...
+    def running_attempts(self, campaign: str) -> list[RunningAttempt]: ...
 
     @abc.abstractmethod
     def start_attempt(self, campaign: str, run_key: str, src: RunState, dst: RunState, stage: str,

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
+from orchestrator.engine.ledger.base import Attempt, Event, RunningAttempt
 from orchestrator.engine.ledger.sql_schema import attempts_t, events_t, looks_t, runs_t
 from orchestrator.engine.ledger.sql_store import SQLStore, retry
 from orchestrator.engine.ledger.states import AttemptStatus, IllegalTransition, RunState, check
@@ -63,22 +64,22 @@ class History(SQLStore):
                       .values(ended_at=self._now(), status=AttemptStatus(status).value, reason=reason,
                               failure_class=failure_class))
 
-    def attempts(self, campaign: str, run_key: str | None = None) -> list[dict[str, Any]]:
+    def attempts(self, campaign: str, run_key: str | None = None) -> list[Attempt]:
         q = sa.select(attempts_t).where(attempts_t.c.campaign == campaign)
         if run_key:
             q = q.where(attempts_t.c.run_key == run_key)
         with self.engine.connect() as c:
-            return [dict(r._mapping) for r in c.execute(q.order_by(attempts_t.c.id))]
+            return [Attempt(**r._mapping) for r in c.execute(q.order_by(attempts_t.c.id))]
 
 
-    def running_attempts(self, campaign: str) -> list[dict[str, Any]]:
+    def running_attempts(self, campaign: str) -> list[RunningAttempt]:
         """Attempts still marked running, with the state, submission id and generation of their run."""
         q = (sa.select(attempts_t, runs_t.c.state.label("run_state"), runs_t.c.submission_id.label("run_submission"),
                        runs_t.c.superseded_by)
              .join(runs_t, (runs_t.c.campaign == attempts_t.c.campaign) & (runs_t.c.run_key == attempts_t.c.run_key))
              .where((attempts_t.c.campaign == campaign) & (attempts_t.c.status == AttemptStatus.running.value)))
         with self.engine.connect() as c:
-            return [dict(r._mapping) for r in c.execute(q)]
+            return [RunningAttempt(**r._mapping) for r in c.execute(q)]
 
     # -- events ------------------------------------------------------------------------------
     def event(self, campaign: str, kind: str, detail: str = "", run_key: str = "") -> None:
@@ -86,12 +87,12 @@ class History(SQLStore):
             c.execute(events_t.insert().values(ts=self._now(), campaign=campaign, run_key=run_key, kind=kind, src="",
                                                dst="", detail=detail))
 
-    def events(self, campaign: str, run_key: str | None = None) -> list[dict[str, Any]]:
+    def events(self, campaign: str, run_key: str | None = None) -> list[Event]:
         q = sa.select(events_t).where(events_t.c.campaign == campaign)
         if run_key:
             q = q.where(events_t.c.run_key == run_key)
         with self.engine.connect() as c:
-            return [dict(r._mapping) for r in c.execute(q.order_by(events_t.c.id))]
+            return [Event(**r._mapping) for r in c.execute(q.order_by(events_t.c.id))]
 
     # -- sequential looks ------------------------------------------------------------------
     def record_looks(self, campaign: str, rows: list[dict[str, Any]],

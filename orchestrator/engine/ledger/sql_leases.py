@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from orchestrator.engine.ledger.base import NotInLedger
 from orchestrator.engine.ledger.sql_schema import campaigns_t, events_t, new_instance_id, runs_t
 from orchestrator.engine.ledger.sql_store import SQLStore
 
@@ -24,7 +25,7 @@ class Leases(SQLStore):
         with self.engine.connect() as c:
             r = c.execute(sa.select(campaigns_t.c.instance_id).where(campaigns_t.c.name == name)).first()
         if r is None:
-            raise KeyError(f"campaign {name!r} is not in the ledger at {self.url}")
+            raise NotInLedger(f"campaign {name!r} is not in the ledger at {self.url}")
         if r[0]:
             return str(r[0])
         with self._tx(name) as c:
@@ -41,7 +42,7 @@ class Leases(SQLStore):
             r = c.execute(sa.select(campaigns_t.c.driver, campaigns_t.c.driver_expires, campaigns_t.c.driver_epoch)
                           .where(campaigns_t.c.name == name).with_for_update()).first()
             if r is None:
-                raise KeyError(f"campaign {name!r} is not in the ledger at {self.url}")
+                raise NotInLedger(f"campaign {name!r} is not in the ledger at {self.url}")
             holder, expires, epoch = str(r[0]), float(r[1]), int(r[2])
             if holder and holder != owner and expires >= now and holder != steal_from:
                 return False, holder, expires

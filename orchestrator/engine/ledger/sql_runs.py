@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import sqlalchemy as sa
 
-from orchestrator.engine.ledger.base import RunRow, UpsertDiff
+from orchestrator.engine.ledger.base import NotInLedger, RunRow, UpsertDiff
 from orchestrator.engine.ledger.sql_schema import campaigns_t, column_values, events_t, new_instance_id, run_row, runs_t
 from orchestrator.engine.ledger.sql_store import SQLStore, retry
 from orchestrator.engine.ledger.states import REOPEN, IllegalTransition, RunState, check
@@ -70,7 +70,7 @@ class RunRows(SQLStore):
             r = c.execute(sa.select(runs_t).where((runs_t.c.campaign == campaign)
                                                   & (runs_t.c.run_key == run_key))).first()
         if r is None:
-            raise KeyError(f"run {run_key} not in campaign {campaign}")
+            raise NotInLedger(f"run {run_key} not in campaign {campaign}")
         return run_row(r)
 
 
@@ -82,7 +82,7 @@ class RunRows(SQLStore):
             cur = c.execute(sa.select(runs_t.c.state).where((runs_t.c.campaign == campaign)
                                                             & (runs_t.c.run_key == run_key))).first()
             if cur is None:
-                raise KeyError(f"run {run_key} not in campaign {campaign}")
+                raise NotInLedger(f"run {run_key} not in campaign {campaign}")
             src = RunState(cur[0])
             if expect is not None and src != RunState(expect):
                 raise IllegalTransition(f"run {run_key}: expected state {RunState(expect).value}, found {src.value}")

@@ -76,12 +76,12 @@ class Jobs(SchedulerBase):
         superseded by a changed spec, cancelled, or moved on): they would only burn the cluster."""
         n = 0
         for a in self.ledger.running_attempts(self.campaign):
-            if not a["superseded_by"] and S(a["run_state"]) in ACTIVE and a["run_submission"] == a["submission_id"]:
+            if not a.superseded_by and S(a.run_state) in ACTIVE and a.run_submission == a.submission_id:
                 continue
-            why = "superseded by a changed spec" if a["superseded_by"] else f"run is {a['run_state']}"
-            if self.ours(a["submission_id"]):
-                self.executor.stop(a["submission_id"])
-            self.ledger.end_attempt(self.campaign, a["submission_id"], AttemptStatus.cancelled, why)
+            why = "superseded by a changed spec" if a.superseded_by else f"run is {a.run_state}"
+            if self.ours(a.submission_id):
+                self.executor.stop(a.submission_id)
+            self.ledger.end_attempt(self.campaign, a.submission_id, AttemptStatus.cancelled, why)
             n += 1
         return n
 
