@@ -37,6 +37,14 @@ from scipy import stats
 
 from analysis.schema import Problem, RecordsError
 from evaluation import item_log
+from wtcommon.errors import UserError
+
+class MissingItemLogs(UserError, KeyError):
+    """Runs a paired item comparison needs have no item log (a KeyError too: callers note it and go on)."""
+
+    def __str__(self) -> str:  # KeyError's str would quote the message
+        return str(self.args[0]) if self.args else ""
+
 
 ITEM_COLUMNS = ("run_id", "benchmark", "item_id", "score", "status", "finish_reason", "tokens", "n_samples",
                 "sample_mean", "sample_var")
@@ -198,7 +206,7 @@ def paired_item_matrix(items: pd.DataFrame, method_runs: list[str], reference_ru
     need = list(method_runs) + list(reference_runs)
     missing = [r for r in need if r not in piv.columns]
     if missing:
-        raise KeyError(f"no item log for run(s) {missing}")
+        raise MissingItemLogs(f"no item log for run(s) {missing}")
     piv = piv[need].dropna()  # paired on items every run scored
     m = piv[list(method_runs)].to_numpy(float).T
     r = piv[list(reference_runs)].to_numpy(float).T

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.paired_stats import mde, sd_interval, seeds_needed
+from wtcommon.errors import UserError
 
 
 def prior_sd(paired: pd.DataFrame, metric: str) -> dict[str, tuple[float, int]]:
@@ -98,7 +99,7 @@ def power_section(runs: Iterable[Any], *, margin: float, sd: float | None = None
             paired = paired_comparisons(read_records(prior_path, s), s, aggregates=[metric], n_resamples=100)
         prior = prior_sd(paired.table, metric)
         if not prior:
-            raise ValueError(f"--prior {prior_path}: no method-vs-reference comparison with >= 2 seeds to estimate "
+            raise UserError(f"--prior {prior_path}: no method-vs-reference comparison with >= 2 seeds to estimate "
                              "the SD from")
     rows = [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}  # JSON: NaN -> null
             for r in plan_power(runs, margin=margin, sd=sd, prior=prior)]

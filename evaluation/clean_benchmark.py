@@ -23,6 +23,11 @@ from typing import Any, TypeAlias
 import pandas as pd
 
 from evaluation.prompts import math_prompt
+from wtcommon.errors import UserError
+
+
+class CleanBenchmarkError(UserError):
+    """The clean benchmark's options (size, seed) in a suite are not usable; names the option."""
 
 CLEAN_ID = "clean_arith"
 GENERATOR_VERSION = 1
@@ -89,7 +94,7 @@ def latex(t: Tree, top: bool = True) -> str:
 def generate_items(n: int, seed: int) -> list[CleanItem]:
     """`n` distinct items drawn from `seed` (module docstring)."""
     if n <= 0:
-        raise ValueError(f"clean benchmark: n_items must be positive, got {n}")
+        raise CleanBenchmarkError(f"clean benchmark: n_items must be positive, got {n}")
     rng = random.Random(f"{CLEAN_ID}/v{GENERATOR_VERSION}/{seed}")
     items: dict[str, CleanItem] = {}
     while len(items) < n:
@@ -114,7 +119,7 @@ def generated_rows(n: int, options: dict[str, Any]) -> tuple[list[dict[str, Any]
     `options["seed"]` (the suite's, or the campaign's when `campaign data benchmarks` is given one)."""
     seed = options.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"{CLEAN_ID}: options.seed must be a non-negative integer, got {seed!r}")
+        raise CleanBenchmarkError(f"{CLEAN_ID}: options.seed must be a non-negative integer, got {seed!r}")
     rows = [{"expression": it.expression, "answer": render_fraction(it.answer), "index": i, "seed": seed}
             for i, it in enumerate(generate_items(n, seed))]
     return rows, {"generator": f"evaluation/clean_benchmark.py v{GENERATOR_VERSION}", "seed": seed, "n": n}

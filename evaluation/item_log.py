@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from wtcommon.atomic import atomic_path, atomic_write_text
+from wtcommon.errors import UserError
 
 SUFFIX = ".items.jsonl.gz"
 GLOB = "*" + SUFFIX
@@ -47,11 +48,11 @@ def write_item_log(items: Path, rows: Iterable[Mapping[str, Any]], health: Itera
     atomic_write_text(health_path_of(items), body)
 
 
-class UnreadableItemLog(Exception):
-    """The file is not readable gzip text; `reason` says why (the caller names the file and the fix)."""
+class UnreadableItemLog(UserError):
+    """The file is not readable gzip text; `reason` says why (each caller words its own fix)."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: not a readable gzip JSON-lines item log ({reason})")
         self.reason = reason
 
 
@@ -76,7 +77,7 @@ def read_lines(path: Path) -> list[LogLine]:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             lines = fh.read().splitlines()
     except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise UnreadableItemLog(str(e)) from None
+        raise UnreadableItemLog(path, str(e)) from None
     out = []
     for i, line in enumerate(lines, start=1):
         if not line.strip():

@@ -18,6 +18,11 @@ from __future__ import annotations
 from typing import Any
 
 from evaluation.graders import grade
+from wtcommon.errors import UserError
+
+
+class UnknownDataSource(UserError):
+    """A training row's `data_source` has no grader route; names the known ones."""
 
 # data_source -> (grader, default option count for multiple choice)
 ROUTES: dict[str, tuple[str, int | None]] = {
@@ -57,14 +62,15 @@ PREFIX_ROUTES: tuple[tuple[str, tuple[str, int | None]], ...] = (("mmlu_pro", ("
 
 
 def route(data_source: str) -> tuple[str, int | None]:
-    """(grader, default n_options) for a data source; ValueError naming the known sources otherwise."""
+    """(grader, default n_options) for a data source; UnknownDataSource (a UserError) naming the known sources
+    otherwise."""
     if data_source in ROUTES:
         return ROUTES[data_source]
     for prefix, target in PREFIX_ROUTES:
         if data_source.startswith(prefix):
             return target
     known = sorted(ROUTES) + [f"{p}*" for p, _ in PREFIX_ROUTES]
-    raise ValueError(
+    raise UnknownDataSource(
         f"reward: unknown data_source {data_source!r}; add it to evaluation/reward.py ROUTES. Known: {', '.join(known)}"
     )
 

@@ -28,6 +28,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from wtcommon.atomic import atomic_path
+from wtcommon.errors import UserError
+
+
+class SyntheticConfigError(UserError):
+    """A synthetic corpus asked for cannot be built as configured (domain, held-out split, sizes); says what to
+    change."""
 
 DOMAINS: tuple[str, ...] = ("math", "logic", "science")
 DATA_SOURCES = {"math": "synthetic_math", "logic": "synthetic_logic", "science": "synthetic_science"}
@@ -149,7 +155,7 @@ def generate_items(seed: int, per_domain: int, domains=DOMAINS, levels: dict[str
     out: list[Item] = []
     for d in domains:
         if d not in GENERATORS:
-            raise ValueError(f"unknown synthetic domain {d!r}; choose from {list(GENERATORS)}")
+            raise SyntheticConfigError(f"unknown synthetic domain {d!r}; choose from {list(GENERATORS)}")
         out.extend(GENERATORS[d](rng, levels.get(d, 0)) for _ in range(per_domain))
     return out
 
@@ -184,7 +190,7 @@ def write_corpus(
     held-out set should measure the task, not generalisation to unseen pairs.
     """
     if heldout not in ("disjoint", "iid"):
-        raise ValueError(f"heldout: got {heldout!r}; choose disjoint or iid")
+        raise SyntheticConfigError(f"heldout: got {heldout!r}; choose disjoint or iid")
     out = Path(out_dir)
     rng = random.Random(seed)
     levels = levels or {}
@@ -192,7 +198,7 @@ def write_corpus(
     test: list[Item] = []
     for d in domains:
         if d not in GENERATORS:
-            raise ValueError(f"unknown synthetic domain {d!r}; choose from {list(GENERATORS)}")
+            raise SyntheticConfigError(f"unknown synthetic domain {d!r}; choose from {list(GENERATORS)}")
         held: dict[str | int, Item] = {}  # by prompt (disjoint) or by draw order (iid)
         for _ in range(test_per_domain * 50):  # held-out prompts are distinct and never trained on
             it = GENERATORS[d](rng, levels.get(d, 0))
@@ -200,9 +206,9 @@ def write_corpus(
             if len(held) == test_per_domain:
                 break
         if len(held) < test_per_domain:
-            raise ValueError(f"domain {d} (level {levels.get(d, 0)}): only {len(held)} distinct prompts could be "
-                             f"held out, {test_per_domain} were asked for; lower test_per_domain "
-                             "(--test-per-domain) or use heldout 'iid' (--heldout iid)")
+            raise SyntheticConfigError(f"domain {d} (level {levels.get(d, 0)}): only {len(held)} distinct prompts "
+                                       f"could be held out, {test_per_domain} were asked for; lower test_per_domain "
+                                       "(--test-per-domain) or use heldout 'iid' (--heldout iid)")
         test.extend(held.values())
         n = tries = 0
         while n < train_per_domain:
@@ -212,9 +218,9 @@ def write_corpus(
                 train.append(it)
                 n += 1
             elif tries > 50 * train_per_domain + 1000:  # every prompt of the task space is held out
-                raise ValueError(f"domain {d} (level {levels.get(d, 0)}): the held-out set covers (nearly) every "
-                                 f"prompt of the task, none is left to train on; lower test_per_domain or use "
-                                 "heldout 'iid'")
+                raise SyntheticConfigError(f"domain {d} (level {levels.get(d, 0)}): the held-out set covers "
+                                           "(nearly) every prompt of the task, none is left to train on; lower "
+                                           "test_per_domain or use heldout 'iid'")
     paths = {"train": out / "train.parquet", "test": out / "test.parquet"}
     _atomic_parquet(corpus_frame(train, "train", seed), paths["train"])
     _atomic_parquet(corpus_frame(test, "test", seed + 1), paths["test"])

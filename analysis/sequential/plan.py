@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis.sequential import SequentialError
 from analysis.sequential.design import SequentialDesign
 from analysis.sequential.family import fixed_holm, simulate_family
 
@@ -55,7 +56,7 @@ def campaign_comparisons(runs: Iterable[Any], power_rows: list[dict[str, Any]]) 
     for row in power_rows:
         key = (row["campaign"], row["model"], row["regime"])
         if row["sd"] is None or not np.isfinite(row["sd"]):
-            raise ValueError(f"comparison {'/'.join(map(str, key))}:{row['policy']}: no SD of paired differences "
+            raise SequentialError(f"comparison {'/'.join(map(str, key))}:{row['policy']}: no SD of paired differences "
                              "(no prior comparison); give --sd or prior records covering it")
         cell.append(cells.setdefault(key, len(cells)))
         sd.append(float(row["sd"]))

@@ -15,6 +15,12 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterable
 
+from wtcommon.errors import UserError
+
+
+class PluginNotFound(UserError):
+    """A plugin module a campaign names is neither in its project directory nor installed."""
+
 
 def add_project_path(root: str | Path | None) -> None:
     """Make the campaign's project directory importable (first on `sys.path`), once."""
@@ -49,14 +55,14 @@ def plugin_paths(names: Iterable[str], stage_dir: Path) -> list[str]:
     """The package directory of each plugin module to ship to jobs (runtime_env `py_modules` takes
     directories): a package as it is; a single-file module `m.py` staged as the package `stage_dir/m/`
     (its `__init__.py` is a copy of the file, refreshed when the file changes). Modules installed in the
-    environment are not shipped. Raises ValueError naming a module that cannot be found."""
+    environment are not shipped. Raises PluginNotFound (a UserError) naming a module that cannot be found."""
     out: list[str] = []
     for name in names:
         if name in OWN_PACKAGES:
             continue
         spec = importlib.util.find_spec(name)
         if spec is None:
-            raise ValueError(f"plugin module {name!r} cannot be found; put it in the campaign's project directory "
+            raise PluginNotFound(f"plugin module {name!r} cannot be found; put it in the campaign's project directory "
                              "or install it")
         if spec.submodule_search_locations:
             path = Path(list(spec.submodule_search_locations)[0]).resolve()

@@ -231,21 +231,25 @@ def test_bonferroni_family_controls_any_false_decision_across_comparisons():
     assert any_plain > 0.5 and any_bonf <= 0.05 + 0.015
 
 
+def _paired_rows(rng: np.random.Generator, n_seeds: int, shift: float) -> list[dict]:
+    """Run rows of one cell, seeds 1..n: baseline ~ 50 + N(0, 1), topk = its seed's baseline + N(shift, 1)."""
+    rows: list[dict] = []
+    for seed in range(1, n_seeds + 1):
+        base = 50 + rng.normal()
+        rows += [{"campaign": "c", "model": "m", "regime": "", "step": 5, "policy": "baseline", "mechanism": "none",
+                  "seed": seed, "A": base},
+                 {"campaign": "c", "model": "m", "regime": "", "step": 5, "policy": "topk", "mechanism": "select",
+                  "seed": seed, "A": base + rng.normal(shift, 1)}]
+    return rows
+
+
 def test_looks_are_immutable_unless_a_new_named_design(tmp_path):
     import pandas as pd
 
     from analysis.sequential.looks import look_at_runs
     from orchestrator.looks import read_looks, record_look
 
-    rng = np.random.default_rng(0)
-    rows = []
-    for seed in range(1, 4):
-        base = 50 + rng.normal()
-        rows += [{"campaign": "c", "model": "m", "regime": "", "step": 5, "policy": "baseline", "mechanism": "none",
-                  "seed": seed, "A": base},
-                 {"campaign": "c", "model": "m", "regime": "", "step": 5, "policy": "topk", "mechanism": "select",
-                  "seed": seed, "A": base + rng.normal(0.3, 1)}]
-    runs = pd.DataFrame(rows)
+    runs = pd.DataFrame(_paired_rows(np.random.default_rng(0), 3, shift=0.3))
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     d1 = SequentialDesign(looks=(3, 6, 9, 12), equivalence_margin=1.0)
     dec = look_at_runs(runs, d1, 0, "A")
@@ -274,14 +278,7 @@ def test_report_section_shows_the_bias_adjusted_estimate_of_an_early_stop(tmp_pa
     from analysis.sequential.report import looks_section_html
     from orchestrator.looks import read_looks, record_look
 
-    rng = np.random.default_rng(1)
-    rows = []
-    for seed in range(1, 7):
-        b = 50 + rng.normal()
-        rows += [{"campaign": "c", "model": "m", "regime": "", "step": 5, "policy": "baseline", "mechanism": "none",
-                  "seed": seed, "A": b},
-                 {"campaign": "c", "model": "m", "regime": "", "step": 5, "policy": "topk", "mechanism": "select",
-                  "seed": seed, "A": b + 2 + rng.normal(0, 1)}]
+    rows = _paired_rows(np.random.default_rng(1), 6, shift=2.0)
     d = SequentialDesign(looks=(3, 6, 9, 12), spending="pocock")
     dec = look_at_runs(pd.DataFrame(rows), d, 1, "A")
     r = dec.iloc[0]

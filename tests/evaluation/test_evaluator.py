@@ -200,7 +200,7 @@ def test_sampled_decoding_logs_k_outcomes_and_records_avg_pass_maj(boxed_model, 
     gives the same samples (no cache) and another seed other samples."""
     from math import comb
 
-    relaxed = {"min_parse_rate": 0.0, "max_truncation_rate": 1.0}
+    relaxed = GateOverrides(min_parse_rate=0.0, max_truncation_rate=1.0)
     bench = ["gsm8k", "aime24"]
 
     def run(seed: int, out: Path, model: Path = boxed_model) -> tuple[pd.DataFrame, list[dict]]:

@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import app
+from evaluation.gates import GateOverrides
 from evaluation.benchmark_data import FIXTURE_DIR
 from evaluation.graders import grade, grader_version
 from evaluation.regrade import (RegradeError, read_item_log, regrade_records, regrade_rows, regraded_hash)
@@ -131,7 +132,7 @@ def test_regrade_through_the_cli_changes_grades_only(random_model, tmp_path: Pat
     from evaluation.evaluator import evaluate_checkpoint
 
     out, cache = tmp_path / "records.parquet", tmp_path / "cache"
-    relaxed = {"min_parse_rate": 0.0, "max_truncation_rate": 1.0}  # a random model parses nothing
+    relaxed = GateOverrides(min_parse_rate=0.0, max_truncation_rate=1.0)  # a random model parses nothing
     kw = dict(suite=SUITE, data_dir=FIXTURE_DIR, run_meta=run_meta, benchmarks=["gsm8k"], max_gen_toks=8,
               cache_dir=cache, gates=relaxed, progress=False)
     ev = evaluate_checkpoint(random_model, out=out, **kw)

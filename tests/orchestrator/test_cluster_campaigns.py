@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from orchestrator.engine.ledger import open_ledger
+from tests.campaign_ledger import reaped, runs_and_attempts
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
@@ -94,7 +95,7 @@ def test_a_node_lost_mid_train_is_an_infra_retry_and_every_run_records_once(tmp_
             proc = subprocess.Popen([CAMPAIGN, "submit", str(camp), "--workdir", str(wd), "--ray-address",
                                      cluster.address], env=_env(cluster.token_file), cwd=REPO, stdout=fh,
                                     stderr=subprocess.STDOUT)
-        try:
+        with reaped(proc):
             # kill worker 1 once every run is training (2 per worker: 4 GPUs, 4 runs of 1)
             t0 = time.time()
             while True:
@@ -106,15 +107,8 @@ def test_a_node_lost_mid_train_is_an_infra_retry_and_every_run_records_once(tmp_
                 time.sleep(0.5)
             cluster.kill_raylet(1)
             rc = proc.wait(timeout=600)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
         assert rc == 0, log.read_text()[-4000:]
-        led = open_ledger(wd)
-        runs = led.runs("lossy")
-        attempts = led.attempts("lossy")
-        led.close()
+        runs, attempts = runs_and_attempts(wd, "lossy")
         assert len(runs) == 4 and {r.state for r in runs} == {"recorded"}
         lost = [a for a in attempts if a.failure_class == "infra"]
         assert lost, [(a.submission_id, a.status, a.failure_class, a.reason[:120]) for a in attempts]

@@ -40,6 +40,7 @@ import yaml
 from orchestrator.engine.ledger.states import AttemptStatus
 from training.verl_launcher import cancel
 from policies.verl.reward_audit import AUDIT_ENV, read_calls
+from tests.campaign_ledger import reaped, runs_and_attempts
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
@@ -123,7 +124,6 @@ def _kill_after_first_checkpoint(proc: subprocess.Popen, runs: Path, policy: str
 
 def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
     from evaluation.benchmark_data import write_manifest
-    from orchestrator.engine.ledger import open_ledger
     from training.synthetic import write_eval_fixtures
 
     addr, tok = head
@@ -136,19 +136,12 @@ def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
     with open(log, "w") as fh:
         proc = subprocess.Popen([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd),
                                  "--max-parallel", "2"], env=env, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
-    try:
+    with reaped(proc):
         killed = _kill_after_first_checkpoint(proc, wd / "runs" / "vcpu", "reward_gap")
         rc = proc.wait(timeout=1800)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert rc == 0, log.read_text()[-4000:]
 
-    led = open_ledger(wd)
-    runs = led.runs("vcpu")
-    attempts = led.attempts("vcpu")
-    led.close()
+    runs, attempts = runs_and_attempts(wd, "vcpu")
     assert len(runs) == 5 and {r.state for r in runs} == {"recorded"}, [(r.run_id, r.state) for r in runs]
     key = {r.run_id.split("/")[2]: r.run_key for r in runs}
     train_tries = {p: [a for a in attempts if a.run_key == k and a.stage == "train"] for p, k in key.items()}
@@ -421,10 +414,8 @@ def test_verl_campaign_at_default_gates_streams_metrics_and_reevaluates_on_a_gat
     assert "2 to re-evaluate" in res.stdout, res.stdout
     for d in (wd / "runs" / "demo_verl").iterdir():
         assert {p: p.stat().st_mtime_ns for p in ckpts[d.name]} == ckpts[d.name], d.name  # not retrained
-    led = open_ledger(wd)
-    attempts = led.attempts("demo_verl")
-    assert {r.state for r in led.runs("demo_verl")} == {"recorded"}
-    led.close()
+    runs, attempts = runs_and_attempts(wd, "demo_verl")
+    assert {r.state for r in runs} == {"recorded"}
     for key in ckpts:  # one successful training per run, two evaluations
         ok = [a.stage for a in attempts if a.run_key == key and a.status == "succeeded"]
         assert ok.count("train") == 1 and ok.count("evaluate") == 2, (key, ok)
