@@ -12,10 +12,11 @@ max(Σ GPU-seconds / cluster GPUs, longest run); the simulated figure, without R
 seconds per run, ledger size, driver peak RSS, the p95 delay from a run's job submission to its stage starting
 and from its training's end to its evaluation starting, and the two-node runs: planned, refused at preflight,
 recorded, and seen placed on two nodes (Ray placement groups whose bundles span ≥ 2 nodes, sampled every 5 s).
-Then where each stage's start went (wtcommon.start_latency): per stage and as p50/p95 over stages, the parts from
-the scheduler's decision to Ray accepting the job (ours), to Ray's job supervisor launching the entrypoint and
-the process existing (Ray's), to the first line of Windtunnel code, its imports done and the stage code begun
-(ours), and the stage's own preparation before its backend starts; the ratio of ours to Ray's.
+Then where each stage's start went (orchestrator/engine/start_latency.py): per stage and as p50/p95 over
+stages, the parts from the scheduler's decision to Ray accepting the job (ours), to Ray's job supervisor
+launching the entrypoint and the process existing (Ray's), to the first line of Windtunnel code, its imports
+done and the stage code begun (ours), and the stage's own preparation before its backend starts; the ratio of
+ours to Ray's.
 
     .venv/bin/python benchmarks/cluster_scale.py --nodes 4 --gpus-per-node 8 --fraction 0.1
 """
@@ -36,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from wtcommon import start_latency  # noqa: E402 - after the repo is on sys.path
+from orchestrator.engine import start_latency  # noqa: E402 - after the repo is on sys.path
 
 EVAL_H = 0.3  # hours of one GPU per run's evaluation, as benchmarks/scheduler_sim.py
 
@@ -98,11 +99,11 @@ def _time_submits(executor) -> dict[str, float]:
 
 
 def _print_breakdown(breakdown: list[tuple[str, str, dict[str, float]]], submit_call: list[float]) -> None:
-    """Per stage, then p50/p95 over stages, where its start went (wtcommon.start_latency: marks and whose)."""
+    """Per stage, then p50/p95 over stages, where its start went (engine/start_latency.py: marks and whose)."""
     names = [name for name, *_ in start_latency.CHAIN]
     whose = {name: w for name, _, _, w in start_latency.CHAIN}
     print("\nwhere a stage's start went (s; decision = the ledger attempt's start, Ray accepted = Ray's job "
-          "start_time; wtcommon.start_latency):")
+          "start_time; orchestrator.engine.start_latency):")
     print("  " + "  ".join(f"{i + 1}={n} [{whose[n]}]" for i, n in enumerate(names)))
     print(f"  {'run':<8} {'stage':<8} " + " ".join(f"{i + 1:>6}" for i in range(len(names)))
           + " " + " ".join(f"{w:>6}" for w in start_latency.WHOSE) + f" {'total':>6}")

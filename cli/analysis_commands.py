@@ -24,7 +24,7 @@ from cli.memorization_options import MaxMemorizationOpt, MemorizationOpt, load_p
 from cli.options import FormatOpt, JsonOpt, OutDirOpt, OutFileOpt
 from analysis.sensitivity_tables import SENSITIVITY_TABLES
 from orchestrator.engine.ranges import check_open_probability, check_points
-from wtcommon.jsonsafe import dumps as _json_dumps
+from cli.jsonsafe import dumps as _json_dumps
 from wtcommon.errors import UserError
 
 

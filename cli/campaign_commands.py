@@ -25,7 +25,7 @@ from cli.groups import command, subgroup
 from cli.options import CampaignArg, JsonOpt, LedgerUrlOpt, OutDirOpt, RayAddressOpt, RunsArg, WorkdirOpt
 from cli.plan_output import print_plan, print_plan_csv
 from wtcommon.errors import ClusterError, UserError
-from wtcommon.jsonsafe import dumps as json_dumps  # strict JSON: NaN/Infinity are null
+from cli.jsonsafe import dumps as json_dumps  # strict JSON: NaN/Infinity are null
 
 
 from campaigns import config_root

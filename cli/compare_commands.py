@@ -13,7 +13,7 @@ from cli.console import err
 from cli.groups import command
 from cli.options import FormatOpt, JsonOpt, OutFileOpt
 from orchestrator.engine.ranges import check_points, check_seed
-from wtcommon.jsonsafe import dumps as _json_dumps
+from cli.jsonsafe import dumps as _json_dumps
 from wtcommon.errors import UserError
 from cli.analysis_inputs import (
     RecordsArg, SuiteOpt, CampaignOpt, ModelOpt, RESAMPLES, ResamplesOpt, WideOpt, MixedOpt, MixedGradersOpt,

@@ -90,7 +90,7 @@ def seeds_look_cmd(
     n = record_look(wd.ledger_url, campaign, dec, design, aggregate=agg, design_name=design_name)
     nxt = next_batch_seeds(dec, design, look)
     if as_json:
-        from wtcommon.jsonsafe import dumps
+        from cli.jsonsafe import dumps
 
         typer.echo(dumps({"decisions": dec.to_dict("records"), "recorded": n,
                           "next_batch": {"/".join(k): v for k, v in nxt.items()}}, default=str, indent=1))

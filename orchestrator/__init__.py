@@ -12,5 +12,5 @@
 import time
 
 # The first line of Windtunnel code a stage process (`python -m orchestrator.engine.stages`) runs: the start of its
-# imports in wtcommon.start_latency's breakdown. Set once per process; importing it costs nothing.
+# imports in orchestrator.engine.start_latency's breakdown. Set once per process; importing it costs nothing.
 STARTED_AT = time.time()

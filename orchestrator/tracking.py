@@ -61,7 +61,7 @@ def _ensure_sqlite_store(uri: str) -> None:
         import sqlalchemy
         from mlflow.store.db import utils as db_utils  # what SqlAlchemyStore runs on an empty database
 
-        from wtcommon.quiet import quiet_libraries
+        from orchestrator.engine.quiet import quiet_libraries
 
         quiet_libraries()
 
@@ -85,7 +85,7 @@ def _ensure_sqlite_store(uri: str) -> None:
 def client(uri: str):
     from mlflow.tracking import MlflowClient
 
-    from wtcommon.quiet import quiet_libraries
+    from orchestrator.engine.quiet import quiet_libraries
 
     quiet_libraries()
     _ensure_sqlite_store(uri)

@@ -232,6 +232,30 @@ def test_no_import_cycles() -> None:
     assert cycles(_product_graph()) == []
 
 
+def lonely_common_modules(graph: dict[str, set[tuple[str, int]]]) -> list[str]:
+    """wtcommon modules imported by fewer than two other packages: not common, so they belong in their one user
+    (`wtcommon` exists only for what several layers need and the layer order would otherwise forbid)."""
+    users: dict[str, set[str]] = {m: set() for m in graph if m.startswith("wtcommon.")}
+    for m, edges in graph.items():
+        for t, _ in edges:
+            if t in users and not m.startswith("wtcommon"):
+                users[t].add(m.split(".")[0])
+    return sorted(f"{m}: imported by {sorted(u) or 'nothing'}" for m, u in users.items() if len(u) < 2)
+
+
+def test_the_common_module_checker_counts_the_packages_that_import_it() -> None:
+    files = {"wtcommon/__init__.py": "", "wtcommon/a.py": "", "wtcommon/b.py": "", "wtcommon/c.py": "",
+             "cli/x.py": "from wtcommon import a, b\n", "cli/y.py": "from wtcommon.b import f\n",
+             "training/z.py": "def g():\n    from wtcommon.a import h\n", "wtcommon/d.py": "from wtcommon import c\n"}
+    assert lonely_common_modules(import_graph(files)) == ["wtcommon.b: imported by ['cli']",
+                                                          "wtcommon.c: imported by nothing",
+                                                          "wtcommon.d: imported by nothing"]
+
+
+def test_wtcommon_holds_only_what_two_packages_share() -> None:
+    assert lonely_common_modules(_product_graph()) == []
+
+
 # Inside the orchestrator the same one-way rule, one level down: the engine (spec → grid → ledger → scheduler →
 # executor → stages) imports no other part of the orchestrator; the cluster code imports the engine and itself; the
 # campaign path and the features (session, campaign, tracking, demo, ...) import both.

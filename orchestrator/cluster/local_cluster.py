@@ -31,7 +31,7 @@ from orchestrator.cluster.local_head import _alive, _env, _free_port, _kill_head
 from wtcommon.hashing import text_hash
 from wtcommon.polling import wait_until
 from wtcommon.ports import port_free
-from wtcommon.processes import terminate_then_kill
+from orchestrator.cluster.processes import terminate_then_kill
 
 STATE = "local_cluster.json"
 WORKER_PORTS = 200  # a private range of worker ports per node: a task or actor holds one port while it lives

@@ -40,7 +40,7 @@ from wtcommon.atomic import atomic_write_json
 from wtcommon.hashing import text_hash
 from wtcommon.polling import wait_until
 from wtcommon.ports import free_port, port_free
-from wtcommon.processes import terminate_then_kill
+from orchestrator.cluster.processes import terminate_then_kill
 
 
 def _free_port() -> int:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 # orchestrator.engine.spec (pydantic, its models built at import: most of a stage process's start-up) and
 # training.corpus are imported where a campaign is expanded, not here: a stage process reads its RunSpec from
-# JSON and needs neither (wtcommon.start_latency; tests/test_stage_imports.py keeps it so)
+# JSON and needs neither (orchestrator.engine.start_latency; tests/test_stage_imports.py keeps it so)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from training.backend import Checkpoint, EvalRequest, TrainingConfigError
 from wtcommon.atomic import atomic_write_json, atomic_write_text, json_file_text
 from wtcommon.hashing import sha256_file
 from wtcommon.errors import RunFailed
-from wtcommon import start_latency
+from orchestrator.engine import start_latency
 
 if TYPE_CHECKING:
     from evaluation.run_meta import RunMeta
@@ -375,7 +375,7 @@ def load_run_spec(arg: str) -> RunSpec:
 
 
 def main(argv: list[str] | None = None) -> int:
-    imported = time.time()  # this module's imports are done (wtcommon.start_latency)
+    imported = time.time()  # this module's imports are done (orchestrator.engine.start_latency)
     ap = argparse.ArgumentParser(prog="python -m orchestrator.engine.stages", description=__doc__.splitlines()[0])
     ap.add_argument("stage", choices=sorted(STAGES))
     ap.add_argument("--run-spec", required=True)

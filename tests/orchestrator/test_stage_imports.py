@@ -39,7 +39,7 @@ def _stage(stage: str, spec: Path, wd: Path) -> dict:
 def test_noop_stages_import_no_ml_stack_and_record_their_start(tree: Path, tmp_path: Path, small_campaign) -> None:
     from orchestrator.engine.stages import write_run_spec
     from orchestrator.session import plan
-    from wtcommon.start_latency import read_log
+    from orchestrator.engine.start_latency import read_log
 
     (tree / "recipe" / "noop_now.yaml").write_text(yaml.safe_dump({"name": "noop_now", "sleep_s": 0}))
     _, runs = plan(small_campaign("imp", policies=["baseline"], seeds=[1], recipe="noop_now"))

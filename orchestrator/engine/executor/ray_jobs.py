@@ -97,7 +97,7 @@ class RayJobsExecutor(Executor):
         if self._client is None:
             from ray.job_submission import JobSubmissionClient
 
-            from wtcommon.quiet import quiet_libraries
+            from orchestrator.engine.quiet import quiet_libraries
 
             quiet_libraries()
 

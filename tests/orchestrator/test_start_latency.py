@@ -1,4 +1,4 @@
-"""wtcommon.start_latency as pure functions: /proc parsing, the chain of parts, their p50/p95 (issue 36)."""
+"""orchestrator.engine.start_latency as pure functions: /proc parsing, the chain of parts, their p50/p95 (issue 36)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from wtcommon import start_latency as sl
+from orchestrator.engine import start_latency as sl
 
 MARKS = ("decided", "accepted", "supervisor", "process", "main", "imported", "begin", "stage")
 

@@ -1,4 +1,4 @@
-"""Strict JSON output (wtcommon/jsonsafe.py): NaN and ±Infinity become null, at any depth, numpy included."""
+"""Strict JSON output (cli/jsonsafe.py): NaN and ±Infinity become null, at any depth, numpy included."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wtcommon.jsonsafe import dumps, json_safe
+from cli.jsonsafe import dumps, json_safe
 
 numbers = st.floats(allow_nan=True, allow_infinity=True) | st.integers() | st.builds(np.float64, st.floats())
 nested = st.recursive(numbers | st.none() | st.text(max_size=3),
