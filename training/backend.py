@@ -204,7 +204,7 @@ class TrainingBackend(abc.ABC):
         """
         from analysis.records import write_records
         from evaluation.evaluator import EvaluationError, HealthGateError, evaluate_checkpoint
-        from wtcommon.errors import StageConfigError, StageHealthGateError
+        from training.errors import StageConfigError, StageHealthGateError
 
         opts = req.options
         where = f"evaluation of {req.run_meta.run_id} step {req.checkpoint.step}"

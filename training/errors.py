@@ -1,5 +1,6 @@
-"""The errors a training run raises: here, below `backend` and `config`, so both raise them without importing
-each other (the `TrainRequest` in `backend` types its recipe with `config`)."""
+"""The errors a training run or a stage's backend raises: here, below `backend` and `config`, so both raise them
+without importing each other (the `TrainRequest` in `backend` types its recipe with `config`), and the
+orchestrator's stages, above, classify them (config, health gate) without a backend importing up."""
 
 from __future__ import annotations
 
@@ -15,4 +16,14 @@ class TrainingConfigError(TrainingError):
     evaluate/train stage reports it as a configuration error, never retried."""
 
 
-__all__ = ["TrainingConfigError", "TrainingError"]
+class StageConfigError(RunFailed):
+    """A deterministic error in a run's configuration, raised by a stage (train, evaluate): retrying cannot
+    help."""
+
+
+class StageHealthGateError(RunFailed):
+    """The checkpoint failed an evaluation health gate: deterministic (not retried), but a model-quality
+    finding rather than a configuration error, so it is its own failure class (`health_gate`)."""
+
+
+__all__ = ["StageConfigError", "StageHealthGateError", "TrainingConfigError", "TrainingError"]

@@ -81,7 +81,7 @@ def _simulated_accuracy(sim: dict[str, Any], req: EvalRequest, benchmark: str) -
 
     import numpy as np
 
-    from wtcommon.errors import StageConfigError
+    from training.errors import StageConfigError
 
     unknown = set(sim) - _SIMULATE_KEYS
     if unknown:

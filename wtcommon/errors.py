@@ -36,16 +36,6 @@ class RunFailed(WindtunnelError, RuntimeError):
     exit_code = 1
 
 
-class StageConfigError(RunFailed):
-    """A deterministic error in a run's configuration, raised by a stage (train, evaluate): retrying cannot
-    help. Here, not in the orchestrator, so a training backend raises it without importing up."""
-
-
-class StageHealthGateError(RunFailed):
-    """The checkpoint failed an evaluation health gate: deterministic (not retried), but a model-quality
-    finding rather than a configuration error, so it is its own failure class (`health_gate`)."""
-
-
 @contextmanager
 def as_user_error(*kinds: type[Exception]) -> Iterator[None]:
     """A library's own exception of `kinds` (default ValueError) raised on bad input becomes a UserError
@@ -59,5 +49,5 @@ def as_user_error(*kinds: type[Exception]) -> Iterator[None]:
         raise UserError(str(exc)) from exc
 
 
-__all__ = ["ClusterError", "RunFailed", "StageConfigError", "StageHealthGateError", "UserError", "WindtunnelError",
+__all__ = ["ClusterError", "RunFailed", "UserError", "WindtunnelError",
            "as_user_error"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
-from wtcommon.errors import StageConfigError
+from training.errors import StageConfigError
 
 if TYPE_CHECKING:
     from orchestrator.engine.grid import RunSpec

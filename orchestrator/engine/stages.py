@@ -41,7 +41,7 @@ from collections.abc import Iterator
 import orchestrator
 from orchestrator.engine.grid import RunSpec
 from orchestrator.engine.paths import inside, run_dir  # noqa: F401 - inside: this module's API too
-from wtcommon.errors import StageConfigError, StageHealthGateError
+from training.errors import StageConfigError, StageHealthGateError
 from training.backend import Checkpoint, EvalRequest, TrainingConfigError
 from wtcommon.atomic import atomic_write_json, atomic_write_text, json_file_text
 from wtcommon.hashing import sha256_file

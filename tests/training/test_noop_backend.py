@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evaluation.suite import load_suite
-from wtcommon.errors import StageConfigError
+from training.errors import StageConfigError
 from training.backend import Checkpoint, EvalRequest, TrainingConfigError, TrainRequest
 from training.registry import get_backend
 
