@@ -4,7 +4,7 @@ and the interim looks of sequential seed designs (immutable per named design onc
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 from collections.abc import Callable
 
 import sqlalchemy as sa
@@ -13,6 +13,8 @@ from orchestrator.engine.ledger.base import Attempt, Event, RunningAttempt
 from orchestrator.engine.ledger.sql_schema import attempts_t, events_t, looks_t, runs_t
 from orchestrator.engine.ledger.sql_store import SQLStore, retry
 from orchestrator.engine.ledger.states import AttemptStatus, IllegalTransition, RunState, check
+
+H = TypeVar("H", Attempt, Event)
 
 
 class History(SQLStore):
@@ -65,11 +67,7 @@ class History(SQLStore):
                               failure_class=failure_class))
 
     def attempts(self, campaign: str, run_key: str | None = None) -> list[Attempt]:
-        q = sa.select(attempts_t).where(attempts_t.c.campaign == campaign)
-        if run_key:
-            q = q.where(attempts_t.c.run_key == run_key)
-        with self.engine.connect() as c:
-            return [Attempt(**r._mapping) for r in c.execute(q.order_by(attempts_t.c.id))]
+        return self._history(attempts_t, Attempt, campaign, run_key)
 
 
     def running_attempts(self, campaign: str) -> list[RunningAttempt]:
@@ -88,11 +86,15 @@ class History(SQLStore):
                                                dst="", detail=detail))
 
     def events(self, campaign: str, run_key: str | None = None) -> list[Event]:
-        q = sa.select(events_t).where(events_t.c.campaign == campaign)
+        return self._history(events_t, Event, campaign, run_key)
+
+    def _history(self, table: sa.Table, row: type[H], campaign: str, run_key: str | None) -> list[H]:
+        """The campaign's rows of an append-only history table (one run's when `run_key`), oldest first."""
+        q = sa.select(table).where(table.c.campaign == campaign)
         if run_key:
-            q = q.where(events_t.c.run_key == run_key)
+            q = q.where(table.c.run_key == run_key)
         with self.engine.connect() as c:
-            return [Event(**r._mapping) for r in c.execute(q.order_by(events_t.c.id))]
+            return [row(**r._mapping) for r in c.execute(q.order_by(table.c.id))]
 
     # -- sequential looks ------------------------------------------------------------------
     def record_looks(self, campaign: str, rows: list[dict[str, Any]],
