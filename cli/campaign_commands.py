@@ -318,6 +318,8 @@ def logs_cmd(
     on, or from the stopped local head's log files. Never starts a Ray head."""
     campaign = campaign_name(campaign)
     from orchestrator.cluster.local_head import head_temp_dir, running_head
+    from orchestrator.cluster.ray_temp import job_log
+    from orchestrator.engine.workdir import Workdir
 
     existing_workdir(workdir, ledger_url, campaign)
     sess = session(workdir, ledger_url, ray_address)
@@ -334,11 +336,13 @@ def logs_cmd(
     sub = chosen[-1].submission_id
     if sess.ray_address is None and running_head(workdir) is None:  # the local head is gone: read its files
         tmp = head_temp_dir(workdir)
-        logs = sorted(tmp.glob(f"session_*/logs/job-driver-{sub}.log")) if tmp else []
-        if not logs:
+        kept = Workdir(workdir).job_logs
+        log = job_log(tmp, kept, sub)
+        if log is None:
             raise ClusterError(f"no log of job {sub}: the work directory's local Ray head is stopped and its log files "
-                               f"are gone ({tmp or 'no temp dir'}); the ledger's attempts are shown above")
-        typer.echo(logs[-1].read_text(errors="replace"))
+                               f"are gone ({tmp or 'no temp dir'}, nor in {kept}); the ledger's attempts are shown "
+                               "above")
+        typer.echo(log.read_text(errors="replace"))
         return
     with cluster_context("the ledger's attempts are shown above"):
         typer.echo(sess.executor.logs(sub))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.cluster import ray_temp
 from orchestrator.engine.executor.base import ClusterUnreachable
+from orchestrator.engine.workdir import Workdir
 from orchestrator.cluster.local_head import _alive, _env, _free_port, _kill_head_processes, _ray_bin, token_file
 from wtcommon.hashing import text_hash
 from wtcommon.polling import wait_until
@@ -274,9 +277,13 @@ class LocalCluster:
         return pid
 
     def stop(self) -> None:
-        """Stop every process this cluster started, node by node (workers first), by PID; remove the state file."""
+        """Stop every process this cluster started, node by node (workers first), by PID; remove the state file,
+        and a /tmp temp base once its job logs are kept in the root (`ray_temp.release`)."""
         for node in reversed(self.nodes):
             self._kill_node(node)
+        if self.nodes and ray_temp.outside(Path(self.tmp_base), self.root):
+            ray_temp.release(Path(self.head.temp_dir), self.root, Workdir(self.root).job_logs)
+            shutil.rmtree(self.tmp_base, ignore_errors=True)
         (self.root / STATE).unlink(missing_ok=True)
         self.nodes = []
 

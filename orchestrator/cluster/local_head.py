@@ -40,6 +40,7 @@ from wtcommon.atomic import atomic_write_json
 from wtcommon.hashing import text_hash
 from wtcommon.polling import wait_until
 from wtcommon.ports import free_port, port_free
+from orchestrator.cluster import ray_temp
 from orchestrator.cluster.processes import terminate_then_kill
 
 
@@ -213,7 +214,8 @@ def ensure_head(workdir: Path, *, num_cpus: int = 4, num_gpus: int = 0, timeout_
             try:
                 return _start_head(workdir, num_cpus=num_cpus, num_gpus=num_gpus, timeout_s=timeout_s)
             except ClusterUnreachable:
-                if attempt == attempts:
+                if attempt == attempts:  # its processes are stopped; the error quotes its start log
+                    ray_temp.release(_temp_dir(workdir), workdir, Workdir(workdir).job_logs)
                     raise
     raise AssertionError("unreachable")
 
@@ -464,6 +466,7 @@ def stop_head(workdir: Path) -> list[int]:
         _kill_pids(pids)
         pids += [p.pid for p in head_processes(tmp, gcs)]
         _kill_head_processes(tmp, gcs)
+        ray_temp.release(tmp, workdir, Workdir(workdir).job_logs)  # a /tmp temp dir: its job logs kept, then gone
         _state_path(workdir).unlink(missing_ok=True)
     return sorted(set(pids))
 

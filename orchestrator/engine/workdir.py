@@ -11,6 +11,7 @@ Layout (see also orchestrator/session.py):
     mlflow.db, mlartifacts/   embedded MLflow store
     cluster.json              the cluster `submit` ran on (orchestrator/cluster/cluster_record.py)
     ray_head.json, ray/       the local Ray head this work dir owns (orchestrator/cluster/local_head.py)
+    ray_job_logs/             job-driver logs kept from a stopped head's /tmp temp dir (cluster/ray_temp.py)
     runs/<campaign>/<run_key>/   one run's files (orchestrator/engine/paths.py)
     results/<campaign>/records.parquet   a campaign's collected records
     data/                     built corpora and evaluation data
@@ -31,6 +32,7 @@ LEDGER_FILE = "ledger.db"
 MLFLOW_FILE = "mlflow.db"
 CLUSTER_FILE = "cluster.json"
 HEAD_STATE_FILE = "ray_head.json"
+JOB_LOGS_DIR = "ray_job_logs"
 
 
 def _sqlite_url(path: Path) -> str:
@@ -116,6 +118,12 @@ class Workdir:
     def head_state_file(self) -> Path:
         """The state file of the local Ray head this work dir owns (orchestrator/cluster/local_head.py)."""
         return self.root / HEAD_STATE_FILE
+
+    @property
+    def job_logs(self) -> Path:
+        """Where the job-driver logs of a stopped head whose temp dir was under /tmp are kept
+        (orchestrator/cluster/ray_temp.py); `campaign logs` reads them there."""
+        return self.root / JOB_LOGS_DIR
 
     def sub(self, name: str) -> Workdir:
         """A work directory inside this one sharing its ledger (the tuner's `<workdir>/tune`)."""

@@ -41,6 +41,7 @@ def test_head_serves_jobs_on_loopback_and_stop_leaves_nothing_behind(tmp_path: P
     wait_until(lambda: not _processes_of(gcs_port, info["temp_dir"]), 15, 0.5)
     assert _processes_of(gcs_port, info["temp_dir"]) == []  # incl. the Ray Client server
     assert not (work / "ray_head.json").exists()
+    assert Path(info["temp_dir"]).is_relative_to(work) or not Path(info["temp_dir"]).exists()  # no /tmp session left
 
 
 def test_a_failed_start_leaves_no_daemon_and_is_tried_again(tmp_path: Path, monkeypatch) -> None:
@@ -68,3 +69,4 @@ def test_a_failed_start_leaves_no_daemon_and_is_tried_again(tmp_path: Path, monk
     time.sleep(0.5)
     left = [c for c in _processes_of("0", str(lh._temp_dir(work.resolve()))) if "fake-gcs" in c]
     assert left == [] and not (work / "ray_head.json").exists()
+    assert not lh._temp_dir(work.resolve()).exists()  # pytest's work dir is long: its /tmp temp dir is gone too
