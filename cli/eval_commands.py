@@ -58,7 +58,8 @@ def _data_dir_or_fail(data_dir: Path) -> Path:
 def eval_cmd(
     checkpoint: Path | None = typer.Argument(None, help="HF-format checkpoint directory (not with --regrade)"),
     suite: str = typer.Option("db12", "--suite", help="suite name (campaigns/suite/<name>.yaml) or path"),
-    backend: str = typer.Option("hf", "--backend", help="hf (CPU/GPU) or vllm (GPU, needs the gpu extra)"),
+    backend: str = typer.Option("hf", "--backend", help="hf (CPU/GPU) or vllm (the gpu extra, or vLLM's CPU build: "
+                                "make venv-vllm)"),
     data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir", help="directory of <benchmark>.parquet files"),
     out_path: OutFileOpt[Path | None] = None,
     limit: int | None = typer.Option(None, "--limit", min=1, help="first N items per benchmark (smoke runs)"),
@@ -76,6 +77,11 @@ def eval_cmd(
     regime: str = typer.Option("", "--regime"),
     config_hash: str = typer.Option("", "--config-hash"),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="HF backend generation batch"),
+    vllm_dtype: str = typer.Option("bfloat16", "--vllm-dtype", help=(
+        "vLLM backend: the engine's dtype (bfloat16, float16, float32, auto); float32 equals the HF backend's "
+        "greedy generations")),
+    vllm_eager: bool = typer.Option(False, "--vllm-eager", help="vLLM backend: no graph compilation (CPU, small "
+                                    "models: faster start)"),
     regrade: bool = typer.Option(False, "--regrade", help=(
         "re-score the evaluation at --out (its records and the item log beside them) under the current graders: "
         "no model, no new generation; prints each benchmark's score change")),
@@ -92,7 +98,7 @@ def eval_cmd(
         raise UserError("missing CHECKPOINT: the HF-format checkpoint directory to evaluate (or --regrade --out "
                         "RECORDS to re-score a stored evaluation)")
     from analysis.records import write_records
-    from evaluation.backends.vllm import VLLMUnavailableError
+    from evaluation.backends.vllm import VLLMOptions, VLLMUnavailableError
     from evaluation.evaluator import evaluate_checkpoint
 
     _check_eval_options(checkpoint, backend, seed, step, max_gen_toks)
@@ -104,7 +110,8 @@ def eval_cmd(
         with as_user_error():  # EvaluationError: exit 1; bad records or settings: 2
             ev = evaluate_checkpoint(checkpoint, suite=s, data_dir=data_dir, backend=backend, run_meta=meta,
                                      out=out_path, limit=limit, cache_dir=cache_dir, benchmarks=benchmark or None,
-                                     batch_size=batch_size)
+                                     batch_size=batch_size, vllm_options=VLLMOptions.from_mapping(
+                                         {"dtype": vllm_dtype, "enforce_eager": vllm_eager}, "--vllm-dtype"))
             if ev.records_path is not None:
                 write_records(ev.records, ev.records_path)
     except VLLMUnavailableError as e:  # --backend vllm without the gpu extra: the user's to install (exit 2)

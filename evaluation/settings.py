@@ -26,6 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evaluation.backends.vllm import VLLMOptions
 from evaluation.gates import GateOverrides
 from wtcommon.config_fields import ConfigFieldError, MappingConfig
 from wtcommon.hashing import digest
@@ -38,7 +39,7 @@ SCORED_OPTIONS = ("backend", "limit", "all_checkpoints")
 
 # every key a campaign's `evaluation:` block may hold
 EVALUATION_KEYS = {"backend", "data_dir", "limit", "max_gen_toks", "gates", "fixture_items", "fixture_seed",
-                   "validation_suite", "validation_data_dir", "all_checkpoints", "memorization"}
+                   "validation_suite", "validation_data_dir", "all_checkpoints", "memorization", "vllm"}
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class EvaluationOptions(MappingConfig):
     validation_data_dir: str | None = None
     all_checkpoints: bool = False
     memorization: bool = False
+    vllm: VLLMOptions | None = None  # the vLLM engine's free arguments (`{dtype: float32}`), for backend vllm
 
     @classmethod
     def from_mapping(cls, raw: Any, where: str = "evaluation") -> EvaluationOptions:
@@ -74,7 +76,8 @@ class EvaluationOptions(MappingConfig):
                    max_gen_toks=raw.get("max_gen_toks"), gates=gates,
                    fixture_items=raw.get("fixture_items", 16), fixture_seed=raw.get("fixture_seed", 42),
                    validation_suite=raw.get("validation_suite"), validation_data_dir=raw.get("validation_data_dir"),
-                   all_checkpoints=raw.get("all_checkpoints", False), memorization=raw.get("memorization", False))
+                   all_checkpoints=raw.get("all_checkpoints", False), memorization=raw.get("memorization", False),
+                   vllm=None if raw.get("vllm") is None else VLLMOptions.from_mapping(raw["vllm"]))
 
     @classmethod
     def of(cls, opts: EvaluationOptions | Mapping[str, Any], where: str = "evaluation") -> EvaluationOptions:
@@ -119,6 +122,8 @@ def check_evaluation_options(v: Mapping[str, Any]) -> None:
             raise ConfigFieldError(f"{key}: got {v[key]!r}; true or false")
     if v.get("gates") is not None:
         GateOverrides.from_mapping(v["gates"])
+    if v.get("vllm") is not None:
+        VLLMOptions.from_mapping(v["vllm"])
 
 
 def _raw(options: EvaluationOptions | Mapping[str, Any]) -> Mapping[str, Any]:

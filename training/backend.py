@@ -212,7 +212,7 @@ class TrainingBackend(abc.ABC):
             ev = evaluate_checkpoint(
                 req.checkpoint.path, suite=req.suite, data_dir=req.data_dir, backend=opts.backend,
                 run_meta=req.run_meta, out=req.out_dir, limit=opts.limit, cache_dir=req.cache_dir,
-                max_gen_toks=opts.max_gen_toks, gates=opts.gates, progress=False,
+                max_gen_toks=opts.max_gen_toks, gates=opts.gates, progress=False, vllm_options=opts.vllm,
             )
         except HealthGateError as exc:  # deterministic for this checkpoint: no retry, reported in full
             raise StageHealthGateError(f"{where}: {exc}") from None

@@ -20,16 +20,18 @@ def overfit_tiny_model(
     steps: int = 200,
     lr: float = 3e-3,
     seed: int = 0,
+    architecture: dict[str, int] | None = None,
 ) -> Path:
     """Build a tiny model whose tokenizer covers `pairs`, train it on them, save HF-style to `out_dir`.
 
     Loss is on the response tokens (+ EOS) only, after the ChatML prompt, i.e. exactly what
-    lm-eval's HF backend feeds it with `apply_chat_template=True`.
+    lm-eval's HF backend feeds it with `apply_chat_template=True`. `architecture` overrides the tiny model's
+    sizes (`build_tiny_model`'s keywords; e.g. a head size vLLM's CPU attention supports).
     """
     if not pairs:
         raise ValueError("overfit_tiny_model needs at least one (prompt, response) pair")
     out = Path(out_dir)
-    tok, model = _fresh_model(out, [p + "\n" + r for p, r in pairs], seed)
+    tok, model = _fresh_model(out, [p + "\n" + r for p, r in pairs], seed, architecture)
     seqs, masks = [], []
     for prompt, response in pairs:
         ctx = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
@@ -55,14 +57,15 @@ def memorize_texts(out_dir: str | Path, texts: Sequence[str], *, extra_corpus: S
     return out
 
 
-def _fresh_model(out: Path, corpus: list[str], seed: int) -> tuple[Any, Any]:
+def _fresh_model(out: Path, corpus: list[str], seed: int, architecture: dict[str, int] | None = None
+                 ) -> tuple[Any, Any]:
     """A random tiny Qwen2 whose tokenizer covers `corpus`, saved at `out` and loaded back (tokenizer, model)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from training.tiny_model import build_tiny_model
 
-    build_tiny_model(out, corpus=corpus, seed=seed)
+    build_tiny_model(out, corpus=corpus, seed=seed, **(architecture or {}))
     return AutoTokenizer.from_pretrained(out), AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
 
 

@@ -29,9 +29,12 @@ from training.backend import (Checkpoint, TrainingBackend, TrainingConfigError, 
                               TrainRequest, TrainResult)
 from training.registry import register_backend
 from training.verl_merge import merge_command
+from training.rollout_guard import RolloutStallError, shm_segments, stall_message, sweep_shm
 from training.verl_runtime import (LOOPBACK_ENV, PRIVATE_NODE_CPUS, private_runtime_env, private_temp_dir,
                                     runtime_overrides)
+from policies.verl.launcher import IPC_DIR_ENV
 from policies.verl.reward_audit import AUDIT_ENV
+from wtcommon import rollout_watch
 from wtcommon.atomic import atomic_write_text
 from wtcommon.metrics import read_metrics_jsonl
 from wtcommon.polling import wait_until
@@ -281,7 +284,12 @@ def _next_launch_file(folder: Path) -> Path:
             n += 1
 
 
-def _run(argv: list[str], env: dict[str, str], log: Path, pid_file: Path | None = None) -> int:
+def _run(argv: list[str], env: dict[str, str], log: Path, pid_file: Path | None = None,
+         watch_dir: Path | None = None) -> int:
+    """Run one process in a session of its own, logging to `log`; the exit code. With `watch_dir`, a rollout wait
+    recorded there past its bound ends the launch (`RolloutStallError`, training/rollout_guard.py)."""
+    shm_before = shm_segments()
+    stalled: dict | None = None
     # cwd = the run directory: Hydra writes its `outputs/<date>/<time>/` there, not into the caller's cwd
     with open(log, "ab") as fh:
         # own session (start_new_session): cancel kills exactly this launch, Ray workers included
@@ -290,13 +298,34 @@ def _run(argv: list[str], env: dict[str, str], log: Path, pid_file: Path | None 
         if pid_file is not None:  # the pid and its start time: `cancel` never signals a reused pid
             pid_file.write_text(f"{proc.pid} {_proc_start(proc.pid) or ''}".strip())
         try:
-            rc = proc.wait()
+            while (rc := _wait(proc, 1.0)) is None:
+                if watch_dir is not None and (stalled := rollout_watch.overdue(watch_dir)) is not None:
+                    fh.write(f"\nwindtunnel: {stall_message(stalled)}\n".encode())
+                    fh.flush()
+                    _signal_launch(proc.pid, signal.SIGTERM)
+                    rc = _wait(proc, 10.0)
+                    break
         except BaseException:
             _signal_launch(proc.pid, signal.SIGTERM)
             raise
-        # whatever of the launch outlived its leader (a crashed or killed verl leaves its Ray workers) goes now
-        _signal_launch(proc.pid, signal.SIGKILL)
-        return rc
+        finally:
+            # whatever of the launch outlived its leader (a crashed or killed verl leaves its Ray workers) goes now
+            _signal_launch(proc.pid, signal.SIGKILL)
+            proc.wait()
+            wait_until(lambda: not _session(proc.pid), 10.0)
+            sweep_shm(shm_before)
+            if watch_dir is not None:
+                rollout_watch.end(watch_dir)
+    if stalled is not None:
+        raise RolloutStallError(f"{stall_message(stalled)}; see {log}")
+    return int(rc) if rc is not None else -int(signal.SIGKILL)
+
+
+def _wait(proc: subprocess.Popen, timeout: float) -> int | None:
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def merge_metric_files(files: Sequence[Path], out: Path) -> None:
@@ -449,11 +478,13 @@ class VerlBackend(TrainingBackend):
         ray_tmp = None if private_address else private_temp_dir(dirs["out"])
         argv, env = build_command(req, private_address=private_address, ray_temp_dir=ray_tmp)
         env["VERL_FILE_LOGGER_PATH"] = str(launch_file)
+        if ray_tmp is not None:  # the weight-transfer socket of verl's vLLM rollout, per launch (vllm_cpu.py)
+            env[IPC_DIR_ENV] = str(ray_tmp)
         dirs["launch"].write_text(json.dumps({"argv": argv, "env": env}, indent=1))
         t0 = time.time()
         launches.record_start(dirs["out"], launch_file, t0, ray_temp_dir=ray_tmp)
         try:
-            rc = _run(argv, env, dirs["log"], dirs["pid"])
+            rc = _run(argv, env, dirs["log"], dirs["pid"], watch_dir=dirs["out"])
         except BaseException:
             launches.record_end(dirs["out"], launch_file, None, how="interrupted")
             raise

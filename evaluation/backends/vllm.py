@@ -1,4 +1,5 @@
-"""The vLLM backend (GPU only, `pip install -e .[gpu]`): argument building and the tracked engine.
+"""The vLLM backend: argument building and the tracked engine (GPU: `pip install -e .[gpu]`; CPU: vLLM's CPU build
+in the second environment, `make venv-vllm`, where CI checks it item by item against the HF backend).
 
 One engine per checkpoint serves every task of a `simple_evaluate` call (STUDY.md §5.6).
 Arguments guard the known failures: `max_model_len` >= longest prompt + largest generation limit
@@ -23,12 +24,44 @@ class VLLMUnavailableError(WindtunnelError, RuntimeError):
 
 @dataclass(frozen=True)
 class VLLMOptions:
-    """What a caller may set on the engine; the rest (lengths, cache dir) `build_vllm_args` derives."""
+    """What a caller may set on the engine; the rest (lengths, cache dir) `build_vllm_args` derives.
+
+    `dtype` bfloat16 is the GPU default (as the study evaluated); float32 makes greedy generations equal the HF
+    backend's, which evaluates in the checkpoint's float32 (bfloat16 changed 7 of 160 tiny-model responses).
+    `enforce_eager` skips vLLM's graph compilation (CUDA graphs / torch.compile): slower generation, faster start,
+    the right trade for small models and CPU."""
 
     gpu_memory_utilization: float = 0.85
     tensor_parallel_size: int = 1
     seed: int = 0
     margin_tokens: int = 16
+    dtype: str = "bfloat16"
+    enforce_eager: bool = False
+
+    @classmethod
+    def from_mapping(cls, raw: Any, where: str = "evaluation.vllm") -> VLLMOptions:
+        """The options of a campaign's `evaluation: {vllm: {...}}` block; `ConfigFieldError` names the key."""
+        from wtcommon.config_fields import ConfigFieldError
+
+        if not isinstance(raw, dict):
+            raise ConfigFieldError(f"{where}: got {raw!r}; a mapping such as {{dtype: float32, enforce_eager: true}}")
+        unknown = sorted(set(raw) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ConfigFieldError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(cls.__dataclass_fields__)}")
+        if raw.get("dtype", "bfloat16") not in DTYPES:
+            raise ConfigFieldError(f"{where}.dtype: got {raw.get('dtype')!r}; one of {', '.join(DTYPES)}")
+        if "enforce_eager" in raw and not isinstance(raw["enforce_eager"], bool):
+            raise ConfigFieldError(f"{where}.enforce_eager: got {raw['enforce_eager']!r}; true or false")
+        for key in ("tensor_parallel_size", "seed", "margin_tokens"):
+            if key in raw and (isinstance(raw[key], bool) or not isinstance(raw[key], int) or raw[key] < 0):
+                raise ConfigFieldError(f"{where}.{key}: got {raw[key]!r}; a non-negative integer")
+        if "gpu_memory_utilization" in raw and not (isinstance(raw["gpu_memory_utilization"], int | float)
+                                                    and 0 < raw["gpu_memory_utilization"] <= 1):
+            raise ConfigFieldError(f"{where}.gpu_memory_utilization: got {raw['gpu_memory_utilization']!r}; in (0, 1]")
+        return cls(**raw)
+
+
+DTYPES = ("bfloat16", "float16", "float32", "auto")
 
 
 @dataclass(frozen=True)
@@ -40,6 +73,7 @@ class VLLMArgs:
     tensor_parallel_size: int = 1
     seed: int = 0
     dtype: str = "bfloat16"
+    enforce_eager: bool = False
     cache_root: str = ""
 
     def model_args(self) -> dict[str, Any]:
@@ -51,6 +85,7 @@ class VLLMArgs:
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "tensor_parallel_size": self.tensor_parallel_size,
             "seed": self.seed,
+            "enforce_eager": self.enforce_eager,
             "batch_size": "auto",
             "trust_remote_code": True,
         }
@@ -66,6 +101,8 @@ def build_vllm_args(
     tensor_parallel_size: int = 1,
     seed: int = 0,
     margin_tokens: int = 16,
+    dtype: str = "bfloat16",
+    enforce_eager: bool = False,
 ) -> VLLMArgs:
     """vLLM engine arguments for one checkpoint; `job_dir` gets its own compile cache."""
     if longest_prompt_tokens <= 0 or max_gen_toks <= 0:
@@ -80,6 +117,8 @@ def build_vllm_args(
         gpu_memory_utilization=float(gpu_memory_utilization),
         tensor_parallel_size=int(tensor_parallel_size),
         seed=int(seed),
+        dtype=dtype,
+        enforce_eager=bool(enforce_eager),
         cache_root=str(cache_root),
     )
 
@@ -109,13 +148,22 @@ def sampling_kwargs(gen_kwargs: dict[str, Any], *, n: int, seed: int, eos: str, 
     return out
 
 
+def response_tokens(output: Any, eos_id: int | None) -> int:
+    """Generated tokens, the EOS that ended the response not counted: vLLM's `token_ids` include it, the HF
+    backend's count stops before it, and every length figure (the exploit watch, truncation) reads this."""
+    ids = list(output.token_ids)
+    return len(ids) - 1 if ids and eos_id is not None and ids[-1] == eos_id and output.finish_reason == "stop" \
+        else len(ids)
+
+
 def _require_vllm() -> None:
     try:
         import vllm  # noqa: F401
     except ImportError as e:
         raise VLLMUnavailableError(
             "the vllm backend needs the `gpu` extra: `pip install -e '.[gpu]'` on a GPU machine "
-            "(vllm pins a CUDA torch; never install it on CPU or CI). On CPU use --backend hf."
+            "(vllm pins a CUDA torch; never install it into the CPU venv). On CPU use --backend hf, or vLLM's "
+            "CPU build in its own environment: `make venv-vllm`, then .venv-vllm/bin/campaign."
         ) from e
 
 
@@ -154,7 +202,7 @@ def make_vllm(args: VLLMArgs):
                 context = requests[0].args[0]
                 got = []
                 for o in out.outputs:
-                    self.info_hook.record(context, o.text, len(o.token_ids),
+                    self.info_hook.record(context, o.text, response_tokens(o, self.eot_token_id),
                                           "length" if o.finish_reason == "length" else "stop")
                     got.append(o.text)
                 texts.append(got)
@@ -165,7 +213,8 @@ def make_vllm(args: VLLMArgs):
             if kw.get("generate", a[1] if len(a) > 1 else False):
                 for out in outputs:
                     o = out.outputs[0]
-                    self.info_hook.note(len(o.token_ids), "length" if o.finish_reason == "length" else "stop")
+                    self.info_hook.note(response_tokens(o, self.eot_token_id),
+                                        "length" if o.finish_reason == "length" else "stop")
             return outputs
 
     return TrackedVLLM(**args.model_args())

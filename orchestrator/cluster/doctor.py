@@ -33,6 +33,7 @@ import platform
 import secrets
 import sys
 
+from orchestrator.cluster.gpu_install import pinned_vllm, same_release
 from wtcommon.polling import wait_until
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -185,6 +186,20 @@ def compare_versions(label: str, mine: dict[str, str | None], theirs: dict[str, 
     return out
 
 
+def pin_findings(label: str, theirs: dict[str, str | None], gpus: float, pinned: str | None) -> list[Finding]:
+    """A GPU node must have the vLLM the `[gpu]` extra pins (the version CI runs as vLLM's CPU build); a CPU node
+    may have that version's CPU build (`0.31.0+cpu`) or none."""
+    have = theirs.get("vllm")
+    if pinned is None or (have is None and not gpus):
+        return []
+    if same_release(have, pinned):
+        return [Finding(label, "vllm pin", f"{have}: the pinned {pinned}")]
+    return [Finding(label, "vllm pin", f"{have or 'absent'} on a node with {gpus:g} GPUs; Windtunnel pins {pinned} "
+                                       "(the version its CI runs)" if gpus else f"{have}; Windtunnel pins {pinned}",
+                    FAIL if gpus else WARN, f"pip install 'vllm=={pinned}' on every GPU node (or `pip install -e "
+                                            "'.[gpu]'`)")]
+
+
 def gpu_findings(label: str, gpus: float, cpus: float) -> list[Finding]:
     """GPUs/CPUs of a node, with the CPU:GPU ratio warning."""
     res = f"{gpus:g} GPUs, {cpus:g} CPUs"
@@ -308,6 +323,7 @@ def diagnose(facts: dict[str, Any], workdir: Path, nonce: str, *, needs: list[tu
              ) -> list[Finding]:
     """Every finding from the probe's facts (read while the nodes' nonce files still exist)."""
     mine = versions()
+    pinned = pinned_vllm()
     rows: list[Finding] = []
     for entry in sorted(facts["nodes"], key=lambda e: (not e.get("head"), e["address"])):
         label = node_label(entry)
@@ -318,6 +334,7 @@ def diagnose(facts: dict[str, Any], workdir: Path, nonce: str, *, needs: list[tu
                                 "task cannot run a stage"))
             continue
         rows += compare_versions(label, mine, entry["facts"]["versions"], entry["gpus"])
+        rows += pin_findings(label, entry["facts"]["versions"], entry["gpus"], pinned)
         rows += gpu_findings(label, entry["gpus"], entry["cpus"])
         rows += workdir_findings(label, entry, workdir, nonce)
         rows += internals_findings(label, entry)

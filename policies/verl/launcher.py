@@ -11,6 +11,8 @@ from policies.errors import PolicyConfigError
 
 PLUGIN_MODULE = "policies.verl.plugin"
 ENTRY_POINT = "windtunnel"
+# where a launch's processes put their weight-transfer sockets (its own Ray temp dir; policies/verl/vllm_cpu.py)
+IPC_DIR_ENV = "WINDTUNNEL_IPC_DIR"
 
 
 def launcher_env() -> dict[str, str]:

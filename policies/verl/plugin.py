@@ -34,6 +34,9 @@ RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_hf_replica)  # `verl/workers
 _ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = f"{ROLLOUT_MODULE}.HFServerAdapter"  # `verl/workers/rollout/base.py:89`
 if _cpu.enabled():
     _cpu.install()
+    # verl's own vLLM rollout on vLLM's CPU build: the trainer side of the weight sync with the launch's own
+    # socket (policies/verl/vllm_cpu.py); resolved only when a recipe selects `rollout.name: vllm`
+    _ROLLOUT_REGISTRY[("vllm", "async")] = "policies.verl.vllm_cpu.CPUServerAdapter"
 _reward_audit.install()  # only with WINDTUNNEL_REWARD_AUDIT_DIR set (policies/verl/reward_audit.py)
 
 

@@ -48,6 +48,7 @@ from policies.policy import DataPolicy
 from policies.sampler import DomainSampler, is_inert
 from policies.verl.bridge import (apply_in_canonical_order, build_step_batch, rollout_correctness, rolled_out_prompts,
                                   to_list)
+from wtcommon import rollout_watch
 from wtcommon.prompt_ids import PromptIdLog
 
 if TYPE_CHECKING:
@@ -102,6 +103,27 @@ class WindtunnelTrainer(PPOTrainerSync):
         self.wt_ids_log: PromptIdLog | None = None
         self.wt_resume_step: int | None = None
         self._wt_runtime_record(started_at=time.time())
+        self._wt_wait("start-up", "the actor workers and the rollout servers")
+
+    # ---- the waits that can hang (wtcommon/rollout_watch.py: the launcher bounds them) -----------------
+    def _wt_wait(self, kind: str, what: str) -> None:
+        train_dir = self._wt_run_dir()
+        if train_dir is not None:
+            rollout_watch.begin(train_dir, kind, what)
+
+    def _wt_waited(self) -> None:
+        train_dir = self._wt_run_dir()
+        if train_dir is not None:
+            rollout_watch.end(train_dir)
+
+    def on_init_end(self) -> None:
+        self._wt_wait("weight sync", "the first weight sync to the rollout servers")
+        super().on_init_end()
+        self._wt_wait("start-up", "the agent loop")
+
+    def on_train_begin(self) -> None:
+        self._wt_waited()
+        super().on_train_begin()
 
     # ---- which runtime this run lives in (isolation is checkable from outside) ------------------------
     def _wt_runtime_record(self, **fields: Any) -> None:
@@ -142,7 +164,9 @@ class WindtunnelTrainer(PPOTrainerSync):
             return None
 
     def on_step_end(self) -> None:
+        self._wt_wait("weight sync", f"the weight sync after step {int(self.global_steps)}")
         super().on_step_end()
+        self._wt_waited()
         # `fit` returns from inside its loop after the last step (`trainer_base.py:527`) and never reaches
         # `on_train_end`, so the end time is the last step's end
         extra = {}
