@@ -49,10 +49,10 @@ $(VSTAMP): pyproject.toml $(VLLM_ENV)/pyproject.toml $(VLLM_ENV)/constraints.txt
 		--override $(VLLM_ENV)/overrides.txt -e ".[test]" ./$(VLLM_ENV)
 	touch $(VSTAMP)
 
-# The GPU path on CPU (tests/vllm/): the evaluator's vLLM backend item by item against HF, and a verl campaign
+# The GPU path on CPU (tests/vllm_cpu/): the evaluator's vLLM backend item by item against HF, and a verl campaign
 # through verl's own vLLM rollout (one run SIGKILLed and resumed; a failing weight sync ends as infra, bounded).
 test-vllm: $(VSTAMP)
-	$(VBIN)/python -m pytest -q -p no:cacheprovider tests/vllm $(PYTEST_ARGS)
+	$(VBIN)/python -m pytest -q -p no:cacheprovider tests/vllm_cpu $(PYTEST_ARGS)
 
 # Resolve (never install) the GPU install for linux x86_64 with CUDA wheels: `.[gpu]` with the project's pins;
 # prints the resolved vLLM, torch and transformers, fails on a conflict (orchestrator/cluster/gpu_install.py).

@@ -9,6 +9,8 @@ marked failed), 1 runs ended failed.
 
 from __future__ import annotations
 
+import importlib.util
+
 import os
 import tempfile
 import time
@@ -31,7 +33,8 @@ from cli.jsonsafe import dumps as json_dumps  # strict JSON: NaN/Infinity are nu
 from campaigns import config_root
 
 DEMO_CAMPAIGN = config_root() / "demo.yaml"
-DEMO_CAMPAIGNS = {"local": DEMO_CAMPAIGN, "verl": config_root() / "demo_verl.yaml"}
+DEMO_CAMPAIGNS = {"local": DEMO_CAMPAIGN, "verl": config_root() / "demo_verl.yaml",
+                  "verl-vllm": config_root() / "demo_verl_vllm.yaml"}
 
 
 def _print_summary(summary, *, dry_run: bool, as_json: bool) -> None:
@@ -356,7 +359,8 @@ def demo_cmd(
                                               "campaigns/demo.yaml, or demo_verl.yaml with --backend verl)"),
     backend: str = typer.Option("local", "--backend", metavar="BACKEND", help="local (the CPU GRPO trainer, "
                                 "about 3 min) | verl (verl's own trainer on CPU, 2 policies × 2 seeds, about "
-                                "10-15 min)"),
+                                "10-15 min) | verl-vllm (verl's own vLLM rollout and the vLLM evaluator, on vLLM's "
+                                "CPU build: run it from .venv-vllm, `make venv-vllm`; about 6-8 min)"),
     overrides: list[str] | None = typer.Argument(None, help="Hydra overrides of the demo campaign"),
     keep_ray: bool = typer.Option(False, "--keep-ray", help="leave the local Ray head running"),
     show_all: bool = typer.Option(False, "--all", help="print the status matrix and every table (by default "
@@ -374,6 +378,10 @@ def demo_cmd(
         return
     if backend not in DEMO_CAMPAIGNS:
         raise UserError(f"--backend {backend!r}: choose one of {', '.join(DEMO_CAMPAIGNS)}")
+    if backend == "verl-vllm" and importlib.util.find_spec("vllm") is None:
+        raise UserError("--backend verl-vllm needs vLLM, which this environment does not have: `make venv-vllm` "
+                        "builds the environment with vLLM's CPU build; run `.venv-vllm/bin/campaign demo --backend "
+                        "verl-vllm` (on a GPU machine: `pip install -e '.[gpu]'`)")
     wd = workdir or Path(tempfile.mkdtemp(prefix="windtunnel-demo-"))
     run_demo(wd, campaign_file or DEMO_CAMPAIGNS[backend], overrides or [], out=out, err=err,
              keep_ray=keep_ray, show_all=show_all, timings=timings)

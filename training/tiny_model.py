@@ -65,7 +65,10 @@ def build_tiny_model(
     num_key_value_heads: int = 2,
     vocab_size: int = 512,
 ) -> Path:
-    """Build a randomly initialised tiny Qwen2 model plus tokenizer and save both to `out_dir`."""
+    """Build a randomly initialised tiny Qwen2 model plus tokenizer and save both to `out_dir`.
+
+    The default head size is 64 / 4 = 16, which vLLM's CPU attention has no kernel for (it takes 32, 64, 80, ...):
+    the vLLM path on CPU uses `num_attention_heads=2, num_key_value_heads=1` (campaigns/model/tiny_qwen2_h32.yaml)."""
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 

@@ -368,6 +368,7 @@ def _clear_earlier_attempts(req: TrainRequest, dirs: dict[str, Path], attempts: 
     if stop_orphan(req.out_dir):
         with open(dirs["log"], "a") as fh:
             fh.write("windtunnel: stopped the verl launch a killed earlier attempt left running\n")
+        sweep_shm(set())  # its launcher died with it: the segments nobody maps any more go now
         for name in launches.unfinished(dirs["out"]):  # its compute ends now, not at its last metrics line
             launches.record_end(dirs["out"], attempts / name, None, how="stopped")
     for leftover in launches.ray_temp_dirs(dirs["out"]):  # of launches killed with their launcher

@@ -62,6 +62,7 @@ class VLLMOptions:
 
 
 DTYPES = ("bfloat16", "float16", "float32", "auto")
+CPU_KVCACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,13 @@ def make_vllm(args: VLLMArgs):
     """Construct lm-eval's VLLM model (tracked: finish reasons and token counts per generation)."""
     _require_vllm()
     os.environ["VLLM_CACHE_ROOT"] = args.cache_root  # per job, set before the engine starts
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        # vLLM's CPU build: the engine's memory is the machine's RAM, and `gpu_memory_utilization` would claim 85% of
+        # it (refused at start-up when other work holds more than 15%). The KV cache gets an explicit size instead,
+        # VLLM_CPU_KVCACHE_SPACE GiB (vLLM's own variable; 1 unless the user set it).
+        os.environ.setdefault(CPU_KVCACHE_ENV, "1")
     Path(args.cache_root).mkdir(parents=True, exist_ok=True)
     from lm_eval.models.vllm_causallms import VLLM
 

@@ -8,7 +8,8 @@ environment as the stage jobs — whose driver prints the facts as one JSON line
 
 - versions (Python, Windtunnel, torch, verl, vLLM, Ray) must equal the submitter's: a node on other code gives
   other results, or fails to unpickle a task; vLLM absent on a node without GPUs is a warning (CPU runs use the
-  `hf` rollout), verl absent everywhere is a warning (only the verl backend needs it);
+  `hf` rollout), verl absent everywhere is a warning (only the verl backend needs it); every GPU node's vLLM must
+  be the `[gpu]` extra's pin (`gpu_install.pinned_vllm`: the release CI runs as vLLM's CPU build);
 - GPUs and CPUs per node, with a warning when CPUs < 8 × GPUs (DataFlex-RL reports Ray deadlocks below that);
 - the shared work directory: every node's nonce file must be read back by the submitter, and every node must
   read the submitter's — else stage outputs written on a node are invisible to the orchestrator;

@@ -38,7 +38,9 @@ def classify_failure(message: str, logs: str, exit_code: int | None) -> str:
 # dead", "raylet ... died") and the accelerator's: the stage never ran to its end through no fault of its config.
 _INFRA_HINTS = ("node died", "node has died", "marked dead", "node was terminated", "raylet", "nccl",
                 "enginedeaderror", "illegal memory access", "killed", "job supervisor actor died",
-                "job_supervisor_actor_start_timeout", "unexpectedly exited", "worker died")
+                "job_supervisor_actor_start_timeout", "unexpectedly exited", "worker died",
+                # a verl rollout start-up or weight sync past its bound, ended by the launcher (training/rollout_guard)
+                "rolloutstallerror")
 
 
 def config_identity(spec: Mapping[str, Any]) -> str:

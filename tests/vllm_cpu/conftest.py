@@ -13,5 +13,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     skip = pytest.mark.skip(reason="vLLM is not installed here: these run in .venv-vllm (`make test-vllm`)")
     for item in items:
-        if "tests/vllm/" in str(item.fspath):
+        if "tests/vllm_cpu/" in str(item.fspath):
             item.add_marker(skip)

@@ -57,16 +57,16 @@ def _evaluate(model: Path, out: Path, backend: str) -> tuple[pd.DataFrame, list[
 
 
 def test_vllm_equals_hf_item_by_item_and_samples_with_one_engine(model, tmp_path, monkeypatch):
-    import vllm
+    from vllm.entrypoints.llm import LLM  # the class `vllm.LLM` lazily names, which lm-eval constructs
 
     engines = []
-    real_init = vllm.LLM.__init__
+    real_init = LLM.__init__
 
     def counting_init(self, *a, **kw):
         engines.append(kw.get("model"))
         real_init(self, *a, **kw)
 
-    monkeypatch.setattr(vllm.LLM, "__init__", counting_init)
+    monkeypatch.setattr(LLM, "__init__", counting_init)
     hf_rec, hf_items = _evaluate(model, tmp_path / "hf", "hf")
     vl_rec, vl_items = _evaluate(model, tmp_path / "vllm", "vllm")
     assert len(engines) == 1, "one vLLM engine serves every benchmark of a checkpoint"
@@ -79,7 +79,7 @@ def test_vllm_equals_hf_item_by_item_and_samples_with_one_engine(model, tmp_path
         h = greedy[(r["benchmark"], r["item_id"])]
         assert {k: r[k] for k in COMPARED} == {k: h[k] for k in COMPARED}, (r["benchmark"], r["item_id"])
         compared += 1
-    assert compared == len(greedy) >= 100
+    assert compared == len(greedy) >= 30  # every greedy item of the fixture suite (35: 11 benchmarks)
     # the model answers gsm8k: some responses stop at EOS (counted without it) and score
     gsm = [r for r in vl_items if r["benchmark"] == "gsm8k"]
     assert any(r["finish_reason"] == "stop" for r in gsm) and sum(r["score"] for r in gsm) > 0
