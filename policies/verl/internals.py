@@ -12,6 +12,7 @@ Each entry is `(module, attribute path or "", where it is used)`; an empty attri
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 VERL_INTERNALS: tuple[tuple[str, str, str], ...] = (
     # policies/verl/plugin.py: the rollout registries
@@ -56,6 +57,20 @@ VERL_INTERNALS: tuple[tuple[str, str, str], ...] = (
     ("verl.workers.config.actor", "FSDPActorConfig", "training/local_setup.py"),
 )
 
+# verl's vLLM rollout, which policies/verl/vllm_cpu.py subclasses: these modules import vLLM, so they are resolved
+# only where vLLM is installed (a GPU node, or .venv-vllm)
+VLLM_INTERNALS: tuple[tuple[str, str, str], ...] = (
+    ("verl.workers.rollout.vllm_rollout.utils", "vLLMColocateWorkerExtension.update_weights_from_ipc",
+     "policies/verl/vllm_cpu.py"),
+    ("verl.workers.rollout.vllm_rollout.utils", "vLLMColocateWorkerExtension._update_weights",
+     "policies/verl/vllm_cpu.py"),
+    ("verl.workers.rollout.vllm_rollout.utils", "vLLMColocateWorkerExtension._get_zmq_handle",
+     "policies/verl/vllm_cpu.py"),
+    ("verl.workers.rollout.vllm_rollout.vllm_rollout", "ServerAdapter", "policies/verl/vllm_cpu.py"),
+    ("verl.workers.rollout.vllm_rollout.bucketed_weight_transfer", "BucketedWeightReceiver",
+     "policies/verl/vllm_cpu.py"),
+)
+
 
 def resolve(module: str, attr: str) -> str | None:
     """None when `module` imports and `attr` (dotted) resolves on it, else what failed."""
@@ -73,7 +88,8 @@ def resolve(module: str, attr: str) -> str | None:
 def resolve_all() -> list[dict[str, str]]:
     """The entries that do not resolve here: [{"name", "used_in", "error"}] (empty: all resolve)."""
     out = []
-    for module, attr, used in VERL_INTERNALS:
+    vllm = importlib.util.find_spec("vllm") is not None
+    for module, attr, used in (*VERL_INTERNALS, *(VLLM_INTERNALS if vllm else ())):
         err = resolve(module, attr)
         if err is not None:
             out.append({"name": f"{module}:{attr}" if attr else module, "used_in": used, "error": err})

@@ -6,7 +6,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from policies.verl.internals import VERL_INTERNALS, resolve, resolve_all
+from policies.verl.internals import VERL_INTERNALS as LISTED_VERL
+from policies.verl.internals import VLLM_INTERNALS, resolve, resolve_all
+
+VERL_INTERNALS = (*LISTED_VERL, *VLLM_INTERNALS)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL = ("verl", "transfer_queue")
