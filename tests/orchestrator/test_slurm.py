@@ -1,10 +1,11 @@
 """`campaign slurm` on a real Slurm (issue 52): Debian's munged, slurmctld and slurmd started here
-(tests/slurm_cluster.py), one node with two logical GPUs as gres. The batch script, the allocation's Ray head, `campaign doctor`, `campaign
-submit --drain-on-sigterm`, scancel's SIGTERM mid-campaign and the chained second allocation are all the real
-thing; only the training backend is the noop one.
+(tests/slurm_cluster.py), one node with two logical GPUs as gres. The batch script, the allocation's Ray head,
+`campaign doctor`, `campaign submit --drain-on-sigterm`, scancel's SIGTERM mid-campaign and the chained second
+allocation are all the real thing; only the training backend is the noop one.
 
-Cost: ~150 s of wall time on the shared 2-core machine (two allocations, each starting a Ray head and running the
-doctor's Ray job, then 4 noop runs of 8 s); skipped with its reason where Slurm is not installed or we are not root.
+Cost: ~190 s of wall time (~380 CPU-s) on the shared 2-core machine: two allocations, each starting a Ray head and
+running the doctor's Ray job, then 4 noop runs of 8 s; skipped with its reason where Slurm is not installed or the
+test does not run as root.
 """
 
 from __future__ import annotations
