@@ -111,6 +111,9 @@ def test_campaign_survives_scancel_and_finishes_in_the_next_allocation(tmp_path:
         assert f"submitted slurm job {second.job_id} (after {first.job_id})" in p.stdout
         _wait(lambda: _states(wd).get("recorded", 0) >= 1 and _states(wd).get("training", 0) >= 1, 400,
               f"a run recorded and one training in job {first.job_id} ({Path(first.log)})")
+        st = subprocess.run([CAMPAIGN, "status", "slurmy", "--workdir", str(wd)], env=slurm.env, capture_output=True,
+                            text=True, cwd=REPO, timeout=120)
+        assert f"slurm job {first.job_id}: RUNNING" in st.stdout and f"log {first.log}" in st.stdout, st.stdout
         assert slurm.run("scancel", first.job_id).returncode == 0
         _wait(lambda: not slurm.queued(first.job_id) and not slurm.queued(second.job_id), 500,
               f"both allocations to end ({Path(second.log)})")
