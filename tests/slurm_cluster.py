@@ -1,6 +1,7 @@
 """A real one-node Slurm on this machine for the tests: Debian's munged, slurmctld and slurmd, their configuration,
 key, state and logs in a temp dir, every port free-picked on loopback, the node's logical GPUs as gres (fake device
-files: slurmd complains that they are not character devices and still counts them). Stopped by PID.
+files: slurmd complains that they are not character devices and still counts them). Stopped by PID, its folder
+removed.
 
 Why not a mock: `campaign slurm` must survive what Slurm really does (sbatch's batch step, `--signal`, scancel's
 SIGTERM to every process of the job, `afterany` dependencies); only the real daemons do it.
@@ -76,6 +77,8 @@ class Slurm:
         _, alive = psutil.wait_procs(procs, timeout=10)
         for p in alive:
             p.kill()
+        psutil.wait_procs(alive, timeout=10)
+        shutil.rmtree(self.root, ignore_errors=True)  # config, key, state and logs: this cluster's only
 
 
 def _config(root: Path, gpus: int, cpus: int) -> None:

@@ -60,6 +60,27 @@ def test_batch_script_asks_for_the_shape_and_the_drain_signal(tmp_path: Path) ->
     assert "--gpus-per-node 8" in lines[-1] and "--cpus-per-node 64" in lines[-1]
 
 
+def test_the_jobs_record_is_what_status_shows_when_slurm_does_not_answer(tmp_path: Path, monkeypatch) -> None:
+    """`W/slurm/jobs.json` keeps each allocation (the runner's states included, a job submitted by hand added);
+    without `squeue` the last recorded state is shown, and a corrupt record is bad input naming the file."""
+    from orchestrator.cluster.slurm import SlurmJob, allocation_lines, record_job, slurm_dir, update_job
+    from wtcommon.errors import UserError
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no squeue: Slurm does not answer
+    wd = tmp_path / "w"
+    record_job(wd, SlurmJob("11", "c", "s", str(wd / "slurm" / "11.out"), 2, 4))
+    record_job(wd, SlurmJob("12", "c", "s", str(wd / "slurm" / "12.out"), 2, 4, dependency="11"))
+    update_job(wd, "11", "ENDED", "exit 5 after SIGTERM (drained)")
+    update_job(wd, "99", "RUNNING", "Ray http://10.0.0.1:8265 on gpu01")  # `sbatch W/slurm/c.sbatch` by hand
+    assert [j.job_id for j in read_jobs(wd)] == ["11", "12", "99"]
+    assert allocation_lines(wd)[:2] == [
+        f"slurm job 11: ENDED (exit 5 after SIGTERM (drained)); 2 node(s) x 4 GPU(s); log {wd}/slurm/11.out",
+        f"slurm job 12: SUBMITTED; 2 node(s) x 4 GPU(s), after 11; log {wd}/slurm/12.out"]
+    (slurm_dir(wd) / "jobs.json").write_text("{not json")
+    with pytest.raises(UserError, match="jobs.json"):
+        allocation_lines(wd)
+
+
 def test_bad_shape_or_spec_exits_2_before_sbatch(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nbackend: noop\n")
