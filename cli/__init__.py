@@ -15,6 +15,7 @@ from cli import (
                  memorization_commands,
                  policy_commands,
                  sequential_commands,
+                 slurm_commands,
                  train_commands,
                  tune_commands,
                  )
@@ -46,7 +47,8 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Windtunnel: matched-seed comparisons of RLVR data policies."""
 
 for _module in (analysis_commands, policy_commands, eval_commands, train_commands, difficulty_commands,
-                campaign_commands, tune_commands, sequential_commands, doctor_commands, head_commands):
+                campaign_commands, tune_commands, sequential_commands, doctor_commands, head_commands,
+                slurm_commands):
     _module.register(app)
 memorization_commands.register(app)
 

@@ -119,6 +119,9 @@ def submit_cmd(
                                             "campaign's evaluation.data_dir, relative to the work directory)"),
     keep_head: bool = typer.Option(False, "--keep-head", help="leave the local Ray head this command started "
                                    "running when the campaign finishes (`campaign head stop` stops it later)"),
+    drain: bool = typer.Option(False, "--drain-on-sigterm", help="on SIGTERM (a Slurm allocation's end), stop "
+                               "the in-flight stages' jobs and record them as infra failures, then exit 5; "
+                               "`campaign resume` runs them again (what `campaign slurm` jobs use)"),
 ) -> None:
     """Check a campaign before any compute, register it in the ledger (idempotent by run_key) and run it.
 
@@ -153,7 +156,7 @@ def submit_cmd(
 
     started_here = target is None and running_head(workdir) is None
     try:
-        drive(sess, spec.name, max_parallel=max_parallel, matrix=not as_json)
+        drive(sess, spec.name, max_parallel=max_parallel, matrix=not as_json, drain_on_sigterm=drain)
     finally:
         stop_own_head(workdir, started_here, keep_head)
 
@@ -167,6 +170,9 @@ def resume_cmd(
     timeout: float | None = typer.Option(None, "--timeout", min=0.1, help="stop driving after this many seconds"),
     keep_head: bool = typer.Option(False, "--keep-head", help="leave the local Ray head this command started "
                                    "running when it finishes (`campaign head stop` stops it later)"),
+    drain: bool = typer.Option(False, "--drain-on-sigterm", help="on SIGTERM (a Slurm allocation's end), stop "
+                               "the in-flight stages' jobs and record them as infra failures, then exit 5; "
+                               "`campaign resume` runs them again (what `campaign slurm` jobs use)"),
 ) -> None:
     """Pick up a campaign after a crash: reattach to running jobs, resubmit lost ones, continue.
 
@@ -181,7 +187,7 @@ def resume_cmd(
     require_campaign(sess, campaign)
     started_here = cluster_address(workdir, ray_address) is None and running_head(workdir) is None
     try:
-        drive(sess, campaign, timeout_s=timeout, max_parallel=max_parallel)
+        drive(sess, campaign, timeout_s=timeout, max_parallel=max_parallel, drain_on_sigterm=drain)
     finally:
         stop_own_head(workdir, started_here, keep_head)
 
@@ -219,6 +225,11 @@ def status_cmd(
         out.print(LEGEND, highlight=False, markup=False)
         out.print(driver_line(sess, n), highlight=False)
         from rich.text import Text
+
+        from orchestrator.cluster.slurm import allocation_lines
+
+        for line in allocation_lines(workdir):  # `campaign slurm`'s allocations of this work dir
+            typer.echo(line)
 
         for r in sess.ledger.runs(n, [RunState.training, RunState.evaluating]):  # what each active run does
             doing = run_activity(sess, r)

@@ -88,14 +88,15 @@ def select_runs(sess: Session, campaign: str, runs: list[str] | None) -> list[Ru
 
 
 def drive(sess: Session, campaign: str, *, timeout_s: float | None = None, max_parallel: int | None = None,
-          matrix: bool = True) -> None:
+          matrix: bool = True, drain_on_sigterm: bool = False) -> None:
     """Drive the campaign to the end (progress on stderr), print its matrix (unless `matrix` is False: stdout
     then holds only what the caller printed, e.g. `submit --json`); exit 1 when runs ended failed."""
     from orchestrator.campaign import drive_campaign
     from orchestrator.engine.ledger.states import RunState
     from orchestrator.progress import status_matrix
 
-    counts = drive_campaign(sess, campaign, out=out, err=err, timeout_s=timeout_s, max_parallel=max_parallel)
+    counts = drive_campaign(sess, campaign, out=out, err=err, timeout_s=timeout_s, max_parallel=max_parallel,
+                            drain_on_sigterm=drain_on_sigterm)
     if matrix:
         out.print(status_matrix(sess, campaign))
     if counts.get(RunState.failed):

@@ -267,6 +267,9 @@ def data_benchmarks_cmd(
     seed: int | None = typer.Option(None, "--seed", min=0, metavar="N",
                                     help="the generated benchmarks' seed (clean_arith), overriding the suite's "
                                          "options.seed: one per campaign makes a set no model has seen"),
+    sources: Path | None = typer.Option(None, "--sources", metavar="DIR", help="read each benchmark's source rows "
+                                        "from DIR/<id>.jsonl (the hub source's schema) instead of downloading: "
+                                        "offline builds, e.g. evaluation/fixtures/post_cutoff"),
 ) -> None:
     """Download the suite's benchmarks from the HF hub, subset/sample as the study did, write Parquet +
     checksums: --out FOLDER gets one <benchmark>.parquet each and manifest.json. Generated benchmarks
@@ -288,8 +291,13 @@ def data_benchmarks_cmd(
     if seed is not None and not any(b in GENERATED for b in ids):
         raise UserError(f"--seed {seed}: no generated benchmark among {', '.join(ids)} (only {sorted(GENERATED)} "
                         "are drawn from a seed); leave --seed out")
-    man = build_benchmarks(s, ids, out_dir, revs, on_built=lambda bid, n: out.print(f"{bid}: {n} items"), seed=seed)
+    from cli.benchmark_output import print_aggregates, print_build_plan
+
+    print_build_plan(s, ids, revs, sources)
+    man = build_benchmarks(s, ids, out_dir, revs, on_built=lambda bid, n: out.print(f"{bid}: {n} items"), seed=seed,
+                           sources_dir=sources)
     out.print(f"manifest: {man}")
+    print_aggregates(s, ids)
 
 
 def contamination_cmd(

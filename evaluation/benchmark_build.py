@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from evaluation.benchmark_data import write_benchmark, write_manifest
+from evaluation.benchmark_data import validate_items, write_benchmark, write_manifest
 from typing import Any
 
-from evaluation.builders import BUILDERS, GENERATED, BuildError, download_rows
+from evaluation.builders import BUILDERS, GENERATED, BuildError, download_rows, local_rows
 from evaluation.suite import Benchmark, Suite
 from wtcommon.errors import RunFailed, UserError
 
@@ -29,26 +29,46 @@ def _generated(suite: Suite, b: Benchmark, seed: int | None) -> tuple[list[dict[
 
 
 def build_benchmarks(suite: Suite, ids: list[str], out_dir: Path, revisions: dict[str, str] | None = None,
-                     on_built: Callable[[str, int], None] | None = None, seed: int | None = None) -> Path:
+                     on_built: Callable[[str, int], None] | None = None, seed: int | None = None,
+                     sources_dir: Path | None = None) -> Path:
     """Build benchmarks `ids` of `suite` into `out_dir` (one <id>.parquet each, `revisions` pinning sources by id,
-    `seed` overriding the generated benchmarks' seed), calling `on_built(id, n_items)` after each; returns the
-    manifest's path."""
-    sources = {}
+    `seed` overriding the generated benchmarks' seed, `sources_dir` reading `<id>.jsonl` source rows there
+    instead of the hub), calling `on_built(id, n_items)` after each; returns the manifest's path. Every benchmark
+    is built before any file is written: a bad row leaves nothing behind."""
+    built, sources = {}, {}
     for bid in ids:
         b = suite.benchmark(bid)
-        generated = _generated(suite, b, seed) if bid in GENERATED else None
-        try:
-            rows, prov = generated or download_rows(bid, (revisions or {}).get(bid))
-            df = BUILDERS[bid](rows)
-        except BuildError as e:  # the source changed under the builder: the build failed (exit 1)
-            raise RunFailed(str(e)) from e
-        except Exception as e:  # the hub, the network, a gated set: any of them
-            raise RunFailed(f"{bid}: download failed ({type(e).__name__}: {e}); gated sets (GPQA) need "
-                            "`huggingface-cli login`") from e
+        df, sources[bid] = _build_one(suite, b, revisions, seed, sources_dir)
         if len(df) != b.n_items:
-            raise RunFailed(f"{bid}: built {len(df)} items, the suite expects {b.n_items} (source revision changed?)")
-        write_benchmark(df, out_dir, bid, b.grader)
-        sources[bid] = prov
+            msg = f"{bid}: built {len(df)} items, the suite expects {b.n_items}"
+            if sources_dir is not None and bid not in GENERATED:
+                raise UserError(f"{msg} ({sources_dir}/{bid}.jsonl holds a different number of rows)")
+            raise RunFailed(f"{msg} (source revision changed?)")
+        built[bid] = validate_items(df.reset_index(drop=True), f"{bid} (being built)", b.grader)
+    for bid, df in built.items():
+        write_benchmark(df, out_dir, bid, suite.benchmark(bid).grader)
         if on_built is not None:
             on_built(bid, len(df))
     return write_manifest(out_dir, ids, kind="benchmarks", sources=sources)
+
+
+def _build_one(suite: Suite, b: Benchmark, revisions: dict[str, str] | None, seed: int | None,
+               sources_dir: Path | None) -> tuple[Any, dict[str, Any]]:
+    """One benchmark's items and provenance. A bad row of a local source file is the user's to fix (exit 2); of a
+    download, the source changed under the builder (exit 1)."""
+    if sources_dir is not None and b.id not in GENERATED:
+        rows, prov = local_rows(sources_dir, b.id)  # BuildError: a UserError, exit 2
+        try:
+            return BUILDERS[b.id](rows), prov
+        except BuildError as e:
+            raise BuildError(f"{prov['path']}: {e}") from e
+    rows, prov = _generated(suite, b, seed) if b.id in GENERATED else ([], {})
+    try:
+        if b.id not in GENERATED:
+            rows, prov = download_rows(b.id, (revisions or {}).get(b.id))
+        return BUILDERS[b.id](rows), prov
+    except BuildError as e:  # the source changed under the builder: the build failed (exit 1)
+        raise RunFailed(str(e)) from e
+    except Exception as e:  # the hub, the network, a gated set: any of them
+        raise RunFailed(f"{b.id}: download failed ({type(e).__name__}: {e}); gated sets (GPQA) need "
+                        "`huggingface-cli login`") from e

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import re
 import string
+from pathlib import Path
 from typing import Any
 from collections.abc import Callable, Iterable
 
@@ -151,6 +152,41 @@ def build_mmlu_pro(bid: str, rows: Rows, category: str, k: int = 500) -> pd.Data
     return _frame(out)
 
 
+def build_competition(bid: str, rows: Rows, *, aime: bool) -> pd.DataFrame:
+    """A final-answer competition in MathArena's schema (`problem_idx`, `problem`, `answer`; HMMT adds
+    `problem_type`): one math item per row, id `<bid>-<problem_idx>`. An AIME answer must be an integer 0-999 (the
+    contest's answer sheet); every gold must be graded correct by the math grader when stated as the answer."""
+    out = []
+    for i, r in enumerate(rows):
+        idx = r.get("problem_idx", i + 1)
+        problem, answer = _need(bid, i, r, "problem", "answer")
+        text = str(answer).strip().strip("$").strip()
+        if not text:
+            raise BuildError(f"{bid}: source row {i} (problem_idx {idx}) field 'answer' is empty")
+        if aime and not (re.fullmatch(r"\d{1,3}", text) and not isinstance(answer, (bool, float))):
+            raise BuildError(f"{bid}: source row {i} (problem_idx {idx}) answer {answer!r} is not an AIME answer "
+                             "(an integer from 0 to 999)")
+        out.append({"item_id": f"{bid}-{idx}", "prompt": math_prompt(str(problem)), "answer": str(int(text)) if aime
+                    else text, "n_options": 0})
+    df = _frame(out)
+    check_math_golds(bid, df)
+    return df
+
+
+def check_math_golds(bid: str, df: pd.DataFrame) -> None:
+    """Each gold, stated as a response's boxed answer, must score 1 under the math grader (the public
+    `grade_batch`): a gold the grader cannot read would score every model 0 on that item (STUDY.md §5.3)."""
+    from evaluation.graders import grade_batch
+
+    golds = [str(a) for a in df["answer"]]
+    results = grade_batch("math", [f"The answer is $\\boxed{{{g}}}$." for g in golds], golds, processes=1)
+    bad = [i for i, res in enumerate(results) if res.score != 1.0]
+    if bad:
+        i = bad[0]
+        raise BuildError(f"{bid}: source row {i} ({df['item_id'].iloc[i]}) answer {golds[i]!r} is not graded correct "
+                         f"by the math grader when stated as the answer ({results[i].status}); {len(bad)} such row(s)")
+
+
 # Hub sources. Revisions: fill in the commit sha (`huggingface-cli` / the dataset page) to pin a
 # source; the manifest always records the sha actually downloaded and each file's sha256.
 SOURCES: dict[str, dict[str, Any]] = {
@@ -172,7 +208,17 @@ SOURCES: dict[str, dict[str, Any]] = {
                      "gated": True},
     "mmlu_pro_chemistry": {"path": "TIGER-Lab/MMLU-Pro", "split": "test", "revision": None},
     "mmlu_pro_physics": {"path": "TIGER-Lab/MMLU-Pro", "split": "test", "revision": None},
+    # Post-cutoff competitions (issue 52), MathArena's uncontaminated copies (arXiv 2505.23281), one `train` split
+    # each: `problem_idx`, `problem`, `answer` (an int64 for AIME 2026, a string for HMMT) and, for HMMT,
+    # `problem_type`. Commits seen on the hub (short ids; pin the full sha with --revision ID=SHA): aime_2026
+    # 2548a41, hmmt_feb_2025 caf7304, hmmt_feb_2026 afb530a.
+    "aime25": {"path": "MathArena/aime_2025", "split": "train", "revision": None},
+    "aime26": {"path": "MathArena/aime_2026", "split": "train", "revision": None},
+    "hmmt_feb25": {"path": "MathArena/hmmt_feb_2025", "split": "train", "revision": None},
+    "hmmt_feb26": {"path": "MathArena/hmmt_feb_2026", "split": "train", "revision": None},
 }
+
+POST_CUTOFF = ("aime25", "aime26", "hmmt_feb25", "hmmt_feb26")
 
 BUILDERS: dict[str, Callable[[list[dict[str, Any]]], pd.DataFrame]] = {
     "math500": lambda rows: build_math("math500", rows, "problem", "answer", "unique_id"),
@@ -188,6 +234,10 @@ BUILDERS: dict[str, Callable[[list[dict[str, Any]]], pd.DataFrame]] = {
     "mmlu_pro_chemistry": lambda rows: build_mmlu_pro("mmlu_pro_chemistry", rows, "chemistry"),
     "mmlu_pro_physics": lambda rows: build_mmlu_pro("mmlu_pro_physics", rows, "physics"),
     CLEAN_ID: build_clean,
+    "aime25": lambda rows: build_competition("aime25", rows, aime=True),
+    "aime26": lambda rows: build_competition("aime26", rows, aime=True),
+    "hmmt_feb25": lambda rows: build_competition("hmmt_feb25", rows, aime=False),
+    "hmmt_feb26": lambda rows: build_competition("hmmt_feb26", rows, aime=False),
 }
 
 # Benchmarks made here, not downloaded: id -> (n_items, the suite's options) -> (rows, provenance). Their rows go
@@ -195,6 +245,32 @@ BUILDERS: dict[str, Callable[[list[dict[str, Any]]], pd.DataFrame]] = {
 GENERATED: dict[str, Callable[[int, dict[str, Any]], tuple[list[dict[str, Any]], dict[str, Any]]]] = {
     CLEAN_ID: generated_rows,
 }
+
+
+def local_rows(sources_dir: Path, bid: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Rows of a benchmark's source from `<sources_dir>/<bid>.jsonl` (one row per line, in the hub source's schema):
+    builds without the network (the shipped fixture rows, or a copy of the hub's); the file's sha256 is the
+    provenance."""
+    import json
+
+    from wtcommon.hashing import sha256_file
+
+    path = Path(sources_dir) / f"{bid}.jsonl"
+    if not path.is_file():
+        raise BuildError(f"{path}: source rows of {bid} not found; put its rows there (one JSON object per line, in "
+                         f"the hub source's schema) or leave out --sources to download them")
+    rows = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BuildError(f"{path}: line {n} is not JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise BuildError(f"{path}: line {n} is not a JSON object")
+        rows.append(row)
+    return rows, {"path": str(path), "sha256": sha256_file(path)}
 
 
 def download_rows(bid: str, revision: str | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:

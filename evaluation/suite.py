@@ -98,6 +98,9 @@ class Suite:
     aggregates: tuple[Aggregate, ...]
     gates: Gates
     path: Path | None = None
+    # campaigns on this suite run the base-model memorization probe unless their `evaluation:` block says
+    # `memorization: false` (orchestrator/base_probe.py): a post-cutoff suite exists to tell recall from skill
+    memorization_probe: bool = False
 
     @property
     def benchmark_ids(self) -> list[str]:
@@ -274,4 +277,12 @@ def parse_suite(raw: Any, path: Path | str = "<suite>") -> Suite:
     )
     return Suite(name=str(raw["name"]), version=str(raw.get("version", "0")), domains=domains,
                  benchmarks=tuple(benches), aggregates=tuple(aggs), gates=gates,
-                 path=Path(path) if not isinstance(path, Path) else path)
+                 path=Path(path) if not isinstance(path, Path) else path, memorization_probe=_probe(path, raw))
+
+
+def _probe(path: Path | str, raw: dict[str, Any]) -> bool:
+    """`memorization_probe:` (default false): campaigns on the suite probe their base models unless they say no."""
+    probe = raw.get("memorization_probe", False)
+    if not isinstance(probe, bool):
+        raise _err(path, "memorization_probe", f"must be true or false, got {probe!r}")
+    return probe

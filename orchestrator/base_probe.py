@@ -40,12 +40,26 @@ def probe_dir(workdir: Path, campaign: str, model: str) -> Path:
 
 
 def requested(specs: list[RunSpec]) -> dict[str, RunSpec]:
-    """Model name -> one run spec of it, for the models whose runs ask for the probe."""
+    """Model name -> one run spec of it, for the models whose runs ask for the probe: `evaluation: {memorization:
+    true}`, or a suite with `memorization_probe: true` (db12_post_cutoff) unless the block says `false`."""
     out: dict[str, RunSpec] = {}
     for spec in specs:
-        if spec.evaluation.memorization:
+        if probe_on(spec):
             out.setdefault(spec.model, spec)
     return dict(sorted(out.items()))
+
+
+def probe_on(spec: RunSpec) -> bool:
+    """Whether a run asks for the probe: its `evaluation.memorization` when written, else its suite's default."""
+    if "memorization" in spec.evaluation.raw:
+        return bool(spec.evaluation.memorization)
+    from evaluation.suite import load_suite
+    from wtcommon.errors import WindtunnelError
+
+    try:
+        return load_suite(spec.suite).memorization_probe
+    except WindtunnelError:  # a suite that no longer loads: the evaluation said so already; no probe asked
+        return False
 
 
 def base_model_path(spec: RunSpec) -> Path:
@@ -88,4 +102,4 @@ def campaign_specs(ledger: Ledger, campaign: str) -> list[RunSpec]:
 
 
 __all__ = ["MEMORIZATION_DIR", "ProbeOutcome", "base_model_path", "campaign_specs", "probe_campaign", "probe_dir",
-           "probe_model", "requested"]
+           "probe_model", "probe_on", "requested"]

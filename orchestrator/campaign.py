@@ -11,8 +11,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from orchestrator.engine.grid import RunSpec
+    from orchestrator.engine.scheduler.loop import Scheduler
     from orchestrator.engine.spec import CampaignSpec
 
 
@@ -157,7 +161,7 @@ def ship_plugins(sess: Session, campaign: str) -> None:
 def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | None = None, quiet: bool = False,
           max_parallel: int | None = None, poll_s: float | None = None,
           events: Path | None = None, on_tick: Callable[[dict[str, int]], None] | None = None,
-          conclude: bool = True) -> dict[str, int]:
+          conclude: bool = True, drain_on_sigterm: bool = False) -> dict[str, int]:
     """Run the scheduler loop with a Rich progress bar on `console` until the campaign has nothing pending, then
     ingest it into MLflow and collect its records: the counts by state. The records file is also rebuilt
     (atomically) each time a run is recorded, so it can be analysed while the campaign runs. Each run's state
@@ -166,7 +170,8 @@ def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | 
     `on_tick(counts)` is called after every scheduler poll (the tuner reads intermediate checkpoints there and
     may raise to stop: the exception leaves `drive` with nothing collected). `conclude=False` leaves the
     campaign's MLflow parent run without verdicts: a tuning campaign's trials on a validation suite are not
-    claims about the test suite."""
+    claims about the test suite. `drain_on_sigterm`: a SIGTERM (a Slurm allocation's end) drains the in-flight
+    stages as infra failures and raises `Drained` (exit 5) instead of killing the driver mid-write."""
     cfg = sess.default_config(campaign)
     if max_parallel:
         cfg.max_parallel = max_parallel
@@ -199,7 +204,8 @@ def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | 
                     prog.console.print(f"  {row.run_id}: {what}", highlight=False)
 
             sched = sess.scheduler(campaign, cfg, on_change=change)
-            counts = sched.run(timeout_s=timeout_s, on_tick=tick)
+            with stop_on_sigterm(sched, drain_on_sigterm):
+                counts = sched.run(timeout_s=timeout_s, on_tick=tick)
     except ClusterAuthError as exc:  # the cluster answered: a token to fix, not an outage
         raise CampaignError(str(exc)) from None
     except LeaseLost as exc:  # stopped or stalled past its lease, and another orchestrator drives it now
@@ -227,6 +233,23 @@ def drive(sess: Session, campaign: str, *, console: Console, timeout_s: float | 
     return counts
 
 
+@contextmanager
+def stop_on_sigterm(sched: Scheduler, enabled: bool) -> Iterator[None]:
+    """While driving, SIGTERM sets the scheduler's stop event (it drains at its next step) instead of ending the
+    process; the previous handler is put back after."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sched.stop = threading.Event()
+    sched.stop_reason = "SIGTERM: the allocation is ending (time limit, preemption or scancel)"
+    stop = sched.stop
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def probe_base_models(sess: Session, campaign: str, console: Console) -> None:
     """`evaluation: {memorization: true}`: probe the campaign's base models once its records are in
     (orchestrator/base_probe.py); a probe that fails is a warning, never a failed campaign."""
@@ -245,13 +268,14 @@ def probe_base_models(sess: Session, campaign: str, console: Console) -> None:
 
 
 def drive_campaign(sess: Session, campaign: str, *, out: Console, err: Console, timeout_s: float | None = None,
-                   max_parallel: int | None = None) -> dict[str, int]:
+                   max_parallel: int | None = None, drain_on_sigterm: bool = False) -> dict[str, int]:
     """`drive` until nothing is pending (its progress on `err`); for a sequential seed design, then take the
     interim look, record it (its table on `out`) and drive the next batch, until every comparison is decided
     or the last look is taken."""
     from orchestrator.adaptive import AdaptiveError, advance  # pandas: not for commands that only open a session
 
-    counts = drive(sess, campaign, console=err, timeout_s=timeout_s, max_parallel=max_parallel)
+    counts = drive(sess, campaign, console=err, timeout_s=timeout_s, max_parallel=max_parallel,
+                   drain_on_sigterm=drain_on_sigterm)
     while not counts.get(RunState.failed):
         try:
             step = advance(sess, campaign)
@@ -265,7 +289,8 @@ def drive_campaign(sess: Session, campaign: str, *, out: Console, err: Console, 
                       highlight=False)
         if not step.added:
             break
-        counts = drive(sess, campaign, console=err, timeout_s=timeout_s, max_parallel=max_parallel)
+        counts = drive(sess, campaign, console=err, timeout_s=timeout_s, max_parallel=max_parallel,
+                       drain_on_sigterm=drain_on_sigterm)
     return counts
 
 

@@ -136,10 +136,12 @@ class LocalCluster:
     running cluster from its state file (another process started it, e.g. another pytest-xdist worker).
     """
 
-    def __init__(self, root: Path, nodes: list[Node] | None = None, tmp_base: str | None = None):
+    def __init__(self, root: Path, nodes: list[Node] | None = None, tmp_base: str | None = None,
+                 host: str = "127.0.0.1"):
         self.root = Path(root).resolve()
         self.nodes: list[Node] = nodes or []
         self.tmp_base = tmp_base or self._tmp_base()
+        self.host = host  # the nodes' address (a Slurm allocation's head: its node's, slurm_job.py)
 
     # -- addresses ----------------------------------------------------------------------------------------------
     @property
@@ -148,13 +150,13 @@ class LocalCluster:
 
     @property
     def gcs_address(self) -> str:
-        """`127.0.0.1:<port>` for `ray.init(address=...)` and `ray start --address`."""
-        return f"127.0.0.1:{self.head.ports['port']}"
+        """`<host>:<port>` for `ray.init(address=...)` and `ray start --address`."""
+        return f"{self.host}:{self.head.ports['port']}"
 
     @property
     def address(self) -> str:
         """The dashboard (Jobs API) address, what `campaign --ray-address` takes."""
-        return f"http://127.0.0.1:{self.head.ports['dashboard-port']}"
+        return f"http://{self.host}:{self.head.ports['dashboard-port']}"
 
     @property
     def token_file(self) -> Path:
@@ -213,10 +215,10 @@ class LocalCluster:
         tmp.mkdir(parents=True, exist_ok=True)
         os.chmod(tmp, 0o700)
         node = Node(name, str(tmp), ports, num_cpus, num_gpus, dict(env or {}))
-        argv = [_ray_bin(), "start", "--node-ip-address=127.0.0.1", *[f"--{k}={v}" for k, v in ports.items()],
+        argv = [_ray_bin(), "start", f"--node-ip-address={self.host}", *[f"--{k}={v}" for k, v in ports.items()],
                 f"--temp-dir={tmp}", f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}", "--disable-usage-stats"]
         if is_head:
-            argv[2:2] = ["--head", "--dashboard-host=127.0.0.1", "--include-dashboard=true"]
+            argv[2:2] = ["--head", f"--dashboard-host={self.host}", "--include-dashboard=true"]
         else:
             argv.insert(2, f"--address={self.gcs_address}")
         self.nodes.append(node)
@@ -306,7 +308,7 @@ class LocalCluster:
 
     # -- state --------------------------------------------------------------------------------------------------
     def _save(self) -> None:
-        body = {"tmp_base": self.tmp_base, "nodes": [asdict(n) for n in self.nodes]}
+        body = {"tmp_base": self.tmp_base, "host": self.host, "nodes": [asdict(n) for n in self.nodes]}
         tmp = self.root / (STATE + ".tmp")
         tmp.write_text(json.dumps(body, indent=1))
         os.replace(tmp, self.root / STATE)
@@ -320,7 +322,7 @@ class LocalCluster:
             return None
         try:
             body: dict[str, Any] = json.loads(path.read_text())
-            c = cls(root, [Node(**n) for n in body["nodes"]], body["tmp_base"])
+            c = cls(root, [Node(**n) for n in body["nodes"]], body["tmp_base"], body.get("host", "127.0.0.1"))
         except (ValueError, KeyError, TypeError):
             return None
         return c if c.nodes and (not alive or _alive(c.address)) else None

@@ -28,6 +28,7 @@ fields, one step, and the driver loop.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,10 +44,23 @@ from orchestrator.engine.scheduler.admission import Admission
 from orchestrator.engine.scheduler.core import SchedulerConfig, orchestrator_id, owner_dead
 from orchestrator.engine.scheduler.watch import Watching
 from orchestrator.engine.stages import verify_evaluate, verify_train
+from wtcommon.errors import WindtunnelError
 
-__all__ = ["Scheduler", "SchedulerConfig", "orchestrator_id"]
+__all__ = ["Drained", "Scheduler", "SchedulerConfig", "orchestrator_id"]
 
 S = RunState
+
+
+class Drained(WindtunnelError, RuntimeError):
+    """The driver was asked to stop (`Scheduler.stop` set: SIGTERM at an allocation's end) and drained its
+    in-flight stages, each recorded as an infra failure; `campaign resume` (the next allocation) goes on. Exit 5."""
+
+    exit_code = 5
+
+    def __init__(self, campaign: str, drained: list[str], reason: str):
+        super().__init__(f"{campaign}: stopped ({reason}); {len(drained)} in-flight stage(s) drained and recorded as "
+                         "infra failures; `campaign resume` (or the next allocation) runs them again")
+        self.drained = drained
 
 
 @dataclass
@@ -67,6 +81,9 @@ class Scheduler(Admission, Watching):
     # called once with (holder, expires) when another orchestrator drives the campaign; default: stderr
     on_busy: Callable[[str, float], None] | None = None
     tracker: Any = None  # orchestrator.campaign_tracking.CampaignTracker: MLflow kept in step after every poll
+    # set (by a signal handler) to stop: the loop drains its in-flight stages (`drain`) and raises Drained
+    stop: threading.Event | None = None
+    stop_reason: str = "the driver was stopped"
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir).resolve()
@@ -142,6 +159,8 @@ class Scheduler(Admission, Watching):
             self.enqueue()
             down_since: float | None = None
             while True:
+                if self.stop is not None and self.stop.is_set():
+                    raise Drained(self.campaign, self.drain(self.stop_reason), self.stop_reason)
                 try:
                     counts = self.step()
                 except ClusterUnreachable as exc:
@@ -163,13 +182,20 @@ class Scheduler(Admission, Watching):
                 if self.pending() == 0 or (timeout_s is not None and time.time() - t0 > timeout_s):
                     self.ledger.check_driver(self.campaign)  # taken over meanwhile: not a clean finish
                     return counts
-                time.sleep(self.cfg.poll_s)
+                self._pause()
         except LeaseLost:
             lost = True  # the lease is another orchestrator's now: touch nothing, not even to release it
             raise
         finally:
             if not lost:
                 self.ledger.release_driver(self.campaign, self.owner)
+
+    def _pause(self) -> None:
+        """One poll interval; cut short when `stop` is set."""
+        if self.stop is None:
+            time.sleep(self.cfg.poll_s)
+        else:
+            self.stop.wait(self.cfg.poll_s)
 
     def _counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from orchestrator.engine.ledger import IllegalTransition, RunState
 from orchestrator.engine.ledger.base import RunRow
-from orchestrator.engine.ledger.states import AttemptStatus
+from orchestrator.engine.ledger.states import ACTIVE_STAGE, AttemptStatus
 from orchestrator.engine.scheduler.core import SchedulerBase
 from orchestrator.engine.stages import evaluated_key
 
@@ -107,6 +107,35 @@ class Retries(SchedulerBase):
                                    next_try_at=0.0, failure_class="", outputs=outputs)
             n += 1
         return n
+
+    def drain(self, reason: str) -> list[str]:
+        """The allocation is ending (a Slurm time limit or preemption: SIGTERM): stop every in-flight stage's job
+        and record its attempt as failed, class `infra`, the run back to where that stage starts (queued /
+        trained) without counting against its retry cap, so the next driver (`campaign resume`, the next
+        allocation) runs the stage again and nothing finished is redone. Run ids drained."""
+        out = []
+        for row in self.ledger.runs(self.campaign, [S.training, S.evaluating]):
+            if not self._claim(row):
+                continue  # another live orchestrator drives it
+            row = self.ledger.get(self.campaign, row.run_key)
+            if S(row.state) not in ACTIVE_STAGE:
+                self.ledger.release(self.campaign, row.run_key, self.owner)
+                continue
+            stage = ACTIVE_STAGE[S(row.state)]
+            self.executor.stop(row.submission_id)  # False when the cluster is already gone: recorded the same
+            self.ledger.end_attempt(self.campaign, row.submission_id, AttemptStatus.failed, reason, "infra")
+            try:
+                r = self.ledger.transition(self.campaign, row.run_key, S.queued if stage == "train" else S.trained,
+                                           expect=row.state, reason=f"drained ({stage}): {reason}",
+                                           failure_class="infra", next_try_at=0.0)
+            except IllegalTransition:
+                continue
+            finally:
+                self.ledger.release(self.campaign, row.run_key, self.owner)
+            self._notify(r, f"{stage} drained (infra): {reason}")
+            out.append(row.run_id)
+        self.ledger.event(self.campaign, "drained", f"{len(out)} in-flight stage(s): {reason}"[:500])
+        return out
 
     def reopen_infra(self) -> list[str]:
         """Queue again the runs that failed for infrastructure reasons (a lost node, a dead head): nothing about
