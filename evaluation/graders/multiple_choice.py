@@ -46,10 +46,11 @@ from __future__ import annotations
 import re
 import string
 
+from evaluation.graders.conclusion import Conclusion
 from evaluation.graders.registry import register_grader
-from evaluation.graders.result import GradeResult
+from evaluation.graders.result import GradeResult, Status
 
-GRADER_VERSION = "4"
+GRADER_VERSION = "5"
 LETTERS = string.ascii_uppercase
 
 _MARKUP = re.compile(r"[*_`$]++")
@@ -57,6 +58,7 @@ _MARKUP = re.compile(r"[*_`$]++")
 _LATEX_LETTER = re.compile(r"\\(?:mathrm|mathbf|mathit|mathsf|text|textbf|textrm|textit|operatorname) ?\{ ?"
                            r"(\(? ?[A-Za-z] ?\)?) ?\}")
 _LATEX_DELIM = re.compile(r"\\[()\[\]]")
+_BRACED = re.compile(r"(?<![A-Za-z\\])\{ ?([A-Za-z]) ?\}")  # "{C}" (v5): read as "(C)"
 _SPACE = re.compile(r"\s++")
 # \boxed{B}, \boxed{(B)}, \boxed{\text{B}}, \boxed{B. iron}
 _BOXED = re.compile(r"\\boxed ?\{ ?(?:\\text(?:bf)? ?\{ ?)?\(? ?([A-Za-z]) ?\)?(?=[\s.}:)/,])")
@@ -94,10 +96,20 @@ _VERDICT = re.compile(r"(?:\b(?:option|choice|letter) )?(?<![A-Za-z0-9'])([(\[] 
                       r"(?!,? (?:only|if|when|for|in|under|at|provided|assuming|unless|with)\b)")
 # a rejected letter or a correction, then the answer: "not C; it is D", "Actually no, it is D", "Wait, it's D",
 # "Correction: D" (v4)
-_NOT_THEN = re.compile(r"\b(?i:(?:not \(?[A-Z]\)?|actually|wait|no|rather|instead|oops|sorry)[;,.:!]?"
+_NOT_THEN = re.compile(r"\b(?i:not \(?[A-Z]\)?,? but(?: rather)?(?: option| choice)?"
+                       r"|(?:not \(?[A-Z]\)?|actually|wait|no|rather|instead|oops|sorry)[;,.:!]?"
                        r"(?: (?:no|actually|wait|sorry)[;,.:!]?)? ?(?:it|that|this|the answer|the correct one)"
                        r" ?(?:is|'s|must be|should be|would be)|correction ?[:：]) ?"
                        r"([(\[] ?[A-Za-z] ?[)\]]|[A-Z])(?![A-Za-z0-9'])")
+# a letter offered as possible in the conclusion (v5, a hedge): "(A) might also be correct", "could also be (A)",
+# "or possibly A", "though B is possible"
+_OFFERED = re.compile(r"(?:\b(?:option|choice) )?(?<![A-Za-z0-9'])([(\[] ?[A-Z] ?[)\]]|[A-Z])(?![A-Za-z0-9'])"
+                      r" (?:might|could|may) (?:also |well |equally |possibly )?be (?:correct|right|the answer|valid)"
+                      r"|(?:\b(?:could|might|may) (?:also |equally |possibly )?be|\bor (?:possibly|maybe|perhaps))"
+                      r" (?:option |choice )?([(\[] ?[A-Z] ?[)\]]|[A-Z])(?![A-Za-z0-9'])"
+                      r"|(?<![A-Za-z0-9'])([(\[] ?[A-Z] ?[)\]]|[A-Z]) (?:is|seems) (?:also )?(?:possible|plausible)\b"
+                      r"|\b(?i:i (?:think|guess|believe|suspect|feel))(?: it's| it is| it might be)? ?"
+                      r"([(\[] ?[A-Z] ?[)\]]|[A-Z])(?![A-Za-z0-9'])(?! (?:is|was) (?:wrong|incorrect|not|out))")
 # a marker inside a supposition or a reported claim is not the response's answer ("If the answer is A, ...")
 _SUPPOSE = re.compile(r"\b(?:if|suppose|supposing|assume|assuming|whether|unless|says|said|claims|claimed|"
                       r"thinks|argues|would mean|were)\b", re.IGNORECASE)
@@ -128,6 +140,7 @@ def normalise_text(response: str) -> str:
     newline); linear time."""
     text = _LATEX_LETTER.sub(lambda m: m.group(1), response.replace("’", "'"))
     text = _LATEX_DELIM.sub("", text)
+    text = _BRACED.sub(r"(\1)", text)
     text = _MARKUP.sub("", text)
     return _SPACE.sub(lambda m: "\n" if "\n" in m.group(0) else " ", text)
 
@@ -191,34 +204,85 @@ def _lone_last_line(text: str) -> str | None:
     return core
 
 
-def extract_letter(response: str) -> str | None:
-    """The answer letter of `response` under the module's final-answer rules; None when there is none."""
+def _offered(text: str) -> list[tuple[int, str | None]]:
+    """(position, letter) of each letter the text offers as possible ("(A) might also be correct")."""
+    out: list[tuple[int, str | None]] = []
+    for m in _OFFERED.finditer(text):
+        k = next(i for i in (1, 2, 3, 4) if m.group(i))
+        out.append((m.start(k), m.group(k).strip("()[] ").upper()))
+    return out
+
+
+# the response's own listing of options ("(C) 14", "C. iron", "C) copper"), one per line or inline
+_LISTED = re.compile(r"(?:^|\n| )[(\[]?([A-Z])[)\].:] ([^\n()\[\]]{1,60}?)(?= [(\[]?[A-Z][)\].:] |\n|$)")
+_TEXT_ANSWER = re.compile(r"(?i:\b(?:answer is|answer ?:|the (?:correct|right) (?:option|choice|one) is|"
+                          r"final answer:?)) "
+                          r"([^\n.;!?]{1,60})")
+_NOT_WORD = re.compile(r"[^a-z0-9]+")
+
+
+def _option_text(text: str, listing: str) -> str | None:
+    """The letter of the option whose text the conclusion's answer phrase gives ("The answer is 14" where the
+    response listed "(C) 14"; v5), when exactly one listed option has that text."""
+    answers = list(_TEXT_ANSWER.finditer(text))
+    if not answers:
+        return None
+    said = _NOT_WORD.sub(" ", answers[-1].group(1).lower()).strip()
+    options: dict[str, set[str]] = {}
+    for m in _LISTED.finditer(listing):
+        options.setdefault(_NOT_WORD.sub(" ", m.group(2).lower()).strip(), set()).add(m.group(1))
+    letters = options.get(said, set())
+    return next(iter(letters)) if said and len(letters) == 1 else None
+
+
+def read_letter(response: str, listing: str = "") -> tuple[str | None, Status]:
+    """(letter, status) of a conclusion under the module's rules: `hedged` when its markers or the letters it
+    offers as possible disagree (rules 6 and 8), `no_answer` when it gives none. `listing`: the text where the
+    response may have listed the options (its reasoning), for rule 9."""
     text = normalise_text(response)
     marks = _markers(text)
     supposed = any(letter == "" for _, letter in marks)
     marks = [mk for mk in marks if mk[1] != ""]
     if marks:
-        if len({letter for _, letter in marks if letter is not None}) > 1:
-            return None  # rule 8: a final answer and then a different one (or an earlier one) is no answer
-        return max(marks, key=lambda mk: mk[0])[1]  # the last marker; None when it offers alternatives
+        offered = {letter for _, letter in _offered(text)}
+        letters = {letter for _, letter in marks if letter is not None} | offered
+        if len(letters) > 1:
+            return None, "hedged"  # rule 8: the conclusion puts forward two letters
+        last = max(marks, key=lambda mk: mk[0])[1]
+        return (last, "ok") if last is not None else (None, "hedged")  # None: alternatives offered (rule 6)
     if supposed:
-        return None  # the only answer-like phrase is a supposition or a reported claim
+        return None, "no_answer"  # the only answer-like phrase is a supposition or a reported claim
     lone = _lone_last_line(text)
     if lone is not None:
-        return lone
+        return lone, "ok"
     parens = set(_PAREN.findall(text))
-    return parens.pop() if len(parens) == 1 else None
+    if len(parens) == 1:
+        return parens.pop(), "ok"
+    mapped = _option_text(text, normalise_text(listing) + "\n" + text)
+    return (mapped, "ok") if mapped is not None else (None, "no_answer")
+
+
+def extract_letter(response: str) -> str | None:
+    """The answer letter of `response` under the module's final-answer rules; None when there is none."""
+    return read_letter(response)[0]
+
+
+# the family's own final-answer statements for the conclusion reader: a letter then its verdict
+_CONCLUDES = re.compile(r"(?<![A-Za-z0-9'])\(?[A-J]\)? (?:is|must be) (?:the )?(?:correct|right)(?: answer| option)?"
+                        r"(?=[.!\n]|$)")
 
 
 # the regex graders take < 50 ms on any 20,000-character string (benchmarks/grading_throughput.py), so their
 # budget only guards against a defect
-@register_grader("multiple_choice", version=GRADER_VERSION, budget_s=2.0, takes_options=True)
-def grade_multiple_choice(response: str, gold: str, n_options: int | None = None) -> GradeResult:
+@register_grader("multiple_choice", version=GRADER_VERSION, budget_s=2.0, takes_options=True, markers=_CONCLUDES)
+def grade_multiple_choice(c: Conclusion, gold: str, n_options: int | None = None) -> GradeResult:
     allowed = letter_set(n_options)
     g = normalise_gold(gold, n_options)
     if g is None:
         return GradeResult(0.0, None, "error")  # bad gold is a data bug, surfaced by the status
-    pred = extract_letter(response)
+    if not c.ok:
+        return c.refused()
+    pred, status = read_letter(c.text, c.reasoning)
     if pred is None:
-        return GradeResult(0.0, None, "no_answer")
+        return GradeResult(0.0, None, status)
     return GradeResult(1.0 if (pred == g and pred in allowed) else 0.0, pred, "ok")
