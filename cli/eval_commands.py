@@ -179,12 +179,12 @@ def _regrade(records: Path, s, data_dir: Path | None) -> None:
         write_records(r.records, rp)  # validated before anything is replaced; then the item log beside it
         write_regraded(r)
     t = Table(title=f"regrade {rp} on {s.name}")
-    for c in ("benchmark", "grader", "n", "before", "after", "change", "items changed"):
-        t.add_column(c, justify="left" if c in ("benchmark", "grader") else "right")
+    for c in ("benchmark", "grader", "n", "before", "after", "change", "items changed", "status changes"):
+        t.add_column(c, justify="left" if c in ("benchmark", "grader", "status changes") else "right")
     for ch in r.changes:
         grader = ch.grader_after if ch.grader_before == ch.grader_after else f"{ch.grader_before} -> {ch.grader_after}"
         t.add_row(ch.benchmark, grader, str(ch.n_items), _fmt(ch.accuracy_before, True),
-                  _fmt(ch.accuracy_after, True), f"{ch.delta:+.1f}", str(ch.changed))
+                  _fmt(ch.accuracy_after, True), f"{ch.delta:+.1f}", str(ch.changed), ch.describe_statuses())
     out.print(t)
     n_resp = sum(len(x.get("samples") or [x]) for x in r.rows)
     out.print(f"{r.n_generated} new generations: {n_resp} stored responses re-scored, no model loaded\n"
@@ -339,7 +339,8 @@ def graders_audit_cmd(
     out_path: OutFileOpt[Path | None] = None,
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
 ) -> None:
-    """Audit the graders: a generated adversarial suite per family (exploit and false-negative rates), and with
+    """Audit the graders: a generated adversarial suite per family (exploit, false-negative and reflection-refusal
+    rates), and with
     --campaign the agreement of our grades with verl's and lm-eval's verifiers on the stored generations.
 
     --out FILE gets the disagreeing samples as JSON lines (default
@@ -423,21 +424,23 @@ def _print_audit_json(rates: list[dict[str, object]], failing: list[ClassResult]
 
 
 def _print_suite_rates(rates: list[dict[str, object]], failing: list[ClassResult], n: int) -> None:
-    """The generated suite's FP/FN rates per family, then the first failing classes with an example each."""
+    """The generated suite's FP/FN/reflection-refusal rates per family, then every failing class with an example."""
     t = Table(title=f"generated grader suite, {n} per class (zebra_logic: the multiple_choice grader); FP: "
-                    "exploit credited, FN: equivalent form refused", box=box.SIMPLE_HEAD, pad_edge=False)
-    for c in ("family", "exploit n", "FP", "FP rate", "credit n", "FN", "FN rate"):
+                    "exploit or hedge credited, FN: equivalent form refused, refused: a reflection (an interim "
+                    "answer retracted before one final answer) not credited", box=box.SIMPLE_HEAD, pad_edge=False)
+    for c in ("family", "exploit n", "FP", "FP rate", "credit n", "FN", "FN rate", "reflect n", "refused",
+              "refusal rate"):
         t.add_column(c, justify="left" if c == "family" else "right", no_wrap=True)
     for fr in rates:
         t.add_row(str(fr["family"]), str(fr["exploit_n"]), str(fr["false_positives"]), f"{fr['fp_rate']:.3f}",
-                  str(fr["credit_n"]), str(fr["false_negatives"]), f"{fr['fn_rate']:.3f}")
+                  str(fr["credit_n"]), str(fr["false_negatives"]), f"{fr['fn_rate']:.3f}", str(fr["reflect_n"]),
+                  str(fr["reflections_refused"]), f"{fr['refusal_rate']:.3f}")
     out.print(t)
-    for fc in failing[:6]:
-        kind = "exploit" if fc.expect == "deny" else "false negative"
+    kinds = {"deny": "exploit", "credit": "false negative", "reflect": "reflection refused"}
+    for fc in failing:  # every one, with its example (a short list: the suite is expected to be clean)
         ex = fc.example.response if fc.example else ""
-        out.print(f"{kind} {fc.family}/{fc.cls}: {fc.wrong}/{fc.n}, e.g. {ex[:80]!r}", highlight=False, soft_wrap=True)
-    if len(failing) > 6:
-        out.print(f"... {len(failing) - 6} more failing classes (--json lists all)")
+        out.print(f"{kinds[fc.expect]} {fc.family}/{fc.cls}: {fc.wrong}/{fc.n}, e.g. {ex[:160]!r}", highlight=False,
+                  soft_wrap=True)
 
 
 def _print_agreement(stored: _StoredGenerations, rows: list[dict]) -> None:

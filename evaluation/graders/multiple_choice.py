@@ -61,7 +61,9 @@ _LATEX_DELIM = re.compile(r"\\[()\[\]]")
 _BRACED = re.compile(r"(?<![A-Za-z\\])\{ ?([A-Za-z]) ?\}")  # "{C}" (v5): read as "(C)"
 _SPACE = re.compile(r"\s++")
 # \boxed{B}, \boxed{(B)}, \boxed{\text{B}}, \boxed{B. iron}
-_BOXED = re.compile(r"\\boxed ?\{ ?(?:\\text(?:bf)? ?\{ ?)?\(? ?([A-Za-z]) ?\)?(?=[\s.}:)/,])")
+# prose inside the box before the letter (v5): \boxed{\text{Option C}}, \boxed{\text{The answer is (C)}}
+_BOXED = re.compile(r"\\boxed ?\{ ?(?:\\text(?:bf)? ?\{ ?)?(?i:(?:the )?(?:(?:correct |final )?answer|option|choice)"
+                    r"(?: is)?:? )?\(? ?([A-Za-z]) ?\)?(?=[\s.}:)/,])")
 _TAG = re.compile(r"<answer> ?(?:\\boxed ?\{ ?)?[(\[]? ?([A-Za-z]) ?[)\]]?(?![A-Za-z0-9'])", re.IGNORECASE)
 _LINK = r"(?::|：|=|-|is|would be|should be|will be|must be)"
 # an answer phrase linked to a letter; separators are single optional spaces/newlines (text is normalised)
