@@ -443,6 +443,8 @@ def _contradicted(stmts: list[Statement], names: set[str], block: dict[str, str 
 def _doubted(stmts: list[Statement], names: set[str], block: dict[str, str | None], after: list[Statement]) -> bool:
     """Rule 6 (v5): after the graded assignment, a person it assigns is called possibly either ("… though Zoey
     could be a knight", "Zoey might be a knave or a knight")."""
+    if not any(role is None for _, _, role in stmts) and not any(role is None for _, _, role in after):
+        return False  # nothing is left open anywhere: skip finding the block again
     found = _complete_block(stmts, names)
     later = list(after) + (stmts[found[0] + len(found[1]):] if found is not None else [])
     return any(role is None and block.get(name) is not None for _, name, role in later)

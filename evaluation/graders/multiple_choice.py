@@ -59,7 +59,10 @@ _LATEX_LETTER = re.compile(r"\\(?:mathrm|mathbf|mathit|mathsf|text|textbf|textrm
                            r"(\(? ?[A-Za-z] ?\)?) ?\}")
 _LATEX_DELIM = re.compile(r"\\[()\[\]]")
 _BRACED = re.compile(r"(?<![A-Za-z\\])\{ ?([A-Za-z]) ?\}")  # "{C}" (v5): read as "(C)"
-_SPACE = re.compile(r"\s++")
+# a whitespace run holding a newline -> one newline; any other run of 2+ (or a tab) -> one space; template
+# substitutions (no Python callback per run), possessive so a long run is read once
+_NL_RUN = re.compile(r"[^\S\n]*+\n\s*+")
+_WS_RUN = re.compile(r"[^\S\n]{2,}+|[^\S\n ]")
 # \boxed{B}, \boxed{(B)}, \boxed{\text{B}}, \boxed{B. iron}
 # prose inside the box before the letter (v5): \boxed{\text{Option C}}, \boxed{\text{The answer is (C)}}
 _BOXED = re.compile(r"\\boxed ?\{ ?(?:\\text(?:bf)? ?\{ ?)?(?i:(?:the )?(?:(?:correct |final )?answer|option|choice)"
@@ -103,6 +106,7 @@ _NOT_THEN = re.compile(r"\b(?i:not \(?[A-Z]\)?,? but(?: rather)?(?: option| choi
                        r"(?: (?:no|actually|wait|sorry)[;,.:!]?)? ?(?:it|that|this|the answer|the correct one)"
                        r" ?(?:is|'s|must be|should be|would be)|correction ?[:：]) ?"
                        r"([(\[] ?[A-Za-z] ?[)\]]|[A-Z])(?![A-Za-z0-9'])")
+_NOT_THEN_WORDS = re.compile(r"not|actually|wait|no|rather|instead|oops|sorry|correction")  # gate on lower case
 # a letter offered as possible in the conclusion (v5, a hedge): "(A) might also be correct", "could also be (A)",
 # "or possibly A", "though B is possible"
 _OFFERED = re.compile(r"(?:\b(?:option|choice) )?(?<![A-Za-z0-9'])([(\[] ?[A-Z] ?[)\]]|[A-Z])(?![A-Za-z0-9'])"
@@ -140,11 +144,13 @@ def normalise_gold(gold: str, n_options: int | None) -> str | None:
 def normalise_text(response: str) -> str:
     """LaTeX letter wrappers unwrapped, markdown removed, whitespace runs collapsed (a run with a newline -> one
     newline); linear time."""
-    text = _LATEX_LETTER.sub(lambda m: m.group(1), response.replace("’", "'"))
-    text = _LATEX_DELIM.sub("", text)
-    text = _BRACED.sub(r"(\1)", text)
+    text = response.replace("’", "'")
+    if "\\" in text:  # each substitution only where its characters occur (v5: the grader's cost kept flat)
+        text = _LATEX_DELIM.sub("", _LATEX_LETTER.sub(lambda m: m.group(1), text))
+    if "{" in text:
+        text = _BRACED.sub(r"(\1)", text)
     text = _MARKUP.sub("", text)
-    return _SPACE.sub(lambda m: "\n" if "\n" in m.group(0) else " ", text)
+    return _WS_RUN.sub(" ", _NL_RUN.sub("\n", text) if "\n" in text else text)
 
 
 def _letter(text: str, m: re.Match[str]) -> str | None:
@@ -167,13 +173,16 @@ def _supposed(text: str, at: int, end: int) -> bool:
 def _markers(text: str) -> list[tuple[int, str | None]]:
     """(position, letter) of every explicit final-answer marker in normalised `text`; letter None: alternatives;
     "": a marker inside a supposition or claim (no answer, but its letter is no bare answer either)."""
-    out: list[tuple[int, str | None]] = [(m.start(1), _letter(text, m)) for m in _BOXED.finditer(text)]
-    out += [(m.start(1), _letter(text, m)) for m in _TAG.finditer(text)]
+    out: list[tuple[int, str | None]] = ([(m.start(1), _letter(text, m)) for m in _BOXED.finditer(text)]
+                                         if "\\boxed" in text else [])
+    if "<" in text:
+        out += [(m.start(1), _letter(text, m)) for m in _TAG.finditer(text)]
     low = text.lower()
     if "correct" in low or "right" in low or "best" in low:  # the verdict words: skip the scan without them
         out += [(m.start(1), "" if _supposed(text, m.start(), m.end(1)) else m.group(1).strip("()[] ").upper())
                 for m in _VERDICT.finditer(text)]
-    out += [(m.start(1), _letter(text, m)) for m in _NOT_THEN.finditer(text)]
+    if _NOT_THEN_WORDS.search(low):
+        out += [(m.start(1), _letter(text, m)) for m in _NOT_THEN.finditer(text)]
     for m in [*_PHRASE.finditer(text), *_HEDGE.finditer(text)]:
         raw = m.group(1)
         letter = raw.strip("()[] \n")
@@ -204,6 +213,9 @@ def _lone_last_line(text: str) -> str | None:
         if prev and ord(core) - ord(prev.group(1)) == 1:
             return None  # "(C) 14\n(D)": the next label of a listed set of options, not an answer
     return core
+
+
+_MAYBE = re.compile(r"might|could|may|possibl|plausib|perhaps|maybe|think|guess|believe|suspect|feel", re.IGNORECASE)
 
 
 def _offered(text: str) -> list[tuple[int, str | None]]:
@@ -246,7 +258,7 @@ def read_letter(response: str, listing: str = "") -> tuple[str | None, Status]:
     supposed = any(letter == "" for _, letter in marks)
     marks = [mk for mk in marks if mk[1] != ""]
     if marks:
-        offered = {letter for _, letter in _offered(text)}
+        offered = {letter for _, letter in _offered(text)} if _MAYBE.search(text) else set()
         letters = {letter for _, letter in marks if letter is not None} | offered
         if len(letters) > 1:
             return None, "hedged"  # rule 8: the conclusion puts forward two letters
@@ -269,14 +281,28 @@ def extract_letter(response: str) -> str | None:
     return read_letter(response)[0]
 
 
-# the family's own final-answer statements for the conclusion reader: a letter then its verdict
-_CONCLUDES = re.compile(r"(?<![A-Za-z0-9'])\(?[A-J]\)? (?:is|must be) (?:the )?(?:correct|right)(?: answer| option)?"
-                        r"(?=[.!\n]|$)")
+# the family's own final-answer statements for the conclusion reader: a letter then its verdict ("C is correct.",
+# "(C) is the correct answer"), found from the verdict (a literal, so the scan skips to it) on the lower-cased text
+_VERDICT_WORDS = re.compile(r" (?:is|must be) (?:the )?(?:correct|right)(?: answer| option)?(?=[.!\n]|$)")
+_LETTER_BEFORE = re.compile(r"(?:^|(?<=[^a-z0-9']))\(?[a-j]\)?$")
+
+
+def concluding_verdicts(low: str) -> list[int]:
+    """Start offsets of "C is correct." / "(C) is the correct answer" in lower-cased `low`."""
+    if "correct" not in low and "right" not in low:
+        return []
+    out = []
+    for m in _VERDICT_WORDS.finditer(low):
+        letter = _LETTER_BEFORE.search(low, max(0, m.start() - 3), m.start())
+        if letter:
+            out.append(letter.start())
+    return out
 
 
 # the regex graders take < 50 ms on any 20,000-character string (benchmarks/grading_throughput.py), so their
 # budget only guards against a defect
-@register_grader("multiple_choice", version=GRADER_VERSION, budget_s=2.0, takes_options=True, markers=_CONCLUDES)
+@register_grader("multiple_choice", version=GRADER_VERSION, budget_s=2.0, takes_options=True,
+                 markers=concluding_verdicts)
 def grade_multiple_choice(c: Conclusion, gold: str, n_options: int | None = None) -> GradeResult:
     allowed = letter_set(n_options)
     g = normalise_gold(gold, n_options)

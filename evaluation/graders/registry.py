@@ -5,12 +5,11 @@ budgets are declared once, beside the rules they describe.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from evaluation.graders.conclusion import DEFAULT_TAGS, ThinkTags, read_conclusion
+from evaluation.graders.conclusion import DEFAULT_TAGS, Markers, ThinkTags, read_conclusion
 from evaluation.graders.result import GradeResult
 from wtcommon.errors import UserError
 from wtcommon.registry import Registry
@@ -29,7 +28,7 @@ class Grader:
     version: str
     budget_s: float
     takes_options: bool = False
-    markers: re.Pattern[str] | None = None
+    markers: Markers | None = None
 
     def grade_inprocess(self, response: str, gold: str, n_options: int | None = None,
                         tags: ThinkTags | None = DEFAULT_TAGS) -> GradeResult:
@@ -46,7 +45,7 @@ REGISTRY: Registry[Grader] = Registry("grader", GraderError, lambda g: g.grade)
 
 
 def register_grader(name: str, *, version: str, budget_s: float, takes_options: bool = False,
-                    markers: re.Pattern[str] | None = None) -> Callable[[F], F]:
+                    markers: Markers | None = None) -> Callable[[F], F]:
     """Function decorator: register an in-process grading function of a `Conclusion` under `name`."""
 
     def deco(fn: F) -> F:
