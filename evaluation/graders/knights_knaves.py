@@ -1,7 +1,8 @@
 """Knights & Knaves assignment grader.
 
-Final-answer semantics (GRADER_VERSION 4; every rule is a test in tests/evaluation/test_grader_corpus.py and
-tests/evaluation/adversarial_corpus.yaml):
+Final-answer semantics (GRADER_VERSION 5; every rule is a test in tests/evaluation/test_grader_corpus.py,
+tests/evaluation/test_conclusion.py and tests/evaluation/adversarial_corpus.yaml). Since v5 every rule reads the
+response's *conclusion* (`evaluation.graders.conclusion`), never the raw response; "response" below means it.
 
 1. **Statements.** Accepted phrasings, in any order and case, markdown stripped: `X is a knight`,
    `X must be a knave`, `X is indeed a knight`, `X: knight`, `X - knave`, `X → knight`, `X (knave)`;
@@ -23,13 +24,14 @@ tests/evaluation/adversarial_corpus.yaml):
    full list before it; without a complete block, the last statement per person.
 5. **Alternatives are no answer** (v3): when that last complete block follows another, different complete
    block and the two are joined by "or" / "alternatively" ("Michael is a knight, Ethan is a knight, Zoey is a
-   knave; or Michael is a knave, ..."), two assignments are offered: status `no_answer`, no credit for either.
-6. **A final answer followed by a different one is no answer** (v4, the rule every grader shares): after the
-   assignment that is graded, any statement that gives a person the other role ("But wait ... Zoey is actually a
-   knight", "Correction: Emma is a knight"), inside the final block or after it, makes the response status
-   `no_answer`; a restatement that agrees keeps the credit, and a question ("Zoey is a knight? No.") is not a
-   statement. A response announcing several solutions ("Two assignments are consistent: (1) ... (2) ...") with
-   two different complete assignments is no answer too.
+   knave; or Michael is a knave, ..."), two assignments are offered: status `hedged` (v5), no credit for either.
+6. **A final answer followed by a different one is a hedge** (v4; v5 status `hedged`): after the graded
+   assignment, a statement giving a person the other role ("But wait ... Zoey is actually a knight",
+   "Correction: Emma is a knight"), or calling them possibly either ("Zoey could be a knight"), inside the final
+   block or after it; several solutions announced ("Two assignments are consistent: (1) ... (2) ..."). An
+   agreeing restatement keeps the credit; a question ("Zoey is a knight? No.") states nothing; a block the text
+   rejects ("That doesn't work") and a complete assignment after it is a reflection: the later one is graded.
+   v5 reads truth-teller(s) as knights, liar(s) as knaves, and "is no knave" as a knight.
 7. Group statements (v4): "all three are knaves" / "everyone is a knight" assign every person; "All except Noah
    and Emma are knights" assigns the others the other role; "Neither X nor Y is a knave" makes both knights; a
    Markdown table with one column per person and a row of roles is read column by column.

@@ -1,7 +1,9 @@
 """Math grader: math-verify (symbolic equivalence) on the response's final answer vs the gold answer.
 
-Final-answer semantics (GRADER_VERSION 4; every rule is a test in tests/evaluation/test_grader_corpus.py and
-tests/evaluation/adversarial_corpus.yaml):
+Final-answer semantics (GRADER_VERSION 5; every rule is a test in tests/evaluation/test_grader_corpus.py,
+tests/evaluation/test_conclusion.py and tests/evaluation/adversarial_corpus.yaml). Since v5 every rule reads the
+response's *conclusion* (`evaluation.graders.conclusion`: after the reasoning block, from the last final-answer
+statement, retracted statements left as reasoning), never the raw response; "response" below means it.
 
 1. The **last balanced `\\boxed{…}`** (or `\\fbox{…}`) is what is graded; anything before it (a rejected
    `\\boxed{3}`) or after it (prose, other numbers) is not. Two boxes are never joined into a set.
@@ -10,19 +12,23 @@ tests/evaluation/adversarial_corpus.yaml):
    `\\mbox{…}` unit after a value (`5\\text{ cm}`), and thousands separators (`1,234`, `1{,}234`, `1\\,234`)
    are removed, so `\\boxed{10\\%}` equals `10` and `10\\%`.
 4. **Alternatives are no answer** (v3): a final answer that offers two values joined by "or" (`\\boxed{3 or 4}`,
-   `\\boxed{3 \\text{ or } 4}`, `\\boxed{3} or \\boxed{4}`, "the answer is 3 or 4") is status `no_answer` when the
+   `\\boxed{3 \\text{ or } 4}`, `\\boxed{3} or \\boxed{4}`, "the answer is 3 or 4") is status `hedged` when the
    gold is one value. When the gold itself lists several values (a comma or "or" in it, e.g. the two roots
    `3, 4`), "or" is read as a list separator: `x = 3 or x = 4` is graded as `x = 3, x = 4`.
 
-5. **A final answer followed by a different one is no answer** (v4, the rule every grader shares): several
+5. **A final answer followed by a different one is a hedge** (v4; v5: status `hedged`, in the conclusion only):
+   several
    top-level boxes whose values disagree (`\\boxed{3} ... \\boxed{4}`, "\\boxed{4}, although \\boxed{8} is also
    possible"), or a stated answer followed by a correction or restatement that gives another value ("\\boxed{12}.
-   Wait, ... the correct value is 15", "The answer is 12. Actually no, it is 15") is status `no_answer`, whatever
+   Wait, ... the correct value is 15", "The answer is 12. Actually no, it is 15") is status `hedged`, whatever
    the gold (with a box, an answer phrase before the first box counts only when a correction cue follows it:
    "The answer is 12. Actually no, it is \\boxed{15}"). A restatement that agrees (`\\boxed{12}` ... "the answer
    is 12") keeps the credit. A nested box is one box (`\\boxed{x = \\boxed{9}}`).
+   A value offered as possible in the conclusion's last 300 characters is a candidate too (v5): "16, though it
+   could be 14", "\\boxed{16} (or possibly 14)", "might also be 9", "I think it is 7".
 6. Read as values (v4): `12\\text{ m}^2` is 12 (the unit's exponent is the unit's), `0.\\overline{3}` is 1/3,
    and an inequality union `x < -1 or x > 1` is the interval union `(-\\infty,-1)\\cup(1,\\infty)`.
+7. Prose inside a box before its value is left out (v5): `\\boxed{\\text{The total is } 15}` is 15.
 
 math-verify's own timeouts use `signal.alarm`, which breaks in threads (verl's reward loop, Ray actors), so
 it is called with its timeouts off and the *parent* enforces the grader budget (`evaluation.graders.pool`).

@@ -1,7 +1,8 @@
 """Multiple-choice letter grader.
 
-Final-answer semantics (GRADER_VERSION 4; every rule is a test in tests/evaluation/test_grader_corpus.py and
-tests/evaluation/adversarial_corpus.yaml):
+Final-answer semantics (GRADER_VERSION 5; every rule is a test in tests/evaluation/test_grader_corpus.py,
+tests/evaluation/test_conclusion.py and tests/evaluation/adversarial_corpus.yaml). Since v5 every rule reads the
+response's *conclusion* (`evaluation.graders.conclusion`), never the raw response; "response" below means it.
 
 1. An *explicit final-answer marker* is `\\boxed{X}` (also `\\boxed{(X)}`, `\\boxed{\\text{X}}`), an
    `<answer>X</answer>` tag, or an answer phrase *linked* to a letter: `Answer: X`, `The answer is (X)`,
@@ -22,18 +23,22 @@ tests/evaluation/adversarial_corpus.yaml):
 5. The letter set comes from the item's option count: "E" on a 4-option item parses but scores 0.
 6. **Alternatives are no answer** (v3): a final marker that offers two letters ("The answer is B or C",
    "\\boxed{B/C}", "Answer: (A) or possibly (D)", "I'd go with B or C") gets no credit for either: status
-   `no_answer`. A later single-letter marker is the answer ("B or C ... the answer is C"). Letters listed after
+   `hedged` (v5). A later single-letter marker is the answer ("B or C ... the answer is C"). Letters listed after
    a marker are alternatives too (v4): "Answer: A, B", "(A), (B), (C), or (D)", "A B C D".
 7. **LaTeX around a letter** is read (v3): `\\(B\\)`, `\\[B\\]`, `\\mathrm{B}`, `\\text{B}`, `\\textbf{B}`,
    `\\mathbf{B}` (also inside `\\boxed{}`), so `The answer is \\(\\mathrm{C}\\)` is C.
 
-8. **A final answer followed by a different one is no answer** (v4, the rule every grader shares): markers
+8. **A final answer followed by a different one is a hedge** (v4; v5: status `hedged`, in the conclusion only,
+   so "The answer is (A). Wait, no. The answer is (B)." is B: the retracted A is reasoning): markers
    naming two different letters ("The answer is (A). Wait, no. The answer is (B).", "\\boxed{C}. Actually no,
-   it is D", "Answer: C ... Correction: D") are status `no_answer`; a restatement of the same letter keeps the
+   it is D" within one conclusion) are status `hedged`; a restatement of the same letter keeps the
    credit. Markers also read (v4): the letter then its verdict ("Option C is correct.", "C is the correct
    answer", not "B would be right only at ..."), and a rejected letter then the answer ("not C; it is D"). A
    marker inside a supposition or a reported claim ("If the answer is A, then ...", "Bob says the answer is C")
-   is not one.
+   is not one. A letter offered as possible is a candidate too (v5): "(A) might also be correct", "could also be
+   (A)", "or possibly A", "I think C" after an answer.
+9. Read since v5: "not (B) but (D)" is D; `{C}` is (C); prose inside a box (`\\boxed{\\text{Option C}}`); and,
+   without a letter, the option text the response itself listed ("C. 16" ... "The answer is 16." is C).
 
 LaTeX letter wrappers and `\\( \\) \\[ \\]` delimiters are unwrapped, typographic apostrophes made plain, markdown
 (`**`, `__`, backticks, `$`) removed and whitespace runs collapsed first (a run holding a
