@@ -189,3 +189,18 @@ def test_regrade_reports_each_status_transition() -> None:
     _, _, changes = regrade_rows(rows, load_suite("db12"), processes=0)
     assert changes[0].status_changes == (("no_answer", "ok", 1), ("ok", "hedged", 1))
     assert changes[0].describe_statuses() == "no_answer->ok 1, ok->hedged 1"
+
+
+def test_the_reward_and_the_evaluator_hooks_take_the_think_tags_of_the_model() -> None:
+    """Through the budgeted pool (the verl/local reward and lm-eval's hooks): a row's think_tags reaches the reader."""
+    from evaluation.reward import compute_score
+    from evaluation.tasks.functions import process_math
+
+    truncated = compute_score("gsm8k", "<think>so \\boxed{3}", "3")
+    assert (truncated["score"], truncated["status"]) == (0.0, "truncated")
+    assert compute_score("gsm8k", "<think>so \\boxed{3}", "3", {"think_tags": "none"})["score"] == 1.0
+    custom = "<r>\\boxed{4}</r> \\boxed{3}"
+    assert compute_score("gsm8k", custom, "3", {"think_tags": "<r>,</r>"})["score"] == 1.0
+    assert compute_score("gsm8k", custom, "3")["status"] == "hedged"  # default tags: both boxes are the conclusion
+    assert process_math({"answer": "3", "think_tags": "none"}, ["<think>so \\boxed{3}"])["acc"] == 1.0
+    assert process_math({"answer": "3"}, ["<think>so \\boxed{3}"])["acc"] == 0.0

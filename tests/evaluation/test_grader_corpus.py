@@ -144,15 +144,17 @@ any_text = st.text(max_size=20_000) | adversarial
 def test_any_string_up_to_20000_chars_grades_within_the_budget_mc_and_kk(text):
     """A timeout here would mean an extraction pattern is not linear: these graders must never use the budget."""
     text = text[:20_000]
-    assert grade("multiple_choice", text, "B").status in ("ok", "no_answer")
-    assert grade("knights_knaves", text, KK_GOLD).status in ("ok", "no_answer")
+    answered = ("ok", "no_answer", "hedged", "truncated")  # v5: hedges and unclosed reasoning blocks have their own
+    assert grade("multiple_choice", text, "B").status in answered
+    assert grade("knights_knaves", text, KK_GOLD).status in answered
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(text=any_text)
 def test_any_string_up_to_20000_chars_returns_from_the_math_grader(text):
     """Math always returns: graded, or `timeout` once its budget is spent (never a hang, never an exception)."""
-    assert grade("math", text[:20_000], "3", timeout_s=2.0).status in ("ok", "no_answer", "timeout")
+    assert grade("math", text[:20_000], "3", timeout_s=2.0).status in ("ok", "no_answer", "hedged", "truncated",
+                                                                       "timeout")
 
 
 PROSE_WORDS = ["the", "option", "choice", "is", "wrong", "because", "A", "B", "C", "D", "(A)", "(C)", "not",
