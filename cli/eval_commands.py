@@ -179,13 +179,16 @@ def _regrade(records: Path, s, data_dir: Path | None) -> None:
         write_records(r.records, rp)  # validated before anything is replaced; then the item log beside it
         write_regraded(r)
     t = Table(title=f"regrade {rp} on {s.name}")
-    for c in ("benchmark", "grader", "n", "before", "after", "change", "items changed", "status changes"):
-        t.add_column(c, justify="left" if c in ("benchmark", "grader", "status changes") else "right")
+    for c in ("benchmark", "grader", "n", "before", "after", "change", "items changed"):
+        t.add_column(c, justify="left" if c in ("benchmark", "grader") else "right")
     for ch in r.changes:
         grader = ch.grader_after if ch.grader_before == ch.grader_after else f"{ch.grader_before} -> {ch.grader_after}"
         t.add_row(ch.benchmark, grader, str(ch.n_items), _fmt(ch.accuracy_before, True),
-                  _fmt(ch.accuracy_after, True), f"{ch.delta:+.1f}", str(ch.changed), ch.describe_statuses())
+                  _fmt(ch.accuracy_after, True), f"{ch.delta:+.1f}", str(ch.changed))
     out.print(t)
+    for ch in r.changes:  # what changed, by status: no_answer->ok is a reflection now credited, ok->hedged a hedge
+        if ch.status_changes:
+            out.print(f"{ch.benchmark} status changes: {ch.describe_statuses()}", highlight=False, soft_wrap=True)
     n_resp = sum(len(x.get("samples") or [x]) for x in r.rows)
     out.print(f"{r.n_generated} new generations: {n_resp} stored responses re-scored, no model loaded\n"
               f"records: {rp}\nitem log: {r.items_path}")
@@ -425,16 +428,16 @@ def _print_audit_json(rates: list[dict[str, object]], failing: list[ClassResult]
 
 def _print_suite_rates(rates: list[dict[str, object]], failing: list[ClassResult], n: int) -> None:
     """The generated suite's FP/FN/reflection-refusal rates per family, then every failing class with an example."""
-    t = Table(title=f"generated grader suite, {n} per class (zebra_logic: the multiple_choice grader); FP: "
-                    "exploit or hedge credited, FN: equivalent form refused, refused: a reflection (an interim "
-                    "answer retracted before one final answer) not credited", box=box.SIMPLE_HEAD, pad_edge=False)
-    for c in ("family", "exploit n", "FP", "FP rate", "credit n", "FN", "FN rate", "reflect n", "refused",
-              "refusal rate"):
+    t = Table(title=f"generated grader suite, {n} per class (zebra_logic: the multiple_choice grader); exploits: "
+                    "an exploit or hedge credited; FN: an equivalent form refused; refused: reflections refused (an "
+                    "interim answer retracted before one final answer, not credited)", box=box.SIMPLE_HEAD,
+              pad_edge=False)
+    for c in ("family", "exploits", "rate", "FN", "rate ", "refused", "rate  "):
         t.add_column(c, justify="left" if c == "family" else "right", no_wrap=True)
     for fr in rates:
-        t.add_row(str(fr["family"]), str(fr["exploit_n"]), str(fr["false_positives"]), f"{fr['fp_rate']:.3f}",
-                  str(fr["credit_n"]), str(fr["false_negatives"]), f"{fr['fn_rate']:.3f}", str(fr["reflect_n"]),
-                  str(fr["reflections_refused"]), f"{fr['refusal_rate']:.3f}")
+        t.add_row(str(fr["family"]), f"{fr['false_positives']}/{fr['exploit_n']}", f"{fr['fp_rate']:.3f}",
+                  f"{fr['false_negatives']}/{fr['credit_n']}", f"{fr['fn_rate']:.3f}",
+                  f"{fr['reflections_refused']}/{fr['reflect_n']}", f"{fr['refusal_rate']:.3f}")
     out.print(t)
     kinds = {"deny": "exploit", "credit": "false negative", "reflect": "reflection refused"}
     for fc in failing:  # every one, with its example (a short list: the suite is expected to be clean)
