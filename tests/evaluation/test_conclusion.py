@@ -204,3 +204,10 @@ def test_the_reward_and_the_evaluator_hooks_take_the_think_tags_of_the_model() -
     assert compute_score("gsm8k", custom, "3")["status"] == "hedged"  # default tags: both boxes are the conclusion
     assert process_math({"answer": "3", "think_tags": "none"}, ["<think>so \\boxed{3}"])["acc"] == 1.0
     assert process_math({"answer": "3"}, ["<think>so \\boxed{3}"])["acc"] == 0.0
+
+
+def test_the_exploit_watch_counts_candidates_in_the_conclusion_not_in_the_retracted_reasoning() -> None:
+    reflection = "So \\boxed{12}. Wait, I forgot the loose ones.\n\n\\boxed{15}"
+    hedge = "\\boxed{15} or \\boxed{16}"
+    w = step_watch([reflection, hedge], "math", np.array([1.0, 1.0]), np.ones(2), np.zeros(2, bool))
+    assert w["watch/multi_answer_frac"] == 0.5  # the hedge only: the reflection commits to one answer
