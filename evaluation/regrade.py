@@ -30,7 +30,7 @@ import pandas as pd
 from evaluation.benchmark_health import BenchmarkHealth, gate_failures, score_benchmark
 from evaluation import item_log
 from evaluation.evaluator import records_path
-from evaluation.graders import grade_batch, grader_version
+from evaluation.graders import DEFAULT_TAGS, ThinkTags, grade_batch, grader_version
 from evaluation.suite import Gates, Suite
 from wtcommon.errors import UserError
 from wtcommon.hashing import digest
@@ -190,7 +190,8 @@ def regrade_rows(rows: list[dict[str, Any]], suite: Suite, *, data_dir: Path | N
         reps = k if sampled else 1
         golds = [str(r["gold"]) for r in old for _ in range(reps)]
         opts = [o for o in _n_options(old, bid, b.grader, data_dir) for _ in range(reps)]
-        graded = grade_batch(b.grader, [str(t) for t in texts], golds, opts, processes=processes)
+        tags = ThinkTags.parse(str(b.options["think_tags"])) if "think_tags" in b.options else DEFAULT_TAGS
+        graded = grade_batch(b.grader, [str(t) for t in texts], golds, opts, processes=processes, tags=tags)
         label = grader_version(b.grader)
         h = BenchmarkHealth(benchmark=bid, task="", n_expected=len(old), n_evaluated=len(old),
                             grader_version=label, max_gen_toks=int(old[0].get("max_gen_toks") or b.max_gen_toks),

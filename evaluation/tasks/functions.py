@@ -17,8 +17,10 @@ from typing import Any
 from evaluation.graders import DEFAULT_TAGS, GradeResult, ThinkTags, grade
 
 
-def load_benchmark(benchmark_file: str, benchmark_grader: str | None = None, **_: Any):
-    """`custom_dataset` hook: the benchmark-data Parquet as a `DatasetDict` with one `test` split."""
+def load_benchmark(benchmark_file: str, benchmark_grader: str | None = None, think_tags: str | None = None,
+                   **_: Any):
+    """`custom_dataset` hook: the benchmark-data Parquet as a `DatasetDict` with one `test` split; a suite's
+    `options.think_tags` becomes each row's `think_tags`, which the grading hooks read."""
     from pathlib import Path
 
     import datasets
@@ -27,6 +29,8 @@ def load_benchmark(benchmark_file: str, benchmark_grader: str | None = None, **_
 
     p = Path(benchmark_file)
     df = read_benchmark(p.parent, p.stem, benchmark_grader)
+    if think_tags is not None:
+        df = df.assign(think_tags=str(think_tags))
     return datasets.DatasetDict({"test": datasets.Dataset.from_pandas(df, preserve_index=False)})
 
 

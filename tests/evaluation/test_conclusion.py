@@ -7,6 +7,7 @@ the budgeted path is the same function behind the pool (tests/evaluation/test_gr
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -211,3 +212,34 @@ def test_the_exploit_watch_counts_candidates_in_the_conclusion_not_in_the_retrac
     hedge = "\\boxed{15} or \\boxed{16}"
     w = step_watch([reflection, hedge], "math", np.array([1.0, 1.0]), np.ones(2), np.zeros(2, bool))
     assert w["watch/multi_answer_frac"] == 0.5  # the hedge only: the reflection commits to one answer
+
+
+def test_a_suite_sets_a_benchmarks_think_tags_for_the_evaluator_and_regrade(tmp_path) -> None:
+    """`options: {think_tags: ...}` on a suite benchmark: validated on load (exit-2 error naming the field), passed
+    to lm-eval's dataset hook as each row's `think_tags`, and used by regrade."""
+    from evaluation.suite import SuiteError
+    from evaluation.tasks.build import task_config
+    from evaluation.tasks.functions import load_benchmark
+
+    src = (Path(__file__).resolve().parents[2] / "campaigns" / "suite" / "db12.yaml").read_text()
+    line = "  - {id: gsm8k,                 domain: math,    n_items: 1319, grader: math}"
+    assert line in src
+    custom = tmp_path / "reasoning.yaml"
+    custom.write_text(src.replace(line, line[:-1] + ", options: {think_tags: '<r>,</r>'}}"))
+    suite = load_suite(custom)
+    cfg = task_config(suite, suite.benchmark("gsm8k"), tmp_path)
+    assert cfg["dataset_kwargs"]["think_tags"] == "<r>,</r>"
+    assert "think_tags" not in task_config(suite, suite.benchmark("math500"), tmp_path)["dataset_kwargs"]
+    from evaluation.benchmark_data import FIXTURE_DIR
+
+    rows = load_benchmark(str(FIXTURE_DIR / "gsm8k.parquet"), "math", think_tags="<r>,</r>")["test"]
+    assert set(rows["think_tags"]) == {"<r>,</r>"}
+    base = {"prompt": "p", "parsed": None, "finish_reason": "stop", "response_tokens": 5, "prompt_tokens": 3,
+            "max_gen_toks": 32, "grader_version": "math-v4", "status": "ok", "score": 0.0, "gold": "3",
+            "benchmark": "gsm8k", "item_id": "a", "response": "<r>\\boxed{4}</r> \\boxed{3}"}
+    new, _, _ = regrade_rows([base], suite, processes=0)
+    assert new[0]["score"] == 1.0  # under the suite's tags the first box is reasoning
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(src.replace(line, line[:-1] + ", options: {think_tags: ',</r>'}}"))
+    with pytest.raises(SuiteError, match="options.think_tags"):
+        load_suite(bad)
