@@ -48,7 +48,7 @@ class MissingItemLogs(UserError, KeyError):
 
 ITEM_COLUMNS = ("run_id", "benchmark", "item_id", "score", "status", "finish_reason", "tokens", "n_samples",
                 "sample_mean", "sample_var")
-STATUSES = ("ok", "no_answer", "timeout", "error")
+STATUSES = ("ok", "no_answer", "hedged", "truncated", "timeout", "error")  # evaluation.graders.STATUSES (v5)
 NO_ITEMS_REASON = ("no item logs: these records carry one accuracy per benchmark and no *.items.jsonl.gz lies "
                    "beside them (the released CSV has none), so item-sampling error cannot be estimated; pass "
                    "--items FOLDER where the runs' item logs are, or evaluate with the evaluator, to get the "

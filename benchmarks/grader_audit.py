@@ -21,7 +21,8 @@ def main() -> None:
     n = sum(r.n for r in results)
     for row in family_rates(results):
         print(f"{row['family']:16s} exploit {row['false_positives']}/{row['exploit_n']}  "
-              f"false negative {row['false_negatives']}/{row['credit_n']}")
+              f"false negative {row['false_negatives']}/{row['credit_n']}  "
+              f"reflection refused {row['reflections_refused']}/{row['reflect_n']}")
     print(f"generated suite: {n} responses in {len(results)} classes, N={DEFAULT_N}: {secs:.1f} s "
           f"(ratio to the {BUDGET_S:.0f} s budget: {secs / BUDGET_S:.2f}); {cpu:.1f} CPU-s in this process (wall above "
           "that is waiting on a shared machine)")

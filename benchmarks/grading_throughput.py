@@ -12,6 +12,13 @@ it, because a shared machine inflates wall time), and the math grader's budget
 (`evaluation.graders.BUDGET_S["math"]`) for one call through the budgeted pool (a timeout returns at the
 budget; the pool's restart after it is done before the next timed call). `--math-worst-n` can lower the math
 count on a loaded machine (math-verify takes ~10-50 ms per long string); the table prints the count used.
+
+Side by side (issue 49): `--baseline DIR` measures the in-process floor (items/s per grader, no pool, the
+grader's own cost) on the same items with the code of this tree and with the code of the tree at DIR (an older
+commit, e.g. `git worktree add DIR b653ab6` or `git archive b653ab6 | tar -x -C DIR`), each in its own process,
+and prints both with their ratio: the reasoning-style mix (a `<think>` block or a retracted interim answer before
+the final one) beside the plain mix. CPU time, 3 passes per run and 2 runs per tree alternated, the fastest kept
+(a shared machine's load only slows a pass).
 """
 
 from __future__ import annotations
@@ -24,7 +31,9 @@ import time
 from functools import partial
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# `--root DIR` (used by --baseline) imports the graders of another tree; read before the imports below
+sys.path.insert(0, sys.argv[sys.argv.index("--root") + 1] if "--root" in sys.argv
+                else str(Path(__file__).resolve().parent.parent))
 
 from rich.console import Console
 from rich.table import Table
@@ -34,6 +43,7 @@ from evaluation.graders.pool import MathPool
 from evaluation.graders.pool import GraderPool, grade_inprocess
 
 N = 6194
+_ROOT = sys.path[0]  # the tree whose graders were imported
 NAMES = ["Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Gina", "Hank"]
 
 
@@ -106,6 +116,10 @@ ADVERSARIAL = [  # known worst cases for backtracking or quadratic scans, padded
     lambda n: "\\frac{" * (n // 6),
     lambda n: " " * n,
     lambda n: "\n" * n,
+    lambda n: "Wait, " * (n // 6),  # issue 49: the conclusion reader's retraction scan
+    lambda n: "<think>" * (n // 7),
+    lambda n: "the answer is 1. Wait, " * (n // 23),
+    lambda n: "</think>" * (n // 8),
 ]
 
 
@@ -161,6 +175,72 @@ def worst_case(strings: list[tuple[str, str]], math_n: int):
     yield ("math", min(math_n, len(strings)), slowest, slowest, 1000 * BUDGET_S["math"], kind, timeouts)
 
 
+def reasoning_items(rng: random.Random, n: int) -> dict[str, tuple[list[str], list[str]]]:
+    """Reasoning-style responses per grader: a ~1,500-character reasoning (half inside `<think>`) with an interim
+    answer retracted ("Wait, ...") before the final one."""
+    pad = "We check each condition in turn and keep the count. " * 30
+    out: dict[str, tuple[list[str], list[str]]] = {}
+    for grader, make in (("math", math_items), ("multiple_choice", mc_items), ("knights_knaves", kk_items)):
+        resp, gold = make(rng)
+        wrapped = []
+        for i, r in enumerate(resp[:n]):
+            interim = {"math": "So the answer is 7.", "multiple_choice": "So the answer is (A).",
+                       "knights_knaves": "So Alice is a knave."}[grader]
+            body = f"{pad}{interim} Wait, I made an error."
+            wrapped.append(f"<think>{body}</think>\n{r}" if i % 2 else f"{body}\n\n{r}")
+        out[grader] = (wrapped, gold[:n])
+    return out
+
+
+def floor_rates(n: int, rounds: int = 3) -> dict[str, float]:
+    """In-process items/s per grader and mix (plain, reasoning) on `n` items: the fastest of `rounds` CPU-timed
+    passes."""
+    rng = random.Random(0)
+    plain = {"math": math_items(rng), "multiple_choice": mc_items(rng), "knights_knaves": kk_items(rng)}
+    mixes = {"plain": {g: (r[:n], gd[:n]) for g, (r, gd) in plain.items()}, "reasoning": reasoning_items(rng, n)}
+    out: dict[str, float] = {}
+    for mix, items in mixes.items():
+        for grader, (resp, gold) in items.items():
+            best = float("inf")
+            for _ in range(rounds):
+                t = time.process_time()
+                for r, gd in zip(resp, gold, strict=True):
+                    grade_inprocess(grader, r, gd, 10)
+                best = min(best, time.process_time() - t)
+            out[f"{grader}/{mix}"] = len(resp) / best
+    return out
+
+
+def side_by_side(baseline: str, n: int, console: Console) -> None:
+    """The in-process floor of this tree and of the tree at `baseline`, each in its own process, and the ratio."""
+    import json
+    import subprocess
+
+    def measure(root: str) -> dict[str, float]:
+        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--floor-json", "--floor-n", str(n),
+                               "--root", root], capture_output=True, text=True, check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    # alternated, the best of each kept: a shared machine's load comes and goes, and only ever slows a pass
+    before: dict[str, float] = {}
+    after: dict[str, float] = {}
+    for _ in range(2):
+        for best, root in ((before, str(Path(baseline).resolve())), (after, _ROOT)):
+            for key, rate in measure(root).items():
+                best[key] = max(best.get(key, 0.0), rate)
+    t = Table(title=f"in-process grading floor, {n} items per grader and mix (items/s, CPU time, best of 6 "
+                    "passes in 2 alternated runs per tree)")
+    for c in ("grader / mix", f"before ({baseline})", "after (this tree)", "before / after (slowdown)"):
+        t.add_column(c, justify="left" if c == "grader / mix" else "right")
+    worst = 0.0
+    for key in before:
+        slow = before[key] / after[key]
+        worst = max(worst, slow)
+        t.add_row(key, f"{before[key]:,.0f}", f"{after[key]:,.0f}", f"{slow:.2f}x")
+    console.print(t)
+    console.print(f"worst slowdown: [bold]{worst:.2f}x[/bold] (the issue's bound: 1.2x)")
+
+
 def timed(fn) -> tuple[float, list]:
     t = time.perf_counter()
     out = fn()
@@ -172,9 +252,22 @@ def main() -> None:
     ap.add_argument("--worst-n", type=int, default=10_000, help="strings for the worst-case row (default 10,000)")
     ap.add_argument("--math-worst-n", type=int, default=None, help="strings for math's worst case (default --worst-n)")
     ap.add_argument("--skip-throughput", action="store_true", help="print only the worst-case table")
+    ap.add_argument("--baseline", default=None, help="a tree of an older commit: print the in-process floor of "
+                    "both side by side and stop")
+    ap.add_argument("--floor-n", type=int, default=2000, help="items per grader and mix for --baseline")
+    ap.add_argument("--floor-json", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--root", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     rng = random.Random(0)
     console = Console(width=140)
+    if args.floor_json:
+        import json
+
+        print(json.dumps(floor_rates(args.floor_n)))
+        return
+    if args.baseline:
+        side_by_side(args.baseline, args.floor_n, console)
+        return
     strings = worst_case_strings(random.Random(13), args.worst_n)
     worst = Table(title=f"worst case: slowest of random and adversarial strings (<= {MAX_CHARS:,} chars) per grader")
     for c in ("grader", "strings", "slowest ms", "(wall ms)", "target ms", "slowest / target", "slowest kind",

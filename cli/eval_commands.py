@@ -193,6 +193,9 @@ def _regrade(records: Path, s, data_dir: Path | None) -> None:
         t.add_row(ch.benchmark, grader, str(ch.n_items), _fmt(ch.accuracy_before, True),
                   _fmt(ch.accuracy_after, True), f"{ch.delta:+.1f}", str(ch.changed))
     out.print(t)
+    for ch in r.changes:  # what changed, by status: no_answer->ok is a reflection now credited, ok->hedged a hedge
+        if ch.status_changes:
+            out.print(f"{ch.benchmark} status changes: {ch.describe_statuses()}", highlight=False, soft_wrap=True)
     n_resp = sum(len(x.get("samples") or [x]) for x in r.rows)
     out.print(f"{r.n_generated} new generations: {n_resp} stored responses re-scored, no model loaded\n"
               f"records: {rp}\nitem log: {r.items_path}")
@@ -354,7 +357,8 @@ def graders_audit_cmd(
     out_path: OutFileOpt[Path | None] = None,
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
 ) -> None:
-    """Audit the graders: a generated adversarial suite per family (exploit and false-negative rates), and with
+    """Audit the graders: a generated adversarial suite per family (exploit, false-negative and reflection-refusal
+    rates), and with
     --campaign the agreement of our grades with verl's and lm-eval's verifiers on the stored generations.
 
     --out FILE gets the disagreeing samples as JSON lines (default
@@ -438,21 +442,23 @@ def _print_audit_json(rates: list[dict[str, object]], failing: list[ClassResult]
 
 
 def _print_suite_rates(rates: list[dict[str, object]], failing: list[ClassResult], n: int) -> None:
-    """The generated suite's FP/FN rates per family, then the first failing classes with an example each."""
-    t = Table(title=f"generated grader suite, {n} per class (zebra_logic: the multiple_choice grader); FP: "
-                    "exploit credited, FN: equivalent form refused", box=box.SIMPLE_HEAD, pad_edge=False)
-    for c in ("family", "exploit n", "FP", "FP rate", "credit n", "FN", "FN rate"):
+    """The generated suite's FP/FN/reflection-refusal rates per family, then every failing class with an example."""
+    t = Table(title=f"generated grader suite, {n} per class (zebra_logic: the multiple_choice grader); exploits: "
+                    "an exploit or hedge credited; FN: an equivalent form refused; refused: reflections refused (an "
+                    "interim answer retracted before one final answer, not credited)", box=box.SIMPLE_HEAD,
+              pad_edge=False)
+    for c in ("family", "exploits", "rate", "FN", "rate ", "refused", "rate  "):
         t.add_column(c, justify="left" if c == "family" else "right", no_wrap=True)
     for fr in rates:
-        t.add_row(str(fr["family"]), str(fr["exploit_n"]), str(fr["false_positives"]), f"{fr['fp_rate']:.3f}",
-                  str(fr["credit_n"]), str(fr["false_negatives"]), f"{fr['fn_rate']:.3f}")
+        t.add_row(str(fr["family"]), f"{fr['false_positives']}/{fr['exploit_n']}", f"{fr['fp_rate']:.3f}",
+                  f"{fr['false_negatives']}/{fr['credit_n']}", f"{fr['fn_rate']:.3f}",
+                  f"{fr['reflections_refused']}/{fr['reflect_n']}", f"{fr['refusal_rate']:.3f}")
     out.print(t)
-    for fc in failing[:6]:
-        kind = "exploit" if fc.expect == "deny" else "false negative"
+    kinds = {"deny": "exploit", "credit": "false negative", "reflect": "reflection refused"}
+    for fc in failing:  # every one, with its example (a short list: the suite is expected to be clean)
         ex = fc.example.response if fc.example else ""
-        out.print(f"{kind} {fc.family}/{fc.cls}: {fc.wrong}/{fc.n}, e.g. {ex[:80]!r}", highlight=False, soft_wrap=True)
-    if len(failing) > 6:
-        out.print(f"... {len(failing) - 6} more failing classes (--json lists all)")
+        out.print(f"{kinds[fc.expect]} {fc.family}/{fc.cls}: {fc.wrong}/{fc.n}, e.g. {ex[:160]!r}", highlight=False,
+                  soft_wrap=True)
 
 
 def _print_agreement(stored: _StoredGenerations, rows: list[dict]) -> None:

@@ -30,7 +30,7 @@ import pandas as pd
 from evaluation.benchmark_health import BenchmarkHealth, gate_failures, score_benchmark
 from evaluation import item_log
 from evaluation.evaluator import records_path
-from evaluation.graders import grade_batch, grader_version
+from evaluation.graders import DEFAULT_TAGS, ThinkTags, grade_batch, grader_version
 from evaluation.suite import Gates, Suite
 from wtcommon.errors import UserError
 from wtcommon.hashing import digest
@@ -53,6 +53,13 @@ class BenchmarkChange:
     accuracy_before: float
     accuracy_after: float
     changed: int
+    # (status before, status after, items) for every item whose status moved (issue 49: "no_answer -> ok" is a
+    # reflection now credited, "ok -> hedged" a hedge no longer credited, "ok -> truncated" an unclosed block)
+    status_changes: tuple[tuple[str, str, int], ...] = ()
+
+    def describe_statuses(self) -> str:
+        """"no_answer->ok 3, ok->hedged 1" (most first), or "-" when no status moved."""
+        return ", ".join(f"{a}->{b} {n}" for a, b, n in self.status_changes) or "-"
 
     @property
     def delta(self) -> float:
@@ -135,6 +142,18 @@ def _new_failures(h: BenchmarkHealth, g: Gates, old: list[dict[str, Any]], reps:
     return keep
 
 
+def _status_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> tuple[tuple[str, str, int], ...]:
+    """(before, after, count) of every status transition between the stored and the re-scored responses (each
+    sample of a sampled item counts), most frequent first."""
+    moved: dict[tuple[str, str], int] = {}
+    for a, b in zip(old, new, strict=True):
+        for x, y in zip(a.get("samples") or [a], b.get("samples") or [b], strict=True):
+            key = (str(x.get("status", "unknown")), str(y.get("status", "unknown")))
+            if key[0] != key[1]:
+                moved[key] = moved.get(key, 0) + 1
+    return tuple((a, b, n) for (a, b), n in sorted(moved.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def regrade_rows(rows: list[dict[str, Any]], suite: Suite, *, data_dir: Path | None = None, processes: int = 2,
                  gates: Gates | None = None) -> tuple[list[dict[str, Any]], dict[str, BenchmarkHealth],
                                                        list[BenchmarkChange]]:
@@ -171,7 +190,8 @@ def regrade_rows(rows: list[dict[str, Any]], suite: Suite, *, data_dir: Path | N
         reps = k if sampled else 1
         golds = [str(r["gold"]) for r in old for _ in range(reps)]
         opts = [o for o in _n_options(old, bid, b.grader, data_dir) for _ in range(reps)]
-        graded = grade_batch(b.grader, [str(t) for t in texts], golds, opts, processes=processes)
+        tags = ThinkTags.parse(str(b.options["think_tags"])) if "think_tags" in b.options else DEFAULT_TAGS
+        graded = grade_batch(b.grader, [str(t) for t in texts], golds, opts, processes=processes, tags=tags)
         label = grader_version(b.grader)
         h = BenchmarkHealth(benchmark=bid, task="", n_expected=len(old), n_evaluated=len(old),
                             grader_version=label, max_gen_toks=int(old[0].get("max_gen_toks") or b.max_gen_toks),
@@ -198,7 +218,7 @@ def regrade_rows(rows: list[dict[str, Any]], suite: Suite, *, data_dir: Path | N
         moved = int(sum(not np.isclose(float(a["score"]), float(n["score"])) for a, n in zip(old, new_rows,
                                                                                           strict=True)))
         changes.append(BenchmarkChange(bid, str(old[0].get("grader_version") or "unknown"), label, len(old), before,
-                                       h.accuracy, moved))
+                                       h.accuracy, moved, _status_changes(old, new_rows)))
         health[bid] = h
         out.extend(new_rows)
     if failures:

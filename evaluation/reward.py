@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluation.graders import grade
+from evaluation.graders import DEFAULT_TAGS, ThinkTags, grade
 from wtcommon.errors import UserError
 
 
@@ -75,6 +75,18 @@ def route(data_source: str) -> tuple[str, int | None]:
     )
 
 
+def think_tags(extra_info: dict[str, Any] | None, override: str | None = None) -> ThinkTags | None:
+    """The reasoning-block tags of a rollout: `override`, else the row's `extra_info["think_tags"]`, else the
+    default `<think>…</think>`; UserError naming the field when the setting cannot be read."""
+    spec = override if override is not None else (extra_info or {}).get("think_tags")
+    if spec is None:
+        return DEFAULT_TAGS
+    try:
+        return ThinkTags.parse(str(spec))
+    except ValueError as e:
+        raise UserError(f"reward: extra_info['think_tags'] = {spec!r}: {e}") from None
+
+
 def compute_score(
     data_source: str,
     solution_str: str,
@@ -84,10 +96,14 @@ def compute_score(
 ) -> dict[str, Any]:
     """verl reward: `{"score": float, "acc": bool, "pred": str, "status": str}` for every source.
 
-    `status` is one of `ok`, `no_answer`, `timeout` (the grader budget ran out), `error` (bad gold)."""
+    `status` is one of `ok`, `no_answer`, `hedged` (the conclusion offers answers that disagree), `truncated`
+    (the reasoning block never closed), `timeout` (the grader budget ran out), `error` (bad gold). The grader
+    reads the response's conclusion (`evaluation.graders.conclusion`); a row's `extra_info["think_tags"]` (or
+    the `think_tags` keyword) sets the model's reasoning-block tags: "OPEN,CLOSE", "CLOSE" or "none"."""
     grader, default_n = route(str(data_source))
     n_options = default_n
     if grader == "multiple_choice" and extra_info and extra_info.get("n_options") is not None:
         n_options = int(extra_info["n_options"])
-    res = grade(grader, str(solution_str), str(ground_truth), n_options=n_options)
+    res = grade(grader, str(solution_str), str(ground_truth), n_options=n_options,
+                tags=think_tags(extra_info, kwargs.get("think_tags")))
     return {"score": float(res.score), "acc": bool(res.score >= 1.0), "pred": res.parsed or "", "status": res.status}

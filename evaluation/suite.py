@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from campaigns import config_root
 from evaluation.gates import Gates
-from evaluation.graders import GRADERS
+from evaluation.graders import GRADERS, ThinkTags
 from wtcommon.files import load_yaml_mapping
 from wtcommon.errors import UserError
 
@@ -22,6 +22,17 @@ SUITE_DIR = config_root() / "suite"
 
 AggregateKind = Literal["domain_mean", "mean", "item_weighted"]
 _AGG_KINDS = ("domain_mean", "mean", "item_weighted")
+
+
+def _check_think_tags(path: Any, where: str, spec: Any) -> None:
+    """`options.think_tags` of a benchmark (issue 49): the model's reasoning-block tags, read by the graders'
+    conclusion reader ("OPEN,CLOSE", "CLOSE" or "none"); SuiteError naming the field otherwise."""
+    if spec is None:
+        return
+    try:
+        ThinkTags.parse(str(spec))
+    except ValueError as e:
+        raise _err(path, f"{where}.options.think_tags", str(e)) from None
 
 
 class SuiteError(UserError):
@@ -233,6 +244,7 @@ def parse_suite(raw: Any, path: Path | str = "<suite>") -> Suite:
         if not isinstance(max_gen, int) or max_gen <= 0:
             raise _err(path, f"{where}.max_gen_toks", f"must be a positive integer, got {max_gen!r}")
         dec = _decoding(path, where, g)
+        _check_think_tags(path, where, (b.get("options") or {}).get("think_tags"))
         benches.append(
             Benchmark(
                 id=bid,

@@ -820,3 +820,46 @@ def test_no_function_over_80_lines_and_no_file_over_500_outside_tests() -> None:
     assert not long, f"split these along their steps (≤ {MAX_FUNCTION_LINES} lines):\n" + "\n".join(long)
     big = long_modules(files, MAX_FILE_LINES, prefix=None)
     assert not big, f"split these by the jobs they do (≤ {MAX_FILE_LINES} lines):\n" + "\n".join(big)
+
+
+# ---------------------------------------------------------------- graders read the conclusion (issue 49)
+
+def raw_response_graders(source: str) -> list[tuple[int, str]]:
+    """(line, name) of each function registered with `register_grader` whose first parameter is not annotated
+    `Conclusion`: a family that would parse the raw response instead of what `evaluation.graders.conclusion`
+    reads (the reasoning block cut, the conclusion from the last final-answer statement)."""
+    found = []
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        registered = any(isinstance(d, ast.Call) and getattr(d.func, "id", getattr(d.func, "attr", "")) ==
+                         "register_grader" for d in fn.decorator_list)
+        if not registered:
+            continue
+        args = fn.args.posonlyargs + fn.args.args
+        ann = args[0].annotation if args else None
+        name = ann.id if isinstance(ann, ast.Name) else ann.value if isinstance(ann, ast.Constant) else None
+        if name != "Conclusion":
+            found.append((fn.lineno, fn.name))
+    return found
+
+
+def test_the_raw_response_grader_checker() -> None:
+    raw = '@register_grader("x", version="1", budget_s=1.0)\ndef grade_x(response: str, gold: str):\n    return 0\n'
+    assert raw_response_graders(raw) == [(2, "grade_x")]
+    assert raw_response_graders(raw.replace("response: str", "response")) == [(2, "grade_x")]
+    assert raw_response_graders(raw.replace("response: str", "c: Conclusion")) == []
+    assert raw_response_graders(raw.replace("@register_grader", "@reg.register_grader")) == [(2, "grade_x")]
+    assert raw_response_graders("def helper(text: str):\n    return text\n") == []  # not a registered grader
+
+
+def test_every_grader_family_grades_the_conclusion() -> None:
+    bad = [f"{p}:{line}: {name} is registered as a grader but takes the raw response; take `c: Conclusion` "
+           "(evaluation/graders/conclusion.py) and parse `c.text`"
+           for p in product_files() for line, name in raw_response_graders((ROOT / p).read_text())]
+    assert not bad, "\n".join(bad)
+    from evaluation.graders.registry import REGISTRY
+
+    assert len(REGISTRY) >= 3  # math, multiple_choice, knights_knaves (and any family added later)
+    src = (ROOT / "evaluation/graders/registry.py").read_text()
+    assert "read_conclusion(response" in src  # the registry hands every family the conclusion, never the raw text

@@ -130,9 +130,9 @@ def _mc_family(n_lo: int, n_hi: int, label: str) -> tuple[dict, dict]:
                                "Answer: ({g}) and ({o})"),
         "every_option": st.sampled_from(range(len(_LISTINGS))).flatmap(lambda k: base.map(lambda t: Case(
             _every_option(t[0], k), _letters(t[0])[t[1]], t[0]))),
+        # a retraction then the gold is a reflection (issue 49: credited, evaluation/grader_audit/reasoning.py)
         "answer_then_contradiction": pick("The answer is ({g}). Wait, no. The answer is ({o}).",
-                                          "\\boxed{{{g}}}. Actually no, it is {o}.", "Answer: {g}\nCorrection: {o}",
-                                          "Answer: {o}\nOn reflection, the correct answer is {g}."),
+                                          "\\boxed{{{g}}}. Actually no, it is {o}.", "Answer: {g}\nCorrection: {o}"),
         "supposition_only": pick("If the answer is {g}, then the {label} count is wrong.",
                                  "Suppose the answer is ({g}); we check it next."),
         "quoted_claim": pick("Bob says the answer is {g}.", "The hint claims the answer is ({g}), which I doubt."),

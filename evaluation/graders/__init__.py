@@ -1,6 +1,7 @@
 """Graders written once: the training reward (`evaluation.reward`) and the evaluator both call these.
 
-`grade(grader, response, gold)` -> `GradeResult(score, parsed, status)`;
+`grade(grader, response, gold)` -> `GradeResult(score, parsed, status)`; every family grades the response's
+conclusion (`evaluation.graders.conclusion`: after the reasoning block, from the last final-answer statement);
 `grade_batch(...)` grades many items. Every grader runs under a time budget (`BUDGET_S`) enforced by the
 parent of a process pool (`evaluation.graders.pool`): an output that exceeds it is status `timeout`.
 Each grader module states its final-answer rules in its docstring and registers its grading function with
@@ -18,6 +19,7 @@ from typing import cast
 from evaluation.graders import math as _math  # noqa: F401
 from evaluation.graders import multiple_choice as _mc  # noqa: F401
 from evaluation.graders import knights_knaves as _kk  # noqa: F401
+from evaluation.graders.conclusion import DEFAULT_TAGS, Conclusion, ThinkTags, read_conclusion
 from evaluation.graders.pool import grade_inprocess, shared_pool
 from evaluation.graders.registry import REGISTRY, get_grader
 from evaluation.graders.result import STATUSES, GradeResult
@@ -39,14 +41,17 @@ def grader_version(grader: str) -> str:
 
 
 def grade(
-    grader: str, response: str, ground_truth: str, *, n_options: int | None = None, timeout_s: float | None = None
+    grader: str, response: str, ground_truth: str, *, n_options: int | None = None, timeout_s: float | None = None,
+    tags: ThinkTags | None = DEFAULT_TAGS,
 ) -> GradeResult:
     """Grade one response within the grader's budget (`timeout_s` overrides `BUDGET_S[grader]`).
 
-    `n_options` sets the letter set of a multiple-choice item (default 4)."""
+    `n_options` sets the letter set of a multiple-choice item (default 4); `tags` the reasoning block's tags
+    (None: the model writes none)."""
     _check(grader)
     budget = BUDGET_S[grader] if timeout_s is None else timeout_s
-    return shared_pool(1).grade_items(grader, [response], [ground_truth], [n_options], timeout_s=budget)[0]
+    return shared_pool(1).grade_items(grader, [response], [ground_truth], [n_options], timeout_s=budget,
+                                      tags=tags)[0]
 
 
 def grade_batch(
@@ -56,6 +61,7 @@ def grade_batch(
     n_options: int | Sequence[int | None] | None = None,
     processes: int = 2,
     timeout_s: float | None = None,
+    tags: ThinkTags | None = DEFAULT_TAGS,
 ) -> list[GradeResult]:
     """Grade many items; `n_options` is one value or one per item (MC only).
 
@@ -68,10 +74,10 @@ def grade_batch(
     if len(opts) != len(golds):
         raise ValueError(f"grade_batch: {len(opts)} n_options for {len(golds)} items")
     if processes == 0:
-        return [grade_inprocess(grader, r, g, o) for r, g, o in zip(responses, golds, opts, strict=True)]
+        return [grade_inprocess(grader, r, g, o, tags) for r, g, o in zip(responses, golds, opts, strict=True)]
     budget = BUDGET_S[grader] if timeout_s is None else timeout_s
-    return shared_pool(processes).grade_items(grader, responses, golds, opts, timeout_s=budget)
+    return shared_pool(processes).grade_items(grader, responses, golds, opts, timeout_s=budget, tags=tags)
 
 
-__all__ = ["BUDGET_S", "GRADERS", "GRADER_VERSIONS", "STATUSES", "GradeResult", "grade", "grade_batch",
-           "grader_version"]
+__all__ = ["BUDGET_S", "DEFAULT_TAGS", "GRADERS", "GRADER_VERSIONS", "STATUSES", "Conclusion", "GradeResult",
+           "ThinkTags", "grade", "grade_batch", "grader_version", "read_conclusion"]

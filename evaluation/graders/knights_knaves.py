@@ -1,7 +1,8 @@
 """Knights & Knaves assignment grader.
 
-Final-answer semantics (GRADER_VERSION 4; every rule is a test in tests/evaluation/test_grader_corpus.py and
-tests/evaluation/adversarial_corpus.yaml):
+Final-answer semantics (GRADER_VERSION 5; every rule is a test in tests/evaluation/test_grader_corpus.py,
+tests/evaluation/test_conclusion.py and tests/evaluation/adversarial_corpus.yaml). Since v5 every rule reads the
+response's *conclusion* (`evaluation.graders.conclusion`), never the raw response; "response" below means it.
 
 1. **Statements.** Accepted phrasings, in any order and case, markdown stripped: `X is a knight`,
    `X must be a knave`, `X is indeed a knight`, `X: knight`, `X - knave`, `X → knight`, `X (knave)`;
@@ -23,13 +24,14 @@ tests/evaluation/adversarial_corpus.yaml):
    full list before it; without a complete block, the last statement per person.
 5. **Alternatives are no answer** (v3): when that last complete block follows another, different complete
    block and the two are joined by "or" / "alternatively" ("Michael is a knight, Ethan is a knight, Zoey is a
-   knave; or Michael is a knave, ..."), two assignments are offered: status `no_answer`, no credit for either.
-6. **A final answer followed by a different one is no answer** (v4, the rule every grader shares): after the
-   assignment that is graded, any statement that gives a person the other role ("But wait ... Zoey is actually a
-   knight", "Correction: Emma is a knight"), inside the final block or after it, makes the response status
-   `no_answer`; a restatement that agrees keeps the credit, and a question ("Zoey is a knight? No.") is not a
-   statement. A response announcing several solutions ("Two assignments are consistent: (1) ... (2) ...") with
-   two different complete assignments is no answer too.
+   knave; or Michael is a knave, ..."), two assignments are offered: status `hedged` (v5), no credit for either.
+6. **A final answer followed by a different one is a hedge** (v4; v5 status `hedged`): after the graded
+   assignment, a statement giving a person the other role ("But wait ... Zoey is actually a knight",
+   "Correction: Emma is a knight"), or calling them possibly either ("Zoey could be a knight"), inside the final
+   block or after it; several solutions announced ("Two assignments are consistent: (1) ... (2) ..."). An
+   agreeing restatement keeps the credit; a question ("Zoey is a knight? No.") states nothing; a block the text
+   rejects ("That doesn't work") and a complete assignment after it is a reflection: the later one is graded.
+   v5 reads truth-teller(s) as knights, liar(s) as knaves, and "is no knave" as a knight.
 7. Group statements (v4): "all three are knaves" / "everyone is a knight" assign every person; "All except Noah
    and Emma are knights" assigns the others the other role; "Neither X nor Y is a knave" makes both knights; a
    Markdown table with one column per person and a row of roles is read column by column.
@@ -42,10 +44,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from evaluation.graders.conclusion import Conclusion
 from evaluation.graders.registry import register_grader
 from evaluation.graders.result import GradeResult
 
-GRADER_VERSION = "4"
+GRADER_VERSION = "5"
 
 _MARKDOWN = re.compile(r"[*_`#]++")
 # words and punctuation; line breaks are whitespace (a statement may wrap), names in a list need separators
@@ -54,11 +57,15 @@ _PHRASE_MARK = re.compile(
     r"\b(?:final answer|final assignment|the answer is|answer ?:|in conclusion|in summary|to summari[sz]e)",
     re.IGNORECASE,
 )
-_ROLES = {"knight": "knight", "knights": "knight", "knave": "knave", "knaves": "knave"}
+_ROLES = {"knight": "knight", "knights": "knight", "knave": "knave", "knaves": "knave",
+          # the synonyms puzzles define (v5): truth-tellers always tell the truth, liars always lie
+          "truth-teller": "knight", "truth-tellers": "knight", "truthteller": "knight", "truthtellers": "knight",
+          "liar": "knave", "liars": "knave"}
 _COPULAS = {"is", "are", "was", "were"}
 _LINK_SYMBOLS = {":", "=", "-", "–", "—", "→", "->", "(", "|"}  # "|": a Markdown table cell
 _NEGATED_COPULAS = {"isn't", "isn’t", "aren't", "aren’t", "wasn't", "wasn’t", "weren't", "weren’t"}
-_NEGATIONS = {"not", "never"}
+_NEGATIONS = {"not", "never", "no"}  # "is no knave" (v5)
+_MAYBE = {"could", "might", "may"}  # "Zoey could be a knight": a possibility, not an assignment (v5: hedged)
 _OTHER = {"knight": "knave", "knave": "knight"}
 _FILLERS = {"a", "an", "the", "both", "all", "also", "indeed", "definitely", "actually", "therefore", "thus",
             "then", "clearly", "certainly", "truly", "surely", "necessarily", "each", "either", "so"}
@@ -201,6 +208,10 @@ class _Parser:
                     step, negated = 1, True
                 elif link == "be" and k > 0 and low[k - 1] == "must":
                     step = 2
+                elif link == "be" and k > 0 and low[k - 1] in _MAYBE:
+                    step, final = 2, None  # "could be a knight": offered as possible, no assignment
+                elif link == "be" and k > 1 and low[k - 1] in _FILLERS and low[k - 2] in _MAYBE:
+                    step, final = 3, None  # "might also be a knave"
                 elif link == "be" and k > 1 and low[k - 1] in _NEGATIONS and low[k - 2] == "must":
                     step, negated = 3, True  # "must not be a knave"
                 if step:
@@ -230,7 +241,7 @@ class _Parser:
         return out
 
 
-_ANY_ROLE = re.compile(r"kni|kna", re.IGNORECASE)
+_ANY_ROLE = re.compile(r"kni|kna|truth|liar", re.IGNORECASE)
 
 
 # "all are knights", not "all of them are knights or knaves" (the puzzle's premise)
@@ -391,8 +402,8 @@ _MULTI = re.compile(r"\b(?:two|2|both|multiple|several|more than one)\b[^.\n]{0,
 
 _CUE = re.compile(r"\b(?:wait|actually|correction|mistake|error|on second thought|oops|sorry|rather|instead)\b",
                   re.IGNORECASE)
-_REJECTED = re.compile(r"\b(?:contradict\w*|impossible|inconsistent|fails?|cannot|can't|invalid|not possible)\b",
-                       re.IGNORECASE)
+_REJECTED = re.compile(r"\b(?:contradict\w*|impossible|inconsistent|fails?|cannot|can't|invalid|not possible|"
+                       r"(?:doesn't|does not|won't|wouldn't) (?:work|hold)|wrong|not consistent)\b", re.IGNORECASE)
 
 
 def _first_complete(stmts: list[Statement], names: set[str]) -> tuple[int, dict[str, str | None]] | None:
@@ -431,11 +442,24 @@ def _contradicted(stmts: list[Statement], names: set[str], block: dict[str, str 
     return False
 
 
+def _doubted(stmts: list[Statement], names: set[str], block: dict[str, str | None], after: list[Statement]) -> bool:
+    """Rule 6 (v5): after the graded assignment, a person it assigns is called possibly either ("… though Zoey
+    could be a knight", "Zoey might be a knave or a knight")."""
+    if not any(role is None for _, _, role in stmts) and not any(role is None for _, _, role in after):
+        return False  # nothing is left open anywhere: skip finding the block again
+    found = _complete_block(stmts, names)
+    later = list(after) + (stmts[found[0] + len(found[1]):] if found is not None else [])
+    return any(role is None and block.get(name) is not None for _, name, role in later)
+
+
 @register_grader("knights_knaves", version=GRADER_VERSION, budget_s=2.0)  # a regex grader (multiple_choice)
-def grade_knights_knaves(response: str, gold: str) -> GradeResult:
+def grade_knights_knaves(c: Conclusion, gold: str) -> GradeResult:
     truth = parse_gold(gold)
     if not truth:
         return GradeResult(0.0, None, "error")  # gold without any assignment is a data bug
+    if not c.ok:
+        return c.refused()
+    response = c.text
     names = set(truth)
     if not _ANY_ROLE.search(response):
         return GradeResult(0.0, None, "no_answer")  # no role word at all: nothing to tokenise
@@ -450,22 +474,25 @@ def grade_knights_knaves(response: str, gold: str) -> GradeResult:
         if stmts:
             end = clean.rfind(block_text) + len(block_text)
             after = parse_assignments(clean[end:], names) if end < len(clean) else []
+            if after and _REJECTED.search(clean, end, after[0][0] + end) and _complete_block(after, names):
+                # v5: the block is rejected ("That doesn't work") and a complete assignment follows: a reflection
+                stmts, read, after = after, clean[end:], []
     if not stmts:
         stmts = parse_assignments(clean, names)
         read = clean
     if not stmts:
         return GradeResult(0.0, None, "no_answer")
     if _offers_alternatives(read, stmts, names):
-        return GradeResult(0.0, None, "no_answer")
+        return GradeResult(0.0, None, "hedged")
     block = _last_complete_block(stmts, names)
     if block is None:  # no complete block: the last statement per name
         block = {}
         for _, name, role in stmts:
             block[name] = role
     if all(role is None for role in block.values()):
-        return GradeResult(0.0, None, "no_answer")
-    if _contradicted(stmts, names, block, after, read, read is not clean):
-        return GradeResult(0.0, None, "no_answer")  # rule 6: a final answer and then a different one
+        return GradeResult(0.0, None, "hedged")  # every person "a knight or a knave" / "could be" either
+    if _contradicted(stmts, names, block, after, read, read is not clean) or _doubted(stmts, names, block, after):
+        return GradeResult(0.0, None, "hedged")  # rule 6: the conclusion gives a person another role
     order = [n for n in truth if n in block]
     parsed = ", ".join(f"{n.capitalize()}={block[n] or '?'}" for n in order)
     score = 1.0 if all(block.get(n) == r for n, r in truth.items()) else 0.0

@@ -1,7 +1,9 @@
 """Math grader: math-verify (symbolic equivalence) on the response's final answer vs the gold answer.
 
-Final-answer semantics (GRADER_VERSION 4; every rule is a test in tests/evaluation/test_grader_corpus.py and
-tests/evaluation/adversarial_corpus.yaml):
+Final-answer semantics (GRADER_VERSION 5; every rule is a test in tests/evaluation/test_grader_corpus.py,
+tests/evaluation/test_conclusion.py and tests/evaluation/adversarial_corpus.yaml). Since v5 every rule reads the
+response's *conclusion* (`evaluation.graders.conclusion`: after the reasoning block, from the last final-answer
+statement, retracted statements left as reasoning), never the raw response; "response" below means it.
 
 1. The **last balanced `\\boxed{…}`** (or `\\fbox{…}`) is what is graded; anything before it (a rejected
    `\\boxed{3}`) or after it (prose, other numbers) is not. Two boxes are never joined into a set.
@@ -10,19 +12,23 @@ tests/evaluation/adversarial_corpus.yaml):
    `\\mbox{…}` unit after a value (`5\\text{ cm}`), and thousands separators (`1,234`, `1{,}234`, `1\\,234`)
    are removed, so `\\boxed{10\\%}` equals `10` and `10\\%`.
 4. **Alternatives are no answer** (v3): a final answer that offers two values joined by "or" (`\\boxed{3 or 4}`,
-   `\\boxed{3 \\text{ or } 4}`, `\\boxed{3} or \\boxed{4}`, "the answer is 3 or 4") is status `no_answer` when the
+   `\\boxed{3 \\text{ or } 4}`, `\\boxed{3} or \\boxed{4}`, "the answer is 3 or 4") is status `hedged` when the
    gold is one value. When the gold itself lists several values (a comma or "or" in it, e.g. the two roots
    `3, 4`), "or" is read as a list separator: `x = 3 or x = 4` is graded as `x = 3, x = 4`.
 
-5. **A final answer followed by a different one is no answer** (v4, the rule every grader shares): several
+5. **A final answer followed by a different one is a hedge** (v4; v5: status `hedged`, in the conclusion only):
+   several
    top-level boxes whose values disagree (`\\boxed{3} ... \\boxed{4}`, "\\boxed{4}, although \\boxed{8} is also
    possible"), or a stated answer followed by a correction or restatement that gives another value ("\\boxed{12}.
-   Wait, ... the correct value is 15", "The answer is 12. Actually no, it is 15") is status `no_answer`, whatever
+   Wait, ... the correct value is 15", "The answer is 12. Actually no, it is 15") is status `hedged`, whatever
    the gold (with a box, an answer phrase before the first box counts only when a correction cue follows it:
    "The answer is 12. Actually no, it is \\boxed{15}"). A restatement that agrees (`\\boxed{12}` ... "the answer
    is 12") keeps the credit. A nested box is one box (`\\boxed{x = \\boxed{9}}`).
+   A value offered as possible in the conclusion's last 300 characters is a candidate too (v5): "16, though it
+   could be 14", "\\boxed{16} (or possibly 14)", "might also be 9", "I think it is 7".
 6. Read as values (v4): `12\\text{ m}^2` is 12 (the unit's exponent is the unit's), `0.\\overline{3}` is 1/3,
    and an inequality union `x < -1 or x > 1` is the interval union `(-\\infty,-1)\\cup(1,\\infty)`.
+7. Prose inside a box before its value is left out (v5): `\\boxed{\\text{The total is } 15}` is 15.
 
 math-verify's own timeouts use `signal.alarm`, which breaks in threads (verl's reward loop, Ray actors), so
 it is called with its timeouts off and the *parent* enforces the grader budget (`evaluation.graders.pool`).
@@ -33,10 +39,11 @@ from __future__ import annotations
 import logging
 import re
 
+from evaluation.graders.conclusion import JOIN_CHARS, Conclusion
 from evaluation.graders.registry import register_grader
 from evaluation.graders.result import GradeResult
 
-GRADER_VERSION = "4"
+GRADER_VERSION = "5"
 
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox) ?\{")
 _PERCENT = re.compile(r"\\?%")
@@ -59,6 +66,12 @@ _STATED = re.compile(
     r"|(?:wait|actually|correction|oops|sorry|hmm|no|rather|instead)[,.!:;]?(?: (?:no|wait|actually)[,.!:;]?)?"
     r" (?:it|that|this|the value|the result)) ?(?:is|'s|would be|should be|must be|:|=)(?: actually)? ?)" + _VALUE
     + r"(?= ?(?:[.,;!)\n$]|\\[)\]]|$))")
+# a value offered as possible in the conclusion (v5, a hedge): "16, though it could be 14", "12 (or maybe 13)",
+# "might also be 9", "I think it is 7" after an answer; read in the conclusion's last JOIN_CHARS characters
+_OFFERED = re.compile(r"(?i:\b(?:(?:could|might|may) (?:also |instead |well |possibly |even )?be|or (?:possibly|maybe|"
+                      r"perhaps)|alternatively|i (?:think|guess|suspect|believe)(?: it(?:'s| is| might be| could be))?"
+                      r"|(?:possibly|perhaps|maybe)(?: it(?:'s| is))?)) ?(?:just )?" + _VALUE
+                      + r"(?= ?(?:[.,;!)\n$]|\\[)\]]|$))")
 _THOUSANDS = re.compile(r"(?<![0-9.])[0-9]{1,3}(?:(?:,|\{,\}|\\,)[0-9]{3})++(?![0-9])")
 _SEP = re.compile(r",|\{,\}|\\,")
 # "or" between two values (rule 4): a word, or \text{or} / \mbox{or} with optional spaces
@@ -158,12 +171,13 @@ def stated_answers(response: str) -> list[str]:
     """Every final answer the response states (rule 5), in order: the content of each top-level box and each
     value introduced by an answer phrase or a correction ("the correct value is 15", "Actually no, it is 15")
     after the first box (before it only when a correction cue follows it; anywhere when there is no box)."""
-    found = [(o, response[o + 1: c]) for _, o, c in _outer_boxes(response)]
+    found = [(o, _BOX_PROSE.sub("", response[o + 1: c])) for _, o, c in _outer_boxes(response)]
     first_box = found[0][0] if found else -1
     # with a box, a phrase before it is reasoning ("for part (a) the answer is 3.") unless a correction follows
     # it before the box ("The answer is 12. Actually no, it is \\boxed{15}")
     found += [(m.start(1), m.group(1)) for m in _STATED.finditer(response)
               if m.start() > first_box or _CUE.search(response, m.end(), first_box)]
+    found += [(m.start(1), m.group(1)) for m in _OFFERED.finditer(response, max(0, len(response) - JOIN_CHARS))]
     return [text for _, text in sorted(found)]
 
 
@@ -188,6 +202,23 @@ def _gold_text(gold: str) -> str:
     return f"${normalise_answer(g).strip()}$"
 
 
+def _read_values(text: str) -> str:
+    """Repeating decimals and inequality unions rewritten as values (rule 6), only when the text has them."""
+    if "overline" in text:
+        text = _REPEATING.sub(_repeating, text)
+    if "<" in text or ">" in text or "\\le" in text or "\\ge" in text or "≤" in text or "≥" in text:
+        text = _INEQ_UNION.sub(_interval, text)
+    return text
+
+
+# prose inside a box before its value (v5): \boxed{\text{The total is } 15}, \boxed{\text{Answer: }15}
+_BOX_PROSE = re.compile(r"^ ?\\(?:text|mbox|textrm|mathrm) ?\{ ?[A-Za-z][A-Za-z ,.:'=]{0,80}(?:is|:|=) ?\} ?")
+
+
+def _box_value(boxed: str) -> str:
+    return normalise_answer(_BOX_PROSE.sub("", boxed))
+
+
 def _quiet() -> None:
     # math-verify warns once per process that its timeout is off; here that is by design
     logging.getLogger("math_verify").setLevel(logging.ERROR)
@@ -198,7 +229,7 @@ def _contradicted(response: str, graded: str | None, pred: list) -> bool:
     statements whose text differs from the graded box are parsed, so a one-box response costs no extra parse."""
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
-    same = None if graded is None else normalise_answer(graded).strip()
+    same = None if graded is None else _box_value(graded).strip()
     for text in stated_answers(response):
         norm = normalise_answer(text).strip()
         if norm == same:
@@ -214,8 +245,8 @@ BUDGET_S = 5.0  # parent-enforced time budget per item (math-verify can run for 
 
 
 @register_grader("math", version=GRADER_VERSION, budget_s=BUDGET_S)
-def grade_math_inprocess(response: str, gold: str) -> GradeResult:
-    """Grade one item in this process, without any timeout (callers enforce the budget)."""
+def grade_math_inprocess(c: Conclusion, gold: str) -> GradeResult:
+    """Grade one conclusion in this process, without any timeout (callers enforce the budget)."""
     _quiet()
     try:
         from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
@@ -226,17 +257,15 @@ def grade_math_inprocess(response: str, gold: str) -> GradeResult:
                                 parsing_timeout=None)
         if not gold_parsed:
             return GradeResult(0.0, None, "error")  # unparsable gold: a data bug, never a silent zero
-        if "overline" in response:
-            response = _REPEATING.sub(_repeating, response)
-        if "<" in response or ">" in response or "\\le" in response or "\\ge" in response or "≤" in response \
-                or "≥" in response:
-            response = _INEQ_UNION.sub(_interval, response)
+        if not c.ok:
+            return c.refused()  # truncated reasoning, or nothing after it
+        response = _read_values(c.text)
         if offers_alternatives(response):
             if not _OR.search(gold) and "," not in normalise_answer(gold):  # "12,345" is one value
-                return GradeResult(0.0, None, "no_answer")  # rule 4: two values offered for one
+                return GradeResult(0.0, None, "hedged")  # rule 4: two values offered for one
             response = _OR.sub(",", response)  # the gold is a list: "or" separates its values
         boxed = last_boxed(response)
-        target = f"\\boxed{{{normalise_answer(boxed)}}}" if boxed is not None else normalise_answer(response)
+        target = f"\\boxed{{{_box_value(boxed)}}}" if boxed is not None else normalise_answer(response)
         pred = parse(
             target,
             extraction_config=[LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()],
@@ -245,7 +274,7 @@ def grade_math_inprocess(response: str, gold: str) -> GradeResult:
         if not pred:
             return GradeResult(0.0, None, "no_answer")
         if _contradicted(response, boxed, pred):
-            return GradeResult(0.0, None, "no_answer")  # rule 5: a final answer and then a different one
+            return GradeResult(0.0, None, "hedged")  # rule 5: the conclusion puts forward another value
         ok = verify(gold_parsed, pred, timeout_seconds=None)
         return GradeResult(1.0 if ok else 0.0, str(pred[-1]), "ok")
     except Exception:

@@ -19,16 +19,18 @@ import threading
 import types
 from collections.abc import Sequence
 
+from evaluation.graders.conclusion import DEFAULT_TAGS, ThinkTags
 from evaluation.graders.registry import get_grader
 from evaluation.graders.result import GradeResult
 
-Item = tuple[str, str, str, int | None]  # (grader, response, gold, n_options)
+Item = tuple[str, str, str, int | None, ThinkTags | None]  # (grader, response, gold, n_options, think tags)
 
 
-def grade_inprocess(grader: str, response: str, gold: str, n_options: int | None = None) -> GradeResult:
+def grade_inprocess(grader: str, response: str, gold: str, n_options: int | None = None,
+                    tags: ThinkTags | None = DEFAULT_TAGS) -> GradeResult:
     """Grade one item in this process without a budget (pool workers; floors measured by benchmarks). The
     graders are registered: importing this module runs `evaluation.graders`, which imports each of them."""
-    return get_grader(grader).grade_inprocess(response, gold, n_options)
+    return get_grader(grader).grade_inprocess(response, gold, n_options, tags)
 
 
 def _worker(item: Item) -> tuple[float, str | None, str]:
@@ -99,8 +101,10 @@ class GraderPool:
             threading.Thread(target=_kill, args=(old,), daemon=True).start()
 
     def grade_items(self, grader: str, responses: Sequence[str], golds: Sequence[str],
-                    n_options: Sequence[int | None] | None = None, timeout_s: float = 5.0) -> list[GradeResult]:
-        """Grade pairs in order; an item still running `timeout_s` after its turn comes is a `timeout`."""
+                    n_options: Sequence[int | None] | None = None, timeout_s: float = 5.0,
+                    tags: ThinkTags | None = DEFAULT_TAGS) -> list[GradeResult]:
+        """Grade pairs in order; an item still running `timeout_s` after its turn comes is a `timeout`; `tags`:
+        the reasoning block's tags (`evaluation.graders.conclusion`)."""
         if len(responses) != len(golds):
             raise ValueError(f"{len(responses)} responses but {len(golds)} golds")
         opts = list(n_options) if n_options is not None else [None] * len(golds)
@@ -113,7 +117,8 @@ class GraderPool:
             todo = list(range(len(responses)))
             while todo:
                 pool = self._ensure()
-                pending = [(i, pool.apply_async(_worker, ((grader, responses[i], golds[i], opts[i]),))) for i in todo]
+                pending = [(i, pool.apply_async(_worker, ((grader, responses[i], golds[i], opts[i], tags),)))
+                           for i in todo]
                 todo = []
                 for k, (i, fut) in enumerate(pending):
                     try:

@@ -50,7 +50,9 @@ def task_config(suite: Suite, b: Benchmark, data_dir: Path) -> dict:
         "task": task_name(suite, b.id),
         "dataset_path": None,
         "dataset_kwargs": {"benchmark_file": str((Path(data_dir) / f"{b.id}.parquet").resolve()),
-                           "benchmark_grader": b.grader},
+                           "benchmark_grader": b.grader,
+                           # the model's reasoning-block tags (issue 49), only when the suite sets them
+                           **({"think_tags": str(b.options["think_tags"])} if "think_tags" in b.options else {})},
         "test_split": "test",
         "training_split": None,
         "validation_split": None,

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluation.graders import GradeResult, grade
+from evaluation.graders import DEFAULT_TAGS, GradeResult, ThinkTags, grade
 
 
-def load_benchmark(benchmark_file: str, benchmark_grader: str | None = None, **_: Any):
-    """`custom_dataset` hook: the benchmark-data Parquet as a `DatasetDict` with one `test` split."""
+def load_benchmark(benchmark_file: str, benchmark_grader: str | None = None, think_tags: str | None = None,
+                   **_: Any):
+    """`custom_dataset` hook: the benchmark-data Parquet as a `DatasetDict` with one `test` split; a suite's
+    `options.think_tags` becomes each row's `think_tags`, which the grading hooks read."""
     from pathlib import Path
 
     import datasets
@@ -27,6 +29,8 @@ def load_benchmark(benchmark_file: str, benchmark_grader: str | None = None, **_
 
     p = Path(benchmark_file)
     df = read_benchmark(p.parent, p.stem, benchmark_grader)
+    if think_tags is not None:
+        df = df.assign(think_tags=str(think_tags))
     return datasets.DatasetDict({"test": datasets.Dataset.from_pandas(df, preserve_index=False)})
 
 
@@ -56,17 +60,25 @@ def _responses(results: list[Any]) -> list[str]:
     return list(first) if isinstance(first, (list, tuple)) else [first]
 
 
+def _tags(doc: dict[str, Any]) -> ThinkTags | None:
+    """The reasoning-block tags of the item's model/suite: a `think_tags` field of the benchmark row ("OPEN,CLOSE",
+    "CLOSE" or "none"), else the default `<think>…</think>` (lm-eval's `think_end_token`, per item)."""
+    spec = doc.get("think_tags")
+    return DEFAULT_TAGS if spec is None else ThinkTags.parse(str(spec))
+
+
 def process_math(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
-    return _metrics([grade("math", r, doc["answer"]) for r in _responses(results)])
+    return _metrics([grade("math", r, doc["answer"], tags=_tags(doc)) for r in _responses(results)])
 
 
 def process_multiple_choice(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
     n = int(doc["n_options"])
-    return _metrics([grade("multiple_choice", r, doc["answer"], n_options=n) for r in _responses(results)])
+    return _metrics([grade("multiple_choice", r, doc["answer"], n_options=n, tags=_tags(doc))
+                     for r in _responses(results)])
 
 
 def process_knights_knaves(doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
-    return _metrics([grade("knights_knaves", r, doc["answer"]) for r in _responses(results)])
+    return _metrics([grade("knights_knaves", r, doc["answer"], tags=_tags(doc)) for r in _responses(results)])
 
 
 def count_answers(items: list[str]) -> float:

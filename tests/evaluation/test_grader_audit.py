@@ -110,3 +110,13 @@ def test_a_corrupt_generations_file_exits_2_naming_it(tmp_path):
     r = runner.invoke(app, ["audit", "graders", "--n", "1", "--campaign", "c1", "--workdir", str(tmp_path)])
     assert r.exit_code == 2 and "gzip" in r.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_the_suite_table_prints_the_reflection_refusal_rate_beside_the_exploit_rate():
+    """Issue 49: per family, exploits, false negatives and refused reflections, each as count/n and rate."""
+    r = runner.invoke(app, ["audit", "graders", "--n", "2", "--family", "math"])
+    assert r.exit_code == 0, r.output
+    assert "reflections refused" in r.output
+    row = next(line for line in r.output.splitlines() if line.strip().startswith("math"))
+    cells = row.split()
+    assert cells[1].startswith("0/") and cells[5].startswith("0/") and cells[6] == "0.000", row

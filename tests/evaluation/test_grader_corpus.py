@@ -38,7 +38,7 @@ def test_corpus_covers_the_issue25_categories_for_every_grader():
     assert all("alternatives" in r for r in rules.values())
     assert {"lowercase_letter", "latex_letter", "hedged"} <= rules["multiple_choice"]
     assert {"markdown_table", "negation"} <= rules["knights_knaves"]
-    assert all(GRADER_VERSIONS[g] == "4" for g in GRADERS)
+    assert all(GRADER_VERSIONS[g] == "5" for g in GRADERS)
 
 
 @pytest.mark.parametrize("case", CORPUS["multiple_choice"], ids=lambda c: c["rule"])
@@ -75,10 +75,12 @@ def test_issue13_case2_percent_inside_boxed_scores():
     assert [(r.score, r.status) for r in res] == [(1.0, "ok")] * 4
 
 
-def test_issue13_case3_two_boxes_that_disagree_are_no_answer():
-    """Issue 39 (math v4) replaced "the last box wins": a box and then a different box is a self-contradiction."""
+def test_issue13_case3_two_boxes_that_disagree_are_hedged_unless_the_first_is_retracted():
+    """Issue 39 (math v4) replaced "the last box wins": a box and then a different box is a hedge. Issue 49
+    (v5): a box the text retracts ("is wrong") is reasoning, so the box after it is the conclusion."""
     two = "Thus \\boxed{3} is wrong; the answer is \\boxed{4}"
-    assert grade("math", two, "4") == GradeResult(0.0, None, "no_answer")
+    assert grade("math", two, "4") == GradeResult(1.0, "4", "ok")
+    assert grade("math", "Thus \\boxed{3}; the answer is \\boxed{4}", "4") == GradeResult(0.0, None, "hedged")
     assert grade("math", "Thus \\boxed{3} is wrong; the answer is \\boxed{4}", "3").score == 0.0
     assert grade("math", "\\boxed{4}; so the answer is \\boxed{4}", "4") == GradeResult(1.0, "4", "ok")
 
@@ -142,15 +144,17 @@ any_text = st.text(max_size=20_000) | adversarial
 def test_any_string_up_to_20000_chars_grades_within_the_budget_mc_and_kk(text):
     """A timeout here would mean an extraction pattern is not linear: these graders must never use the budget."""
     text = text[:20_000]
-    assert grade("multiple_choice", text, "B").status in ("ok", "no_answer")
-    assert grade("knights_knaves", text, KK_GOLD).status in ("ok", "no_answer")
+    answered = ("ok", "no_answer", "hedged", "truncated")  # v5: hedges and unclosed reasoning blocks have their own
+    assert grade("multiple_choice", text, "B").status in answered
+    assert grade("knights_knaves", text, KK_GOLD).status in answered
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(text=any_text)
 def test_any_string_up_to_20000_chars_returns_from_the_math_grader(text):
     """Math always returns: graded, or `timeout` once its budget is spent (never a hang, never an exception)."""
-    assert grade("math", text[:20_000], "3", timeout_s=2.0).status in ("ok", "no_answer", "timeout")
+    assert grade("math", text[:20_000], "3", timeout_s=2.0).status in ("ok", "no_answer", "hedged", "truncated",
+                                                                       "timeout")
 
 
 PROSE_WORDS = ["the", "option", "choice", "is", "wrong", "because", "A", "B", "C", "D", "(A)", "(C)", "not",
@@ -187,7 +191,7 @@ def test_a_kk_answer_then_a_different_role_never_scores(person, lead, inside):
     answer = "Michael is a knight, Ethan is a knight, Zoey is a knave."
     flip = f" {lead}{person[0]} is a {person[1]}."
     resp = f"<answer>{answer}{flip}</answer>" if inside else f"<answer>{answer}</answer>\n{flip}"
-    assert grade("knights_knaves", resp, KK_GOLD) == GradeResult(0.0, None, "no_answer")
+    assert grade("knights_knaves", resp, KK_GOLD) == GradeResult(0.0, None, "hedged")
 
 
 @settings(max_examples=10, deadline=None)
@@ -232,7 +236,7 @@ def test_grader_timeouts_are_counted_by_the_evaluator_health_gate():
     assert grader_timeout_gate("math500", 0, 0) is None
 
 
-# --- alternatives offered are no answer (grader v3, issue 25) ------------------------------------------------
+# --- alternatives offered are no answer (grader v3, issue 25; status `hedged` since v5, issue 49) ---------
 
 
 @settings(max_examples=40, deadline=None)
@@ -242,7 +246,7 @@ def test_grader_timeouts_are_counted_by_the_evaluator_health_gate():
        head=prose)
 def test_two_letters_offered_in_the_final_mc_answer_never_score(pair, gold, style, head):
     res = grade("multiple_choice", head + "\n" + style.format(*pair), gold)
-    assert res == GradeResult(0.0, None, "no_answer")
+    assert res == GradeResult(0.0, None, "hedged")
 
 
 @settings(max_examples=15, deadline=None)
@@ -253,7 +257,7 @@ def test_two_values_offered_in_the_final_math_answer_never_score_against_one_gol
     if a == b:
         return
     for gold in (a, b):
-        assert grade("math", style.format(a, b), str(gold)) == GradeResult(0.0, None, "no_answer")
+        assert grade("math", style.format(a, b), str(gold)) == GradeResult(0.0, None, "hedged")
 
 
 ROLES = ("knight", "knave")
@@ -270,7 +274,7 @@ def test_two_kk_assignments_offered_never_score(first, second, joint):
         return ", ".join(f"{n} is a {r}" for n, r in zip(("Michael", "Ethan", "Zoey"), roles, strict=True))
 
     for resp in (say(first) + joint + say(second), f"<answer>{say(first)}{joint}{say(second)}</answer>"):
-        assert grade("knights_knaves", resp, KK_GOLD) == GradeResult(0.0, None, "no_answer")
+        assert grade("knights_knaves", resp, KK_GOLD) == GradeResult(0.0, None, "hedged")
 
 
 @settings(max_examples=30, deadline=None)

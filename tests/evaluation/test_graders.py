@@ -22,7 +22,7 @@ MC_CASES = [
     ("The correct option is (B).", "B", 4, 1.0, "B", "ok"),
     ("Answer: I think it is (C)", "C", 10, 1.0, "C", "ok"),
     ("I first thought A. Final answer: \\boxed{\\text{D}}", "D", 4, 1.0, "D", "ok"),
-    ("The answer is (A). Wait, no. The answer is (B).", "B", 4, 0.0, None, "no_answer"),  # v4: self-contradiction
+    ("The answer is (A). Wait, no. The answer is (B).", "B", 4, 1.0, "B", "ok"),  # v5: a retracted answer is reasoning
     ("Reasoning...\n\n(C)", "C", 4, 1.0, "C", "ok"),
     ("The answer is B", "C", 4, 0.0, "B", "ok"),
     ("The answer is (E)", "E", 10, 1.0, "E", "ok"),
@@ -51,7 +51,7 @@ KK_CASES = [
     # full list then a closing sentence about one person: the last complete block is used
     ("Michael is a knight, Ethan is a knave, Zoe is a knight.\nTherefore Ethan is a knave.", 1.0, "ok"),
     # v4: a different role after the complete block is a self-contradiction
-    ("Michael is a knight. Ethan is a knave. Zoe is a knight. Therefore Ethan is a knight indeed.", 0.0, "no_answer"),
+    ("Michael is a knight. Ethan is a knave. Zoe is a knight. Therefore Ethan is a knight indeed.", 0.0, "hedged"),
     # reasoning with a wrong assumption first, final block right
     ("Suppose Michael is a knave. Then Ethan is a knight, contradiction.\n\n"
      "Final answer: Michael is a knight, Ethan is a knave, Zoe is a knight.", 1.0, "ok"),
