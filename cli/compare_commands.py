@@ -31,8 +31,10 @@ def _narrow_paired(pt, width: int, *, lead: bool = True, note: bool = True, item
     from analysis.schema import GROUP_KEYS
     from analysis.table_formats import _md, fit_columns
 
-    key = ["policy", "vs", "watch", "n", "Δ mean", "t 95% CI", *(["seed + item 95% CI"] if items else []), "p Holm",
-           "range / bootstrap CI (coverage)", "P(d>0) seeds", "sd", "p (t)"]
+    from analysis.tables import STOPPED
+
+    key = ["policy", "vs", "watch", "n", "Δ mean", "t 95% CI", STOPPED, *(["seed + item 95% CI"] if items else []),
+           "p Holm", "range / bootstrap CI (coverage)", "P(d>0) seeds", "sd", "p (t)"]
 
     def wrap(text: str) -> str:
         return "\n".join(textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False))
@@ -41,8 +43,12 @@ def _narrow_paired(pt, width: int, *, lead: bool = True, note: bool = True, item
     groups = list(data.groupby(list(GROUP_KEYS), sort=False, dropna=False).groups.items())
 
     def label_of(idx) -> str:
+        from analysis.budget import step_label
+
         first = data.loc[idx[0]]
-        return " / ".join(str(first[k]) for k in GROUP_KEYS if str(first[k]) not in ("", "nan", "None"))
+        shown = {k: str(first[k]) for k in GROUP_KEYS}
+        shown["step"] = step_label(first["step"], first.get("rollout_token_budget"))
+        return " / ".join(v for v in shown.values() if v not in ("", "nan", "None"))
 
     one = len(groups) == 1  # one group: named in the title, no sub-heading
     parts = [f"## {pt.title}" + (f": {label_of(groups[0][1])}" if one else "") + "\n"]
