@@ -71,6 +71,8 @@ def _options(p) -> str:
         opts.append(f"warmup={p.warmup_step}")
     if c.get("curriculum"):
         opts.append(f"curriculum={c['curriculum']['name']}({_params(c['curriculum'].get('params') or {})})")
+    if c.get("dynamic_sampling"):
+        opts.append(f"dynamic_sampling({_params(c['dynamic_sampling'])})")
     return ", ".join(opts) or "-"
 
 
@@ -137,7 +139,8 @@ def show(name: Annotated[str, typer.Argument(help="configuration name or YAML pa
     blk = p.config.get("curriculum")
     if blk:
         _show_curriculum(blk)
-    for key in ("loss_norm", "recompute_advantages", "warmup_step", "control", "domains", "search_space"):
+    for key in ("loss_norm", "recompute_advantages", "warmup_step", "control", "domains", "search_space",
+                "dynamic_sampling"):
         if p.config.get(key) not in (None, [], {}):
             out.print(f"  {key}: {p.config[key]}", markup=False)
     out.print(f"  passes over (B, L) per step: {p.passes:g}")
