@@ -36,8 +36,9 @@ def learnability_draw(rng: np.random.Generator, weights, allowed, n: int) -> lis
 
 
 class PrioritizedReplayRef:
-    """Heap of priorities p(1 - p) (1.0 unseen), parked solved/unsolved prompts retested periodically. Draws
-    u = rng.random(pool) once per step, as the vectorised rule does, for its tie-breaks."""
+    """Priorities p(1 - p) (1.0 unseen) sampled without replacement one draw at a time, each prompt's key
+    u_i^(1/w_i) (Efraimidis-Spirakis: the largest key among those left is drawn next), parked solved/unsolved
+    prompts retested periodically. Draws u = rng.random(pool) once per step, as the vectorised rule does."""
 
     def __init__(self, pool: int, interval: int, fraction: float, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
@@ -51,13 +52,13 @@ class PrioritizedReplayRef:
         heap, parked = [], []
         for i in range(self.pool):
             if self.n[i] == 0:
-                heapq.heappush(heap, (-(1.0 + 1e-12 * u[i]), i))
+                heapq.heappush(heap, (-(u[i] ** (1.0 / 1.0)), i))
                 continue
             p = self.succ[i] / self.n[i]
             if p in (0.0, 1.0):
                 heapq.heappush(parked, (self.last[i] + 0.5 * u[i], i))
             else:
-                heapq.heappush(heap, (-(p * (1 - p) + 1e-12 * u[i]), i))
+                heapq.heappush(heap, (-(u[i] ** (1.0 / (p * (1 - p)))), i))
         r = round(self.fraction * size) if step % self.interval == 0 else 0
         r = max(min(r, len(parked)), size - len(heap))
         out = [heapq.heappop(heap)[1] for _ in range(size - r)]
