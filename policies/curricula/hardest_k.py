@@ -11,6 +11,7 @@ smaller than the batch, construction is refused naming the field and the fix."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -69,3 +70,8 @@ class HardestK(Curriculum):
 
     def update(self, step: int, prompt_ids: np.ndarray, correct: np.ndarray) -> None:
         self.check_update(prompt_ids, correct)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """A state saved before the subset was part of it (no `keep`) restores with the subset this seed draws,
+        as it did then."""
+        super().load_state_dict(state if "keep" in state else {**state, "keep": self.keep})

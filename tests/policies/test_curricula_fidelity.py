@@ -48,3 +48,12 @@ def test_prioritized_replay_spreads_its_rollouts_in_a_closed_loop() -> None:
         c.update(s, ids, (rng.random((16, 8)) < p[ids, None]).astype(float))
     top16 = np.sort(per_prompt)[-16:].sum() / per_prompt.sum()
     assert (per_prompt > 0).sum() > 200 and top16 < 0.25
+
+
+def test_a_hardest_k_state_saved_without_its_subset_still_loads() -> None:
+    rates = np.linspace(0, 1, 200)
+    a = build_curriculum("hardest_k", {"fraction": 0.2}, 200, 10, seed=1, pass_rates=rates)
+    old = {k: v for k, v in a.state_dict().items() if k != "keep"}
+    b = build_curriculum("hardest_k", {"fraction": 0.2}, 200, 10, seed=1, pass_rates=rates)
+    b.load_state_dict(old)
+    assert np.array_equal(b.keep, a.keep)
