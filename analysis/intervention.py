@@ -158,7 +158,8 @@ def run_summary(runs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
         row["rollout_ids_path"] = str(ids) if ids is not None and ids.is_file() else ""
         row.update(diag)
         comp = dict(r.get("compute") or {})
-        for k in ("wall_s", "gpu_s", "rollout_tokens", "update_tokens", "prompts_rolled_out", "rollout_token_budget"):
+        for k in ("wall_s", "gpu_s", "rollout_tokens", "update_tokens", "prompts_rolled_out", "rollout_token_budget",
+                  *COMPUTE_SPLIT):
             v = comp.get(k)
             row[f"compute_{k}"] = float(v) if v is not None else math.nan
         rows.append(row)
@@ -170,6 +171,11 @@ def run_summary(runs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     if "rollout_ids_path" not in df.columns:
         df["rollout_ids_path"] = ""
     return df
+
+
+# the local trainer's split of a run's compute (training/local.py): the base model's build (paid once per cache,
+# by whichever run found it cold) apart from the training itself, wall and CPU seconds
+COMPUTE_SPLIT = ("build_s", "build_cpu_s", "cpu_s", "train_wall_s", "train_cpu_s")
 
 
 def flag_policies(summary: pd.DataFrame, tol: Tolerances = Tolerances(),
@@ -256,8 +262,12 @@ def compare_to_reference(summary: pd.DataFrame, scores: pd.DataFrame | None = No
     upd = s["compute_update_tokens"].where(s["compute_update_tokens"].notna(), s["update_tokens_sum"])
     s["score_per_Mtoken"] = np.where(upd > 0, s["score"] / (upd.where(upd > 0) / 1e6), np.nan)
     s["update_tokens"] = upd
-    cols = ["kept_frac_mean", "weight_std_mean", "update_tokens", "compute_wall_s", "compute_gpu_s",
-            "realised_prop_move", "score", "score_per_gpu_hour", "score_per_Mtoken"]
+    # training alone where the trainer split it off (else the whole wall): a cold base-model build inside one seed's
+    # run would make every other policy look cheaper than the one that paid for it
+    train = s["compute_train_wall_s"] if "compute_train_wall_s" in s.columns else pd.Series(np.nan, index=s.index)
+    s["compute_train_wall_s"] = train.where(train.notna(), s["compute_wall_s"])
+    cols = ["kept_frac_mean", "weight_std_mean", "update_tokens", "compute_wall_s", "compute_train_wall_s",
+            "compute_gpu_s", "realised_prop_move", "score", "score_per_gpu_hour", "score_per_Mtoken"]
     per = s.groupby(list(POLICY_KEYS) + ["mechanism"], sort=True)[cols].mean().reset_index()
     out = []
     for _, r in per.iterrows():
@@ -266,7 +276,8 @@ def compare_to_reference(summary: pd.DataFrame, scores: pd.DataFrame | None = No
                 & (per["policy"] == ref)]
         row = r.to_dict()
         row["reference"] = ref if len(m) else ""
-        for c in ("update_tokens", "compute_wall_s", "compute_gpu_s", "score_per_gpu_hour", "score_per_Mtoken"):
+        for c in ("update_tokens", "compute_wall_s", "compute_train_wall_s", "compute_gpu_s", "score_per_gpu_hour",
+                  "score_per_Mtoken"):
             base = float(m[c].iloc[0]) if len(m) else math.nan
             row[f"{c}_ratio"] = float(r[c]) / base if base and not math.isnan(base) else math.nan
         row["score_delta"] = float(r["score"]) - float(m["score"].iloc[0]) if len(m) else math.nan
@@ -320,12 +331,25 @@ def intervention_section_html(summary: pd.DataFrame, scores: pd.DataFrame | None
                          "watch", "watch_reason"])
         + f"<h3>Compute and compute-normalised {html.escape(score_col)}</h3>"
         + "<p>Ratios are to the campaign-local reference (baseline for select/reweight, static for mix). "
-          "Score per GPU-hour is undefined (—) for CPU runs (gpu_s = 0).</p>"
+          "Score per GPU-hour is undefined (—) for CPU runs (gpu_s = 0). compute_train_wall_s: training alone "
+          "(the base model's build taken out where the trainer timed it).</p>" + build_note_html(summary)
         + _table(comp, ["campaign", "model", "policy", "reference", "update_tokens", "update_tokens_ratio",
-                        "compute_wall_s", "compute_gpu_s", "score", "score_delta", "score_per_gpu_hour",
-                        "score_per_Mtoken", "score_per_Mtoken_ratio"])
+                        "compute_wall_s", "compute_train_wall_s", "compute_train_wall_s_ratio", "compute_gpu_s",
+                        "score", "score_delta", "score_per_gpu_hour", "score_per_Mtoken", "score_per_Mtoken_ratio"])
     )
     return "Intervention evidence and compute", body
+
+
+def build_note_html(summary: pd.DataFrame) -> str:
+    """One line for the base model's build: counted once for the campaign (the run that found the cache cold paid
+    it), never as one policy's compute; empty when no run timed a build."""
+    if "compute_build_s" not in summary.columns or not summary["compute_build_s"].notna().any():
+        return ""
+    i = summary["compute_build_s"].idxmax()
+    r = summary.loc[i]
+    return (f"<p>Base-model build: {r['compute_build_s']:.1f} s wall, {r.get('compute_build_cpu_s', math.nan):.1f} "
+            f"CPU-s, counted once for the campaign (paid by {html.escape(str(r['run_id']))}, the run that found the "
+            "cache cold) and left out of every run's compute_train_wall_s.</p>")
 
 
 def attach_to_records(records: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:

@@ -123,7 +123,7 @@ def run_training(req: TrainRequest, progress: ProgressFn | None = None,
 def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsSink | None) -> TrainResult:
     """A verified finished run's result as is; else set the run up (from its last resumable checkpoint, if any),
     train it step by step, and write `result.json`."""
-    t0 = time.time()
+    t0, c0 = time.time(), time.process_time()
     total_steps, save_freq = step_counts(req)
     out = Path(req.out_dir).resolve()
     config_hash = req.weights_hash()  # stored as "config_hash" (see weights_hash)
@@ -135,13 +135,16 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
         shutil.rmtree(out / "checkpoints", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     run = build_run(req, out, config_hash, resume, total_steps, save_freq)
+    build = {k: run.compute[k] for k in ("build_s", "build_cpu_s")}  # this launch's (a restore brings the saved)
     first_step, kept = (1, []) if resume is None else (resume.step + 1, run.restore(resume))
     ids_log = PromptIdLog(out, resume_step=resume.step if resume is not None else None)
     if sink is not None:  # standalone `campaign train` (this process is the store's only writer): stream each step
         sink.start(req)
     with open(run.metrics_path, "w") as mf, closing(ids_log), _failed_on_error(sink, req):
         _train(run, mf, ids_log, first_step, kept, resume is None, progress, sink)
-    run.compute["wall_s"] = time.time() - t0
+    run.compute.update(build, wall_s=time.time() - t0, cpu_s=time.process_time() - c0)
+    run.compute.update(train_wall_s=run.compute["wall_s"] - build["build_s"],
+                       train_cpu_s=run.compute["cpu_s"] - build["build_cpu_s"])
     result = TrainResult(run.checkpoints, run.metrics_path, run.compute)
     lc.write_result(out, result, {"config_hash": config_hash, "run_id": req.run_id, "run_key": req.run_key,
                                   "base_model": str(run.model_dir)})

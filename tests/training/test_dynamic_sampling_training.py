@@ -47,3 +47,7 @@ def test_a_dynamic_sampling_step_counts_every_round_and_logs_its_rounds(tiny_bas
     # every generated rollout's tokens count, kept or not: at least the kept batch's, summed over the steps
     assert res.compute["rollout_tokens"] == steps[-1]["tokens/rollout_cum"] == sum(r["tokens/rollout"] for r in steps)
     assert res.compute["prompts_rolled_out"] == sum(r["ds/generated_prompts"] for r in steps)
+    # the compute split: the base model's build (cached here: about 0) apart from training
+    c = res.compute
+    assert c["train_wall_s"] == pytest.approx(c["wall_s"] - c["build_s"]) and 0 <= c["build_s"] < c["wall_s"]
+    assert c["train_cpu_s"] == pytest.approx(c["cpu_s"] - c["build_cpu_s"]) and c["train_cpu_s"] > 0
