@@ -50,3 +50,21 @@ def test_a_budgeted_runs_records_carry_its_budget_and_tokens_per_checkpoint(tmp_
     out = with_budget_columns(frame, budgeted, {"metrics_path": str(log)})
     assert out["rollout_token_budget"].tolist() == [5000.0] * 4
     assert out["rollout_tokens"].tolist()[:3] == [2400.0, 4800.0, 7100.0] and math.isnan(out["rollout_tokens"][3])
+
+
+def test_the_plan_bounds_where_the_budget_stops_the_runs():
+    """Each step generates at most prompts_per_step x n x max_new_tokens tokens (x oversample x max_rounds under
+    dynamic sampling), so a run stops after at least ceil(budget / that) steps; an equal-step plan has no key."""
+    from orchestrator.accounting import accounting
+
+    spec = load_campaign(REPO / "campaigns/frontier_cpu.yaml", ["policies=[baseline,mopps]"])
+    runs = expand(spec)
+    r = runs[0]
+    per_step = r.recipe_cfg.actor.prompts_per_step * r.recipe_cfg.rollout.n * r.recipe_cfg.rollout.max_new_tokens
+    b = accounting(spec, runs).to_dict()["budget"]
+    assert b["rollout_tokens"] == 6000 and b["steps_cap"] == 12 and b["runs"] == 4
+    assert b["steps_at_least"] == -(-6000 // per_step) and b["lower_share"] == round(b["steps_at_least"] / 12, 4)
+    ds = load_campaign(REPO / "campaigns/frontier_cpu.yaml", ["policies=[baseline,dynamic_sampling]"])
+    assert accounting(ds, expand(ds)).budget["steps_at_least"] == max(1, -(-6000 // (per_step * 30)))
+    plain = load_campaign(REPO / "campaigns/demo.yaml")
+    assert "budget" not in accounting(plain, expand(plain)).to_dict()
