@@ -79,7 +79,7 @@ def test_a_variant_sets_a_curriculum_parameter(tree: Path, helpers) -> None:
     by = {r.run_id: r for r in runs}
     d09, c4 = by["variants/m0/mopps_d09/s1"].policy, by["variants/m0/mopps_c4/s1"].policy
     assert d09.mechanism == "curriculum" and d09.cfg["curriculum"]["params"]["decay"] == 0.9
-    assert c4.cfg["curriculum"]["params"] == {**d09.cfg["curriculum"]["params"], "decay": 0.5, "candidate_ratio": 4.0}
+    assert c4.cfg["curriculum"]["params"] == {**d09.cfg["curriculum"]["params"], "decay": 1.0, "candidate_ratio": 4.0}
     assert by["variants/m0/mopps_d09/s1"].run_key != by["variants/m0/mopps_c4/s1"].run_key
 
 
