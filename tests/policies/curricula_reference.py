@@ -123,7 +123,7 @@ class GresoRef:
             else:
                 self.z_easy[i] = self.z_hard[i] = 0
         self.updates += 1
-        if self.updates > math.ceil(self.pool / self.batch):
+        if self.updates > self.pool // self.batch:  # GRESO's dataloader: drop_last, so floor
             if easy / len(ids) >= self.target / 3:
                 self.p_easy = max(self.p_easy - self.delta, self.lo)
             else:

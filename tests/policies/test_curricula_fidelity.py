@@ -57,3 +57,15 @@ def test_a_hardest_k_state_saved_without_its_subset_still_loads() -> None:
     b = build_curriculum("hardest_k", {"fraction": 0.2}, 200, 10, seed=1, pass_rates=rates)
     b.load_state_dict(old)
     assert np.array_equal(b.keep, a.keep)
+
+
+def test_greso_adapts_after_one_dataloader_epoch_of_floor_pool_over_batch_updates() -> None:
+    """Pool 105, batch 10: GRESO's dataloader (drop_last) has 10 batches an epoch, so the 11th update adapts p
+    (ceil would wait for the 12th)."""
+    c = build_curriculum("greso", {}, 105, 10, seed=0)
+    solved = np.ones((10, 4))
+    for s in range(10):
+        c.update(s, c.propose(s), solved)
+    assert c.p_easy == 0.5
+    c.update(10, c.propose(10), solved)
+    assert c.p_easy < 0.5  # all groups solved: above the easy target, skip more
