@@ -161,8 +161,8 @@ class PromptReplayRef:
     a reuse cap, the rest fresh in epoch order. Draws u = rng.random(pool) for its tie-breaks, then the fresh
     prompts as `_uniform_draw` does."""
 
-    def __init__(self, pool: int, seed: int, fraction: float = 0.5, low: float = 0.1, high: float = 0.9,
-                 target: float = 0.5, cooldown: int = 5, cap: int = 3) -> None:
+    def __init__(self, pool: int, seed: int, fraction: float = 0.5, low: float = 0.24, high: float = 0.7,
+                 target: float = 0.5, cooldown: int = 5, cap: int = 20) -> None:
         self.rng = np.random.default_rng(seed)
         self.pool, self.fraction, self.low, self.high = pool, fraction, low, high
         self.target, self.cooldown, self.cap = target, cooldown, cap
@@ -174,7 +174,7 @@ class PromptReplayRef:
         u = self.rng.random(self.pool)
         elig = [i for i in range(self.pool) if self.buf[i]
                 and (self.last[i] is None or step - self.last[i] >= self.cooldown)]
-        r = min(round(self.fraction * size), len(elig))
+        r = min(math.floor(self.fraction * size), len(elig))
         replay = sorted(elig, key=lambda i: abs(self.rate[i] - self.target) - 1e-12 * u[i])[:r]
         for i in replay:
             self.reuse[i] += 1

@@ -69,3 +69,18 @@ def test_greso_adapts_after_one_dataloader_epoch_of_floor_pool_over_batch_update
     assert c.p_easy == 0.5
     c.update(10, c.propose(10), solved)
     assert c.p_easy < 0.5  # all groups solved: above the easy target, skip more
+
+
+def test_prompt_replay_replays_the_floor_of_half_an_odd_batch_and_refuses_more_than_half() -> None:
+    """The authors' budget is floor(prompts_per_step x fraction): 3 of a batch of 7 (round gave 4)."""
+    import pytest
+
+    from policies import PolicyConfigError
+
+    c = build_curriculum("prompt_replay", {"cooldown": 0}, 100, 7, seed=0)
+    ids = np.arange(100)
+    c.update(0, ids, np.tile([1.0, 0.0], (100, 4)))  # every prompt at p = 0.5: all in the buffer
+    c.propose(1)
+    assert c.last_diagnostics["replayed"] == 3.0
+    with pytest.raises(PolicyConfigError, match=r"replay_fraction: got 0.6; allowed: float in \[0.0, 0.5\]"):
+        build_curriculum("prompt_replay", {"replay_fraction": 0.6}, 100, 7, seed=0)
