@@ -17,6 +17,7 @@ POLICY_KEYS = ("campaign", "model", "regime", "policy")
 # the local trainer's split of a run's compute (training/local.py): the base model's build (paid once per cache,
 # by whichever run found it cold) apart from the training itself, wall and CPU seconds
 COMPUTE_SPLIT = ("build_s", "build_cpu_s", "cpu_s", "train_wall_s", "train_cpu_s")
+BUILT_S = 1.0  # below this a run found the base model cached (a build and warm-up takes minutes)
 
 
 def _reference_of(policy: str, mechanism: str) -> str:
@@ -76,6 +77,8 @@ def build_note_html(summary: pd.DataFrame) -> str:
     it), never as one policy's compute; empty when no run timed a build."""
     if "compute_build_s" not in summary.columns or not summary["compute_build_s"].notna().any():
         return ""
+    if summary["compute_build_s"].max() < BUILT_S:
+        return "<p>Base model: taken from the cache by every run (no run built it in this campaign).</p>"
     i = summary["compute_build_s"].idxmax()
     r = summary.loc[i]
     return (f"<p>Base-model build: {r['compute_build_s']:.1f} s wall, {r.get('compute_build_cpu_s', math.nan):.1f} "

@@ -35,3 +35,5 @@ def test_runs_without_the_split_compare_on_their_whole_wall() -> None:
     summary = run_summary(runs)
     comp = compare_to_reference(summary).set_index("policy")
     assert math.isclose(comp.loc["mopps", "compute_train_wall_s_ratio"], 0.5) and build_note_html(summary) == ""
+    cached = run_summary([_run("baseline", "none", 1, 30.0, 0.004), _run("mopps", "curriculum", 1, 15.0, 0.003)])
+    assert "taken from the cache" in build_note_html(cached) and "paid by" not in build_note_html(cached)
