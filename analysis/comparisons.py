@@ -4,7 +4,9 @@ Assembles what analysis.paired_stats computes: pairs each policy's runs with its
 same seed (dropping and reporting runs without a partner), groups comparisons by seed count so each
 statistic is one vectorised pass, adds the seed + item CI when item logs are given, and applies
 Holm / BH over the family = all method-vs-reference comparisons of one (campaign, model, regime,
-step) and one metric (A/A rows excluded), to the paired-t p-values. The definition of every
+step) and one metric (A/A rows excluded), to the paired-t p-values. Runs trained to a rollout-token budget pair
+at it (analysis.budget: step `AT_BUDGET`, the step each run stopped at in the budget columns), so a budgeted
+campaign's family is (campaign, model, regime, budget). The definition of every
 statistic is in analysis.paired_stats.
 """
 
@@ -17,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.aggregates import run_table
+from analysis.budget import add_budget_columns, at_budget
 from analysis.items import NO_ITEMS_REASON
 from analysis.paired_stats import (
     RANGE_MAX_N,
@@ -340,6 +343,9 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
     """
     if not allow_mixed_graders:
         check_one_grader(records)
+    budget = at_budget(records)  # runs trained to a rollout-token budget pair at it, not by step
+    if budget is not None:
+        records, runs = budget[0], None
     runs = run_table(records, suite) if runs is None else runs
     metrics = metric_columns(suite, aggregates)
     cols = [name for _, name in metrics]
@@ -354,7 +360,8 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
     _add_adjusted_p(table)
     for msg in dropped:
         warnings.warn(msg, UnpairedWarning, stacklevel=2)
-    return PairedResult(table[TABLE_COLUMNS].reset_index(drop=True), dropped)
+    table = table[TABLE_COLUMNS].reset_index(drop=True)
+    return PairedResult(table if budget is None else add_budget_columns(table, budget[1]), dropped)
 
 
 TABLE_COLUMNS = [

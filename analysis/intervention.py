@@ -38,6 +38,8 @@ import pandas as pd
 
 from analysis.reward_watch import DEFAULT_WATCH, WatchThresholds, watch_summary, watch_verdict
 from analysis.prompt_changes import prompts_changed, same_prompts  # noqa: F401 - same_prompts: API here too
+from analysis.compute_compare import (COMPUTE_SPLIT, build_note_html, compare_to_reference,  # noqa: F401 - API
+                                      with_scores)
 from analysis.schema import DEFAULT_REFERENCE
 from wtcommon.metrics import MetricsFileError, read_metrics_jsonl
 from wtcommon.prompt_ids import IDS_FILE, PromptIdsError, read_prompt_ids
@@ -158,7 +160,8 @@ def run_summary(runs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
         row["rollout_ids_path"] = str(ids) if ids is not None and ids.is_file() else ""
         row.update(diag)
         comp = dict(r.get("compute") or {})
-        for k in ("wall_s", "gpu_s", "rollout_tokens", "update_tokens", "prompts_rolled_out", "rollout_token_budget"):
+        for k in ("wall_s", "gpu_s", "rollout_tokens", "update_tokens", "prompts_rolled_out", "rollout_token_budget",
+                  *COMPUTE_SPLIT):
             v = comp.get(k)
             row[f"compute_{k}"] = float(v) if v is not None else math.nan
         rows.append(row)
@@ -212,7 +215,7 @@ def flag_policies(summary: pd.DataFrame, tol: Tolerances = Tolerances(),
             elif row["weight_std"] <= tol.weight_tol:
                 flag, reason = "flat_weights", f"mean weight_std {row['weight_std']:.2g}"
         elif mech == "curriculum":
-            ref = _reference_of(str(key[-1]), mech)
+            ref = DEFAULT_REFERENCE.get(mech, "baseline")
             compared, changed = prompts_changed(g, summary, ref, _ids_of)
             row["prompts_changed_runs"] = changed
             if not compared:
@@ -223,53 +226,6 @@ def flag_policies(summary: pd.DataFrame, tol: Tolerances = Tolerances(),
                                                 f"{compared} seed(s) compared")
         row["flag"], row["reason"] = flag, reason
         row["watch"], row["watch_reason"] = watch_verdict(g, watch)
-        out.append(row)
-    return pd.DataFrame(out)
-
-
-def _reference_of(policy: str, mechanism: str) -> str:
-    return DEFAULT_REFERENCE.get(mechanism, "baseline")
-
-
-def with_scores(summary: pd.DataFrame, scores: pd.DataFrame | None, score_col: str) -> pd.DataFrame:
-    """A copy of `summary` with each run's `score` (its `score_col` in `scores`, by run_id; NaN without one)."""
-    s = summary.copy()
-    if scores is not None and score_col in scores.columns:
-        s = s.merge(scores[["run_id", score_col]].drop_duplicates("run_id"), on="run_id", how="left")
-        s["score"] = s[score_col]
-    else:
-        s["score"] = np.nan
-    return s
-
-
-def compare_to_reference(summary: pd.DataFrame, scores: pd.DataFrame | None = None,
-                         score_col: str = "DB-12") -> pd.DataFrame:
-    """Per policy vs its campaign-local reference: what changed, and compute-normalised scores.
-
-    summary: `run_summary` rows. scores: optional per-run frame with run_id and `score_col`
-    (e.g. `analysis.aggregates.run_table` at the final step). Returns one row per
-    configuration with means over seeds and ratios to the reference (NaN when not computable).
-    """
-    s = with_scores(summary, scores, score_col)
-    gpu_h = s["compute_gpu_s"] / 3600.0
-    s["score_per_gpu_hour"] = np.where(gpu_h > 0, s["score"] / gpu_h.where(gpu_h > 0), np.nan)
-    upd = s["compute_update_tokens"].where(s["compute_update_tokens"].notna(), s["update_tokens_sum"])
-    s["score_per_Mtoken"] = np.where(upd > 0, s["score"] / (upd.where(upd > 0) / 1e6), np.nan)
-    s["update_tokens"] = upd
-    cols = ["kept_frac_mean", "weight_std_mean", "update_tokens", "compute_wall_s", "compute_gpu_s",
-            "realised_prop_move", "score", "score_per_gpu_hour", "score_per_Mtoken"]
-    per = s.groupby(list(POLICY_KEYS) + ["mechanism"], sort=True)[cols].mean().reset_index()
-    out = []
-    for _, r in per.iterrows():
-        ref = _reference_of(r["policy"], r["mechanism"])
-        m = per[(per["campaign"] == r["campaign"]) & (per["model"] == r["model"]) & (per["regime"] == r["regime"])
-                & (per["policy"] == ref)]
-        row = r.to_dict()
-        row["reference"] = ref if len(m) else ""
-        for c in ("update_tokens", "compute_wall_s", "compute_gpu_s", "score_per_gpu_hour", "score_per_Mtoken"):
-            base = float(m[c].iloc[0]) if len(m) else math.nan
-            row[f"{c}_ratio"] = float(r[c]) / base if base and not math.isnan(base) else math.nan
-        row["score_delta"] = float(r["score"]) - float(m["score"].iloc[0]) if len(m) else math.nan
         out.append(row)
     return pd.DataFrame(out)
 
@@ -320,10 +276,11 @@ def intervention_section_html(summary: pd.DataFrame, scores: pd.DataFrame | None
                          "watch", "watch_reason"])
         + f"<h3>Compute and compute-normalised {html.escape(score_col)}</h3>"
         + "<p>Ratios are to the campaign-local reference (baseline for select/reweight, static for mix). "
-          "Score per GPU-hour is undefined (—) for CPU runs (gpu_s = 0).</p>"
+          "Score per GPU-hour is undefined (—) for CPU runs (gpu_s = 0). compute_train_wall_s: training alone "
+          "(the base model's build taken out where the trainer timed it).</p>" + build_note_html(summary)
         + _table(comp, ["campaign", "model", "policy", "reference", "update_tokens", "update_tokens_ratio",
-                        "compute_wall_s", "compute_gpu_s", "score", "score_delta", "score_per_gpu_hour",
-                        "score_per_Mtoken", "score_per_Mtoken_ratio"])
+                        "compute_wall_s", "compute_train_wall_s", "compute_train_wall_s_ratio", "compute_gpu_s",
+                        "score", "score_delta", "score_per_gpu_hour", "score_per_Mtoken", "score_per_Mtoken_ratio"])
     )
     return "Intervention evidence and compute", body
 

@@ -26,6 +26,7 @@ from analysis.record_checks import (
     row_numbers,
 )
 from analysis.schema import (
+    BUDGET_COLUMNS,
     OPTIONAL_WRITE,
     RECORD_COLUMNS,
     REQUIRED_LONG,
@@ -193,15 +194,15 @@ def _from_long(raw: pd.DataFrame, f: str, suite: Suite) -> pd.DataFrame:
             problems.append(Problem(f, None, c, "required column is missing (long records need "
                                                 f"{', '.join(REQUIRED_LONG)})"))
     for c in cols:
-        if c not in RECORD_COLUMNS:
-            problems.append(Problem(f, None, c, f"unknown column; Record columns are {', '.join(RECORD_COLUMNS)}"))
+        if c not in RECORD_COLUMNS and c not in BUDGET_COLUMNS:
+            problems.append(Problem(f, None, c, f"unknown column; Record columns are {_KNOWN}"))
     for c in ("run_id", "campaign", "model", "policy", "benchmark"):
         if c in cols:
             check_text(raw, c, f, problems)
     ints = {c: check_int(raw, c, f, problems) for c in ("seed", "step") if c in cols}
     if "n_items" in cols:
         ints["n_items"] = check_int(raw, "n_items", f, problems)
-    floats = {}
+    floats = _budget_cells(raw, f, problems)
     if "accuracy" in cols:
         floats["accuracy"] = check_score(raw, "accuracy", f, problems)
     for c in ("parse_rate", "truncation_rate"):
@@ -264,13 +265,28 @@ def _from_long(raw: pd.DataFrame, f: str, suite: Suite) -> pd.DataFrame:
     out["n_items"] = ints["n_items"].astype(np.int64) if "n_items" in ints else counts
     for c in ("n_correct", "accuracy", "parse_rate", "truncation_rate"):
         out[c] = floats.get(c, np.full(n, np.nan))
-    return _typed(out[list(RECORD_COLUMNS)])
+    return _typed(out[list(RECORD_COLUMNS)].assign(**{c: floats[c] for c in BUDGET_COLUMNS if c in cols}))
+
+
+_KNOWN = f"{', '.join(RECORD_COLUMNS)} (and, for runs trained to a budget, {', '.join(BUDGET_COLUMNS)})"
+
+
+def _budget_cells(raw: pd.DataFrame, f: str, problems: list[Problem]) -> dict[str, np.ndarray]:
+    """The budget columns a file has (a budgeted run's), each a token count >= 0 or blank (NaN: none)."""
+    out = {}
+    for c in BUDGET_COLUMNS:
+        if c in raw.columns:
+            vals, bad = number_cells(raw[c])
+            for r in row_numbers(bad | (vals < 0)):
+                problems.append(Problem(f, r, c, f"{raw[c].iloc[r - 1]!r} is not a token count >= 0 (blank: none)"))
+            out[c] = vals
+    return out
 
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
-    """Cast to the schema's dtypes, in canonical column order."""
+    """Cast to the schema's dtypes, in canonical column order; the budget columns follow when `df` has them."""
     out = pd.DataFrame(index=df.index)
-    for c, t in RECORD_COLUMNS.items():
+    for c, t in (RECORD_COLUMNS | {c: t for c, t in BUDGET_COLUMNS.items() if c in df.columns}).items():
         if t == "str":
             out[c] = df[c].astype(str)
         elif t == "int":

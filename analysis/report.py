@@ -28,6 +28,8 @@ from analysis.figures import build_figures, write_figures
 from analysis.memorization_section import DEFAULT_THRESHOLD, ProbeRates, memorization_section_html
 from analysis.intervention import (Tolerances, final_scores, flag_policies, flags_banner_html,
                                    intervention_section_html, run_summary)
+from analysis.budget import budget_view
+from analysis.frontier_report import frontier_section_html
 from analysis.rollout_compute import rollout_figure, rollout_section_html, rollout_table, run_budget
 from analysis.comparisons import SMALL_N_NOTE, PairedResult, paired_comparisons
 from analysis.records import read_records
@@ -111,7 +113,9 @@ class _Analysed:
 def _analyse(recs: pd.DataFrame, s: Suite, *, n_resamples: int, margin: float, items: pd.DataFrame | None,
              training_runs: Sequence[Mapping[str, Any]] | None, aa_pair: tuple[str, str],
              allow_mixed_graders: bool, all_formats: bool) -> _Analysed:
-    """Comparisons, tables and rendered figures (every format when figures are also written to files)."""
+    """Comparisons, tables and rendered figures (every format when figures are also written to files). Runs
+    trained to a rollout-token budget are seen at it (analysis.budget), as `compare` and `verdicts` see them."""
+    recs = budget_view(recs)
     runs = run_table(recs, s)
     paired = paired_comparisons(recs, s, runs=runs, n_resamples=n_resamples, items=items, aa_pair=aa_pair,
                                 allow_mixed_graders=allow_mixed_graders)
@@ -223,6 +227,10 @@ def build_report(records: pd.DataFrame | str | Path, out_path: str | Path, *, su
         parts.append(_details("Base-model memorization beside each Δ", f"<div id='memorization'>{body}</div>",
                               anchor="sec-memorization", open_=True))
     parts += _detail_html(a, items)
+    frontier = frontier_section_html(recs, s, s.aggregate_names[0])  # every checkpoint, not the budget view
+    if frontier is not None:
+        parts.append(_details(f"Rollout tokens to target ({s.aggregate_names[0]})", frontier,
+                              anchor="sec-tokens-to-target", open_=True))
     parts += [_details(sec_title, sec_html) for sec_title, sec_html in extra_sections]
     doc = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
            f"<style>{_CSS}</style><script>{_SCRIPT}</script></head><body>{''.join(parts)}</body></html>")

@@ -209,8 +209,7 @@ def verdicts_table(paired: pd.DataFrame, metric: str, margin: float = 1.0, alpha
     from analysis.verdicts import METHOD_NOTE, verdict_counts, verdict_table
 
     data = verdict_table(paired, metric, margin, alpha)
-    shown = [k for k in GROUP_KEYS if data[k].nunique() > 1]
-    disp = pd.DataFrame({k: data[k].astype(str) for k in shown})
+    disp = _group_columns(data)
     disp["policy"] = data["policy"]
     disp["vs"] = data["reference"]
     disp["n"] = data["n"].map(lambda v: _fmt(v, 0))
@@ -223,13 +222,17 @@ def verdicts_table(paired: pd.DataFrame, metric: str, margin: float = 1.0, alpha
         for v, lo, hi in zip(data["seeds_to_decide"], data["seeds_to_decide_lo"], data["seeds_to_decide_hi"],
                              strict=True)]
     disp["A/A floor"] = data["aa_floor"].map(_fmt)
+    _add_stopped_steps(disp, data)
     counts = verdict_counts(data)
     lead = (f"{metric}, margin ±{margin:g}: " + ", ".join(f"{v} {c}" for v, c in counts.items())
             + f" of {len(data)} comparisons"
             + (f"; margin below the A/A noise floor for {int(data['margin_below_aa_floor'].sum())}"
                if data["margin_below_aa_floor"].any() else ""))
-    return Table("verdicts", f"{EXTRA_TABLES['verdicts']} ({metric}, ±{margin:g})", data, disp,
-                 METHOD_NOTE.format(alpha=alpha, margin=margin), lead=lead)
+    note = METHOD_NOTE.format(alpha=alpha, margin=margin)
+    if STOPPED in disp.columns:
+        note += ("; runs trained to a rollout-token budget are paired at it (each run's last checkpoint), so their "
+                 "family is campaign/model/regime/budget")
+    return Table("verdicts", f"{EXTRA_TABLES['verdicts']} ({metric}, ±{margin:g})", data, disp, note, lead=lead)
 
 
 def random_effects_display(paired: pd.DataFrame, metric: str) -> Table:
@@ -255,11 +258,36 @@ def random_effects_display(paired: pd.DataFrame, metric: str) -> Table:
     return Table("random_effects", f"{EXTRA_TABLES['random_effects']} ({metric})", data, disp, note, lead=lead)
 
 
+STOPPED = "stopped at step (method / reference)"
+
+
+def _group_columns(data: pd.DataFrame) -> pd.DataFrame:
+    """The group keys that vary among `data`'s rows, as text; a step seen at a rollout-token budget reads as
+    such (analysis.budget.step_label), never as a negative step."""
+    from analysis.budget import step_label
+
+    budget = data["rollout_token_budget"] if "rollout_token_budget" in data.columns else pd.Series(np.nan,
+                                                                                                  index=data.index)
+    cols = {k: data[k].astype(str) for k in GROUP_KEYS if data[k].nunique() > 1}
+    if "step" in cols:
+        cols["step"] = pd.Series([step_label(s, b) for s, b in zip(data["step"], budget, strict=True)],
+                                 index=data.index)
+    return pd.DataFrame(cols, index=data.index)
+
+
+def _add_stopped_steps(disp: pd.DataFrame, data: pd.DataFrame) -> None:
+    """Runs paired at a rollout-token budget: the step each run stopped at, seed by seed, per side (a run the step
+    cap stopped below its budget is marked †)."""
+    if "method_steps" not in data.columns or not (data["method_steps"].astype(str) != "").any():
+        return
+    disp[STOPPED] = [f"{m} / {r}" + (f" † below budget: {b}" if b else "") for m, r, b in zip(
+        data["method_steps"], data["reference_steps"], data["below_budget"], strict=True)]
+
+
 def paired_table(paired: pd.DataFrame, metric: str) -> Table:
     """The paired-comparison table for one metric (aggregate, domain or benchmark)."""
     data = paired[paired["metric"] == metric].reset_index(drop=True)
-    shown = [k for k in GROUP_KEYS if data[k].nunique() > 1]
-    disp = pd.DataFrame({k: data[k].astype(str) for k in shown})
+    disp = _group_columns(data)
     disp["policy"] = data["policy"]
     disp["vs"] = np.where(data["kind"] == "aa_noise_floor",
                           data["reference"].astype(str) + " (" + data["reference_campaign"].astype(str)
@@ -299,10 +327,12 @@ def paired_table(paired: pd.DataFrame, metric: str) -> Table:
             "over seeds and items, paired on items (analysis/items.py)"
             + (f"; seed + item CI missing (—): {data['item_note'].iloc[0]}"
                if len(data) and data["item_lo"].isna().all() and data["item_note"].iloc[0] else ""))
+    _add_stopped_steps(disp, data)
     has_items = bool(len(data)) and bool(data["item_lo"].notna().any())
     keep = ("policy", "vs", *(["watch"] if "watch" in data.columns else []), "n", "Δ mean", "t 95% CI",
             *(["seed + item 95% CI"] if has_items else []), "p Holm",
-            "range / bootstrap CI (coverage)", "P(d>0) seeds", "model", "campaign", "regime", "step")
+            "range / bootstrap CI (coverage)", "P(d>0) seeds", *([STOPPED] if STOPPED in disp.columns else []),
+            "model", "campaign", "regime", "step")
     return Table("paired", f"{EXTRA_TABLES['paired']} ({metric})", data, disp, note, lead=SMALL_N_NOTE, keep=keep)
 
 
@@ -316,7 +346,11 @@ def build_tables(records: pd.DataFrame, suite: Suite, names: list[str] | None = 
     unknown = [n for n in wanted if n not in TABLE_NAMES]
     if unknown:
         raise KeyError(f"unknown table(s) {unknown}; choose from {', '.join(TABLE_NAMES)} or 'all'")
-    runs = run_table(records, suite) if runs is None else runs
+    if runs is None:
+        from analysis.budget import budget_view
+
+        records = budget_view(records)  # budgeted runs at their budget, as the paired comparisons see them
+        runs = run_table(records, suite)
     if paired is None:
         paired = paired_comparisons(records, suite, runs=runs, n_resamples=n_resamples,
                                     allow_mixed_graders=allow_mixed_graders)

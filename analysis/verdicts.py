@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from analysis.budget import BUDGET_COLUMNS_OUT
 from analysis.paired_stats import adjust, sd_interval, seeds_needed
 from analysis.schema import GROUP_KEYS
 
@@ -58,7 +59,7 @@ def verdict_table(paired: pd.DataFrame, metric: str, margin: float, alpha: float
     t = paired[paired["metric"] == metric]
     eff = t[t["kind"] == "effect"].reset_index(drop=True)
     if eff.empty:
-        return pd.DataFrame(columns=VERDICT_COLUMNS)
+        return pd.DataFrame(columns=VERDICT_COLUMNS + [c for c in BUDGET_COLUMNS_OUT if c in t.columns])
     n = eff["n"].to_numpy(float)
     mean = eff["mean_diff"].to_numpy(float)
     sd = eff["sd_used"].to_numpy(float)
@@ -104,7 +105,8 @@ def verdict_table(paired: pd.DataFrame, metric: str, margin: float, alpha: float
     out["seeds_to_decide_hi"] = need_hi
     out["aa_floor"] = floor
     out["margin_below_aa_floor"] = ~np.isnan(floor) & (margin < np.nan_to_num(floor))
-    return out[VERDICT_COLUMNS]
+    extra = [c for c in BUDGET_COLUMNS_OUT if c in eff.columns]  # runs paired at a rollout-token budget
+    return pd.concat([out[VERDICT_COLUMNS], eff[extra]], axis=1) if extra else out[VERDICT_COLUMNS]
 
 
 def verdict_counts(v: pd.DataFrame) -> dict[str, int]:

@@ -31,8 +31,10 @@ def _narrow_paired(pt, width: int, *, lead: bool = True, note: bool = True, item
     from analysis.schema import GROUP_KEYS
     from analysis.table_formats import _md, fit_columns
 
-    key = ["policy", "vs", "watch", "n", "Δ mean", "t 95% CI", *(["seed + item 95% CI"] if items else []), "p Holm",
-           "range / bootstrap CI (coverage)", "P(d>0) seeds", "sd", "p (t)"]
+    from analysis.tables import STOPPED
+
+    key = ["policy", "vs", "watch", "n", "Δ mean", "t 95% CI", STOPPED, *(["seed + item 95% CI"] if items else []),
+           "p Holm", "range / bootstrap CI (coverage)", "P(d>0) seeds", "sd", "p (t)"]
 
     def wrap(text: str) -> str:
         return "\n".join(textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False))
@@ -41,8 +43,12 @@ def _narrow_paired(pt, width: int, *, lead: bool = True, note: bool = True, item
     groups = list(data.groupby(list(GROUP_KEYS), sort=False, dropna=False).groups.items())
 
     def label_of(idx) -> str:
+        from analysis.budget import step_label
+
         first = data.loc[idx[0]]
-        return " / ".join(str(first[k]) for k in GROUP_KEYS if str(first[k]) not in ("", "nan", "None"))
+        shown = {k: str(first[k]) for k in GROUP_KEYS}
+        shown["step"] = step_label(first["step"], first.get("rollout_token_budget"))
+        return " / ".join(v for v in shown.values() if v not in ("", "nan", "None"))
 
     one = len(groups) == 1  # one group: named in the title, no sub-heading
     parts = [f"## {pt.title}" + (f": {label_of(groups[0][1])}" if one else "") + "\n"]
@@ -124,6 +130,21 @@ def _tables_text(t, s, aggs: list[str], *, detail: bool, fmt: str, wide: bool, w
     return "\n".join(parts)
 
 
+ShowAllOpt = Annotated[bool, typer.Option("--all", metavar="", help="on a terminal, every table even when they "
+                                                                 "take more than one screen")]
+RunsDirOpt = Annotated[Path | None, typer.Option(
+    "--runs-dir", metavar="FOLDER", help="the work dir's runs/ folder: each comparison gets the reward watch of "
+                                         "its policy's runs (`reward-suspect`) beside it")]
+DetailOpt = Annotated[bool, typer.Option("--detail", metavar="", help="also per-domain and per-benchmark rows")]
+AtOpt = Annotated[str | None, typer.Option(
+    "--at", metavar="budget|tokens-to-target", help="budget: pair at the rollout-token budget (what a budgeted "
+    "campaign's records get by default; exit 2 without one); tokens-to-target: the rollout tokens each policy "
+    "needs to reach its reference's final score, paired by seed")]
+TargetOpt = Annotated[float | None, typer.Option(
+    "--target", metavar="POINTS", help="with --at tokens-to-target: a score to reach instead of the reference's "
+                                       "final score")]
+
+
 def compare(
     records: RecordsArg,
     campaign: CampaignOpt = None,
@@ -134,8 +155,7 @@ def compare(
                                                     help="TOST equivalence margin (points)")] = None,
     effect: Annotated[float, typer.Option("--effect", metavar="POINTS",
                                           help="effect (points) for the seeds-needed column")] = 1.0,
-    detail: Annotated[bool, typer.Option("--detail", metavar="",
-                                         help="also per-domain and per-benchmark rows")] = False,
+    detail: DetailOpt = False,
     reference_map: Annotated[list[str] | None, typer.Option(
         "--reference-map", metavar="POLICY=REFERENCE", help="overrides baseline/static (repeatable)")] = None,
     resamples: ResamplesOpt = RESAMPLES,
@@ -151,11 +171,10 @@ def compare(
     force: ForceOpt = False,
     allow_mixed: MixedOpt = False,
     allow_mixed_graders: MixedGradersOpt = False,
-    show_all: Annotated[bool, typer.Option("--all", metavar="", help="on a terminal, every table even when they "
-                                                                   "take more than one screen")] = False,
-    runs_dir: Annotated[Path | None, typer.Option(
-        "--runs-dir", metavar="FOLDER", help="the work dir's runs/ folder: each comparison gets the reward watch of "
-                                             "its policy's runs (`reward-suspect`) beside it")] = None,
+    show_all: ShowAllOpt = False,
+    runs_dir: RunsDirOpt = None,
+    at: AtOpt = None,
+    target: TargetOpt = None,
 ) -> None:
     """Seed-paired comparison of every policy with its campaign-local reference.
 
@@ -172,6 +191,8 @@ def compare(
                          mixed_graders=allow_mixed_graders)
     if aggregate is not None and aggregate not in s.aggregate_names:
         raise UserError(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
+    if _at(at, target, df, records) == "tokens-to-target":
+        return emit(tokens_to_target_text(df, s, aggregate or s.aggregate_names[0], target, refs, fmt), out)
     import warnings
 
     from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
@@ -204,6 +225,47 @@ def compare(
         text = _compare_screen(t, aggs[0], width, text.count("\n") + 1, more=aggs[1:])
     emit(text, out)
     warn_dropped(res.dropped)
+
+
+AT_CHOICES = ("budget", "tokens-to-target")
+
+
+def _at(at: str | None, target: float | None, df, records: Path) -> str | None:
+    """The checked `--at` (and `--target`): exit 2 for an unknown choice, a target without tokens-to-target, or
+    an equal-compute question of records that carry no rollout-token budget."""
+    from analysis.budget import budgeted
+
+    if at is not None and at not in AT_CHOICES:
+        raise UserError(f"--at {at!r}: choose one of {', '.join(AT_CHOICES)}")
+    if target is not None and at != "tokens-to-target":
+        raise UserError("--target: only with --at tokens-to-target (the score each run's curve must reach)")
+    check_inputs(check_points("--target", target))
+    if at is not None and not budgeted(df).any():
+        raise UserError(f"--at {at}: {records} holds no run trained to a rollout-token budget (no "
+                        "rollout_token_budget column); set `budget: {rollout_tokens: N}` in the campaign, and "
+                        "`evaluation: {all_checkpoints: true}` for tokens to target")
+    return at
+
+
+def tokens_to_target_text(df, s, metric: str, target: float | None, refs: dict[str, str], fmt: str) -> str:
+    """The tokens-to-target table: one row per policy vs its reference in one screen (md), every column in csv /
+    json, the method stated once."""
+    import warnings
+
+    from analysis.table_formats import _md, _wrap
+    from analysis.frontier_report import frontier_display
+    from analysis.tokens_to_target import METHOD_NOTE, tokens_to_target_table
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t, dropped = tokens_to_target_table(df, s, metric, target=target, reference_map=refs)  # NoTokenCurves: 2
+    if fmt == "csv":
+        return t.to_csv(index=False)
+    if fmt != "md":
+        return _json_dumps({"suite": s.name, "metric": metric, "target": target, "method": METHOD_NOTE,
+                            "tokens_to_target": json_rows(t), "dropped": dropped}, indent=1) + "\n"
+    return f"## Rollout tokens to target ({metric})\n\n{_md(frontier_display(t))}\n\n" + _wrap(
+        f"_{METHOD_NOTE}_", 120) + "".join(f"\n\nwarning: {m}" for m in dropped) + "\n"
 
 
 SCREEN_LINES = 40  # one terminal screen: longer answers are cut on a terminal (issue 27), never in a file or pipe

@@ -73,6 +73,12 @@ def _print_headline(spec: CampaignSpec, rs: list[RunSpec], report: PlanReport) -
     else:
         out.print(f"[bold]{spec.name}[/]: {acc.total_runs} runs, ≈{acc.gpu_hours:,} training GPU-hours; "
                   f"{ev}; duration {dur}", highlight=False)
+    if acc.budget is not None:
+        b = acc.budget
+        share = "" if b["lower_share"] is None else f", at least {b['lower_share']:.0%} of it"
+        out.print(f"budget {b['rollout_tokens']:,} rollout tokens: each of the {b['runs']} budgeted runs stops after "
+                  f"between {b['steps_at_least']} (every response at max_new_tokens) and {b['steps_cap']} steps "
+                  f"(the cap); the estimate above is for the cap{share}", highlight=False)
 
 
 def _print_breakdowns(acc: Accounting) -> None:

@@ -33,15 +33,52 @@ def _schema(entry) -> str:
 
 
 def _configs(folder: Path):
+    from orchestrator.engine.plugins import add_project_path, project_root_of_policy
     from policies import load_policy
 
     if not folder.is_dir():
         raise UserError(f"{folder}: policy folder not found (use --dir)")
-    return [(path, load_policy(path)) for path in sorted(folder.glob("*.yaml"))]  # PolicyConfigError: exit 2
+    paths = sorted(folder.glob("*.yaml"))
+    if paths and folder.resolve() != DEFAULT_DIR.resolve():  # a project's: its plugins import from it, as in `show`
+        add_project_path(project_root_of_policy(paths[0]))
+    return [(path, load_policy(path)) for path in paths]  # PolicyConfigError: exit 2
+
+
+def _curriculum_schema(cls) -> str:
+    return "; ".join(f"{k}: {p.allowed()} (default {p.default!r})" for k, p in cls.PARAMS.items()) or "-"
+
+
+def _curricula_table() -> Table:
+    """Every registered curriculum (shipped, and a plugin's once imported) with its signal and parameter schema."""
+    from policies import CURRICULA
+
+    t = Table(title="Curricula")
+    for c in ("name", "signal", "parameters"):
+        t.add_column(c, no_wrap=c == "name", overflow="fold")
+    for name, cls in sorted(CURRICULA.items()):
+        t.add_row(name, cls.signal, _curriculum_schema(cls))
+    return t
+
+
+def _options(p) -> str:
+    c = p.config
+    opts = []
+    if p.mechanism == "select":
+        opts += [f"loss_norm={p.loss_norm}"] + (["recompute_advantages"] if p.recompute_advantages else [])
+    if p.control:
+        opts.append(f"control={p.control['name']}")
+    if p.warmup_step:
+        opts.append(f"warmup={p.warmup_step}")
+    if c.get("curriculum"):
+        opts.append(f"curriculum={c['curriculum']['name']}({_params(c['curriculum'].get('params') or {})})")
+    if c.get("dynamic_sampling"):
+        opts.append(f"dynamic_sampling({_params(c['dynamic_sampling'])})")
+    return ", ".join(opts) or "-"
 
 
 def list_all(ctx: typer.Context, folder: DirOpt = DEFAULT_DIR) -> None:
-    """List scorers, actuators (with parameter schemas) and the named configurations."""
+    """List scorers, actuators, curricula (with parameter schemas) and the named configurations (their plugins
+    imported, so a project's own scorer, actuator or curriculum is listed too)."""
     if ctx.invoked_subcommand is not None:
         return
     from policies import ACTUATORS, SCORERS
@@ -59,21 +96,15 @@ def list_all(ctx: typer.Context, folder: DirOpt = DEFAULT_DIR) -> None:
     for name, e in sorted(ACTUATORS.items(), key=lambda kv: (kv[1].cls.mechanism, kv[0])):
         t.add_row(name, e.cls.mechanism, e.cls.granularity, _schema(e))
     out.print(t)
+    out.print(_curricula_table())
     t = Table(title=f"Configurations ({folder})")
     for c in ("name", "mechanism", "scorer", "actuator", "params", "options"):
         t.add_column(c, no_wrap=c in ("name", "mechanism"), overflow="fold")
     for _path, p in rows:
         c = p.config
-        opts = []
-        if p.mechanism == "select":
-            opts += [f"loss_norm={p.loss_norm}"] + (["recompute_advantages"] if p.recompute_advantages else [])
-        if p.control:
-            opts.append(f"control={p.control['name']}")
-        if p.warmup_step:
-            opts.append(f"warmup={p.warmup_step}")
         t.add_row(p.name, p.mechanism, (c.get("scorer") or {}).get("name", "-"),
                   (c.get("actuator") or {}).get("name", "-"),
-                  _params((c.get("actuator") or {}).get("params", {})), ", ".join(opts) or "-")
+                  _params((c.get("actuator") or {}).get("params", {})), _options(p))
     out.print(t)
 
 
@@ -105,10 +136,29 @@ def show(name: Annotated[str, typer.Argument(help="configuration name or YAML pa
             obj = getattr(p, key)
             out.print(f"  {key}: {blk['name']}({_params(blk['params'])})")
             out.print(f"    {(type(obj).__doc__ or '').strip().splitlines()[0]}", markup=False)
-    for key in ("loss_norm", "recompute_advantages", "warmup_step", "control", "domains", "search_space"):
+    blk = p.config.get("curriculum")
+    if blk:
+        _show_curriculum(blk)
+    for key in ("loss_norm", "recompute_advantages", "warmup_step", "control", "domains", "search_space",
+                "dynamic_sampling"):
         if p.config.get(key) not in (None, [], {}):
             out.print(f"  {key}: {p.config[key]}", markup=False)
     out.print(f"  passes over (B, L) per step: {p.passes:g}")
+
+
+def _show_curriculum(blk: dict) -> None:
+    """A policy's curriculum block: the rule, its parameters as resolved, what it reads and each knob's schema."""
+    from policies.curricula.registry import curriculum_class
+
+    cls = curriculum_class(blk["name"])
+    out.print(f"  curriculum: {blk['name']}({_params(blk.get('params') or {})})", markup=False)
+    doc = (cls.__doc__ or "").strip().splitlines()
+    if doc:
+        out.print(f"    {doc[0]}", markup=False)
+    out.print(f"    signal: {cls.signal}", markup=False)
+    for k, spec in cls.PARAMS.items():
+        note = f" - {spec.doc}" if spec.doc else ""
+        out.print(f"    {k}: {spec.allowed()} (default {spec.default!r}){note}", markup=False)
 
 
 def validate(files: Annotated[list[Path], typer.Argument(help="policy YAML files")],
@@ -145,7 +195,8 @@ def check() -> None:
 
 def register(app: typer.Typer) -> None:
     """Attach `campaign policies ...`."""
-    policies_app = typer.Typer(help="Data policies: list scorers, actuators and named configurations; plugin check.",
+    policies_app = typer.Typer(help="Data policies: list scorers, actuators, curricula and named configurations; "
+                               "plugin check.",
                                invoke_without_command=True, no_args_is_help=False)
     callback(policies_app, list_all)
     command(policies_app, "show", show)

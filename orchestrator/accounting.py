@@ -50,10 +50,13 @@ class Accounting:
     matrix: dict[str, dict[str, list[int]]]
     assumptions: list[dict[str, Any]]
     missing_references: list[str]
+    budget: dict[str, Any] | None = None  # `budget_steps`: only a budgeted campaign's plan has it
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form (`campaign plan --format json`), keys in field order."""
-        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
+        """The JSON form (`campaign plan --format json`), keys in field order; `budget` only when set (an equal-step
+        campaign's plan keeps its keys)."""
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
+                if not (f.name == "budget" and self.budget is None)}
 
 
 def accounting(spec: CampaignSpec, runs: list[RunSpec]) -> Accounting:
@@ -103,7 +106,32 @@ def accounting(spec: CampaignSpec, runs: list[RunSpec]) -> Accounting:
         matrix={p: {m: sorted(s) for m, s in ms.items()} for p, ms in matrix.items()},
         assumptions=assumptions,
         missing_references=missing_references(runs),
+        budget=budget_steps(runs),
     )
+
+
+def budget_steps(runs: list[RunSpec]) -> dict[str, Any] | None:
+    """Where a rollout-token budget stops the runs: each step generates at most prompts_per_step x rollout.n x
+    max_new_tokens tokens (times oversample x max_rounds under dynamic sampling), so a run stops after at least
+    ceil(budget / that) steps and at most its step cap. The time estimate (`compute.hours_per_run`, scaled by
+    steps) is for the cap: an upper bound, `lower_share` of it the lower one. None without a budget."""
+    budgeted = [r for r in runs if r.rollout_token_budget is not None]
+    if not budgeted:
+        return None
+    at_least: list[int] = []
+    for r in budgeted:
+        assert r.rollout_token_budget is not None
+        ro, ds = r.recipe_cfg.rollout, r.policy.cfg.get("dynamic_sampling") or {}
+        per_step = float(r.recipe_cfg.actor.prompts_per_step * ro.n * ro.max_new_tokens)
+        per_step *= float(ds.get("oversample", 1.0)) * int(ds.get("max_rounds", 1)) if ds else 1.0
+        at_least.append(min(r.steps, -(-int(r.rollout_token_budget) // max(1, int(per_step)))))
+    budgets = sorted({int(r.rollout_token_budget or 0) for r in budgeted})
+    cap = max(r.steps for r in budgeted)
+    low = sum(a / r.steps * r.est_hours for a, r in zip(at_least, budgeted, strict=True))
+    high = sum(r.est_hours for r in budgeted)
+    return {"rollout_tokens": budgets[0] if len(budgets) == 1 else budgets, "runs": len(budgeted),
+            "steps_at_least": min(at_least), "steps_cap": cap,
+            "lower_share": round(low / high, 4) if high > 0 else None}
 
 
 def eval_sample_factor(suite: str) -> float | None:

@@ -134,6 +134,11 @@ def check_backend_curricula(spec: CampaignSpec, runs: list[RunSpec], root: Path)
     problems = [f"{spec.source}: key 'budget.rollout_tokens': the {spec.backend} backend does not stop at a "
                 "rollout-token budget yet; remove the budget or use backend: local"] if (
         spec.budget and not backend.runs_rollout_budget) else []
+    ds = sorted({r.policy.name for r in runs if r.policy.cfg.get("dynamic_sampling") is not None})
+    if not backend.runs_dynamic_sampling:
+        problems += [f"{root / 'policy' / f'{name}.yaml'}: key 'dynamic_sampling': the {spec.backend} backend does "
+                     "not draw dynamic-sampling rounds yet; run it with backend: local or remove the policy"
+                     for name in ds]
     if backend.runs_curricula:
         return problems + _prepass_on(spec.backend, backend.runs_difficulty_prepass, runs, root)
     named = sorted({r.policy.name for r in runs if r.policy.cfg.get("curriculum") is not None})

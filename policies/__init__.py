@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from policies.policy import DataPolicy, PolicyResult
     from policies.registry import ACTUATORS, SCORERS, Param, register_actuator, register_scorer
     from policies.sampler import DomainSampler, is_inert
+    from policies.curricula.base import Curriculum
+    from policies.curricula.registry import CURRICULA, register_curriculum
 
 _LAZY = {
     "StepBatch": "policies.batch", "dense_ids": "policies.batch", "load_policy": "policies.loader",
@@ -29,12 +31,14 @@ _LAZY = {
     "DomainSampler": "policies.sampler", "is_inert": "policies.sampler", "register_scorer": "policies.registry",
     "register_actuator": "policies.registry", "Param": "policies.registry", "SCORERS": "policies.registry",
     "ACTUATORS": "policies.registry", "grpo_advantages": "policies.advantages",
+    "Curriculum": "policies.curricula.base", "CURRICULA": "policies.curricula.registry",
+    "register_curriculum": "policies.curricula.registry",
 }
 
 __all__ = [
     "StepBatch", "dense_ids", "load_policy", "DataPolicy", "PolicyResult", "PolicyConfigError", "DomainSampler",
     "is_inert", "register_scorer", "register_actuator", "Param", "SCORERS", "ACTUATORS", "grpo_advantages",
-    "MECHANISMS", "Mechanism", "declared_mechanism", "mechanism_of",
+    "MECHANISMS", "Mechanism", "declared_mechanism", "mechanism_of", "Curriculum", "CURRICULA", "register_curriculum",
 ]
 
 

@@ -23,6 +23,7 @@ from wtcommon.files import load_yaml_mapping
 TOP_KEYS = {
     "name", "description", "mechanism", "scorer", "actuator", "loss_norm", "recompute_advantages",
     "norm_adv_by_std", "warmup_step", "control", "domains", "search_space", "plugins", "curriculum",
+    "dynamic_sampling",
 }
 
 
@@ -187,6 +188,21 @@ def _check_options(cfg: dict[str, Any], mech: str, where: str) -> None:
         cfg["control"] = dict(ctl)
 
 
+def _check_dynamic_sampling(cfg: dict[str, Any], mech: str, where: str) -> None:
+    """A `dynamic_sampling:` block (policies/dynamic_sampling.py): its parameters with defaults filled; it draws
+    its rounds from the policy's prompt order or curriculum, so not beside a mixer (whose domain counts fix each
+    batch) nor with mechanism none (stock GRPO: write mechanism curriculum with curriculum {name: uniform})."""
+    if "dynamic_sampling" not in cfg:
+        return
+    from policies.dynamic_sampling import check_dynamic_sampling
+
+    if mech in ("none", "mix"):
+        raise PolicyConfigError(f"{where}: dynamic_sampling: not with mechanism {mech}; use it with select, reweight "
+                                "or curriculum (for plain GRPO + dynamic sampling: mechanism: curriculum, "
+                                "curriculum: {name: uniform})")
+    cfg["dynamic_sampling"] = check_dynamic_sampling(cfg["dynamic_sampling"], where)
+
+
 def _domains(cfg: dict[str, Any], domains: Sequence[str] | None, mech: str, ap: dict[str, Any],
              where: str) -> list[str]:
     """The domain list (the argument over the YAML's); a mixer needs one, without duplicates, with K * floor <= 1."""
@@ -265,6 +281,7 @@ def _load_policy(
     sp = validate_params(s_entry, sparams, policy) if s_entry else {}
     ap = validate_params(a_entry, aparams, policy) if a_entry else {}
     _check_options(cfg, mech, where)
+    _check_dynamic_sampling(cfg, mech, where)
     doms = _domains(cfg, domains, mech, ap, where)
     _check_recipe(aname, ap, rollout_n, where)
     _check_search_space(cfg.get("search_space"), policy, {"scorer": s_entry, "actuator": a_entry})

@@ -91,6 +91,7 @@ class DataPolicy:
         self.norm_adv_by_std: bool = config.get("norm_adv_by_std", True)
         self.control: dict | None = config.get("control")
         self.curriculum: dict | None = config.get("curriculum")  # {name, params}, built by the trainer on its pool
+        self.dynamic_sampling: dict | None = config.get("dynamic_sampling")  # {oversample, max_rounds}: the trainer
         self.scorer = scorer_entry.cls(**scorer_params) if scorer_entry else None
         self.actuator = actuator_entry.cls(**actuator_params) if actuator_entry else None
         self.stats: DomainStats | None = None

@@ -123,7 +123,7 @@ def run_training(req: TrainRequest, progress: ProgressFn | None = None,
 def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsSink | None) -> TrainResult:
     """A verified finished run's result as is; else set the run up (from its last resumable checkpoint, if any),
     train it step by step, and write `result.json`."""
-    t0 = time.time()
+    t0, c0 = time.time(), time.process_time()
     total_steps, save_freq = step_counts(req)
     out = Path(req.out_dir).resolve()
     config_hash = req.weights_hash()  # stored as "config_hash" (see weights_hash)
@@ -135,13 +135,16 @@ def _run_training(req: TrainRequest, progress: ProgressFn | None, sink: MetricsS
         shutil.rmtree(out / "checkpoints", ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     run = build_run(req, out, config_hash, resume, total_steps, save_freq)
+    build = {k: run.compute[k] for k in ("build_s", "build_cpu_s")}  # this launch's (a restore brings the saved)
     first_step, kept = (1, []) if resume is None else (resume.step + 1, run.restore(resume))
     ids_log = PromptIdLog(out, resume_step=resume.step if resume is not None else None)
     if sink is not None:  # standalone `campaign train` (this process is the store's only writer): stream each step
         sink.start(req)
     with open(run.metrics_path, "w") as mf, closing(ids_log), _failed_on_error(sink, req):
         _train(run, mf, ids_log, first_step, kept, resume is None, progress, sink)
-    run.compute["wall_s"] = time.time() - t0
+    run.compute.update(build, wall_s=time.time() - t0, cpu_s=time.process_time() - c0)
+    run.compute.update(train_wall_s=run.compute["wall_s"] - build["build_s"],
+                       train_cpu_s=run.compute["cpu_s"] - build["build_cpu_s"])
     result = TrainResult(run.checkpoints, run.metrics_path, run.compute)
     lc.write_result(out, result, {"config_hash": config_hash, "run_id": req.run_id, "run_key": req.run_key,
                                   "base_model": str(run.model_dir)})
@@ -188,6 +191,8 @@ class _Rollouts:
     domain: torch.Tensor  # each rollout's domain id
     input_ids: torch.Tensor  # prompt + response, what every log-prob pass reads
     attn: torch.Tensor
+    generated_tokens: int | None = None  # dynamic sampling: the rollout tokens of every round, kept or not
+    drawn: np.ndarray | None = None  # dynamic sampling: every prompt rolled out this step, in round order
 
     @property
     def mask(self) -> torch.Tensor:
@@ -199,9 +204,14 @@ def _step(run: LocalRun, step: int, ids_log: PromptIdLog) -> tuple[dict[str, Any
     metrics, evaluation and checkpoint. Its metrics row and whether the run stops after it."""
     ts = time.time()
     row: dict[str, Any] = {"step": step}
-    idx = _propose(run, step, row)
-    ids_log.log(step, idx)
-    batch = _rollout(run, step, idx)
+    ds = run.policy.dynamic_sampling if run.policy is not None else None
+    if ds:  # rounds of prompts until the batch holds informative groups (policies/dynamic_sampling.py)
+        batch = _dynamic_rollouts(run, step, ds, row)
+        ids_log.log(step, batch.drawn if batch.drawn is not None else batch.idx)
+    else:
+        idx = _propose(run, step, row)
+        ids_log.log(step, idx)
+        batch = _rollout(run, step, idx)
     advantages, old_lp, ref_lp = _advantages(run, batch)
     advantages, weights = _apply_policy(run, batch, advantages, old_lp, step, row)
     actor = _update(run, batch, advantages, old_lp, ref_lp, weights, row)
@@ -237,14 +247,14 @@ def _propose(run: LocalRun, step: int, row: dict[str, Any]) -> np.ndarray:
     return idx
 
 
-def _rollout(run: LocalRun, step: int, idx: np.ndarray) -> _Rollouts:
-    """`n` sampled responses per prompt (seeded per step), graded; a curriculum learns each rollout's accuracy (not
-    the shaped score)."""
+def _rollout(run: LocalRun, step: int, idx: np.ndarray, round_: int = 0) -> _Rollouts:
+    """`n` sampled responses per prompt (seeded per step, and per round under dynamic sampling), graded; a
+    curriculum learns each rollout's accuracy (not the shaped score)."""
     n, cfg = run.n, run.req.recipe.rollout
     run.model.eval()
     roll = ro.generate(run.model, run.tokenizer, [run.pool.messages[i] for i in idx], n=n,
                        max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                       top_k=cfg.top_k, seed=step_seed(run.req.seed, step, 2))
+                       top_k=cfg.top_k, seed=step_seed(run.req.seed, step, 2 if round_ == 0 else 100 + round_))
     acc: list[float] = []
     rewards, statuses = score_responses(run.pool, idx, roll.texts, n, accuracy=acc)
     correct = np.asarray(acc, dtype=np.float64).reshape(len(idx), n)
@@ -253,6 +263,55 @@ def _rollout(run: LocalRun, step: int, idx: np.ndarray) -> _Rollouts:
     return _Rollouts(idx, roll, rewards, statuses, correct, group=torch.arange(len(idx)).repeat_interleave(n),
                      domain=torch.from_numpy(run.pool.domain[idx]).repeat_interleave(n), input_ids=roll.input_ids,
                      attn=roll.attention_mask)
+
+
+def _dynamic_rollouts(run: LocalRun, step: int, ds: dict[str, Any], row: dict[str, Any]) -> _Rollouts:
+    """Dynamic sampling: rounds drawn from the curriculum (or the shuffled order), each rolled out and graded, the
+    groups whose accuracy varies kept until the batch holds `prompts_per_step` of them; every round's tokens count.
+    Logs `ds/*` (rounds, prompts and rollouts generated, rollouts per informative group, zero-variance fill)."""
+    from policies.dynamic_sampling import dynamic_sample
+
+    rounds: list[_Rollouts] = []
+
+    def draw(r: int, n: int, used: np.ndarray) -> np.ndarray:
+        if run.curriculum is not None:
+            ids = run.curriculum.propose(step, allowed=~used, n=n)
+            row.update({f"curriculum/{k}": float(v) for k, v in run.curriculum.last_diagnostics.items()})
+            return ids
+        assert run.order is not None  # no mixer with dynamic sampling (the policy loader refuses it)
+        return _order_draw(run.order, n, used)
+
+    def roll(r: int, ids: np.ndarray) -> np.ndarray:
+        rounds.append(_rollout(run, step, ids, r))
+        return rounds[-1].correct
+
+    got = dynamic_sample(draw, roll, run.req.recipe.actor.prompts_per_step, len(run.pool), ds["oversample"],
+                         ds["max_rounds"])
+    row.update({f"ds/{k}": v for k, v in got.diagnostics().items()})
+    picks = got.kept + got.filled
+    n = run.n
+    rows = [torch.tensor([i * n + j for rr, i in picks if rr == r for j in range(n)], dtype=torch.long)
+            for r in range(len(rounds))]
+    roll_ = ro.take_rows([b.roll for b in rounds], rows, run.tokenizer.pad_token_id)
+    idx = np.array([rounds[r].idx[i] for r, i in picks], dtype=np.int64)
+    rewards = torch.cat([rounds[r].rewards[rows[r]] for r in range(len(rounds))])
+    statuses = [rounds[r].statuses[int(k)] for r in range(len(rounds)) for k in rows[r]]
+    correct = np.concatenate([rounds[r].correct[[i for rr, i in picks if rr == r]] for r in range(len(rounds))])
+    return _Rollouts(idx, roll_, rewards, statuses, correct, group=torch.arange(len(idx)).repeat_interleave(n),
+                     domain=torch.from_numpy(run.pool.domain[idx]).repeat_interleave(n), input_ids=roll_.input_ids,
+                     attn=roll_.attention_mask, generated_tokens=int(sum(int(b.mask.sum()) for b in rounds)),
+                     drawn=np.concatenate(got.drawn))
+
+
+def _order_draw(order: Any, n: int, used: np.ndarray) -> np.ndarray:
+    """n prompt ids from the shuffled epoch order that are not `used` this step (the order moves on past them)."""
+    seen, out = used.copy(), list[int]()
+    while len(out) < n:
+        for i in order.next():
+            if not seen[i] and len(out) < n:
+                seen[i] = True
+                out.append(int(i))
+    return np.asarray(out, dtype=np.int64)
 
 
 def _advantages(run: LocalRun, b: _Rollouts) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -320,11 +379,11 @@ def _log_step(run: LocalRun, b: _Rollouts, step: int, weights: torch.Tensor | No
     """The step's compute into the run's account and its metrics into `row` (rewards, lengths, tokens, per-domain
     figures, the exploit watch)."""
     mask, rewards, statuses, compute = b.mask, b.rewards, b.statuses, run.compute
-    rollout_tokens = int(mask.sum())
-    update_tokens = float((mask * (weights > 0).float()).sum()) if weights is not None else float(rollout_tokens)
+    rollout_tokens = int(mask.sum()) if b.generated_tokens is None else b.generated_tokens  # every round counts
+    update_tokens = float((mask * (weights > 0).float()).sum()) if weights is not None else float(mask.sum())
     compute["rollout_tokens"] += rollout_tokens
     compute["update_tokens"] += update_tokens
-    compute["prompts_rolled_out"] += len(b.idx)
+    compute["prompts_rolled_out"] += len(b.idx) if b.drawn is None else len(b.drawn)
     compute["steps"] = step
     row.update({
         **actor,
@@ -359,6 +418,7 @@ class LocalBackend(TrainingBackend):
     """CPU GRPO on tiny models (see the module docstring)."""
 
     runs_curricula = True
+    runs_dynamic_sampling = True
     runs_rollout_budget = True
     runs_difficulty_prepass = True
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -163,7 +164,9 @@ def build_run(req: TrainRequest, out: Path, config_hash: str, resume: Checkpoint
     # "Loading weights" / "Writing model shards" bars per model load and save (the base model's build and warm-up
     # included): the step bar says the progress
     hf_logging.disable_progress_bar()
-    model_dir = _resolve_model(req, recipe, cache_root)
+    t_build, c_build = time.time(), time.process_time()
+    model_dir = _resolve_model(req, recipe, cache_root)  # a cold cache builds and warms the base model up here
+    build = {"build_s": time.time() - t_build, "build_cpu_s": time.process_time() - c_build}
     verl_fns, actor_config_cls = _import_verl()
     tokenizer, model, ref_model = _load_models(model_dir, resume)
     curriculum, sampler, order = _prompt_source(req, pool, policy, train_files, cache_root)
@@ -185,6 +188,7 @@ def build_run(req: TrainRequest, out: Path, config_hash: str, resume: Checkpoint
                                "prompts_rolled_out": 0, "steps": 0}
     if req.rollout_token_budget is not None:  # the analysis states the budget the runs compared at
         compute["rollout_token_budget"] = req.rollout_token_budget
+    compute.update(build)  # the base model's build (once per cache, in whichever run finds it cold): not training
     return LocalRun(req, out, config_hash, total_steps, save_freq, pool, heldout, policy, curriculum, sampler, order,
                     model_dir, model, tokenizer, ref_model, optim, loss, compute=compute)
 

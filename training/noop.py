@@ -39,6 +39,7 @@ class NoopBackend(TrainingBackend):
     needs_eval_data = False
     any_recipe = True  # it reads only its own knobs (sleep_s, fail, eval_sleep_s, simulate)
     runs_curricula = True  # it trains nothing: a curriculum or budget changes no job path
+    runs_dynamic_sampling = True
     runs_rollout_budget = True
     runs_difficulty_prepass = True
     multi_node = True  # it reserves a multi-node run's nodes exactly as verl does (orchestrator.engine.placement)

@@ -96,3 +96,23 @@ def response_log_probs(model, input_ids: torch.Tensor, attention_mask: torch.Ten
     logits = logits[:, -response_len - 1 : -1, :].float()
     targets = input_ids[:, -response_len:]
     return torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+
+
+def take_rows(rolls: list[Rollout], rows: list[torch.Tensor], pad_id: int) -> Rollout:
+    """The rows `rows[i]` of each rollout `rolls[i]`, stacked into one (dynamic sampling's kept groups from several
+    rounds): prompts left-padded to the widest round (positions come from the mask, so extra left padding changes
+    no log-prob), responses right-padded to the widest."""
+    width_p = max(r.prompt_ids.shape[1] for r in rolls)
+    width_r = max(r.response_ids.shape[1] for r in rolls)
+    parts: list[tuple[torch.Tensor, ...]] = []
+    texts: list[str] = []
+    for roll, idx in zip(rolls, rows, strict=True):
+        lp, rp = width_p - roll.prompt_ids.shape[1], width_r - roll.response_ids.shape[1]
+        parts.append((torch.nn.functional.pad(roll.prompt_ids[idx], (lp, 0), value=pad_id),
+                      torch.nn.functional.pad(roll.prompt_mask[idx], (lp, 0), value=0),
+                      torch.nn.functional.pad(roll.response_ids[idx], (0, rp), value=pad_id),
+                      torch.nn.functional.pad(roll.response_mask[idx], (0, rp), value=0.0),
+                      roll.truncated[idx]))
+        texts += [roll.texts[int(i)] for i in idx]
+    cols = [torch.cat([p[k] for p in parts], dim=0) for k in range(5)]
+    return Rollout(cols[0], cols[1], cols[2], cols[3], cols[4], texts)

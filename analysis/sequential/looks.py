@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from analysis.schema import DEFAULT_REFERENCE
 from analysis.sequential import SequentialError
 from analysis.sequential.decisions import interim_decision
 from analysis.sequential.design import SequentialDesign
@@ -46,7 +47,7 @@ def look_at_runs(runs: pd.DataFrame, design: SequentialDesign, look: int, aggreg
 
     from analysis.sequential.family import familywise_look
 
-    refs = dict(references or {"select": "baseline", "reweight": "baseline", "mix": "static"})
+    refs = dict(references or DEFAULT_REFERENCE)  # curricula too: paired with baseline
     if not 0 <= look < len(design.looks):
         raise SequentialError(f"look: {look} is outside 0..{len(design.looks) - 1} for looks {list(design.looks)}")
     if aggregate not in runs.columns:

@@ -122,49 +122,71 @@ def _base_config(entry: str, spec: CampaignSpec, key: str, who: str = "") -> tup
     return _load(found, "policy file"), found
 
 
-def apply_overrides(base: dict[str, Any], variant: PolicyVariant, where: str) -> dict[str, Any]:
-    """The base config with the variant's parameter overrides, each checked against the registry's schema
-    (`actuator.fraction`, `scorer.agg`, or a bare name that only one of the two blocks declares)."""
+def _override_schemas(cfg: dict[str, Any], variant: PolicyVariant, where: str) -> dict[str, dict[str, Any]]:
+    """{block: {parameter: Param}} of the base's scorer, actuator and curriculum blocks, looked up in their
+    registries (after the base's plugins are imported: they register what it names)."""
     from policies import PolicyConfigError
+    from policies.curricula.registry import curriculum_class
+    from policies.plugins import import_plugins
     from policies.registry import lookup
 
-    from policies.plugins import import_plugins
-
-    cfg = copy.deepcopy(base)
-    try:  # its plugin modules first: they register the scorers and actuators it names
+    try:
         import_plugins(cfg, where)
     except PolicyConfigError as exc:
         raise SpecError(str(exc)) from None
-    entries = {}
-    for part in ("scorer", "actuator"):
+    schemas: dict[str, dict[str, Any]] = {}
+    for part in ("scorer", "actuator", "curriculum"):
         blk = cfg.get(part)
         if isinstance(blk, dict) and "name" in blk:
             try:
-                entries[part] = lookup(part, blk["name"], variant.base)
+                schemas[part] = dict(curriculum_class(blk["name"]).PARAMS if part == "curriculum"
+                                     else lookup(part, blk["name"], variant.base).params)
             except PolicyConfigError as exc:
                 raise SpecError(f"{where}: base {variant.base!r}: {exc}") from None
-    known = [f"{part}.{p}" for part, e in entries.items() for p in e.params]
+    return schemas
+
+
+def apply_overrides(base: dict[str, Any], variant: PolicyVariant, where: str) -> dict[str, Any]:
+    """The base config with the variant's parameter overrides, each checked against the registry's schema
+    (`actuator.fraction`, `scorer.agg`, `curriculum.decay`, or a bare name that only one of the blocks declares);
+    a curriculum's cross-field checks (e.g. band_low <= band_high) run on the merged parameters."""
+    from policies import PolicyConfigError
+
+    cfg = copy.deepcopy(base)
+    schemas = _override_schemas(cfg, variant, where)
+    known = [f"{part}.{p}" for part, ps in schemas.items() for p in ps]
     for key, value in variant.params.items():
         part, _, pname = str(key).rpartition(".")
-        parts = [part] if part else [p for p, e in entries.items() if pname in e.params]
-        if part and part not in ("scorer", "actuator"):
-            parts = []
+        parts = [part] if part else [p for p, ps in schemas.items() if pname in ps]
         if len(parts) > 1:
-            raise SpecError(f"{where}: params.{key}: both the scorer and the actuator take {pname!r}; write "
-                            f"scorer.{pname} or actuator.{pname}")
-        if not parts or parts[0] not in entries or pname not in entries[parts[0]].params:
+            raise SpecError(f"{where}: params.{key}: {' and '.join(parts)} all take {pname!r}; write "
+                            f"{' or '.join(f'{p}.{pname}' for p in parts)}")
+        if not parts or parts[0] not in schemas or pname not in schemas[parts[0]]:
+            mechs = ", ".join(schemas) or "no scorer, actuator or curriculum"
             raise SpecError(f"{where}: params.{key}: base {variant.base!r} has no such parameter; known: "
-                            f"{', '.join(known) or 'none (mechanism none)'}")
+                            f"{', '.join(known) or f'none ({mechs})'}")
         try:
-            checked = entries[parts[0]].params[pname].check(value, f"{where}: params.{key}")
+            checked = schemas[parts[0]][pname].check(value, f"{where}: params.{key}")
         except PolicyConfigError as exc:
             raise SpecError(str(exc)) from None
         blk = cfg[parts[0]]
         blk["params"] = {**(blk.get("params") or {}), pname: checked}
+    if "curriculum" in schemas:
+        _check_curriculum_block(cfg["curriculum"], where)
     cfg["name"] = variant.name
     shown = ", ".join(f"{k}={v}" for k, v in variant.params.items())
     cfg["description"] = variant.description or f"{variant.base} with {shown or 'its own parameters'}"
     return cfg
+
+
+def _check_curriculum_block(blk: dict[str, Any], where: str) -> None:
+    from policies import PolicyConfigError
+    from policies.curricula.registry import check_curriculum
+
+    try:
+        check_curriculum(blk["name"], blk.get("params"))
+    except PolicyConfigError as exc:
+        raise SpecError(f"{where}: {exc}") from None
 
 
 def resolve_policy(entry: str | PolicyVariant, spec: CampaignSpec, key: str) -> tuple[str, dict[str, Any], str]:

@@ -8,7 +8,9 @@ The rule, as in the paper and its public code (Infini-AI-Lab/GRESO, `all_probabi
 * after each step, the share of rolled-out groups that were all correct (all wrong) is compared with its target,
   target_zero_variance / 3 (x 2/3 for all wrong, which are likelier to change as the policy improves): above
   target, p -= delta (skip more); below, p += delta; p stays in [min_p, max_p]. Adaptation starts after one
-  nominal epoch (ceil(pool / batch) updates), as the code's `epoch > 0`.
+  epoch of the code's dataloader, floor(pool / batch) updates (Infini-AI-Lab/GRESO at b277843,
+  `verl/trainer/ppo/ray_trainer.py` line 453: `drop_last=True`; line 1207: `if epoch > 0`); ceil, as before,
+  adapted one step late when the pool is not a multiple of the batch.
 
 Zero variance is exact: every rollout of the group 1 (all correct) or 0 (all wrong), read from per-rollout
 correctness. A step whose skips leave too few prompts (a solved pool) walks at most the rest of the epoch and one
@@ -17,7 +19,6 @@ fresh epoch, then fills uniformly and counts it in `fallback_uniform`: never an 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -136,7 +137,7 @@ class Greso(Curriculum):
             return
         easy, hard = streaks(self.z_easy, self.z_hard, ids, c)
         self.n_updates += 1
-        if self.n_updates > math.ceil(self.pool_size / self.batch_size):
+        if self.n_updates > self.pool_size // self.batch_size:  # the dataloader drops the last partial batch
             self.p_easy, self.p_hard = adapt(self.p_easy, self.p_hard, float(easy.mean()), float(hard.mean()),
                                              self.params)
         self.last_diagnostics.update(zero_variance_share=float((easy | hard).mean()), p_easy=self.p_easy,

@@ -3,11 +3,15 @@ model over the pool gives each prompt's pass rate; keep the hardest `fraction` o
 ties broken by the seed) and train on it uniformly, epoch-style. A cheap offline baseline for the adaptive rules:
 it reads no signal during training.
 
+The kept subset is part of the saved state: its ties are broken by the seed, so a run restored under another
+seed (or after the pre-pass cache changed) keeps the subset it trained on rather than silently drawing another.
+
 Needs `pass_rates` (the difficulty pre-pass, keyed by model + pool + decoding); without them, or with a kept set
 smaller than the batch, construction is refused naming the field and the fix."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -36,7 +40,7 @@ class HardestK(Curriculum):
     PARAMS: ClassVar[dict[str, Param]] = {
         "fraction": Param(float, 0.1, low=0.0, high=1.0, low_open=True, doc="share of the pool kept, hardest first"),
     }
-    STATE = ("seen",)
+    STATE = ("seen", "keep")  # the subset too: a restore under another seed keeps the run's own (ties broken anew)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -66,3 +70,8 @@ class HardestK(Curriculum):
 
     def update(self, step: int, prompt_ids: np.ndarray, correct: np.ndarray) -> None:
         self.check_update(prompt_ids, correct)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """A state saved before the subset was part of it (no `keep`) restores with the subset this seed draws,
+        as it did then."""
+        super().load_state_dict(state if "keep" in state else {**state, "keep": self.keep})

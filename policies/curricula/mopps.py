@@ -1,13 +1,18 @@
 """`mopps` (Qu et al., Model Predictive Prompt Selection, arXiv 2507.04632): a Beta posterior per prompt on its
 success rate; Thompson-sample it and roll out the prompts whose sampled rate is nearest the target.
 
-The rule, as in the paper and its public code (thu-rllab/MoPPS `recipe/ours/mopps.py`, strategy `topk`):
+The rule, as in the paper and its public code (thu-rllab/MoPPS at a883f51: `recipe/ours/mopps.py`, strategy `topk`):
 * each step draws `candidate_ratio` x batch candidates from the epoch stream (uniform, without replacement; the
-  code's `ts_ratio`, 8 in its runs), samples theta_i ~ Beta(alpha_i, beta_i) for each and keeps the batch with
-  the smallest (theta_i - target)^2;
-* after the rollouts, with s_i the group's success rate and K its rollouts:
-  alpha_i <- decay * alpha_i + (1 - decay) * alpha_0 + s_i K, beta_i likewise with (1 - s_i) K (decay 0.5 in the
-  code's runs; decay 1 = no forgetting). Prior alpha_0 = beta_0 = 1.
+  code's `tasksampler.ts_ratio`), samples theta_i ~ Beta(alpha_i, beta_i) for each and keeps the batch with the
+  smallest (theta_i - target)^2 (`mopps.py` lines 49-51, `bandit_target_mean` 0.5);
+* after the rollouts, with s_i the group's success rate and K its rollouts (`mopps.py` lines 77-78):
+  alpha_i <- decay * alpha_i + (1 - decay) * alpha_0 + s_i K, beta_i likewise with (1 - s_i) K. Prior
+  alpha_0 = beta_0 = 1.
+Defaults are the code's **math** runs (`scripts/math/math_verl_1.5b_topk_noinit.sh` line 131: ts_ratio 16; no
+decay override, so `config/our_trainer.yaml` line 41: bandit_decay_ratio 1.0, no forgetting), the setting closest
+to our reasoning suites; its countdown runs use ts_ratio 8 and decay 0.5 (`scripts/countdown/
+cd_verl_3b_topk_noinit.sh` lines 133 and 138), an inline variant away (`{base: mopps, params: {candidate_ratio:
+8, decay: 0.5}}`).
 """
 
 from __future__ import annotations
@@ -48,8 +53,8 @@ class MoPPS(Curriculum):
     PARAMS: ClassVar[dict[str, Param]] = {
         "target": Param(float, 0.5, low=0.0, high=1.0, low_open=True, high_open=True,
                         doc="success rate the sampled posterior should be nearest"),
-        "decay": Param(float, 0.5, low=0.0, high=1.0, doc="lambda: weight kept by the old posterior each update"),
-        "candidate_ratio": Param(float, 8.0, low=1.0, doc="candidates drawn per step, as a multiple of the batch"),
+        "decay": Param(float, 1.0, low=0.0, high=1.0, doc="lambda: weight kept by the old posterior each update"),
+        "candidate_ratio": Param(float, 16.0, low=1.0, doc="candidates drawn per step, as a multiple of the batch"),
         "prior_alpha": Param(float, 1.0, low=0.0, low_open=True),
         "prior_beta": Param(float, 1.0, low=0.0, low_open=True),
     }

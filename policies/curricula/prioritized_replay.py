@@ -5,9 +5,12 @@ The rule (from the paper's one-line description; its exact priority function was
 stated here): p = successes / rollouts over the prompt's history; priority p(1 - p) (the GRPO reward variance,
 largest at 0.5), 1.0 for a prompt never rolled out (explored first). A prompt whose rate is exactly 0 (unsolved)
 or 1 (solved) is parked: it leaves the priority heap, and every `retest_interval` steps a `retest_fraction` of
-the batch goes to parked prompts, least recently rolled out first. The rest of the batch pops the heap: the
-highest priorities, ties broken by a fresh uniform key each step. When too few unparked prompts are allowed,
-parked ones fill the batch (oldest first, counted in `filled_from_parked`)."""
+the batch goes to parked prompts, least recently rolled out first. The rest of the batch is **sampled by
+priority**, without replacement (P(prompt) proportional to its priority, Efraimidis-Spirakis keys u^(1/priority)
+from one uniform draw per step): popping the top of the heap deterministically re-selected the same batch step
+after step (in a closed-loop simulation most rollouts went to one batch's worth of prompts), which is not what
+prioritized replay samples. When too few unparked prompts are allowed, parked ones fill the batch (oldest first,
+counted in `filled_from_parked`)."""
 
 from __future__ import annotations
 
@@ -18,7 +21,6 @@ import numpy as np
 from policies.curricula.base import Curriculum, top_n
 from policies.registry import Param
 
-TIE = 1e-12  # tie-break jitter: below the spacing of distinct p(1 - p) values, above float64 resolution at 0.25
 
 
 def priorities(successes: np.ndarray, rollouts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -30,7 +32,7 @@ def priorities(successes: np.ndarray, rollouts: np.ndarray) -> tuple[np.ndarray,
 
 
 class PrioritizedReplay(Curriculum):
-    """Pop the highest p(1 - p); park solved / unsolved prompts and retest them periodically."""
+    """Sample by priority p(1 - p); park solved / unsolved prompts and retest them periodically."""
 
     name = "prioritized_replay"
     signal = "accuracy: per-rollout correctness in {0,1}"
@@ -58,7 +60,9 @@ class PrioritizedReplay(Curriculum):
         r = max(min(r, int(park_mask.sum())), n - int(heap_mask.sum()))
         oldest = -(self.last_step + 0.5 * u)  # least recently rolled out first, random among equals
         retest = top_n(oldest, park_mask, r) if r else np.zeros(0, dtype=np.int64)
-        popped = top_n(prio + TIE * u, heap_mask, n - r)
+        with np.errstate(divide="ignore"):  # u = 0 (probability 2^-53): key -inf, drawn last
+            keys = np.log(u) / prio  # log of u^(1/priority): the n largest are a priority-weighted sample
+        popped = top_n(keys, heap_mask, n - r)
         heap_short = max(0, n - int(heap_mask.sum()))
         self.last_diagnostics.update(retested=float(r - heap_short), filled_from_parked=float(heap_short),
                                      parked=float(park_mask.sum()),

@@ -1,11 +1,18 @@
 """`prompt_replay` (arXiv 2603.21177): keep a buffer of medium-difficulty prompts and replay them, preferring a
 success rate near 0.5, with a cooldown between replays and a cap on how often one prompt is replayed.
 
-The rule (from the paper's description; knobs named here): after a step, a prompt whose group success rate lies
-in [band_low, band_high] enters (or stays in) the buffer with that rate; outside the band it leaves. Each step,
-`replay_fraction` of the batch is replayed from the buffer: prompts not rolled out in the last `cooldown` steps
-and replayed fewer than `max_reuse` times, nearest `target` first (ties random). A prompt reaching `max_reuse`
-leaves the buffer for good. The rest of the batch is fresh: the epoch stream, uniform without replacement."""
+The rule: after a step, a prompt whose group success rate lies in [band_low, band_high] enters (or stays in) the
+buffer with that rate; outside the band it leaves. Each step, floor(replay_fraction x batch) prompts are replayed
+from the buffer: prompts not rolled out in the last `cooldown` steps and replayed fewer than `max_reuse` times,
+nearest `target` first (ties random). A prompt reaching `max_reuse` leaves the buffer for good. The rest of the
+batch is fresh: the epoch stream, uniform without replacement.
+
+Defaults and the replay budget follow the authors' public code (baroian/GRPO_prompt_replay at 9e406c7,
+`open-instruct/open_instruct/grpo_fast.py`): lines 202-210, `prompt_replay_fraction` 0.5, `cooldown_steps` 5,
+`max_reuse_time` 20, `min_pass_rate` 0.24, `max_pass_rate` 0.7 (inclusive); line 750, the fraction is at most
+0.5 (here a larger one is refused rather than clipped); line 886, the budget is floor(prompts_per_step x
+fraction) (Python's round, before, replayed one prompt fewer or more on odd batches); line 1016, the replay heap
+pops the prompt nearest 0.5 first (`target` here)."""
 
 from __future__ import annotations
 
@@ -28,14 +35,14 @@ class PromptReplay(Curriculum):
     name = "prompt_replay"
     signal = "accuracy: per-rollout correctness in {0,1}"
     PARAMS: ClassVar[dict[str, Param]] = {
-        "replay_fraction": Param(float, 0.5, low=0.0, high=1.0, high_open=True,
-                                 doc="share of each batch replayed from the buffer"),
-        "band_low": Param(float, 0.1, low=0.0, high=1.0, doc="lowest group success rate admitted to the buffer"),
-        "band_high": Param(float, 0.9, low=0.0, high=1.0, doc="highest group success rate admitted"),
+        "replay_fraction": Param(float, 0.5, low=0.0, high=0.5,
+                                 doc="share of each batch replayed from the buffer (at most half, as the code)"),
+        "band_low": Param(float, 0.24, low=0.0, high=1.0, doc="lowest group success rate admitted to the buffer"),
+        "band_high": Param(float, 0.7, low=0.0, high=1.0, doc="highest group success rate admitted"),
         "target": Param(float, 0.5, low=0.0, high=1.0, low_open=True, high_open=True,
                         doc="preferred success rate of a replayed prompt"),
         "cooldown": Param(int, 5, low=0, doc="steps a prompt waits after a rollout before it is replayed"),
-        "max_reuse": Param(int, 3, low=1, doc="replays of one prompt before it leaves the buffer"),
+        "max_reuse": Param(int, 20, low=1, doc="replays of one prompt before it leaves the buffer"),
     }
     STATE = ("rate", "in_buffer", "reuse", "last_used", "seen")
 
@@ -55,7 +62,7 @@ class PromptReplay(Curriculum):
 
     def _propose(self, step: int, mask: np.ndarray, n: int) -> np.ndarray:
         eligible = mask & self.in_buffer & (step - self.last_used >= self.params["cooldown"])
-        r = min(int(round(self.params["replay_fraction"] * n)), int(eligible.sum()))
+        r = min(int(np.floor(self.params["replay_fraction"] * n)), int(eligible.sum()))  # the code's floor
         u = self.rng.random(self.pool_size)
         replay = top_n(-np.abs(self.rate - self.params["target"]) + 1e-12 * u, eligible, r) if r else \
             np.zeros(0, dtype=np.int64)

@@ -1,13 +1,15 @@
-"""The shipped curricula by name, and `build_curriculum`, the one way callers construct one.
+"""The curricula by name, `register_curriculum` (how a researcher's own rule joins them) and `build_curriculum`,
+the one way callers construct one.
 
-The rule modules import only `base` and are registered here, in the one registry idiom (wtcommon/registry.py): a
-plugin's own rule registers with `CURRICULA[name] = cls` (a taken name is refused), so nothing here can form an
-import loop."""
+The shipped rule modules import only `base` and are registered here, in the one registry idiom
+(wtcommon/registry.py), so nothing here can form an import loop. A plugin module (named under a policy's
+`plugins:`) registers its own rule with `@register_curriculum("name")`: a taken name is refused, and the class is
+checked as a rule (a `Curriculum` subclass whose `PARAMS` are `Param` schemas and whose `signal` is stated)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -20,10 +22,46 @@ from policies.curricula.prioritized_replay import PrioritizedReplay
 from policies.curricula.prompt_replay import PromptReplay
 from policies.curricula.uniform import Uniform
 from policies.errors import PolicyConfigError
+from policies.registry import Param
 from wtcommon.registry import Registry
 
 CURRICULA: Registry[type[Curriculum]] = Registry("curriculum", PolicyConfigError)
 CURRICULA.update({c.name: c for c in (Uniform, Greso, MoPPS, Learnability, PrioritizedReplay, PromptReplay, HardestK)})
+
+
+C = TypeVar("C", bound=type[Curriculum])
+
+
+def register_curriculum(name: str) -> Callable[[C], C]:
+    """Class decorator: register a curriculum rule under `name` (its `name` attribute is set to it). Refused with a
+    `PolicyConfigError` naming the class: not a `Curriculum` subclass, abstract methods left (`_propose`,
+    `update`), no `signal` stated, a `PARAMS` entry that is not a `Param`, a `STATE` entry that is not a name, or
+    the name taken by another class."""
+    def deco(cls: C) -> C:
+        where = f"register_curriculum({name!r}): {getattr(cls, '__qualname__', cls)!r}"
+        if not (isinstance(cls, type) and issubclass(cls, Curriculum)):
+            raise PolicyConfigError(f"{where}: not a subclass of policies.curricula.base.Curriculum")
+        missing = sorted(getattr(cls, "__abstractmethods__", ()))
+        if missing:
+            raise PolicyConfigError(f"{where}: implement {missing} (see docs/guide/policies.md, 'A curriculum of "
+                                    "your own')")
+        if not isinstance(getattr(cls, "signal", None), str) or not cls.signal:
+            raise PolicyConfigError(f"{where}: set `signal`, the per-rollout signal the rule reads (e.g. 'accuracy: "
+                                    "per-rollout correctness in {0,1}', or 'none')")
+        bad = sorted(k for k, v in cls.PARAMS.items() if not isinstance(v, Param))
+        if bad:
+            raise PolicyConfigError(f"{where}: PARAMS {bad} are not policies.Param schemas")
+        if not all(isinstance(k, str) and k for k in cls.STATE):
+            raise PolicyConfigError(f"{where}: STATE must list attribute names (strings), got {cls.STATE!r}")
+        own = cls.__dict__.get("name")
+        if own is not None and own != name:
+            raise PolicyConfigError(f"{where}: its `name` is {own!r}; register it under that name or drop the "
+                                    "attribute")
+        CURRICULA[name] = cls  # a different class under a taken name: refused by the registry
+        cls.name = name
+        return cls
+
+    return deco
 
 
 def curriculum_class(name: Any) -> type[Curriculum]:

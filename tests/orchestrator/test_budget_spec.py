@@ -26,3 +26,45 @@ def test_the_cpu_frontier_plans_with_its_budget_and_the_curriculum_control():
     assert len(runs) == 20 and {r.rollout_token_budget for r in runs} == {6000}
     mech = {r.policy.name: (r.policy.mechanism, r.reference) for r in runs}
     assert mech["matched_random_curriculum"] == ("curriculum", "baseline") == mech["greso"]
+
+
+def test_a_budgeted_runs_records_carry_its_budget_and_tokens_per_checkpoint(tmp_path):
+    """The evaluate stage's `with_budget_columns`: the budget and each checkpoint's cumulative rollout tokens from
+    the training log (the last line of a repeated step wins; a step the log lacks is NaN, never 0); an equal-step
+    run's frame is returned as it was."""
+    import json
+    import math
+
+    import pandas as pd
+
+    from orchestrator.engine.stages import with_budget_columns
+
+    plain = expand(load_campaign(REPO / "campaigns/demo.yaml"))[0]
+    budgeted = expand(load_campaign(REPO / "campaigns/demo.yaml", ["+budget.rollout_tokens=5000"]))[0]
+    log = tmp_path / "metrics.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in (
+        {"step": 0, "reward": 0.1}, {"step": 1, "tokens/rollout_cum": 2400}, {"step": 2, "tokens/rollout_cum": 4000},
+        {"step": 2, "tokens/rollout_cum": 4800}, {"step": 3, "tokens/rollout_cum": 7100})))
+    frame = pd.DataFrame({"step": [1, 2, 3, 4], "accuracy": [1.0, 2.0, 3.0, 4.0]})
+    assert with_budget_columns(frame, plain, {"metrics_path": str(log)}) is frame
+    out = with_budget_columns(frame, budgeted, {"metrics_path": str(log)})
+    assert out["rollout_token_budget"].tolist() == [5000.0] * 4
+    assert out["rollout_tokens"].tolist()[:3] == [2400.0, 4800.0, 7100.0] and math.isnan(out["rollout_tokens"][3])
+
+
+def test_the_plan_bounds_where_the_budget_stops_the_runs():
+    """Each step generates at most prompts_per_step x n x max_new_tokens tokens (x oversample x max_rounds under
+    dynamic sampling), so a run stops after at least ceil(budget / that) steps; an equal-step plan has no key."""
+    from orchestrator.accounting import accounting
+
+    spec = load_campaign(REPO / "campaigns/frontier_cpu.yaml", ["policies=[baseline,mopps]"])
+    runs = expand(spec)
+    r = runs[0]
+    per_step = r.recipe_cfg.actor.prompts_per_step * r.recipe_cfg.rollout.n * r.recipe_cfg.rollout.max_new_tokens
+    b = accounting(spec, runs).to_dict()["budget"]
+    assert b["rollout_tokens"] == 6000 and b["steps_cap"] == 12 and b["runs"] == 4
+    assert b["steps_at_least"] == -(-6000 // per_step) and b["lower_share"] == round(b["steps_at_least"] / 12, 4)
+    ds = load_campaign(REPO / "campaigns/frontier_cpu.yaml", ["policies=[baseline,dynamic_sampling]"])
+    assert accounting(ds, expand(ds)).budget["steps_at_least"] == max(1, -(-6000 // (per_step * 30)))
+    plain = load_campaign(REPO / "campaigns/demo.yaml")
+    assert "budget" not in accounting(plain, expand(plain)).to_dict()

@@ -72,6 +72,29 @@ def test_a_bad_override_exits_2_naming_the_file_the_variant_and_the_field(tree: 
     assert str(path) in res.stderr and "topk_bad" in res.stderr and needle in " ".join(res.stderr.split())
 
 
+def test_a_variant_sets_a_curriculum_parameter(tree: Path, helpers) -> None:
+    runs = expand(load_campaign(_campaign(tree, helpers, [
+        "baseline", {"name": "mopps_d09", "base": "mopps", "params": {"curriculum.decay": 0.9}},
+        {"name": "mopps_c4", "base": "mopps", "params": {"candidate_ratio": 4.0}}])))
+    by = {r.run_id: r for r in runs}
+    d09, c4 = by["variants/m0/mopps_d09/s1"].policy, by["variants/m0/mopps_c4/s1"].policy
+    assert d09.mechanism == "curriculum" and d09.cfg["curriculum"]["params"]["decay"] == 0.9
+    assert c4.cfg["curriculum"]["params"] == {**d09.cfg["curriculum"]["params"], "decay": 1.0, "candidate_ratio": 4.0}
+    assert by["variants/m0/mopps_d09/s1"].run_key != by["variants/m0/mopps_c4/s1"].run_key
+
+
+@pytest.mark.parametrize("variant, needle", [
+    ({"name": "v", "base": "mopps", "params": {"decay": 1.5}}, "params.decay: got 1.5; allowed: float in [0.0, 1.0]"),
+    ({"name": "v", "base": "mopps", "params": {"decy": 0.3}}, "known: curriculum.target, curriculum.decay"),
+    ({"name": "v", "base": "prompt_replay", "params": {"band_low": 0.95}}, "band_low"),
+    ({"name": "v", "base": "baseline", "params": {"decay": 0.3}}, "known: none (no scorer, actuator or curriculum)"),
+])
+def test_a_bad_curriculum_override_names_the_field(tree: Path, helpers, variant, needle: str) -> None:
+    with pytest.raises(SpecError) as exc:
+        expand(load_campaign(_campaign(tree, helpers, ["baseline", variant])))
+    assert needle in str(exc.value) and "policy variant 'v'" in str(exc.value)
+
+
 @pytest.mark.parametrize("entry, needle", [
     ({"name": "v1", "params": {"fraction": 0.3}}, "policy variant 'v1': base: Field required"),
     ({"name": "v1", "base": "topk", "overrides": {}}, "unknown key"),

@@ -36,8 +36,9 @@ def learnability_draw(rng: np.random.Generator, weights, allowed, n: int) -> lis
 
 
 class PrioritizedReplayRef:
-    """Heap of priorities p(1 - p) (1.0 unseen), parked solved/unsolved prompts retested periodically. Draws
-    u = rng.random(pool) once per step, as the vectorised rule does, for its tie-breaks."""
+    """Priorities p(1 - p) (1.0 unseen) sampled without replacement one draw at a time, each prompt's key
+    u_i^(1/w_i) (Efraimidis-Spirakis: the largest key among those left is drawn next), parked solved/unsolved
+    prompts retested periodically. Draws u = rng.random(pool) once per step, as the vectorised rule does."""
 
     def __init__(self, pool: int, interval: int, fraction: float, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
@@ -51,13 +52,13 @@ class PrioritizedReplayRef:
         heap, parked = [], []
         for i in range(self.pool):
             if self.n[i] == 0:
-                heapq.heappush(heap, (-(1.0 + 1e-12 * u[i]), i))
+                heapq.heappush(heap, (-(u[i] ** (1.0 / 1.0)), i))
                 continue
             p = self.succ[i] / self.n[i]
             if p in (0.0, 1.0):
                 heapq.heappush(parked, (self.last[i] + 0.5 * u[i], i))
             else:
-                heapq.heappush(heap, (-(p * (1 - p) + 1e-12 * u[i]), i))
+                heapq.heappush(heap, (-(u[i] ** (1.0 / (p * (1 - p)))), i))
         r = round(self.fraction * size) if step % self.interval == 0 else 0
         r = max(min(r, len(parked)), size - len(heap))
         out = [heapq.heappop(heap)[1] for _ in range(size - r)]
@@ -122,7 +123,7 @@ class GresoRef:
             else:
                 self.z_easy[i] = self.z_hard[i] = 0
         self.updates += 1
-        if self.updates > math.ceil(self.pool / self.batch):
+        if self.updates > self.pool // self.batch:  # GRESO's dataloader: drop_last, so floor
             if easy / len(ids) >= self.target / 3:
                 self.p_easy = max(self.p_easy - self.delta, self.lo)
             else:
@@ -160,8 +161,8 @@ class PromptReplayRef:
     a reuse cap, the rest fresh in epoch order. Draws u = rng.random(pool) for its tie-breaks, then the fresh
     prompts as `_uniform_draw` does."""
 
-    def __init__(self, pool: int, seed: int, fraction: float = 0.5, low: float = 0.1, high: float = 0.9,
-                 target: float = 0.5, cooldown: int = 5, cap: int = 3) -> None:
+    def __init__(self, pool: int, seed: int, fraction: float = 0.5, low: float = 0.24, high: float = 0.7,
+                 target: float = 0.5, cooldown: int = 5, cap: int = 20) -> None:
         self.rng = np.random.default_rng(seed)
         self.pool, self.fraction, self.low, self.high = pool, fraction, low, high
         self.target, self.cooldown, self.cap = target, cooldown, cap
@@ -173,7 +174,7 @@ class PromptReplayRef:
         u = self.rng.random(self.pool)
         elig = [i for i in range(self.pool) if self.buf[i]
                 and (self.last[i] is None or step - self.last[i] >= self.cooldown)]
-        r = min(round(self.fraction * size), len(elig))
+        r = min(math.floor(self.fraction * size), len(elig))
         replay = sorted(elig, key=lambda i: abs(self.rate[i] - self.target) - 1e-12 * u[i])[:r]
         for i in replay:
             self.reuse[i] += 1

@@ -119,3 +119,14 @@ def test_an_unknown_name_suggests_from_project_and_shipped_policies(tmp_path, mo
     for typo, close in (("brevty", "brevity"), ("maxvr", "maxvar")):
         r = CliRunner().invoke(_app(), ["policies", "show", typo], env={"COLUMNS": "300"})
         assert r.exit_code == 2 and f"did you mean {close}" in " ".join(r.output.split()), r.output
+
+
+def test_list_shows_curricula_with_their_schemas_and_show_their_parameters():
+    r = CliRunner().invoke(_app(), ["policies"], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    assert "Curricula" in r.output and "candidate_ratio: float in [1.0, inf] (default 16.0)" in r.output
+    assert "curriculum=mopps(target=0.5" in r.output  # the configuration's curriculum block, not "-"
+    r = CliRunner().invoke(_app(), ["policies", "show", "mopps"], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    assert "curriculum: mopps(target=0.5, decay=1.0, candidate_ratio=16.0" in r.output
+    assert "decay: float in [0.0, 1.0] (default 1.0) - lambda" in r.output and "signal: accuracy" in r.output

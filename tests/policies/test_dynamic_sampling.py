@@ -1,0 +1,103 @@
+"""Dynamic sampling (issue 50, Build 4): the over-sample / filter / refill rule on a synthetic pool with known
+success rates, by property; the policy block's checks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from policies import PolicyConfigError, load_policy
+from policies.dynamic_sampling import dynamic_sample, informative
+
+
+def _run(p: np.ndarray, k: int, batch: int, oversample: float, max_rounds: int, seed: int):
+    """dynamic_sample over a pool whose prompt i is solved with probability p[i]; returns the result, every
+    round's correctness and how many rollouts the roll function generated."""
+    rng = np.random.default_rng(seed)
+    seen: list[np.ndarray] = []
+
+    def draw(r: int, n: int, used: np.ndarray) -> np.ndarray:
+        free = np.flatnonzero(~used)
+        return rng.choice(free, size=n, replace=False)
+
+    def roll(r: int, ids: np.ndarray) -> np.ndarray:
+        seen.append((rng.random((ids.size, k)) < p[ids, None]).astype(float))
+        return seen[-1]
+
+    got = dynamic_sample(draw, roll, batch, p.size, oversample, max_rounds)
+    return got, seen
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(2, 8), st.integers(1, 16), st.floats(1.0, 4.0), st.integers(1, 6),
+       st.sampled_from(["mixed", "easy", "hard"]))
+def test_kept_groups_vary_and_every_generated_rollout_is_counted(seed, k, batch, oversample, max_rounds, kind):
+    rng = np.random.default_rng(seed)
+    pool = 120
+    p = {"mixed": rng.uniform(0, 1, pool), "easy": np.where(rng.random(pool) < 0.9, 1.0, 0.5),
+         "hard": np.where(rng.random(pool) < 0.9, 0.0, 0.5)}[kind]
+    got, seen = _run(p, k, batch, oversample, max_rounds, seed)
+    assert got.rounds == len(seen) <= max_rounds
+    assert got.generated_rollouts == sum(c.size for c in seen)  # every rollout generated, kept or not
+    assert got.generated_prompts == sum(c.shape[0] for c in seen)
+    drawn = np.concatenate(got.drawn)
+    assert drawn.size == np.unique(drawn).size  # a prompt is rolled out once a step
+    kept = np.array([seen[r][i] for r, i in got.kept]).reshape(-1, k)
+    assert len(got.kept) <= batch and (kept.max(axis=1) > kept.min(axis=1)).all()  # all non-zero variance
+    assert got.informative_groups == sum(int(informative(c).sum()) for c in seen)
+    if len(got.kept) < batch:  # short only when the rounds or the pool ran out
+        assert got.rounds == max_rounds or got.generated_prompts + math.ceil(oversample * batch) > pool
+        filled = np.array([seen[r][i] for r, i in got.filled]).reshape(-1, k)
+        assert (filled.max(axis=1) == filled.min(axis=1)).all() and len(got.kept) + len(got.filled) <= batch
+    diag = got.diagnostics()
+    assert diag["generated_rollouts"] == got.generated_rollouts and diag["rounds"] == got.rounds
+    if got.kept:
+        assert diag["rollouts_per_informative_group"] == got.generated_rollouts / len(got.kept)
+
+
+def test_rollouts_per_informative_group_tracks_the_known_rate():
+    """p = 0.5 for a fifth of the pool, solved or unsolved elsewhere: with K = 4 a group is informative with
+    probability 0.2 x (1 - 2 x 0.5^4) = 0.175, so a full batch costs about K / 0.175 = 22.9 rollouts a group, plus
+    at most one round's surplus (32 prompts x 4 / 32 = 4)."""
+    rng = np.random.default_rng(0)
+    p = np.where(rng.random(20000) < 0.2, 0.5, rng.integers(0, 2, 20000).astype(float))
+    per = []
+    for seed in range(40):
+        got, _ = _run(p, 4, 32, 1.0, 100, seed)
+        assert len(got.kept) == 32
+        per.append(got.generated_rollouts / 32)
+    assert 22.9 - 2 < np.mean(per) < 22.9 + 4
+
+
+def test_the_policy_block_is_checked():
+    pol = load_policy({"name": "ds", "mechanism": "curriculum", "curriculum": {"name": "uniform"},
+                       "dynamic_sampling": {}}, seed=0)
+    assert pol.dynamic_sampling == {"oversample": 3.0, "max_rounds": 10}
+    with pytest.raises(PolicyConfigError, match=r"dynamic_sampling.max_rounds: got 0"):
+        load_policy({"name": "ds", "mechanism": "curriculum", "curriculum": {"name": "uniform"},
+                     "dynamic_sampling": {"max_rounds": 0}}, seed=0)
+    with pytest.raises(PolicyConfigError, match="unknown parameter"):
+        load_policy({"name": "ds", "mechanism": "curriculum", "curriculum": {"name": "uniform"},
+                     "dynamic_sampling": {"rounds": 3}}, seed=0)
+    with pytest.raises(PolicyConfigError, match="not with mechanism none"):
+        load_policy({"name": "ds", "mechanism": "none", "dynamic_sampling": {}}, seed=0)
+
+
+def test_preflight_refuses_dynamic_sampling_on_a_backend_that_would_ignore_it():
+    from pathlib import Path
+
+    from orchestrator.engine.grid import expand
+    from orchestrator.engine.spec import load_campaign
+    from orchestrator.preflight import check_backend_curricula
+
+    repo = Path(__file__).resolve().parents[2]
+    over = ["policies=[baseline,dynamic_sampling,greso_ds]"]
+    local = load_campaign(repo / "campaigns/demo.yaml", over)
+    assert not [p for p in check_backend_curricula(local, expand(local), repo / "campaigns") if "dynamic" in p]
+    verl = load_campaign(repo / "campaigns/demo_verl.yaml", over)
+    problems = [p for p in check_backend_curricula(verl, expand(verl), repo / "campaigns") if "dynamic" in p]
+    assert len(problems) == 2 and all("key 'dynamic_sampling': the verl backend" in p for p in problems)
