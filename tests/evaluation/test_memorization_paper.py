@@ -163,3 +163,63 @@ def test_paper_rows_are_scored_and_summarised_with_the_graders_answer():
     assert (s60.ratio, s60.n_items, s60.n_probed, s60.exact, s60.answer) == (0.6, 2, 1, 1, 1)
     assert s100.exact is None and s100.mean_rouge_l is None and summary_row(s100)["exact_rate"] is None
     assert summary_row(s60)["exact_rate"] == 1.0 and s60.skipped == {"longer than the model's context": 1}
+
+
+def _paper_rows() -> list[dict]:
+    from evaluation.memorization_paper import cut, target_of
+
+    rows = []
+    for bench, hits in (("math500", 3), ("gsm8k", 0)):
+        for i in range(4):
+            for ratio in (0.8, 0.6, 0.4, 1.0):
+                problem = f"Problem {i} of {bench}: compute the sum of the first {i + 3} odd numbers, please."
+                prefix = cut(problem, ratio)
+                target = target_of(problem, prefix) if ratio < 1 else None
+                hit = i < hits
+                rows.append({"benchmark": bench, "item_id": str(i), "grader": "math", "ratio": ratio,
+                             "skipped": None, "problem": problem, "prefix": prefix, "target": target,
+                             "completion": "x", "prediction": target if hit else "x",
+                             "rouge_l": None if ratio == 1 else float(hit), "exact": None if ratio == 1 else hit,
+                             "answer": hit, "gold": "9"})
+    return rows
+
+
+def test_a_paper_report_is_read_by_the_campaign_report_as_em_at_60_percent(tmp_path):
+    """`campaign report` reads a paper-protocol probe: the rate is Table 2's EM at 60%, stated as such."""
+    from analysis.memorization_section import read_probe
+    from evaluation.memorization import ProbeResult
+    from evaluation.memorization_report import write_paper_report
+
+    res = ProbeResult(_paper_rows(), {"protocol": "paper", "ratios": [0.8, 0.6, 0.4, 1.0]}, False, tmp_path / "c")
+    files = write_paper_report(tmp_path / "out", res)
+    probe = read_probe(files[0])
+    assert probe.protocol == "paper" and probe.prefix == 0.6
+    assert probe.rates["math500"].rate == 0.75 and probe.rates["gsm8k"].rate == 0.0
+    assert "exact match as arXiv 2507.10532 counts it" in probe.recall() and "60%" in probe.recall()
+    import pandas as pd
+
+    per = pd.read_csv(files[1])
+    assert list(per.ratio) == [0.8, 0.6, 0.4, 1.0] * 2 and per.exact_rate.isna().tolist() == [False] * 3 + [True] + \
+        [False] * 3 + [True]
+    items = pd.read_csv(files[2])
+    assert {"problem", "prefix", "target", "completion", "prediction"} <= set(items.columns) and len(items) == 32
+
+
+@pytest.mark.parametrize("value, protocol", [(True, "windtunnel"), ({"protocol": "paper"}, "paper"),
+                                             ({}, "windtunnel"), (False, "windtunnel")])
+def test_a_campaign_asks_for_either_protocol_and_the_evaluation_key_does_not_move(value, protocol):
+    from evaluation.settings import EvaluationOptions, evaluation_key
+
+    opts = EvaluationOptions.from_mapping({"memorization": value})
+    assert opts.memorization_protocol == protocol and opts.memorization == (value is not False)
+    assert evaluation_key("db12", {"memorization": value}) == evaluation_key("db12", {})
+
+
+@pytest.mark.parametrize("value", ["paper", {"protocol": "rouge"}, {"protocol": "paper", "prefix": 0.5}, 3])
+def test_a_malformed_memorization_option_names_the_key_and_the_form(value):
+    from wtcommon.config_fields import ConfigFieldError
+
+    from evaluation.settings import EvaluationOptions
+
+    with pytest.raises(ConfigFieldError, match=r"memorization: got .*\{protocol: paper\}"):
+        EvaluationOptions.from_mapping({"memorization": value})
