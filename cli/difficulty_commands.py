@@ -32,8 +32,12 @@ def difficulty_cmd(
 ) -> None:
     """Roll out K samples per training prompt with the model, grade them as training does, and cache each
     prompt's pass rate (successes / K); a rerun with the same settings prints `cached` and generates nothing."""
+    from cli.writable import check_writable
     from training.difficulty import histogram, run_prepass, spec_for
+    from training.warmup import default_cache_root
 
+    check_writable(Path(cache_dir or default_cache_root()),  # before a model is loaded: exit 2, nothing written
+                   "--cache-dir" if cache_dir else "the cache ($WINDTUNNEL_CACHE or ~/.cache/windtunnel)")
     spec = spec_for(model, recipe, train_files=train_file or (), samples=samples, temperature=temperature,
                     max_new_tokens=max_new_tokens, top_p=top_p, top_k=top_k, seed=seed, limit=limit)  # UserError: 2
     res = run_prepass(spec, cache_dir)

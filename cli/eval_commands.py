@@ -398,6 +398,9 @@ def _stored_generations(campaign: str | None, workdir: Path, benchmark: list[str
     if bad:
         raise UserError(f"--benchmark {bad}: unknown benchmark; use one of {known}")
     target = out_path or results_file(workdir, campaign, "grader_disagreements.jsonl")
+    from cli.writable import check_writable
+
+    check_writable(target, "--out", "file")  # before the generated suite runs: exit 2, nothing written
     return _StoredGenerations(campaign, logs, gens, target)
 
 

@@ -27,7 +27,7 @@ def problem(path: Path, kind: str) -> str | None:
     """Why `path` cannot be written as a `kind` ("folder" or "file"), or None when it can."""
     path = Path(path)
     if kind == "folder" and path.exists() and not path.is_dir():
-        return "exists and is not a folder; give a folder path (or remove the file)"
+        return "it is a file, and this option takes a folder; give a folder path (or remove the file)"
     if kind == "file" and path.is_dir():
         return "is a folder; give a file path inside it"
     anc = _nearest_existing(path.parent if kind == "file" else path)
