@@ -10,6 +10,7 @@ import typer
 
 from cli.groups import command, subgroup
 from cli.options import JsonOpt
+from cli.writable import out_dir_callback
 
 
 def difficulty_cmd(
@@ -26,7 +27,8 @@ def difficulty_cmd(
     max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="default: rollout.max_new_tokens"),
     seed: int = typer.Option(0, "--seed", help="sampling seed"),
     limit: int | None = typer.Option(None, "--limit", metavar="N", help="only the first N prompts (smoke use)"),
-    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="default $WINDTUNNEL_CACHE or "
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", callback=out_dir_callback,
+                                          help="default $WINDTUNNEL_CACHE or "
                                           "~/.cache/windtunnel"),
     as_json: JsonOpt = False,
 ) -> None:

@@ -14,6 +14,7 @@ from cli.console import out
 from cli.errors import as_user_error
 from cli.groups import command, subgroup
 from cli.options import OutDirOpt
+from cli.writable import out_dir_callback
 from wtcommon.errors import UserError
 
 if TYPE_CHECKING:
@@ -101,7 +102,8 @@ def memorization_cmd(
                                        "released code's 4096; capped by the model's context)"),
     benchmark: list[str] = typer.Option([], "--benchmark", help="probe only these benchmark ids (repeatable)"),
     out_dir: OutDirOpt[Path | None] = None,
-    cache_dir: Path | None = typer.Option(None, "--cache-dir", metavar="DIR", help="default $WINDTUNNEL_CACHE or "
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", metavar="DIR", callback=out_dir_callback,
+                                          help="default $WINDTUNNEL_CACHE or "
                                           "~/.cache/windtunnel"),
     batch_size: int = typer.Option(16, "--batch-size", help="HF backend generation batch"),
 ) -> None:

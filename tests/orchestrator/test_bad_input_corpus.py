@@ -626,6 +626,32 @@ def test_audit_graders_refuses_an_empty_item_log(tmp_path):
         _refused_untouched(args, tmp_path, names)
 
 
+def _workdir_cases(root: Path, tree: Path) -> list[tuple[list[str], str | list[str]]]:
+    (root / "a_file.txt").write_text("keep me")
+    small = str(tree / "small.yaml")
+    f = str(root / "a_file.txt")
+    gfpo = str(REPO / "campaigns" / "policy" / "gfpo.yaml")
+    return [
+        (["submit", small, "--workdir", f"{f}/w", "--no-wait"], ["--workdir", "a_file.txt", "is a file"]),
+        (["submit", small, "--workdir", f, "--no-wait"], ["--workdir", "a_file.txt", "takes a folder"]),
+        (["submit", small, "--workdir", "/proc/windtunnel-w", "--no-wait"], ["--workdir", "/proc"]),
+        (["demo", "--workdir", f], ["--workdir", "a_file.txt"]),
+        (["train", "--policy", gfpo, "--out", str(root / "d"), "--seed", "1", "--cache-dir", f], "--cache-dir"),
+        (["train", "--policy", gfpo, "--out", f, "--seed", "1"], ["--out", "takes a folder"]),
+        (["eval", str(root / "ckpt"), "--cache-dir", f], "--cache-dir"),
+        (["export-tasks", f], "a_file.txt"),
+        (["data", "synthetic", "--out", f"{f}/d"], ["--out", "is a file"]),
+    ]
+
+
+def test_work_dirs_caches_and_out_folders_are_checked_before_anything_runs(tmp_path, tree):
+    """Was a NotADirectoryError / FileExistsError traceback from the ledger opener or the demo."""
+    before_tree = _tree(tree)
+    for args, names in _workdir_cases(tmp_path, tree):
+        _refused_untouched(args, tmp_path, names)
+    assert _tree(tree) == before_tree
+
+
 PLUGIN_CASES = {  # module source -> what the message must say
     "raise RuntimeError('boom in my scorer')\n": ["RuntimeError: boom in my scorer", "its code failed",
                                                   "fix the module's code"],
@@ -688,6 +714,7 @@ def test_the_corpus_holds_at_least_260_inputs(tmp_path):
         "issue 51: memorization outputs": len(_memorization_cases(_fresh(tmp_path, "m"))),
         "issue 51: difficulty inputs and cache": len(_difficulty_cases(_fresh(tmp_path, "d"))),
         "issue 51: graders item logs": len(_graders_cases(_fresh(tmp_path, "g"))),
+        "issue 51: work dirs, caches, --out": len(_workdir_cases(_fresh(tmp_path, "w"), tmp_path)),
         "issue 51: plugins raising on import": len(PLUGIN_CASES), "issue 51: block shapes": len(SCHEMA_SHAPES),
     }
     assert sum(counts.values()) >= 260, counts
