@@ -10,7 +10,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from cli.console import out
+from cli.console import err, out
 from cli.errors import as_user_error
 from cli.groups import command, subgroup
 from cli.options import OutDirOpt
@@ -143,6 +143,9 @@ def memorization_cmd(
     check_writable(Path(cache_dir or default_cache_root()) / "memorization",
                    "--cache-dir" if cache_dir else "the cache ($WINDTUNNEL_CACHE or ~/.cache/windtunnel)")
     res = run_probe(model, s, data_dir, settings, benchmarks=benchmark or None, cache_root=cache_dir)
+    if res.rebuilt is not None:
+        err.print(f"warning: {res.rebuilt}: not a readable memorization cache entry; probed again and rewrote it",
+                  highlight=False, soft_wrap=True, markup=False)
     how = f"greedy, {'cached' if res.cached else 'generated'}"
     if protocol == "paper":
         _report_paper(res, target, f"memorization (paper protocol, arXiv 2507.10532): {model.name} on {s.name} "

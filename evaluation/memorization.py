@@ -127,6 +127,7 @@ class ProbeResult:
     meta: dict[str, Any]
     cached: bool
     path: Path
+    rebuilt: Path | None = None  # a cache entry that could not be read, probed again and rewritten
 
 
 def check_model_dir(model: Path) -> Path:
@@ -237,15 +238,30 @@ def _plan(items: list[ProbeItem], lm: Any, settings: ProbeSettings) -> tuple[lis
     return rows, requests
 
 
+def _open_store(path: Path, store_type: Any) -> Any:
+    """The generation store, or a MemorizationError naming the file to delete when SQLite cannot read it."""
+    import sqlite3
+
+    try:
+        return store_type(path)
+    except sqlite3.DatabaseError as e:
+        raise MemorizationError(f"{path}: the probe's generation cache is not a readable SQLite database ({e}); "
+                                "delete it (it only saves regenerating) and run again") from None
+
+
 def _generate(model: Path, model_hash: str, items: list[ProbeItem], settings: ProbeSettings, store: Path,
               on_progress: Callable[[int, int], None] | None) -> list[dict[str, Any]]:
     from evaluation.generation_cache import CachedLM, GenerationStore
 
     from evaluation import memorization_paper_probe as paper
 
-    lm = _load_lm(model, settings.batch_size)
+    gen_store = _open_store(store, GenerationStore)  # before the model loads: a corrupt store is exit 2
+    try:
+        lm = _load_lm(model, settings.batch_size)
+    except BaseException:
+        gen_store.close()
+        raise
     rows, requests = (paper.plan if settings.protocol == "paper" else _plan)(items, lm, settings)
-    gen_store = GenerationStore(store)
     try:
         texts = CachedLM(lm, gen_store, model_hash, on_progress=on_progress).generate_until(requests)
     finally:
@@ -279,31 +295,29 @@ def run_probe(model: Path, suite: Suite, data_dir: Path, settings: ProbeSettings
     digest = key_digest(key, 24)
     root = Path(cache_root or default_cache_root()) / "memorization"
     path = root / f"{digest}.json"
+    rebuilt = None
     if path.is_file():
         body = _read_cached(path)
         if body is not None:
             return ProbeResult(body["rows"], body["meta"], cached=True, path=path)
+        rebuilt = path
     rows = _generate(model, model_hash, items, settings, root / "generations.sqlite", on_progress)
     unit = PREFIX_UNIT if settings.protocol != "paper" else "characters, moved forward to a boundary character"
     meta = {**key, "protocol": settings.protocol, "model_path": str(model), "prefix_unit": unit,
             "decoding": "greedy, raw text (no chat template)", "cache_key": digest}
     atomic_write_text(path, json.dumps({"meta": meta, "rows": rows}, ensure_ascii=False) + "\n")
-    return ProbeResult(rows, meta, cached=False, path=path)
+    return ProbeResult(rows, meta, cached=False, path=path, rebuilt=rebuilt)
 
 
 def _read_cached(path: Path) -> dict[str, Any] | None:
-    """A cached probe, or None (it is probed again and the file rewritten) when the file is not one: a
-    half-copied or hand-edited cache must not end in a traceback, and the rerun says it rebuilt the file."""
+    """A cached probe, or None (it is probed again and the file rewritten: `ProbeResult.rebuilt`) when the file
+    is not one: a half-copied or hand-edited cache must not end in a traceback."""
     try:
         body = json.loads(path.read_text())
         if isinstance(body, dict) and isinstance(body.get("rows"), list) and isinstance(body.get("meta"), dict):
             return body
     except (OSError, UnicodeDecodeError, ValueError):
         pass
-    import logging
-
-    logging.getLogger(__name__).warning("%s: not a readable memorization cache entry; probing again and rewriting "
-                                        "it", path)
     return None
 
 

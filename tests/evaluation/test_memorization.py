@@ -127,6 +127,13 @@ def test_the_paper_protocol_on_the_memorizing_model_writes_what_a_third_party_ca
         assert row.problem.startswith(row.prefix) and row.problem[len(row.prefix):].strip() == row.target
         assert row.prediction == " ".join(row.completion.split()[:len(row.target.split())])
         assert abs(scorer.score(row.target, row.prediction)["rougeL"].fmeasure - float(row.rouge_l)) < 1e-9
+    # a corrupt cache entry is probed again (from the generation store) and rewritten, with a warning
+    entry = next((tmp_path / "cache" / "memorization").glob("*.json"))
+    entry.write_text('{"meta": {"half')
+    again = _probe(campaign_cli, memorizing_model, tmp_path / "out2", tmp_path / "cache", "--protocol", "paper",
+                   "--benchmark", "gsm8k", "--max-new-tokens", "48")
+    assert again.returncode == 0 and "generated" in again.stdout, again.stderr
+    assert "not a readable memorization cache entry" in again.stderr and json.loads(entry.read_text())["rows"]
 
 
 def test_a_random_model_recalls_nothing_on_the_demos_fixture_items(random_model, tmp_path, campaign_cli):

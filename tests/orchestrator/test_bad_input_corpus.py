@@ -537,6 +537,8 @@ def _fake_model(root: Path) -> Path:
 def _memorization_cases(root: Path) -> list[tuple[list[str], str | list[str]]]:
     (root / "a_file.txt").write_text("keep me")
     model = _fake_model(root)
+    (root / "bad_cache" / "memorization").mkdir(parents=True)
+    (root / "bad_cache" / "memorization" / "generations.sqlite").write_bytes(b"not sqlite " * 100)
     fixtures = str(REPO / "evaluation" / "fixtures" / "db12")
     base = ["audit", "memorization", "--model", str(model), "--data-dir", fixtures]
     cache = ["--cache-dir", str(root / "cache")]
@@ -550,6 +552,8 @@ def _memorization_cases(root: Path) -> list[tuple[list[str], str | list[str]]]:
         ([*base, "--out", str(root / "out"), *cache, "--protocol", "paper", "--prefix", "1.5"], "--prefix"),
         ([*base, "--out", str(root / "out"), *cache, "--protocol", "paper", "--max-new-tokens", "0"],
          "--max-new-tokens"),
+        ([*base, "--out", str(root / "out"), "--cache-dir", str(root / "bad_cache"), "--benchmark", "gsm8k"],
+         ["generations.sqlite", "not a readable SQLite database", "delete it"]),
     ]
 
 
