@@ -119,7 +119,8 @@ def _rates_table(eff: pd.DataFrame, probe: ProbeRates, order: list[str]) -> pd.D
         rate = probe.rates.get(bid)
         row: dict[str, object] = {
             "benchmark": bid,
-            "recall (near)": "not probed" if rate is None else f"{_pct(rate.rate)} [{_pct(rate.lo)}, {_pct(rate.hi)}]",
+            "recall (near)" if probe.protocol != "paper" else f"EM at {probe.prefix:.0%} (paper)":
+                "not probed" if rate is None else f"{_pct(rate.rate)} [{_pct(rate.lo)}, {_pct(rate.hi)}]",
             "n probed": "" if rate is None else str(rate.n_probed)}
         for p, r in cols:
             hit = eff[(eff["metric"] == bid) & (eff["policy"].astype(str) == p) & (eff["reference"].astype(str) == r)]

@@ -203,6 +203,12 @@ def test_a_paper_report_is_read_by_the_campaign_report_as_em_at_60_percent(tmp_p
         [False] * 3 + [True]
     items = pd.read_csv(files[2])
     assert {"problem", "prefix", "target", "completion", "prediction"} <= set(items.columns) and len(items) == 32
+    from analysis.memorization_section import _rates_table, memorization_section_html
+
+    note = memorization_section_html(pd.DataFrame(columns=["model"]), {"tiny": probe}, ["math500", "gsm8k"])
+    assert "exact match as arXiv 2507.10532 counts it" in note and "near-verbatim" not in note
+    table = _rates_table(pd.DataFrame(columns=["metric", "policy", "reference"]), probe, ["math500", "gsm8k"])
+    assert list(table.columns[:2]) == ["benchmark", "EM at 60% (paper)"] and table.iloc[0, 1].startswith("75%")
 
 
 @pytest.mark.parametrize("value, protocol", [(True, "windtunnel"), ({"protocol": "paper"}, "paper"),

@@ -116,6 +116,11 @@ BAD_FILES = {
        for k, v in {"zero": "{rollout_tokens: 0}", "negative": "{rollout_tokens: -5}", "float": "{rollout_tokens: 1.5}",
                     "text": "{rollout_tokens: many}", "huge": "{rollout_tokens: 1.0e+30}", "empty": "{}",
                     "scalar": "1000", "unknown_key": "{rollout_tokens: 10, steps: 3}"}.items()},
+    # issue 51: the memorization probe's protocol
+    **{f"memorization_{k}": f"name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nbackend: local\n"
+                            f"evaluation: {{memorization: {v}}}\n"
+       for k, v in {"protocol": "{protocol: rouge}", "string": "paper", "extra_key": "{protocol: paper, prefix: 0.5}",
+                    "number": "1"}.items()},
 }
 
 
