@@ -6,7 +6,10 @@ MATH-500 problems near-verbatim from their first 60%, 0% of LiveMathBench's), ea
 without our answer instruction) is cut after the first `prefix` share of its tokens *in the model's own tokenizer*
 (rounded down; items of fewer than 2 tokens cannot be cut and are skipped), the prefix is decoded back to text and
 fed raw (no chat template: what a base model saw in pretraining), and the greedy continuation is scored against
-the true rest (evaluation/memorization_scores.py: exact, ROUGE-L, answer).
+the true rest (evaluation/memorization_scores.py: exact, ROUGE-L, answer). That is the `windtunnel` protocol,
+ours; the `paper` protocol reproduces the released code of arXiv 2507.10532 instead (a character cut at 80/60/40%
+and the whole problem, rouge_score ROUGE-L, its EM, the graded answer: evaluation/memorization_paper.py and
+memorization_paper_probe.py), so a model's numbers can be put beside the paper's Table 2.
 
 Generation goes through the evaluator's HF backend (TrackedHFLM, one model load) and its generation store
 (evaluation/generation_cache.py), so an interrupted probe resumes. The scored items are cached by the model's
@@ -238,12 +241,19 @@ def _plan(items: list[ProbeItem], lm: Any, settings: ProbeSettings) -> tuple[lis
     return rows, requests
 
 
-def _open_store(path: Path, store_type: Any) -> Any:
-    """The generation store, or a MemorizationError naming the file to delete when SQLite cannot read it."""
+def _check_store(path: Path) -> None:
+    """A MemorizationError naming the file to delete when an existing generation store is not SQLite (read-only:
+    checked before the model loads, it writes nothing)."""
     import sqlite3
 
+    if not path.is_file():
+        return
     try:
-        return store_type(path)
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            conn.execute("PRAGMA schema_version").fetchone()
+        finally:
+            conn.close()
     except sqlite3.DatabaseError as e:
         raise MemorizationError(f"{path}: the probe's generation cache is not a readable SQLite database ({e}); "
                                 "delete it (it only saves regenerating) and run again") from None
@@ -255,13 +265,10 @@ def _generate(model: Path, model_hash: str, items: list[ProbeItem], settings: Pr
 
     from evaluation import memorization_paper_probe as paper
 
-    gen_store = _open_store(store, GenerationStore)  # before the model loads: a corrupt store is exit 2
-    try:
-        lm = _load_lm(model, settings.batch_size)
-    except BaseException:
-        gen_store.close()
-        raise
+    _check_store(store)  # before the model loads: a corrupt store is exit 2
+    lm = _load_lm(model, settings.batch_size)
     rows, requests = (paper.plan if settings.protocol == "paper" else _plan)(items, lm, settings)
+    gen_store = GenerationStore(store)
     try:
         texts = CachedLM(lm, gen_store, model_hash, on_progress=on_progress).generate_until(requests)
     finally:
