@@ -28,6 +28,7 @@ from cli.options import CampaignArg, JsonOpt, LedgerUrlOpt, OutDirOpt, RayAddres
 from cli.plan_output import print_plan, print_plan_csv
 from wtcommon.errors import ClusterError, UserError
 from cli.jsonsafe import dumps as json_dumps  # strict JSON: NaN/Infinity are null
+from cli.writable import out_dir_callback
 
 
 from campaigns import config_root
@@ -446,7 +447,8 @@ def data_train_cmd(
     seed: int = typer.Option(42, "--seed"),
     sources_dir: Path | None = typer.Option(None, "--sources",
                                             help="directory of <source>.jsonl files instead of downloading"),
-    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="datasets cache"),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="datasets cache",
+                                          callback=out_dir_callback),
 ) -> None:
     """Build the study's 15,000-prompt multidomain_3 corpus and its regime variants (content-hashed).
 

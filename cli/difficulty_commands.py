@@ -10,6 +10,7 @@ import typer
 
 from cli.groups import command, subgroup
 from cli.options import JsonOpt
+from cli.writable import out_dir_callback
 
 
 def difficulty_cmd(
@@ -26,14 +27,19 @@ def difficulty_cmd(
     max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="default: rollout.max_new_tokens"),
     seed: int = typer.Option(0, "--seed", help="sampling seed"),
     limit: int | None = typer.Option(None, "--limit", metavar="N", help="only the first N prompts (smoke use)"),
-    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="default $WINDTUNNEL_CACHE or "
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", callback=out_dir_callback,
+                                          help="default $WINDTUNNEL_CACHE or "
                                           "~/.cache/windtunnel"),
     as_json: JsonOpt = False,
 ) -> None:
     """Roll out K samples per training prompt with the model, grade them as training does, and cache each
     prompt's pass rate (successes / K); a rerun with the same settings prints `cached` and generates nothing."""
+    from cli.writable import check_writable
     from training.difficulty import histogram, run_prepass, spec_for
+    from training.warmup import default_cache_root
 
+    check_writable(Path(cache_dir or default_cache_root()),  # before a model is loaded: exit 2, nothing written
+                   "--cache-dir" if cache_dir else "the cache ($WINDTUNNEL_CACHE or ~/.cache/windtunnel)")
     spec = spec_for(model, recipe, train_files=train_file or (), samples=samples, temperature=temperature,
                     max_new_tokens=max_new_tokens, top_p=top_p, top_k=top_k, seed=seed, limit=limit)  # UserError: 2
     res = run_prepass(spec, cache_dir)

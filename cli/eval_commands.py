@@ -17,6 +17,7 @@ from cli.errors import as_user_error
 from wtcommon.errors import UserError
 from cli.groups import command, subgroup
 from cli.options import OutDirOpt, OutFileOpt
+from cli.writable import out_dir_callback
 
 if TYPE_CHECKING:
     from evaluation.evaluator import CheckpointEvaluation
@@ -63,7 +64,8 @@ def eval_cmd(
     data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir", help="directory of <benchmark>.parquet files"),
     out_path: OutFileOpt[Path | None] = None,
     limit: int | None = typer.Option(None, "--limit", min=1, help="first N items per benchmark (smoke runs)"),
-    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="generation cache (reruns regenerate nothing)"),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", callback=out_dir_callback,
+                                          help="generation cache (reruns regenerate nothing)"),
     benchmark: list[str] = typer.Option([], "--benchmark", help="evaluate only these benchmark ids (repeatable)"),
     max_gen_toks: int | None = typer.Option(None, "--max-gen-toks", help="override every generation limit"),
     run_id: str | None = typer.Option(None, "--run-id"),
@@ -202,7 +204,8 @@ def _regrade(records: Path, s, data_dir: Path | None) -> None:
 
 
 def export_tasks_cmd(
-    out_dir: Path = typer.Argument(..., help="directory to write the lm-eval task YAMLs and their data into"),
+    out_dir: Path = typer.Argument(..., help="directory to write the lm-eval task YAMLs and their data into",
+                                   callback=out_dir_callback),
     suite: str = typer.Option("db12", "--suite", help="suite name (campaigns/suite/<name>.yaml) or path"),
     data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir", help="directory of <benchmark>.parquet files"),
     max_gen_toks: int | None = typer.Option(None, "--max-gen-toks", min=1,
@@ -417,6 +420,9 @@ def _stored_generations(campaign: str | None, workdir: Path, benchmark: list[str
     if bad:
         raise UserError(f"--benchmark {bad}: unknown benchmark; use one of {known}")
     target = out_path or results_file(workdir, campaign, "grader_disagreements.jsonl")
+    from cli.writable import check_writable
+
+    check_writable(target, "--out", "file")  # before the generated suite runs: exit 2, nothing written
     return _StoredGenerations(campaign, logs, gens, target)
 
 

@@ -17,6 +17,8 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from cli.writable import out_dir_callback, out_file_callback
+
 _P = TypeVar("_P", bound=Path | None)
 
 WORKDIR_HELP = ("work directory holding ledger.db, mlflow.db, the local Ray head and run outputs "
@@ -33,8 +35,9 @@ RayAddressOpt = Annotated[str | None, typer.Option("--ray-address", metavar="URL
 JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="same as --format json")]
 OUT_FILE_HELP = "write the output to this FILE (atomically: complete or absent); what it holds: see above"
 OUT_DIR_HELP = "write the output into this FOLDER (created when missing); what it holds: see above"
-OutFileOpt = Annotated[_P, typer.Option("--out", metavar="FILE", help=OUT_FILE_HELP)]
-OutDirOpt = Annotated[_P, typer.Option("--out", metavar="FOLDER", help=OUT_DIR_HELP)]
+# checked when parsed (cli/writable.py): a path that cannot be written is exit 2 before the command runs
+OutFileOpt = Annotated[_P, typer.Option("--out", metavar="FILE", help=OUT_FILE_HELP, callback=out_file_callback)]
+OutDirOpt = Annotated[_P, typer.Option("--out", metavar="FOLDER", help=OUT_DIR_HELP, callback=out_dir_callback)]
 FORMATS_HELP = ("md (Markdown: numbers right-aligned, missing as —) | csv (numbers only, no comment lines) | latex "
                 "(booktabs) | json")
 FormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help=FORMATS_HELP)]

@@ -10,6 +10,7 @@ import typer
 from cli.console import err
 from cli.groups import command, subgroup
 from cli.options import OutDirOpt
+from cli.writable import out_dir_callback
 from wtcommon.errors import UserError
 
 
@@ -26,7 +27,7 @@ def train(
                                                 help="Parquet in the study schema (repeatable)"),
     mlflow_uri: str | None = typer.Option(None, "--mlflow-uri", help="default sqlite:///<out>/mlflow.db"),
     no_mlflow: bool = typer.Option(False, "--no-mlflow", help="write only metrics.jsonl"),
-    cache_dir: Path | None = typer.Option(None, "--cache-dir",
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", callback=out_dir_callback,
                                           help="base-model/data cache (default ~/.cache/windtunnel)"),
 ) -> None:
     """Train one policy at one seed and print the checkpoints and compute.

@@ -14,6 +14,7 @@ from cli.console import err, out, signed as _fmt
 from cli.errors import as_user_error
 from cli.groups import command
 from cli.options import LedgerUrlOpt, RayAddressOpt, WorkdirOpt
+from cli.writable import out_dir_callback
 from wtcommon.errors import UserError
 
 
@@ -52,7 +53,7 @@ def tune_cmd(
                                            "checkpoint (MedianPruner n_warmup_steps); default half the run"),
     report_only: bool = typer.Option(False, "--report", help="show the studies of this campaign and exit"),
     write: bool = typer.Option(True, "--write/--no-write", help="write <policy>_tuned.yaml for each study"),
-    out_dir: Path | None = typer.Option(None, "--out-dir",
+    out_dir: Path | None = typer.Option(None, "--out-dir", callback=out_dir_callback,
                                         help="where tuned YAMLs go; default <campaign root>/policy"),
     sampler_seed: int = typer.Option(0, "--sampler-seed"),
     max_parallel: int | None = typer.Option(None, "--max-parallel"),

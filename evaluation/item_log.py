@@ -72,7 +72,10 @@ class LogLine:
 
 
 def read_lines(path: Path) -> list[LogLine]:
-    """Every non-blank line of an item log, numbered from 1; UnreadableItemLog when gzip cannot read it."""
+    """Every non-blank line of an item log, numbered from 1; UnreadableItemLog when gzip cannot read it or the
+    file is empty (a zero-byte file is no log, not a log of no items: the writer always writes gzip's header)."""
+    if Path(path).is_file() and Path(path).stat().st_size == 0:
+        raise UnreadableItemLog(path, "empty file, 0 bytes")
     try:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             lines = fh.read().splitlines()

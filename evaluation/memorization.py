@@ -6,7 +6,10 @@ MATH-500 problems near-verbatim from their first 60%, 0% of LiveMathBench's), ea
 without our answer instruction) is cut after the first `prefix` share of its tokens *in the model's own tokenizer*
 (rounded down; items of fewer than 2 tokens cannot be cut and are skipped), the prefix is decoded back to text and
 fed raw (no chat template: what a base model saw in pretraining), and the greedy continuation is scored against
-the true rest (evaluation/memorization_scores.py: exact, ROUGE-L, answer).
+the true rest (evaluation/memorization_scores.py: exact, ROUGE-L, answer). That is the `windtunnel` protocol,
+ours; the `paper` protocol reproduces the released code of arXiv 2507.10532 instead (a character cut at 80/60/40%
+and the whole problem, rouge_score ROUGE-L, its EM, the graded answer: evaluation/memorization_paper.py and
+memorization_paper_probe.py), so a model's numbers can be put beside the paper's Table 2.
 
 Generation goes through the evaluator's HF backend (TrackedHFLM, one model load) and its generation store
 (evaluation/generation_cache.py), so an interrupted probe resumes. The scored items are cached by the model's
@@ -33,7 +36,9 @@ from wtcommon.errors import RunFailed, UserError
 from wtcommon.hashing import digest as key_digest
 
 PROBE_VERSION = 1  # bump when splitting, prompting or scoring changes (invalidates the cache)
+PAPER_VERSION = 1  # the same, for the paper protocol (evaluation/memorization_paper.py)
 PREFIX_UNIT = "tokens of the model's own tokenizer (floor(prefix x tokens); the prefix is decoded back to text)"
+PROTOCOLS = ("windtunnel", "paper")
 TOP_K = 10
 
 
@@ -43,24 +48,47 @@ class MemorizationError(UserError):
 
 @dataclass(frozen=True)
 class ProbeSettings:
-    """`prefix`: the share of each problem's tokens shown; `extra_tokens`: generated beyond the length of the true
-    rest, so a model that recalls the problem may go on to its answer; `near`: the ROUGE-L at or above which an
-    item counts as recalled near-verbatim (a summary threshold: it is not part of the cache key)."""
+    """`protocol`: `windtunnel` (ours: token cut, word-token LCS, verbatim exact) or `paper` (arXiv 2507.10532's
+    released code: evaluation/memorization_paper.py). windtunnel: `prefix`, the share of each problem's tokens
+    shown; `extra_tokens`, generated beyond the length of the true rest, so a model that recalls the problem may
+    go on to its answer; `near`, the ROUGE-L at or above which an item counts as recalled near-verbatim (a summary
+    threshold: it is not part of the cache key). paper: `ratios`, the character shares shown (1.0: the whole
+    problem, answer accuracy only), `max_new_tokens` generated (the released code's 4096, capped by the
+    model's context)."""
 
     prefix: float = 0.6
     extra_tokens: int = 32
     near: float = 0.8
     batch_size: int = 16
+    protocol: str = "windtunnel"
+    ratios: tuple[float, ...] = (0.8, 0.6, 0.4, 1.0)
+    max_new_tokens: int = 4096
 
     def check(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise MemorizationError(f"--protocol {self.protocol!r}: choose windtunnel (ours) or paper (arXiv "
+                                    "2507.10532's released code)")
+        if self.protocol == "paper":
+            self._check_paper()
+            return
         if not 0.0 < self.prefix < 1.0:
             raise MemorizationError(f"--prefix {self.prefix:g}: must be strictly between 0 and 1 (the share of each "
-                                    "problem's tokens shown to the model); the paper's choice is 0.6")
+                                    "problem's tokens shown to the model), e.g. 0.6")
         if not 0.0 < self.near <= 1.0:
             raise MemorizationError(f"--near {self.near:g}: must be in (0, 1] (the ROUGE-L F1 counted as recalled); "
                                     "e.g. 0.8")
         if self.extra_tokens < 0:
             raise MemorizationError(f"--extra-tokens {self.extra_tokens}: must be 0 or more")
+        if self.batch_size < 1:
+            raise MemorizationError(f"--batch-size {self.batch_size}: must be 1 or more")
+
+    def _check_paper(self) -> None:
+        bad = [r for r in self.ratios if not 0.0 < r <= 1.0]
+        if bad or not self.ratios or len(set(self.ratios)) != len(self.ratios):
+            raise MemorizationError(f"--prefix {list(self.ratios)}: the paper protocol's ratios are distinct shares "
+                                    "of each problem's characters in (0, 1], e.g. 0.8 0.6 0.4 1 (its default)")
+        if self.max_new_tokens < 1:
+            raise MemorizationError(f"--max-new-tokens {self.max_new_tokens}: must be 1 or more (the paper: 4096)")
         if self.batch_size < 1:
             raise MemorizationError(f"--batch-size {self.batch_size}: must be 1 or more")
 
@@ -72,6 +100,7 @@ class ProbeItem:
     grader: str
     problem: str
     gold: str
+    n_options: int = 0
 
 
 @dataclass
@@ -101,6 +130,7 @@ class ProbeResult:
     meta: dict[str, Any]
     cached: bool
     path: Path
+    rebuilt: Path | None = None  # a cache entry that could not be read, probed again and rewritten
 
 
 def check_model_dir(model: Path) -> Path:
@@ -133,8 +163,8 @@ def read_probe_items(suite: Suite, data_dir: Path, benchmarks: list[str] | None 
         b = suite.benchmark(bid)
         df = read_benchmark(data_dir, bid, b.grader)  # BenchmarkDataError (exit 2) names the file
         digests[bid] = verify_checksum(data_dir, bid, manifest)
-        mine = [ProbeItem(bid, str(r.item_id), b.grader, problem_text(str(r.prompt)), str(r.answer))
-                for r in df.itertuples()]
+        mine = [ProbeItem(bid, str(r.item_id), b.grader, problem_text(str(r.prompt)), str(r.answer),
+                          int(r.n_options)) for r in df.itertuples()]
         if not any(it.problem for it in mine):
             raise MemorizationError(
                 f"{Path(data_dir) / f'{bid}.parquet'}: no problem text: every item's `prompt` is empty once the "
@@ -145,7 +175,12 @@ def read_probe_items(suite: Suite, data_dir: Path, benchmarks: list[str] | None 
 
 
 def cache_key(model_hash: str, suite: Suite, digests: dict[str, str], settings: ProbeSettings) -> dict[str, Any]:
-    """What the scored items depend on (and nothing else: `near` and the batch size do not change them)."""
+    """What the scored items depend on (and nothing else: `near` and the batch size do not change them); the
+    windtunnel protocol's key is the one it had before the paper protocol existed."""
+    if settings.protocol == "paper":
+        return {"probe_version": PAPER_VERSION, "protocol": "paper", "model": model_hash, "suite": suite.name,
+                "suite_version": suite.version, "data": dict(sorted(digests.items())),
+                "ratios": list(settings.ratios), "max_new_tokens": settings.max_new_tokens}
     return {"probe_version": PROBE_VERSION, "model": model_hash, "suite": suite.name, "suite_version": suite.version,
             "data": dict(sorted(digests.items())), "prefix": settings.prefix, "extra_tokens": settings.extra_tokens}
 
@@ -206,17 +241,41 @@ def _plan(items: list[ProbeItem], lm: Any, settings: ProbeSettings) -> tuple[lis
     return rows, requests
 
 
+def _check_store(path: Path) -> None:
+    """A MemorizationError naming the file to delete when an existing generation store is not SQLite (read-only:
+    checked before the model loads, it writes nothing)."""
+    import sqlite3
+
+    if not path.is_file():
+        return
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            conn.execute("PRAGMA schema_version").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as e:
+        raise MemorizationError(f"{path}: the probe's generation cache is not a readable SQLite database ({e}); "
+                                "delete it (it only saves regenerating) and run again") from None
+
+
 def _generate(model: Path, model_hash: str, items: list[ProbeItem], settings: ProbeSettings, store: Path,
               on_progress: Callable[[int, int], None] | None) -> list[dict[str, Any]]:
     from evaluation.generation_cache import CachedLM, GenerationStore
 
+    from evaluation import memorization_paper_probe as paper
+
+    _check_store(store)  # before the model loads: a corrupt store is exit 2
     lm = _load_lm(model, settings.batch_size)
-    rows, requests = _plan(items, lm, settings)
+    rows, requests = (paper.plan if settings.protocol == "paper" else _plan)(items, lm, settings)
     gen_store = GenerationStore(store)
     try:
         texts = CachedLM(lm, gen_store, model_hash, on_progress=on_progress).generate_until(requests)
     finally:
         gen_store.close()
+    if settings.protocol == "paper":
+        paper.score(rows, texts)
+        return rows
     it = iter(texts)
     for row in rows:
         if row["skipped"] is None:
@@ -243,14 +302,30 @@ def run_probe(model: Path, suite: Suite, data_dir: Path, settings: ProbeSettings
     digest = key_digest(key, 24)
     root = Path(cache_root or default_cache_root()) / "memorization"
     path = root / f"{digest}.json"
+    rebuilt = None
     if path.is_file():
-        body = json.loads(path.read_text())
-        return ProbeResult(body["rows"], body["meta"], cached=True, path=path)
+        body = _read_cached(path)
+        if body is not None:
+            return ProbeResult(body["rows"], body["meta"], cached=True, path=path)
+        rebuilt = path
     rows = _generate(model, model_hash, items, settings, root / "generations.sqlite", on_progress)
-    meta = {**key, "model_path": str(model), "prefix_unit": PREFIX_UNIT, "decoding": "greedy, raw text (no chat "
-            "template)", "cache_key": digest}
+    unit = PREFIX_UNIT if settings.protocol != "paper" else "characters, moved forward to a boundary character"
+    meta = {**key, "protocol": settings.protocol, "model_path": str(model), "prefix_unit": unit,
+            "decoding": "greedy, raw text (no chat template)", "cache_key": digest}
     atomic_write_text(path, json.dumps({"meta": meta, "rows": rows}, ensure_ascii=False) + "\n")
-    return ProbeResult(rows, meta, cached=False, path=path)
+    return ProbeResult(rows, meta, cached=False, path=path, rebuilt=rebuilt)
+
+
+def _read_cached(path: Path) -> dict[str, Any] | None:
+    """A cached probe, or None (it is probed again and the file rewritten: `ProbeResult.rebuilt`) when the file
+    is not one: a half-copied or hand-edited cache must not end in a traceback."""
+    try:
+        body = json.loads(path.read_text())
+        if isinstance(body, dict) and isinstance(body.get("rows"), list) and isinstance(body.get("meta"), dict):
+            return body
+    except (OSError, UnicodeDecodeError, ValueError):
+        pass
+    return None
 
 
 def _top(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from evaluation.intervals import METHOD
 from evaluation.memorization import DEFINITIONS, BenchmarkRecall, ProbeResult, ProbeSettings
 from wtcommon.atomic import atomic_write_text
 
@@ -44,6 +45,31 @@ def _csv(rows: list[dict[str, Any]], columns: list[str] | tuple[str, ...]) -> st
     return buf.getvalue()
 
 
+def write_paper_report(out_dir: Path, result: ProbeResult) -> list[Path]:
+    """The paper protocol's three files: per benchmark and ratio (JSON, CSV) and per item and ratio (CSV: the
+    problem, the prefix shown, the target, the full completion and the clipped prediction, so a third party can
+    re-score it)."""
+    from evaluation.memorization_paper import DEFINITIONS as PAPER_DEFINITIONS
+    from evaluation.memorization_paper_probe import ITEM_COLUMNS as PAPER_COLUMNS
+    from evaluation.memorization_paper_probe import summarise, summary_row
+
+    summaries = summarise(result.rows)
+    rows = [summary_row(s) for s in summaries]
+    body = {"meta": result.meta, "definitions": {**PAPER_DEFINITIONS, "interval": METHOD + ", over probed items"},
+            "benchmarks": [{**r, "skipped": s.skipped} for r, s in zip(rows, summaries, strict=True)]}
+    return _write(out_dir, body, rows, result.rows, PAPER_COLUMNS)
+
+
+def _write(out_dir: Path, body: dict[str, Any], rows: list[dict[str, Any]], items: list[dict[str, Any]],
+           item_columns: tuple[str, ...]) -> list[Path]:
+    paths = [out_dir / JSON_NAME, out_dir / CSV_NAME, out_dir / ITEMS_NAME]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(paths[0], json.dumps(body, indent=1, ensure_ascii=False, default=str) + "\n")
+    atomic_write_text(paths[1], _csv(rows, list(rows[0]) if rows else ["benchmark"]))
+    atomic_write_text(paths[2], _csv(items, item_columns))
+    return paths
+
+
 def write_report(out_dir: Path, result: ProbeResult, summaries: list[BenchmarkRecall],
                  settings: ProbeSettings) -> list[Path]:
     """The three files into `out_dir` (created when missing); returns their paths."""
@@ -51,12 +77,8 @@ def write_report(out_dir: Path, result: ProbeResult, summaries: list[BenchmarkRe
     body = {"meta": {**result.meta, "near": settings.near}, "definitions": DEFINITIONS,
             "benchmarks": [{**r, "skipped": s.skipped, "most_recalled": s.top} for r, s in zip(rows, summaries,
                                                                                             strict=True)]}
-    paths = [out_dir / JSON_NAME, out_dir / CSV_NAME, out_dir / ITEMS_NAME]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(paths[0], json.dumps(body, indent=1, ensure_ascii=False, default=str) + "\n")
-    atomic_write_text(paths[1], _csv(rows, list(rows[0]) if rows else ["benchmark"]))
-    atomic_write_text(paths[2], _csv(result.rows, ITEM_COLUMNS))
-    return paths
+    return _write(out_dir, body, rows, result.rows, ITEM_COLUMNS)
 
 
-__all__ = ["CSV_NAME", "ITEMS_NAME", "JSON_NAME", "MEMORIZATION_DIR", "benchmark_row", "write_report"]
+__all__ = ["CSV_NAME", "ITEMS_NAME", "JSON_NAME", "MEMORIZATION_DIR", "benchmark_row", "write_paper_report",
+           "write_report"]

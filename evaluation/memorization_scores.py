@@ -1,7 +1,8 @@
 """What the memorization probe scores, as pure functions of text (evaluation/memorization.py runs the model).
 
-The probe (arXiv 2507.10532, "partial-prompt completion") shows a model the first part of a benchmark problem and
-asks whether its greedy continuation reproduces the rest. Three scores per item:
+The probe's `windtunnel` protocol (arXiv 2507.10532's "partial-prompt completion", scored our way; the paper's
+own scoring is evaluation/memorization_paper.py) shows a model the first part of a benchmark problem and asks
+whether its greedy continuation reproduces the rest. Three scores per item:
 
 - exact: the continuation's first len(reference) word tokens equal the reference's (verbatim up to whitespace).
 - ROUGE-L: F1 of the longest common subsequence of the continuation's first len(reference) word tokens and the

@@ -49,7 +49,8 @@ class EvaluationOptions(MappingConfig):
     per benchmark and `max_gen_toks` (None: the suite's), health `gates` overriding the suite's, the demo's
     fixture size and seed, the tuner's validation suite and data, and whether every saved checkpoint is scored
     (`all_checkpoints`), and whether the base models are probed for memorised benchmark items once the campaign
-    is recorded (`memorization`: evaluation/memorization.py; it changes no score, so no key). `raw` (the block
+    is recorded (`memorization`: true, or `{protocol: paper}` for arXiv 2507.10532's protocol instead of ours:
+    evaluation/memorization.py; it changes no score, so no key). `raw` (the block
     as written) is what `evaluation_key` hashes and spec JSON stores."""
 
     backend: str = "hf"
@@ -63,6 +64,7 @@ class EvaluationOptions(MappingConfig):
     validation_data_dir: str | None = None
     all_checkpoints: bool = False
     memorization: bool = False
+    memorization_protocol: str = "windtunnel"
     vllm: VLLMOptions | None = None  # the vLLM engine's free arguments (`{dtype: float32}`), for backend vllm
 
     @classmethod
@@ -76,7 +78,9 @@ class EvaluationOptions(MappingConfig):
                    max_gen_toks=raw.get("max_gen_toks"), gates=gates,
                    fixture_items=raw.get("fixture_items", 16), fixture_seed=raw.get("fixture_seed", 42),
                    validation_suite=raw.get("validation_suite"), validation_data_dir=raw.get("validation_data_dir"),
-                   all_checkpoints=raw.get("all_checkpoints", False), memorization=raw.get("memorization", False),
+                   all_checkpoints=raw.get("all_checkpoints", False),
+                   memorization=_memorization_on(raw.get("memorization")),
+                   memorization_protocol=_memorization_protocol(raw.get("memorization")),
                    vllm=None if raw.get("vllm") is None else VLLMOptions.from_mapping(raw["vllm"]))
 
     @classmethod
@@ -117,13 +121,35 @@ def check_evaluation_options(v: Mapping[str, Any]) -> None:
             raise ConfigFieldError(f"{key}: got {v[key]!r}; give a directory path (relative to the work directory)")
     if "validation_suite" in v and v["validation_suite"] is not None and not isinstance(v["validation_suite"], str):
         raise ConfigFieldError(f"validation_suite: got {v['validation_suite']!r}; give a suite name")
-    for key in ("all_checkpoints", "memorization"):
-        if key in v and not isinstance(v[key], bool):
-            raise ConfigFieldError(f"{key}: got {v[key]!r}; true or false")
+    if "all_checkpoints" in v and not isinstance(v["all_checkpoints"], bool):
+        raise ConfigFieldError(f"all_checkpoints: got {v['all_checkpoints']!r}; true or false")
+    if "memorization" in v:
+        _check_memorization(v["memorization"])
     if v.get("gates") is not None:
         GateOverrides.from_mapping(v["gates"])
     if v.get("vllm") is not None:
         VLLMOptions.from_mapping(v["vllm"])
+
+
+MEMORIZATION_PROTOCOLS = ("windtunnel", "paper")
+
+
+def _check_memorization(m: Any) -> None:
+    """`memorization: true | false | {protocol: windtunnel | paper}` (evaluation/memorization.py)."""
+    if isinstance(m, bool):
+        return
+    if not isinstance(m, Mapping) or set(m) - {"protocol"} or m.get("protocol", "windtunnel") not in \
+            MEMORIZATION_PROTOCOLS:
+        raise ConfigFieldError(f"memorization: got {m!r}; true or false, or a mapping such as {{protocol: paper}} "
+                               f"(protocol: one of {list(MEMORIZATION_PROTOCOLS)})")
+
+
+def _memorization_on(m: Any) -> bool:
+    return m is True or isinstance(m, Mapping)  # a mapping asks for the probe (its protocol: windtunnel unless set)
+
+
+def _memorization_protocol(m: Any) -> str:
+    return str(m.get("protocol", "windtunnel")) if isinstance(m, Mapping) else "windtunnel"
 
 
 def _raw(options: EvaluationOptions | Mapping[str, Any]) -> Mapping[str, Any]:

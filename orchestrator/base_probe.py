@@ -1,4 +1,5 @@
-"""A campaign's memorization probe of its base models (`evaluation: {memorization: true}`, issue 35).
+"""A campaign's memorization probe of its base models (`evaluation: {memorization: true}`, issue 35;
+`{memorization: {protocol: paper}}` for arXiv 2507.10532's protocol, issue 51).
 
 Once a campaign's records are collected, each base model it trains from is probed on the campaign's suite and
 data (evaluation/memorization.py, cached by model content, suite version, data checksums and prefix), and the
@@ -76,16 +77,19 @@ def base_model_path(spec: RunSpec) -> Path:
 def probe_model(spec: RunSpec, workdir: Path) -> ProbeOutcome:
     """Probe one base model on its run's suite and data; the files in `probe_dir`."""
     from evaluation.memorization import ProbeSettings, run_probe, summarise
-    from evaluation.memorization_report import write_report
+    from evaluation.memorization_report import write_paper_report, write_report
     from evaluation.suite import load_suite
     from orchestrator.engine.stages import eval_data_dir
     from wtcommon.errors import WindtunnelError
 
-    settings = ProbeSettings()
+    settings = ProbeSettings(protocol=spec.evaluation.memorization_protocol)
+    target = probe_dir(workdir, spec.campaign, spec.model)
     try:
         result = run_probe(base_model_path(spec), load_suite(spec.suite), eval_data_dir(spec, workdir), settings)
-        files = write_report(probe_dir(workdir, spec.campaign, spec.model), result,
-                             summarise(result.rows, settings.near), settings)
+        if settings.protocol == "paper":
+            files = write_paper_report(target, result)
+        else:
+            files = write_report(target, result, summarise(result.rows, settings.near), settings)
     except (WindtunnelError, OSError, ValueError) as exc:
         return ProbeOutcome(spec.model, error=f"{type(exc).__name__}: {exc}")
     return ProbeOutcome(spec.model, tuple(files), cached=result.cached)

@@ -19,6 +19,7 @@ from orchestrator.campaign import CampaignError, drive
 from orchestrator.demo_timings import DemoTimings
 from orchestrator.engine.paths import campaign_runs, runs_root
 from orchestrator.progress import status_matrix
+from wtcommon.atomic import unwritable
 from orchestrator.tracking import default_uri
 
 if TYPE_CHECKING:
@@ -248,6 +249,8 @@ def _plan_demo(campaign_file: Path, overrides: list[str], workdir: Path, *, out:
             raise CampaignError(str(exc)) from None
         out.print(f"[bold]demo[/]: {len(runs)} runs ({', '.join(dict.fromkeys(r.policy.name for r in runs))} × "
                   f"seeds {sorted({r.seed for r in runs})}) in {workdir}", highlight=False)
+        if not workdir.is_dir() and (why := unwritable(workdir)) is not None:
+            raise CampaignError(f"--workdir {workdir}: cannot create the work directory there: {why}")
         workdir.mkdir(parents=True, exist_ok=True)
         data_dir = prepare_data(workdir, spec)
         from orchestrator.preflight import Context, preflight

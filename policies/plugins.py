@@ -30,6 +30,27 @@ def import_plugins(cfg: Mapping[str, Any], where: str) -> None:
         try:
             importlib.import_module(mod)
         except Exception as e:  # an import failure must be loud, never a silent fallback
-            raise PolicyConfigError(
-                f"{where}: plugins: cannot import {mod!r} ({type(e).__name__}: {e}); "
-                "make it importable (installed package or on PYTHONPATH)") from e
+            raise PolicyConfigError(_import_failure(mod, e, where)) from e
+
+
+def _not_found(mod: str, e: BaseException) -> bool:
+    """The module itself (or a package above it) is missing, as opposed to an import inside its code failing."""
+    name = getattr(e, "name", None)
+    return isinstance(e, ModuleNotFoundError) and name is not None and (mod == name or mod.startswith(name + "."))
+
+
+def _import_failure(mod: str, e: BaseException, where: str) -> str:
+    """The fix for each failure: a module that is not there needs the path; one whose code raised needs its code
+    fixed (the exception and where in the module it was raised)."""
+    if _not_found(mod, e):
+        return (f"{where}: plugins: cannot import {mod!r}: no module of that name; make it importable (an installed "
+                "package, or its folder on PYTHONPATH) or fix the name")
+    import traceback
+
+    frames = traceback.extract_tb(e.__traceback__)
+    own = [f for f in frames if "importlib" not in f.filename]
+    at = f" at {own[-1].filename}:{own[-1].lineno}" if own else ""
+    fix = (f"install {e.name!r} or fix the module's import of it" if isinstance(e, ModuleNotFoundError) and e.name
+           else "fix the module's code (the error is in it, not in the path)")
+    return (f"{where}: plugins: module {mod!r} was found but its code failed while importing: "
+            f"{type(e).__name__}: {e}{at}; {fix}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -218,9 +219,13 @@ def _read_entry(key: str, cache_root: Path) -> Difficulty | None:
     npz, side = entry_paths(key, cache_root)
     if not (npz.is_file() and side.is_file()):
         return None
-    meta = json.loads(side.read_text())
-    with np.load(npz, allow_pickle=False) as z:
-        return Difficulty(npz, z["pass_rates"], z["successes"], z["prompt_ids"], meta, cached=True)
+    try:
+        meta = json.loads(side.read_text())
+        with np.load(npz, allow_pickle=False) as z:
+            return Difficulty(npz, z["pass_rates"], z["successes"], z["prompt_ids"], meta, cached=True)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+        raise UserError(f"{npz}: corrupt difficulty cache entry ({type(e).__name__}: {e}); delete it and its sidecar "
+                        f"{side}, then rerun `campaign data difficulty` to rebuild it") from None
 
 
 def pass_rates_for(spec: PrepassSpec, cache_root: Path | None = None) -> np.ndarray:
@@ -237,7 +242,12 @@ def pass_rates_for(spec: PrepassSpec, cache_root: Path | None = None) -> np.ndar
 def _load_pool(files: list[str], domains: list[str], limit: int | None) -> pd.DataFrame:
     frames = []
     for f in files:
-        df = pd.read_parquet(f)
+        try:
+            df = pd.read_parquet(f)
+        except Exception as e:  # pyarrow's errors (ArrowInvalid, ArrowIOError, ...) share no base we can name
+            raise UserError(f"--train-file: {f}: not a readable Parquet file ({type(e).__name__}: "
+                            f"{str(e).splitlines()[0] if str(e) else ''}); give a Parquet file in the verl schema "
+                            f"{list(_COLUMNS)}") from None
         missing = [c for c in _COLUMNS if c not in df.columns]
         if missing:
             raise UserError(f"--train-file: {f}: missing column(s) {missing}; expected the verl schema "
@@ -245,6 +255,10 @@ def _load_pool(files: list[str], domains: list[str], limit: int | None) -> pd.Da
         unknown = sorted(set(df["domain"]) - set(domains))
         if unknown:
             raise UserError(f"--train-file: {f}: domain value(s) {unknown} not in the recipe's data.domains {domains}")
+        bad = [i for i, rm in enumerate(df["reward_model"]) if not (isinstance(rm, dict) and "ground_truth" in rm)]
+        if bad:
+            raise UserError(f"--train-file: {f}: row {bad[0]}: column 'reward_model' must be a mapping with "
+                            "'ground_truth' (the verl schema)")
         frames.append(df)
     pool = pd.concat(frames, ignore_index=True)
     return pool.iloc[:limit] if limit is not None else pool
@@ -302,13 +316,16 @@ def run_prepass(spec: PrepassSpec, cache_root: Path | None = None) -> Difficulty
     scored, written atomically (npz, then the JSON sidecar) and returned."""
     root = Path(cache_root or warmup.default_cache_root())
     key = cache_key(spec, root)
+    hit = _read_entry(key, root)  # a corrupt entry or pool is exit 2 before the lock file is made
+    if hit is not None:
+        return hit
+    files = _pool_files(spec, root)
+    domains = list((spec.recipe_cfg.data or {}).get("domains", ["math", "logic", "science"]))
+    pool = _load_pool(files, domains, spec.limit)
     with warmup._Lock(root / "locks" / f"difficulty-{key}.lock"):
-        hit = _read_entry(key, root)
+        hit = _read_entry(key, root)  # another process may have built it meanwhile
         if hit is not None:
             return hit
-        files = _pool_files(spec, root)
-        domains = list((spec.recipe_cfg.data or {}).get("domains", ["math", "logic", "science"]))
-        pool = _load_pool(files, domains, spec.limit)
         identity, model_dir = _model_identity(spec)
         if model_dir is None:
             assert spec.model_cfg is not None

@@ -53,3 +53,32 @@ def atomic_write_json(path: str | Path, obj: Any, *, indent: int | None = None) 
 def atomic_write_bytes(path: str | Path, data: bytes, mode: int | None = None) -> None:
     with atomic_path(path, mode) as tmp:
         tmp.write_bytes(data)
+
+
+def _nearest_existing(path: Path) -> Path:
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def unwritable(path: str | Path, kind: str = "folder") -> str | None:
+    """Why `path` cannot be written as a `kind` ("folder" or "file"), or None when it can: checked before the
+    work, so a bad --out, cache or work dir is refused before anything is computed or written. The nearest
+    existing folder is probed by creating and removing a temporary file (permission bits alone do not tell, e.g.
+    for root on /proc or a read-only mount)."""
+    path = Path(path)
+    if kind == "folder" and path.exists() and not path.is_dir():
+        return "it is a file, and this option takes a folder; give a folder path (or remove the file)"
+    if kind == "file" and path.is_dir():
+        return "it is a folder; give a file path inside it"
+    anc = _nearest_existing(path.parent if kind == "file" else path)
+    if not anc.is_dir():
+        return f"{anc} is a file, so nothing can be created under it; give a path under a folder"
+    try:
+        fd, tmp = tempfile.mkstemp(dir=anc, prefix=".wt-write-check-")
+    except OSError as e:
+        return f"{anc} does not accept new files ({e.strerror or type(e).__name__}); give a folder you can write to"
+    os.close(fd)
+    os.unlink(tmp)
+    return None

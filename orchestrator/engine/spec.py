@@ -354,6 +354,23 @@ def _fields_at(loc: tuple[Any, ...]) -> list[str]:
     return [k for k in getattr(model, "model_fields", {}) if k not in LOADER_KEYS]
 
 
+# what a campaign's mapping blocks look like, for the message when one is given as something else
+_BLOCK_EXAMPLES = {"budget": "{rollout_tokens: 1000000}", "compute": "{gpus_per_run: 1, hours_per_run: 2.0}",
+                   "retries": "{max_attempts: 3, backoff_s: 30}", "data": "{corpus: synthetic}",
+                   "baselines": "{select: baseline, mix: static}"}
+
+
+def _mapping_fix(loc: tuple[Any, ...], value: Any, *, with_keys: bool) -> str:
+    """'expected a mapping ... e.g. `budget: {rollout_tokens: 1000000}`': the expected shape with an example, in
+    YAML (never the model class's name, which is ours, not the user's); `with_keys`: the block's own keys."""
+    keys = _fields_at((*loc, "")) if with_keys else []
+    name = next((str(p) for p in reversed(loc) if isinstance(p, str)), "value")
+    example = _BLOCK_EXAMPLES.get(name) or ("{" + ", ".join(f"{k}: ..." for k in keys[:2]) + "}" if keys
+                                            else "{key: value}")
+    shape = f"a mapping (keys: {', '.join(keys)})" if keys else "a mapping"
+    return f"expected {shape}, got {value!r} ({type(value).__name__}); e.g. `{name}: {example}`"
+
+
 def _override_hint(msg: str) -> str:
     """' — did you mean `seeds`?' for a Hydra "Could not override 'seed'" naming a near top-level key."""
     import difflib
@@ -389,14 +406,16 @@ def load_campaign(campaign: str | Path, overrides: list[str] | tuple[str, ...] =
         for err in exc.errors():
             loc = tuple(err["loc"])
             key = ".".join(str(p) for p in loc)
-            if err["type"] == "extra_forbidden":
+            if err["type"] in ("model_type", "dict_type"):
+                fix = _mapping_fix(loc, err.get("input"), with_keys=err["type"] == "model_type")
+            elif err["type"] == "extra_forbidden":
                 import difflib
 
                 close = difflib.get_close_matches(str(loc[-1]), _fields_at(loc), n=1)
                 fix = (f"unknown key; did you mean '{close[0]}'?" if close
                        else "remove it (unknown key) or fix its spelling")
-            else:
-                fix = str(err["msg"]).removeprefix("Value error, ")
+            else:  # pydantic's words, without the names of our classes
+                fix = re.sub(r",? or (?:an )?instance of \w+", "", str(err["msg"]).removeprefix("Value error, "))
             problems.append(f"{_file_for_key(root, name, loc)}: key '{key}': {fix}")
         raise SpecError("; ".join(problems)) from None
     if not spec.sub_campaigns and (not spec.models or not spec.policies):

@@ -104,6 +104,38 @@ def test_a_rerun_reads_the_cache_without_loading_the_model_and_a_new_prefix_does
     assert other_prefix.returncode == 1 and "the model was loaded" in other_prefix.stderr
 
 
+@pytest.mark.slow
+def test_the_paper_protocol_on_the_memorizing_model_writes_what_a_third_party_can_rescore(memorizing_model,
+                                                                                        tmp_path, campaign_cli):
+    """--protocol paper on gsm8k (4 items x 4 ratios, 48 new tokens each): the memorised items are exact at 80% and
+    answered at every ratio; the items file holds the problem, prefix, target, completion and clipped prediction,
+    and re-scoring it with rouge_score gives the stored ROUGE-L. Cost: ~10 s on 2 cores (with the model fixture)."""
+    from rouge_score import rouge_scorer
+
+    r = _probe(campaign_cli, memorizing_model, tmp_path / "out", tmp_path / "cache", "--protocol", "paper",
+               "--benchmark", "gsm8k", "--max-new-tokens", "48")
+    assert r.returncode == 0, r.stderr
+    assert "paper protocol" in r.stdout and "EM" in r.stdout
+    body = json.loads((tmp_path / "out" / "memorization.json").read_text())
+    assert body["meta"]["protocol"] == "paper" and body["meta"]["ratios"] == [0.8, 0.6, 0.4, 1.0]
+    by_ratio = {b["ratio"]: b for b in body["benchmarks"]}
+    assert by_ratio[0.8]["exact"] >= 3 and by_ratio[1.0]["exact"] is None and by_ratio[1.0]["answer"] >= 3, by_ratio
+    items = pd.read_csv(tmp_path / "out" / "memorization_items.csv", keep_default_na=False)
+    assert len(items) == 16
+    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    for row in items[items.ratio < 1].itertuples():
+        assert row.problem.startswith(row.prefix) and row.problem[len(row.prefix):].strip() == row.target
+        assert row.prediction == " ".join(row.completion.split()[:len(row.target.split())])
+        assert abs(scorer.score(row.target, row.prediction)["rougeL"].fmeasure - float(row.rouge_l)) < 1e-9
+    # a corrupt cache entry is probed again (from the generation store) and rewritten, with a warning
+    entry = next((tmp_path / "cache" / "memorization").glob("*.json"))
+    entry.write_text('{"meta": {"half')
+    again = _probe(campaign_cli, memorizing_model, tmp_path / "out2", tmp_path / "cache", "--protocol", "paper",
+                   "--benchmark", "gsm8k", "--max-new-tokens", "48")
+    assert again.returncode == 0 and "generated" in again.stdout, again.stderr
+    assert "not a readable memorization cache entry" in again.stderr and json.loads(entry.read_text())["rows"]
+
+
 def test_a_random_model_recalls_nothing_on_the_demos_fixture_items(random_model, tmp_path, campaign_cli):
     """The data the demo evaluates on (training/synthetic.py's fixture items, instructions inline)."""
     from training.synthetic import write_eval_fixtures

@@ -116,6 +116,11 @@ BAD_FILES = {
        for k, v in {"zero": "{rollout_tokens: 0}", "negative": "{rollout_tokens: -5}", "float": "{rollout_tokens: 1.5}",
                     "text": "{rollout_tokens: many}", "huge": "{rollout_tokens: 1.0e+30}", "empty": "{}",
                     "scalar": "1000", "unknown_key": "{rollout_tokens: 10, steps: 3}"}.items()},
+    # issue 51: the memorization probe's protocol
+    **{f"memorization_{k}": f"name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nbackend: local\n"
+                            f"evaluation: {{memorization: {v}}}\n"
+       for k, v in {"protocol": "{protocol: rouge}", "string": "paper", "extra_key": "{protocol: paper, prefix: 0.5}",
+                    "number": "1"}.items()},
 }
 
 
@@ -500,7 +505,209 @@ def test_a_curriculum_or_budget_the_campaign_cannot_run_is_refused(case, tmp_pat
     _refused(["submit", str(f), "--workdir", str(wd)], nothing_at=[wd], names=CURRICULUM_CASES[case])
 
 
+# --- 7c. issue 51: outputs checked before the work, corrupt inputs and caches, messages a user can act on -------
+#
+# Each case runs against a work dir (tmp_path) whose whole tree (every path and every file's bytes) is listed
+# before and after: an exit 2 leaves it byte-identical (no lock, no cache entry, no half-written --out).
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under `root` with its bytes (None for a folder)."""
+    return {str(p.relative_to(root)): (None if p.is_dir() else p.read_bytes()) for p in sorted(root.rglob("*"))}
+
+
+def _refused_untouched(args: list[str], root: Path, names: str | list[str]) -> str:
+    import re
+
+    before = _tree(root)
+    text = _refused(args)
+    squeezed = re.sub(r"[\s│╭╮╰╯─]+", "", text)  # Typer's error box wraps long paths anywhere
+    for n in [names] if isinstance(names, str) else names:
+        assert re.sub(r"\s+", "", n) in squeezed, f"{args}: the message does not name {n!r}:\n{text[-1500:]}"
+    after = _tree(root)
+    assert after == before, f"{args} changed the work dir: {sorted(set(after) ^ set(before))}"
+    return text
+
+
+def _fake_model(root: Path) -> Path:
+    """An HF-looking directory (config.json, a weights file): enough for the probe's checks, never loaded here
+    because every case below is refused before the model is."""
+    m = root / "model"
+    m.mkdir()
+    (m / "config.json").write_text("{}")
+    (m / "model.safetensors").write_bytes(b"")
+    return m
+
+
+def _memorization_cases(root: Path) -> list[tuple[list[str], str | list[str]]]:
+    (root / "a_file.txt").write_text("keep me")
+    model = _fake_model(root)
+    (root / "bad_cache" / "memorization").mkdir(parents=True)
+    (root / "bad_cache" / "memorization" / "generations.sqlite").write_bytes(b"not sqlite " * 100)
+    fixtures = str(REPO / "evaluation" / "fixtures" / "db12")
+    base = ["audit", "memorization", "--model", str(model), "--data-dir", fixtures]
+    cache = ["--cache-dir", str(root / "cache")]
+    return [
+        ([*base, "--out", str(root / "a_file.txt" / "sub"), *cache], ["a_file.txt", "is a file"]),  # under a file
+        ([*base, "--out", "/proc/windtunnel-probe", *cache], ["/proc", "does not accept new files"]),
+        ([*base, "--out", str(root / "a_file.txt"), *cache], ["a_file.txt", "takes a folder"]),  # onto a file
+        ([*base, "--out", str(root / "out"), "--cache-dir", str(root / "a_file.txt")], ["--cache-dir", "a_file.txt"]),
+        ([*base, "--out", str(root / "out"), *cache, "--protocol", "bogus"], "--protocol"),
+        ([*base, "--out", str(root / "out"), *cache, "--prefix", "0.4", "--prefix", "0.6"], "--prefix"),
+        ([*base, "--out", str(root / "out"), *cache, "--protocol", "paper", "--prefix", "1.5"], "--prefix"),
+        ([*base, "--out", str(root / "out"), *cache, "--protocol", "paper", "--max-new-tokens", "0"],
+         "--max-new-tokens"),
+        ([*base, "--out", str(root / "out"), "--cache-dir", str(root / "bad_cache"), "--benchmark", "gsm8k"],
+         ["generations.sqlite", "not a readable SQLite database", "delete it"]),
+    ]
+
+
+def test_memorization_outputs_are_checked_before_the_model_is_loaded(tmp_path):
+    """Was a NotADirectoryError / FileNotFoundError / FileExistsError traceback after the whole generation, with
+    the cache already written."""
+    for args, names in _memorization_cases(tmp_path):
+        _refused_untouched(args, tmp_path, names)
+    assert (tmp_path / "a_file.txt").read_text() == "keep me"
+
+
+def _verl_pool(path: Path, rows: int = 3, reward_model: object = None) -> Path:
+    pd.DataFrame({"data_source": ["synthetic_math"] * rows,
+                  "prompt": [[{"role": "user", "content": f"What is {i} + 1?"}] for i in range(rows)],
+                  "reward_model": [reward_model or {"ground_truth": str(i + 1), "style": "rule"}
+                                   for i in range(rows)],
+                  "domain": ["math"] * rows}).to_parquet(path)
+    return path
+
+
+def _difficulty_cases(root: Path) -> list[tuple[list[str], str | list[str]]]:
+    from training.difficulty import cache_key, entry_paths, spec_for
+
+    cache = root / "cache"
+    good = _verl_pool(root / "pool.parquet")
+    (root / "corrupt.parquet").write_text("not a parquet file\n" * 20)
+    bad_rm = _verl_pool(root / "no_ground_truth.parquet", reward_model={"style": "rule"})
+    spec = spec_for("tiny_qwen2", "cpu_tiny", train_files=[good])
+    npz, side = entry_paths(cache_key(spec, cache), cache)
+    npz.parent.mkdir(parents=True)
+    npz.write_bytes(b"PK\x03\x04 truncated zip")
+    side.write_text("{}")
+    (root / "a_file.txt").write_text("keep me")
+    base = ["data", "difficulty", "--model", "tiny_qwen2", "--recipe", "cpu_tiny"]
+    return [
+        ([*base, "--train-file", str(root / "corrupt.parquet"), "--cache-dir", str(cache)],
+         ["corrupt.parquet", "not a readable Parquet file"]),
+        ([*base, "--train-file", str(bad_rm), "--cache-dir", str(cache)], ["no_ground_truth.parquet", "ground_truth"]),
+        ([*base, "--train-file", str(good), "--cache-dir", str(cache)], [npz.name, "delete it", side.name]),
+        ([*base, "--train-file", str(good), "--cache-dir", str(root / "a_file.txt")], ["--cache-dir", "a_file.txt"]),
+        ([*base, "--train-file", str(good), "--cache-dir", str(cache), "--samples", "0"], "--samples"),
+        ([*base, "--train-file", str(good), "--cache-dir", str(cache), "--limit", "0"], "--limit"),
+        ([*base, "--train-file", str(root / "missing.parquet"), "--cache-dir", str(cache)], "missing.parquet"),
+    ]
+
+
+def test_data_difficulty_refuses_a_corrupt_training_file_or_cache_entry_and_leaves_no_lock(tmp_path):
+    """Was a 63-line pyarrow traceback and a lock file left behind; a corrupt cached pass-rate file was a
+    BadZipFile traceback with no hint to delete it."""
+    for args, names in _difficulty_cases(tmp_path):
+        _refused_untouched(args, tmp_path, names)
+    assert not (tmp_path / "cache" / "locks").exists()
+
+
+def _graders_cases(root: Path) -> list[tuple[list[str], str | list[str]]]:
+    log = root / "w" / "runs" / "c" / "run1" / "eval" / "step_8.items.jsonl.gz"
+    log.parent.mkdir(parents=True)
+    log.write_bytes(b"")
+    (root / "a_file.txt").write_text("keep me")
+    base = ["audit", "graders", "--family", "math", "--n", "1", "--workdir", str(root / "w")]
+    return [
+        ([*base, "--campaign", "c"], [log.name, "empty file, 0 bytes"]),
+        ([*base, "--campaign", "c", "--out", str(root / "a_file.txt" / "d.jsonl")], ["--out", "a_file.txt"]),
+        ([*base, "--campaign", "c", "--out", str(root / "w")], ["--out", "is a folder"]),
+        ([*base, "--family", "nope"], "--family"),
+        (["audit", "graders", "--n", "0"], "--n"),
+        ([*base, "--benchmark", "math500"], "--benchmark"),
+    ]
+
+
+def test_audit_graders_refuses_an_empty_item_log(tmp_path):
+    """Was exit 0 with the empty log silently counted."""
+    for args, names in _graders_cases(tmp_path):
+        _refused_untouched(args, tmp_path, names)
+
+
+def _workdir_cases(root: Path, tree: Path) -> list[tuple[list[str], str | list[str]]]:
+    (root / "a_file.txt").write_text("keep me")
+    small = str(tree / "small.yaml")
+    f = str(root / "a_file.txt")
+    gfpo = str(REPO / "campaigns" / "policy" / "gfpo.yaml")
+    return [
+        (["submit", small, "--workdir", f"{f}/w", "--no-wait"], ["--workdir", "a_file.txt", "is a file"]),
+        (["submit", small, "--workdir", f, "--no-wait"], ["--workdir", "a_file.txt", "takes a folder"]),
+        (["submit", small, "--workdir", "/proc/windtunnel-w", "--no-wait"], ["--workdir", "/proc"]),
+        (["demo", "--workdir", f], ["--workdir", "a_file.txt"]),
+        (["train", "--policy", gfpo, "--out", str(root / "d"), "--seed", "1", "--cache-dir", f], "--cache-dir"),
+        (["train", "--policy", gfpo, "--out", f, "--seed", "1"], ["--out", "takes a folder"]),
+        (["eval", str(root / "ckpt"), "--cache-dir", f], "--cache-dir"),
+        (["export-tasks", f], "a_file.txt"),
+        (["data", "synthetic", "--out", f"{f}/d"], ["--out", "is a file"]),
+    ]
+
+
+def test_work_dirs_caches_and_out_folders_are_checked_before_anything_runs(tmp_path, tree):
+    """Was a NotADirectoryError / FileExistsError traceback from the ledger opener or the demo."""
+    before_tree = _tree(tree)
+    for args, names in _workdir_cases(tmp_path, tree):
+        _refused_untouched(args, tmp_path, names)
+    assert _tree(tree) == before_tree
+
+
+PLUGIN_CASES = {  # module source -> what the message must say
+    "raise RuntimeError('boom in my scorer')\n": ["RuntimeError: boom in my scorer", "its code failed",
+                                                  "fix the module's code"],
+    "x = 1 / 0\n": ["ZeroDivisionError", "its code failed", "raising_plugin.py:1"],
+    "import no_such_dependency_xyz\n": ["ModuleNotFoundError", "install 'no_such_dependency_xyz'"],
+    "def broken(:\n": ["SyntaxError", "its code failed"],
+}
+
+
+@pytest.mark.parametrize("source", sorted(PLUGIN_CASES))
+def test_a_plugin_whose_code_raises_on_import_names_the_exception_not_the_path(source, tmp_path, monkeypatch):
+    import sys
+
+    (tmp_path / "plug").mkdir()
+    (tmp_path / "plug" / "raising_plugin.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path / "plug"))
+    monkeypatch.delitem(sys.modules, "raising_plugin", raising=False)
+    f = tmp_path / "policy" / "p.yaml"
+    f.parent.mkdir()
+    f.write_text(yaml.safe_dump({**GOOD_SELECT, "plugins": ["raising_plugin"]}))
+    text = _refused_untouched(["policies", "validate", str(f)], tmp_path, ["p.yaml", *PLUGIN_CASES[source]])
+    assert "PYTHONPATH" not in text
+
+
+SCHEMA_SHAPES = {  # a block given as the wrong type -> the example the message must show
+    "budget: 3000": "e.g. `budget: {rollout_tokens: 1000000}`", "budget: [1, 2]": "e.g. `budget: {rollout_tokens:",
+    "compute: 4": "e.g. `compute: {gpus_per_run: 1", "retries: 3": "e.g. `retries: {max_attempts: 3",
+    "data: synthetic": "e.g. `data: {corpus: synthetic}`", "baselines: baseline": "e.g. `baselines: {select:",
+    "sub_campaigns: {a: 3}": "expected a mapping (keys: description",
+}
+
+
+@pytest.mark.parametrize("line", sorted(SCHEMA_SHAPES))
+def test_a_block_of_the_wrong_type_shows_the_expected_shape_not_a_class_name(line, tmp_path):
+    f = tmp_path / "campaigns" / "shape.yaml"
+    f.parent.mkdir()
+    f.write_text(f"name: x\nmodels: [tiny_qwen2]\npolicies: [baseline]\nrecipe: cpu_tiny\nbackend: local\n{line}\n")
+    text = _refused_untouched(["plan", str(f)], tmp_path, ["shape.yaml", SCHEMA_SHAPES[line]])
+    assert "instance of" not in text and "Spec" not in text, text
+
+
 # --- 8. the corpus size ----------------------------------------------------------------------------------
+
+
+def _fresh(root: Path, name: str) -> Path:
+    (root / name).mkdir()
+    return root / name
 
 
 def test_the_corpus_holds_at_least_260_inputs(tmp_path):
@@ -513,5 +720,10 @@ def test_the_corpus_holds_at_least_260_inputs(tmp_path):
         "missing records": 3, "cli options": len(_cli_cases(tmp_path, tmp_path)), "long records": len(LONG_VARIANTS),
         "--ray-address": len(BAD_RAY_ADDRESSES) + 1, "suite under noop (plan, submit)": 2 * len(NOOP_SUITES),
         "curricula and budgets (plan, submit)": 2 * len(CURRICULUM_CASES),
+        "issue 51: memorization outputs": len(_memorization_cases(_fresh(tmp_path, "m"))),
+        "issue 51: difficulty inputs and cache": len(_difficulty_cases(_fresh(tmp_path, "d"))),
+        "issue 51: graders item logs": len(_graders_cases(_fresh(tmp_path, "g"))),
+        "issue 51: work dirs, caches, --out": len(_workdir_cases(_fresh(tmp_path, "w"), tmp_path)),
+        "issue 51: plugins raising on import": len(PLUGIN_CASES), "issue 51: block shapes": len(SCHEMA_SHAPES),
     }
     assert sum(counts.values()) >= 260, counts

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.engine.workdir import Workdir
+from wtcommon.atomic import unwritable
+from wtcommon.errors import UserError
 from orchestrator.engine.ledger.base import (Attempt, CampaignBusy, Event, Ledger, LedgerError, LeaseLost, NotInLedger,
                                              RunningAttempt, RunRow, UpsertDiff)
 from orchestrator.engine.ledger.sql import SQLLedger
@@ -25,5 +27,7 @@ def open_ledger(where: str | Path | Workdir | Ledger) -> Ledger:
         return SQLLedger(where)
     wd = Workdir.of(where)
     if wd.given_ledger_url is None:
+        if not wd.root.is_dir() and (why := unwritable(wd.root)) is not None:  # before anything is created
+            raise UserError(f"--workdir {wd.root}: cannot create the work directory there: {why}")
         wd.root.mkdir(parents=True, exist_ok=True)
     return SQLLedger(wd.ledger_url)
