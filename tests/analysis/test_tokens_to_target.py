@@ -29,10 +29,12 @@ def test_first_crossing_is_the_first_checkpoint_at_or_above_and_monotone_in_the_
     s = np.asarray(scores)
     lo, hi = sorted((a, b))
     t_lo, t_hi = first_crossing(tokens, s, lo), first_crossing(tokens, s, hi)
-    if s.max() < hi:
+    tol = 1e-9  # a score equal to the target up to float noise reaches it (the target is often the reference's score)
+    if s.max() < hi - tol:
         assert math.isnan(t_hi)  # censored: never the budget, never zero
     else:
-        assert t_lo <= t_hi and s[int(t_hi / 100) - 1] >= hi and (s[: int(t_hi / 100) - 1] < hi).all()
+        i = int(t_hi / 100) - 1
+        assert t_lo <= t_hi and s[i] >= hi - tol and (s[:i] < hi - tol).all()
 
 
 @settings(max_examples=60, deadline=None)

@@ -11,6 +11,8 @@ process start), so the whole corpus takes seconds.
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 import pandas as pd
@@ -38,7 +40,9 @@ def _refused(args: list[str], *, nothing_at: list[Path] = (), names: str | None 
     for p in nothing_at:
         assert not Path(p).exists(), f"{args} wrote {p}"
     if names is not None:
-        assert names in text, f"{args}: the message does not name {names!r}:\n{text[-1000:]}"
+        # Click's error box wraps a long path across its lines ("…/a_f │\n│ ile.txt"): read it joined as well
+        joined = re.sub(r" *│ *\n *│ *", "", text)
+        assert names in text or names in joined, f"{args}: the message does not name {names!r}:\n{text[-1000:]}"
     return text
 
 
