@@ -26,10 +26,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -38,9 +36,8 @@ import pytest
 import yaml
 
 from orchestrator.engine.ledger.states import AttemptStatus
-from training.verl_launcher import cancel
 from policies.verl.reward_audit import AUDIT_ENV, read_calls
-from tests.campaign_ledger import reaped, runs_and_attempts
+from tests.campaign_ledger import kill_after_first_checkpoint, reaped, runs_and_attempts, verl_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
@@ -88,40 +85,6 @@ def _tree(tmp: Path) -> Path:
     return root / "vcpu.yaml"
 
 
-def _metrics(path: Path) -> dict[int, dict]:
-    out = {}
-    for line in path.read_text().splitlines():
-        obj = json.loads(line)
-        out[int(obj["step"])] = obj.get("data") or {}
-    return out
-
-
-def _train_dir_of(runs: Path, policy: str) -> Path | None:
-    for d in runs.glob("*/train"):
-        pol = d / "policy.yaml"
-        if pol.exists() and (yaml.safe_load(pol.read_text()) or {}).get("name") == policy:
-            return d
-    return None
-
-
-def _kill_after_first_checkpoint(proc: subprocess.Popen, runs: Path, policy: str, timeout: float = 1200) -> Path:
-    """SIGKILL verl's whole process group (as the launcher records it in train.pid) once the run's checkpoint 1
-    is written and its step 1 logged (verl logs after saving), before step 2's checkpoint."""
-    t0 = time.time()
-    while True:
-        assert proc.poll() is None, "the campaign ended before the run to kill was killed"
-        assert time.time() - t0 < timeout, f"{policy}: no first checkpoint"
-        train = _train_dir_of(runs, policy)
-        if train is not None:
-            tracker = train / "verl_checkpoints" / "latest_checkpointed_iteration.txt"
-            logged = sorted((train / "verl_metrics").glob("launch_*.jsonl"))
-            if (tracker.exists() and tracker.read_text().strip() == "1" and logged
-                    and logged[-1].read_text().strip()):
-                assert cancel(train, signal.SIGKILL)
-                return train
-        time.sleep(0.2)
-
-
 def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
     from evaluation.benchmark_data import write_manifest
     from training.synthetic import write_eval_fixtures
@@ -137,7 +100,7 @@ def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
         proc = subprocess.Popen([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd),
                                  "--max-parallel", "2"], env=env, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
     with reaped(proc):
-        killed = _kill_after_first_checkpoint(proc, wd / "runs" / "vcpu", "reward_gap")
+        killed = kill_after_first_checkpoint(proc, wd / "runs" / "vcpu", "reward_gap")
         rc = proc.wait(timeout=1800)
     assert rc == 0, log.read_text()[-4000:]
 
@@ -164,7 +127,7 @@ def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
         assert [c["step"] for c in manifests[p]["checkpoints"]] == [1, 2]  # a checkpoint each step, merged to HF
         for c in manifests[p]["checkpoints"]:
             assert (Path(c["path"]) / "config.json").exists()
-        m[p] = _metrics(Path(manifests[p]["metrics_path"]))
+        m[p] = verl_metrics(Path(manifests[p]["metrics_path"]))
         assert sorted(m[p]) == [1, 2], p
         for step in (1, 2):  # the exploit watch on verl's reward path reads the rollouts verl itself logged
             assert m[p][step]["watch/response_length_mean"] == pytest.approx(m[p][step]["response_length/mean"],
@@ -242,7 +205,7 @@ def _check_zero_weight_step(m: dict[int, dict], manifest: dict) -> None:
 def _check_resume(train: Path, resumed: dict[int, dict], ref: dict[int, dict]) -> None:
     """The SIGKILLed run, retried by the scheduler in the same run dir, resumed from its step-1 checkpoint with the
     mixer's state and ended equal to the uninterrupted run of the same mixer and seed."""
-    launches = [_metrics(f) for f in sorted((train / "verl_metrics").glob("launch_*.jsonl"))]
+    launches = [verl_metrics(f) for f in sorted((train / "verl_metrics").glob("launch_*.jsonl"))]
     trained = [i for i, steps in enumerate(launches) if 1 in steps]
     assert trained and trained[0] < len(launches) - 1, "no killed launch that logged step 1 before the resumed one"
     first = launches[trained[0]]  # the first launch that trained is the one killed after its checkpoint 1

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -29,9 +27,8 @@ import pytest
 import yaml
 
 from orchestrator.engine.ledger.states import AttemptStatus
-from tests.campaign_ledger import reaped, runs_and_attempts
+from tests.campaign_ledger import kill_after_first_checkpoint, reaped, runs_and_attempts, verl_metrics
 from training.rollout_guard import shm_segments
-from training.verl_launcher import cancel
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
@@ -55,29 +52,6 @@ def _submit(camp: Path, wd: Path, head, log: Path) -> subprocess.Popen:
                                 stderr=subprocess.STDOUT)
 
 
-def _train_dir_of(runs: Path, policy: str) -> Path | None:
-    for d in runs.glob("*/train"):
-        pol = d / "policy.yaml"
-        if pol.exists() and (yaml.safe_load(pol.read_text()) or {}).get("name") == policy:
-            return d
-    return None
-
-
-def _kill_after_first_checkpoint(proc: subprocess.Popen, runs: Path, policy: str, timeout: float = 1200) -> Path:
-    t0 = time.time()
-    while True:
-        assert proc.poll() is None, "the campaign ended before the run to kill was killed"
-        assert time.time() - t0 < timeout, f"{policy}: no first checkpoint"
-        train = _train_dir_of(runs, policy)
-        if train is not None:
-            tracker = train / "verl_checkpoints" / "latest_checkpointed_iteration.txt"
-            logged = sorted((train / "verl_metrics").glob("launch_*.jsonl"))
-            if tracker.exists() and tracker.read_text().strip() == "1" and logged and logged[-1].read_text().strip():
-                assert cancel(train, signal.SIGKILL)
-                return train
-        time.sleep(0.2)
-
-
 def _alive_under(folder: Path) -> list[str]:
     """Command lines of live processes that name `folder` (a run's processes all do: its dirs, its temp dir)."""
     out = []
@@ -89,10 +63,6 @@ def _alive_under(folder: Path) -> list[str]:
         if str(folder) in text:
             out.append(text[:200])
     return out
-
-
-def _metrics(path: Path) -> dict[int, dict]:
-    return {int(o["step"]): o.get("data") or {} for o in map(json.loads, path.read_text().splitlines())}
 
 
 def test_a_verl_campaign_trains_through_vllm_resumes_and_leaves_nothing(tmp_path, head):
@@ -107,7 +77,7 @@ def test_a_verl_campaign_trains_through_vllm_resumes_and_leaves_nothing(tmp_path
 
     proc = _submit(camp, wd, head, tmp_path / "submit.log")
     with reaped(proc):
-        killed = _kill_after_first_checkpoint(proc, wd / "runs" / "demo_verl_vllm", "reward_gap_greso")
+        killed = kill_after_first_checkpoint(proc, wd / "runs" / "demo_verl_vllm", "reward_gap_greso")
         rc = proc.wait(timeout=1500)
     assert rc == 0, (tmp_path / "submit.log").read_text()[-4000:]
 
@@ -127,14 +97,15 @@ def test_a_verl_campaign_trains_through_vllm_resumes_and_leaves_nothing(tmp_path
         assert "vLLMHttpServer" in log and "update_weights done" in log, p  # verl's own vLLM server served it
         done = json.loads((d / "train_done.json").read_text())
         assert [c["step"] for c in done["checkpoints"]] == [1, 2]
-        m = _metrics(Path(done["metrics_path"]))
+        m = verl_metrics(Path(done["metrics_path"]))
         assert sorted(m) == [1, 2], p
         for step in (1, 2):  # verl's own metric: rollout log-probs (vLLM) vs the actor's recomputed ones
             assert 0 <= m[step]["training/rollout_probs_diff_max"] < 0.05, (p, step, m[step])
         assert (d / "records.parquet").exists()
-        ev_log = next((d / "eval").rglob("*.items.jsonl.gz"), None) if (d / "eval").exists() else None
-        assert ev_log is None or ev_log.stat().st_size > 0
-    mixed = _metrics(Path(json.loads((run_dirs["reward_gap_greso"] / "train_done.json").read_text())["metrics_path"]))
+        ev_logs = list((d / "eval").rglob("*.items.jsonl.gz"))  # evaluated through vLLM: its item log
+        assert ev_logs and all(f.stat().st_size > 0 for f in ev_logs), p
+    done = json.loads((run_dirs["reward_gap_greso"] / "train_done.json").read_text())
+    mixed = verl_metrics(Path(done["metrics_path"]))
     for step in (1, 2):  # the mixer's target reached what vLLM rolled out; the curriculum proposed the prompts
         counts = [mixed[step][f"windtunnel/rolled_out_prompts_{d}"] for d in ("math", "logic", "science")]
         assert sum(counts) == 4, counts
