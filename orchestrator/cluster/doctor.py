@@ -188,14 +188,15 @@ def compare_versions(label: str, mine: dict[str, str | None], theirs: dict[str, 
 
 
 def pin_findings(label: str, theirs: dict[str, str | None], gpus: float, pinned: str | None) -> list[Finding]:
-    """A GPU node must have the vLLM the `[gpu]` extra pins (the version CI runs as vLLM's CPU build); a CPU node
-    may have that version's CPU build (`0.31.0+cpu`) or none."""
+    """A node's vLLM, where it has one, must be the release the `[gpu]` extra pins (the version CI runs as vLLM's CPU
+    build, `0.31.0+cpu`): off the pin is a failure on a GPU node, a warning elsewhere. A node without vLLM is the
+    versions check's business (`compare_versions`: a warning, since CPU runs and logical GPUs need none)."""
     have = theirs.get("vllm")
-    if pinned is None or (have is None and not gpus):
+    if pinned is None or have is None:
         return []
     if same_release(have, pinned):
         return [Finding(label, "vllm pin", f"{have}: the pinned {pinned}")]
-    return [Finding(label, "vllm pin", f"{have or 'absent'} on a node with {gpus:g} GPUs; Windtunnel pins {pinned} "
+    return [Finding(label, "vllm pin", f"{have} on a node with {gpus:g} GPUs; Windtunnel pins {pinned} "
                                        "(the version its CI runs)" if gpus else f"{have}; Windtunnel pins {pinned}",
                     FAIL if gpus else WARN, f"pip install 'vllm=={pinned}' on every GPU node (or `pip install -e "
                                             "'.[gpu]'`)")]
