@@ -31,7 +31,7 @@ from analysis.paired_stats import (
     stats_block,
 )
 from analysis.record_checks import check_one_grader
-from analysis.schema import DEFAULT_AA_PAIR, DEFAULT_REFERENCE, GROUP_KEYS
+from analysis.schema import DEFAULT_AA_PAIR, GROUP_KEYS, references
 from evaluation.suite import Suite
 
 SMALL_N_NOTE = ("small n: at n <= 5 the second CI is the seed range [min d, max d] with its exact coverage "
@@ -47,10 +47,12 @@ class UnpairedWarning(UserWarning):
 
 @dataclass
 class PairedResult:
-    """table: one row per comparison x metric; dropped: one message per dropped run/seed/comparison."""
+    """table: one row per comparison x metric; dropped: one message per dropped run/seed/comparison;
+    references: the mechanism -> reference policy map the pairing used (defaults or the campaign's `baselines:`)."""
 
     table: pd.DataFrame
     dropped: list[str] = field(default_factory=list)
+    references: dict[str, str] = field(default_factory=dict)
 
 
 def metric_columns(suite: Suite, aggregates: list[str] | None = None) -> list[tuple[str, str]]:
@@ -105,9 +107,10 @@ def _pair(mrows: np.ndarray, rrows: np.ndarray, seeds: np.ndarray, run_ids: np.n
     return m[im], r[ir], common
 
 
-def _jobs(runs: pd.DataFrame, overrides: dict[str, str], dropped: list[str],
-          aa_pair: tuple[str, str] = DEFAULT_AA_PAIR) -> list[tuple[dict, np.ndarray, np.ndarray]]:
-    """(identity, method run rows, reference run rows) for every comparison, plus the A/A rows."""
+def _jobs(runs: pd.DataFrame, overrides: dict[str, str], dropped: list[str], aa_pair: tuple[str, str],
+          by_mechanism: dict[str, str]) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+    """(identity, method run rows, reference run rows) for every comparison, plus the A/A rows. The reference
+    of a policy: `overrides` (--reference-map), else its mechanism's in `by_mechanism`."""
     cfg = runs.groupby(list(GROUP_KEYS) + ["policy"], sort=True).indices
     groups: dict[tuple, dict[str, np.ndarray]] = {}
     for key, rows in cfg.items():
@@ -119,7 +122,7 @@ def _jobs(runs: pd.DataFrame, overrides: dict[str, str], dropped: list[str],
         label0 = "/".join(str(v) for v in gkey if v != "")
         for pol, rows in pols.items():
             mech = mech_col[rows[0]]
-            ref = overrides.get(pol, DEFAULT_REFERENCE.get(mech))
+            ref = overrides.get(pol, by_mechanism.get(mech))
             if ref is None or ref == pol:
                 if mech == "unknown" and pol not in overrides:
                     dropped.append(f"{label0}/{pol}: mechanism unknown and no --reference-map entry; not compared")
@@ -330,8 +333,9 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
                        aa_pair: tuple[str, str] = DEFAULT_AA_PAIR, allow_mixed_graders: bool = False) -> PairedResult:
     """Every policy vs its campaign-local reference, per aggregate, domain and benchmark.
 
-    reference_map: policy -> reference policy, overriding the default by mechanism
-    (select/reweight -> baseline, mix -> static). `aa_pair` (method, reference; a campaign's `aa_pair`,
+    reference_map: policy -> reference policy, overriding the default by mechanism (select/reweight/curriculum
+    -> baseline, mix -> static, or the `baselines:` of the campaign that collected the records:
+    `analysis.schema.references`). `aa_pair` (method, reference; a campaign's `aa_pair`,
     by default `static` vs `baseline`) at the same (model, regime, step) is added as
     kind="aa_noise_floor", never as a method effect.
     Unpaired runs are dropped, listed in `.dropped` and warned about (UnpairedWarning).
@@ -343,6 +347,7 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
     """
     if not allow_mixed_graders:
         check_one_grader(records)
+    by_mechanism = references(records)  # before any view: the campaign's `baselines:` ride on the records' attrs
     budget = at_budget(records)  # runs trained to a rollout-token budget pair at it, not by step
     if budget is not None:
         records, runs = budget[0], None
@@ -350,7 +355,7 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
     metrics = metric_columns(suite, aggregates)
     cols = [name for _, name in metrics]
     dropped: list[str] = []
-    jobs = _jobs(runs, reference_map or {}, dropped, aa_pair)
+    jobs = _jobs(runs, reference_map or {}, dropped, aa_pair, by_mechanism)
     resolution = metric_resolution(suite, metrics)
     got = _collect(jobs, runs, suite, metrics, items, level, dropped)
     _add_stats(got, resolution, seed=seed, n_resamples=n_resamples, level=level, margin=margin, effect=effect)
@@ -361,7 +366,7 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
     for msg in dropped:
         warnings.warn(msg, UnpairedWarning, stacklevel=2)
     table = table[TABLE_COLUMNS].reset_index(drop=True)
-    return PairedResult(table if budget is None else add_budget_columns(table, budget[1]), dropped)
+    return PairedResult(table if budget is None else add_budget_columns(table, budget[1]), dropped, by_mechanism)
 
 
 TABLE_COLUMNS = [

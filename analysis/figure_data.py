@@ -45,7 +45,8 @@ def relative_scores(runs: pd.DataFrame, paired: pd.DataFrame, metric: str) -> pd
     out = pd.concat([m.drop(columns="reference"), r], ignore_index=True)
     out["delta"] = out[metric] - out["ref_mean"]
     out = out[out["delta"].notna()]
-    out["group"] = out[keys].astype(str).agg("/".join, axis=1)
+    # str.cat, not agg("/".join, axis=1): an empty frame (no comparison) still gets a string column
+    out["group"] = out[keys[0]].astype(str).str.cat(out[keys[1:]].astype(str), sep="/")
     return out[keys + ["policy", "seed", "group", "delta"]].reset_index(drop=True)
 
 

@@ -8,6 +8,7 @@ truncated file) is an error, never silently NaN-filled.
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from analysis.record_checks import (
     row_numbers,
 )
 from analysis.schema import (
+    BASELINES_ATTR,
     BUDGET_COLUMNS,
     OPTIONAL_WRITE,
     RECORD_COLUMNS,
@@ -307,7 +309,11 @@ def read_records(path: str | Path, suite: Suite | str | None = None) -> pd.DataF
     s = _suite(suite)
     raw = _read_raw(p)
     raw.columns = [str(c).strip() for c in raw.columns]
-    return _from_wide(raw, str(p), s) if is_wide(raw.columns) else _from_long(raw, str(p), s)
+    out = _from_wide(raw, str(p), s) if is_wide(raw.columns) else _from_long(raw, str(p), s)
+    baselines = records_baselines(p)
+    if baselines:
+        out.attrs[BASELINES_ATTR] = baselines
+    return out
 
 
 def normalise_records(df: pd.DataFrame, suite: Suite | str | None = None) -> pd.DataFrame:
@@ -319,6 +325,24 @@ def normalise_records(df: pd.DataFrame, suite: Suite | str | None = None) -> pd.
 # has and how many of them these records hold (a file written before the last run finished is partial).
 RUNS_EXPECTED_KEY = b"windtunnel.runs_expected"
 RUNS_RECORDED_KEY = b"windtunnel.runs_recorded"
+# the campaign's `baselines:` (JSON), written only where they differ from the defaults (analysis.schema.references)
+BASELINES_KEY = b"windtunnel.baselines"
+
+
+def records_baselines(path: str | Path) -> dict[str, str] | None:
+    """The `baselines:` (mechanism -> reference policy) of the campaign that collected a Parquet records file,
+    or None (defaults, another file)."""
+    p = Path(path)
+    if p.suffix.lower() not in (".parquet", ".pq") or not p.is_file():
+        return None
+    import pyarrow.parquet as pq
+
+    try:
+        raw = (pq.read_schema(p).metadata or {}).get(BASELINES_KEY)
+        got = json.loads(raw) if raw else None
+    except (OSError, ValueError):
+        return None
+    return {str(k): str(v) for k, v in got.items()} if isinstance(got, dict) else None
 
 
 def records_completeness(path: str | Path) -> tuple[int, int] | None:

@@ -33,7 +33,7 @@ from analysis.frontier_report import frontier_section_html
 from analysis.rollout_compute import rollout_figure, rollout_section_html, rollout_table, run_budget
 from analysis.comparisons import SMALL_N_NOTE, PairedResult, paired_comparisons
 from analysis.records import read_records
-from analysis.schema import DEFAULT_AA_PAIR, GROUP_KEYS
+from analysis.schema import DEFAULT_AA_PAIR, GROUP_KEYS, references
 from analysis.table_formats import Table, html_table
 from analysis.tables import build_tables
 from evaluation.suite import Suite, load_suite
@@ -152,6 +152,10 @@ def _findings_html(a: _Analysed, watch: pd.DataFrame | None) -> list[str]:
             t.display = t.display.assign(watch=watch_column(t.data, watch))
         parts.append(f'<h2 id="{t.name}">{html.escape(t.title)}</h2><p><b>{html.escape(t.lead)}</b></p>'
                      + html_table(t.display) + f'<p class="note">{html.escape(t.note)}</p>')
+    else:  # said, not an empty table: a campaign whose policies have no reference runs compares nothing
+        why = (f"{len(a.paired.dropped)} dropped, listed under 'Dropped from paired comparisons'"
+               if a.paired.dropped else "the records hold no policy with a reference")
+        parts.append(f'<h2 id="verdicts">Verdicts</h2><p><b>No paired comparison ({html.escape(why)}).</b></p>')
     parts.append(f'<p class="note">{html.escape(SMALL_N_NOTE)}</p>')
     forest = [f for f in a.figs if f.name.startswith("forest")]
     for f in forest + [f for f in a.figs if f not in forest]:
@@ -256,7 +260,7 @@ def build_report_with_evidence(records: pd.DataFrame, out_path: str | Path, *, s
     summary = run_summary(runs)
     scores = final_scores(records, s)
     title, body = intervention_section_html(summary, scores, s.aggregate_names[0], tol)
-    rollout = rollout_table(summary, scores, s.aggregate_names[0])
+    rollout = rollout_table(summary, scores, s.aggregate_names[0], references(records))
     sections = [(title, f"<div id='intervention'>{body}</div>")]
     if len(rollout) and rollout["rollout_tokens"].notna().any():  # the trainers recorded rollout tokens
         fig = rollout_figure(rollout, s.aggregate_names[0])

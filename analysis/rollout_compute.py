@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import matplotlib
@@ -30,21 +31,23 @@ COLUMNS = ("campaign", "model", "regime", "policy", "mechanism", "reference", "n
            "rollout_tokens_ratio", "prompts_rolled_out", "zero_variance_frac", "score", "delta", "t_lo", "t_hi")
 
 
-def rollout_table(summary: pd.DataFrame, scores: pd.DataFrame | None, score_col: str) -> pd.DataFrame:
+def rollout_table(summary: pd.DataFrame, scores: pd.DataFrame | None, score_col: str,
+                  by_mechanism: Mapping[str, str] = DEFAULT_REFERENCE) -> pd.DataFrame:
     """One row per configuration but the references: means over seeds, and Δ = score − reference score paired
     by seed (`t_lo`–`t_hi`: paired-t 95% CI, df = n − 1; NaN below two pairs). `summary`: `run_summary` rows;
-    `scores`: run_id + `score_col` (the final evaluated step)."""
+    `scores`: run_id + `score_col` (the final evaluated step); `by_mechanism`: each mechanism's reference
+    (`analysis.schema.references` of the records)."""
     s = with_scores(summary, scores, score_col)
     for c in ("compute_rollout_tokens", "compute_prompts_rolled_out", "zero_variance_frac_mean"):
         if c not in s.columns:
             s[c] = np.nan
-    refs = set(DEFAULT_REFERENCE.values())
+    refs = set(by_mechanism.values())
     out = []
     for key, g in s.groupby(list(_CONFIG), sort=True):
         mech = str(g["mechanism"].iloc[0])
         if key[-1] in refs or mech == "none":
             continue
-        ref = DEFAULT_REFERENCE.get(mech, "baseline")
+        ref = by_mechanism.get(mech, "baseline")
         r = s[(s["campaign"] == key[0]) & (s["model"] == key[1]) & (s["regime"] == key[2]) & (s["policy"] == ref)]
         pair = g.merge(r[["seed", "score", "compute_rollout_tokens"]], on="seed", suffixes=("", "_ref"))
         d = (pair["score"] - pair["score_ref"]).dropna().to_numpy(dtype=float)

@@ -7,6 +7,7 @@ Missing values are NaN, never 0: a 0.0 accuracy is a real score.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from policies import MECHANISMS as POLICY_MECHANISMS
 from wtcommon.errors import UserError
@@ -75,6 +76,15 @@ POLICY_MECHANISM: dict[str, str] = {
 # campaign's default `baselines:` (orchestrator.engine.spec).
 DEFAULT_REFERENCE: dict[str, str] = {"select": "baseline", "reweight": "baseline", "mix": "static",
                                      "curriculum": "baseline"}
+# A campaign's own `baselines:` travel with the records it collects (Parquet metadata, `read_records` puts them in
+# `DataFrame.attrs`), so `compare`/`verdicts`/`report` on the file pair as the campaign said.
+BASELINES_ATTR = "baselines"
+
+
+def references(records: Any) -> dict[str, str]:
+    """mechanism -> reference policy for these records: the defaults, overridden by the `baselines:` of the
+    campaign that collected them (`records.attrs`)."""
+    return {**DEFAULT_REFERENCE, **(getattr(records, "attrs", {}) or {}).get(BASELINES_ATTR, {})}
 # The A/A pair (method, reference): two policies that train the same way, whose difference is the noise floor;
 # a campaign's default `aa_pair:` (orchestrator.engine.spec).
 DEFAULT_AA_PAIR: tuple[str, str] = ("static", "baseline")

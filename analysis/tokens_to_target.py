@@ -26,7 +26,7 @@ from scipy import stats
 
 from analysis.aggregates import run_table
 from analysis.paired_stats import adjust
-from analysis.schema import DEFAULT_REFERENCE
+from analysis.schema import references
 from evaluation.suite import Suite
 from wtcommon.errors import UserError
 
@@ -137,6 +137,7 @@ def tokens_to_target_table(records: pd.DataFrame, suite: Suite, metric: str, *, 
     """(one row per policy vs its reference (COLUMNS), dropped-pair messages). Records must hold every checkpoint
     with its rollout tokens (NoTokenCurves otherwise); `target`: an absolute score (points) instead of the
     reference's final score."""
+    by_mechanism = references(records)
     c = curves(records, suite, metric)
     by_run = {str(k): g for k, g in c.groupby("run_key", sort=False)}
     runs = c.drop_duplicates("run_key").set_index(list(_CONFIG) + ["policy", "seed"])["run_key"]
@@ -144,7 +145,7 @@ def tokens_to_target_table(records: pd.DataFrame, suite: Suite, metric: str, *, 
     for key, g in c.drop_duplicates("run_key").groupby(list(_CONFIG), sort=True):
         mech_of = g.groupby("policy")["mechanism"].first().to_dict()
         for pol, mech in sorted(mech_of.items()):
-            ref = (reference_map or {}).get(pol, DEFAULT_REFERENCE.get(mech))
+            ref = (reference_map or {}).get(pol, by_mechanism.get(mech))
             if ref is None or ref == pol or ref not in mech_of:
                 continue
             seeds = sorted(set(g.loc[g["policy"] == pol, "seed"]) & set(g.loc[g["policy"] == ref, "seed"]))

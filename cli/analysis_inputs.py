@@ -167,9 +167,9 @@ def require_pairs(res, records: Path) -> None:
     if ok is not None and bool(ok.any()):
         return
     why = "; ".join(res.dropped[:8]) + (f"; ... {len(res.dropped) - 8} more" if len(res.dropped) > 8 else "")
+    refs = ", ".join(f"{m} -> {r}" for m, r in res.references.items())
     raise UserError(f"{records}: no method-vs-reference pair could be formed (a policy and its reference, "
-                    f"select/reweight -> "
-                    f"baseline, mix -> static, at the same campaign/model/regime/step and seed with finite scores)"
+                    f"{refs}, at the same campaign/model/regime/step and seed with finite scores)"
                     + (f": {why}" if why else ": the records hold no policy whose reference is present")
                     + "; add the reference's runs or pass --reference-map POLICY=REFERENCE")
 

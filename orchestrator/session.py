@@ -12,6 +12,7 @@ Work directory layout (everything addressed from one place, STUDY L18):
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,7 +251,8 @@ class Session:
         frames = self._recorded_frames(campaign)
         if not frames:
             return None
-        from analysis.records import RUNS_EXPECTED_KEY, RUNS_RECORDED_KEY
+        from analysis.records import BASELINES_KEY, RUNS_EXPECTED_KEY, RUNS_RECORDED_KEY
+        from analysis.schema import DEFAULT_REFERENCE
 
         out = self.wd.records(campaign)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -262,10 +264,13 @@ class Session:
             table = pq.read_table(staged)
         finally:
             staged.unlink(missing_ok=True)
-        h = spec_hash(self.ledger.campaign_spec(campaign) or "")
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), SPEC_HASH_KEY: h.encode(),
-                                               RUNS_EXPECTED_KEY: str(expected).encode(),
-                                               RUNS_RECORDED_KEY: str(len(frames)).encode()})
+        raw_spec = self.ledger.campaign_spec(campaign) or ""
+        meta = {**(table.schema.metadata or {}), SPEC_HASH_KEY: spec_hash(raw_spec).encode(),
+                RUNS_EXPECTED_KEY: str(expected).encode(), RUNS_RECORDED_KEY: str(len(frames)).encode()}
+        baselines = CampaignSpec.model_validate_json(raw_spec).baselines if raw_spec else DEFAULT_REFERENCE
+        if baselines != DEFAULT_REFERENCE:  # the defaults are not written: such a file keeps its bytes
+            meta[BASELINES_KEY] = json.dumps(baselines, sort_keys=True).encode()
+        table = table.replace_schema_metadata(meta)
         with atomic_path(out) as tmp:
             pq.write_table(table, tmp)
         return out

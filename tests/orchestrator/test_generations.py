@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from analysis.records import records_baselines
+
 import pandas as pd
 import pytest
 import yaml
@@ -88,6 +90,7 @@ def test_resubmit_with_changed_recipe_collects_only_the_new_generation(tree: Pat
     assert set(recs["run_key"]) == new_keys and len(recs) == 3 * 12
     assert recs.groupby(["run_id", "benchmark"]).size().max() == 1  # one run per cell: no generation mix
     assert records_spec_hash(out) == spec_hash(sess.ledger.campaign_spec("gen"))
+    assert records_baselines(out) is None  # default `baselines:` are not written: the file keeps its bytes
 
     from orchestrator import tracking  # MLflow: the new generation FINISHED, every old run ended and tagged
 
@@ -137,13 +140,15 @@ def test_recorded_run_without_records_is_an_error_and_resume_rerecords_it(tree: 
                                                                           on_head: str, small_campaign) -> None:
     from orchestrator.session import RecordsMissing, plan
 
-    camp = small_campaign("lost", policies=["baseline"], seeds=[1])
+    camp = small_campaign("lost", policies=["baseline"], seeds=[1], baselines={"mix": "baseline"})
     wd = tmp_path / "wd"
     sess = _session(wd, on_head)
     spec, runs = plan(camp)
     sess.submit(spec, runs)
     assert _drive(sess, "lost") == {"recorded": 1}
     assert len(pd.read_parquet(sess.collect_records("lost"))) == 12
+    # the campaign's own `baselines:` travel with its records: compare/verdicts/report on the file pair by them
+    assert records_baselines(wd / "results" / "lost" / "records.parquet")["mix"] == "baseline"
     gone = sess.ledger.runs("lost")[0]
     Path(gone.outputs["records"]).unlink()
     with pytest.raises(RecordsMissing, match=gone.run_id.replace("/", ".")):

@@ -116,6 +116,12 @@ def test_a_verl_campaign_trains_through_vllm_resumes_and_leaves_nothing(tmp_path
     assert (run_dirs["reward_gap_greso"] / "train" / "rollout_ids.jsonl").read_text().strip()
     records = pd.read_parquet(wd / "results" / "demo_verl_vllm" / "records.parquet")
     assert set(records["policy"]) == {"baseline", "reward_gap_greso"} and records["accuracy"].notna().all()
+    # the campaign's `baselines: {mix: baseline}` travel with its records: the verdicts pair the mixer with
+    # baseline (the campaign ships no `static`), as `campaign demo --backend verl-vllm` prints them
+    verdicts = subprocess.run([CAMPAIGN, "verdicts", str(wd / "results" / "demo_verl_vllm" / "records.parquet")],
+                              capture_output=True, text=True, timeout=300)
+    assert verdicts.returncode == 0, verdicts.stderr[-2000:]
+    assert "reward_gap_greso" in verdicts.stdout and "baseline" in verdicts.stdout, verdicts.stdout
 
     assert _alive_under(wd / "runs") == []
     assert {s for s in shm_segments() - shm_before if s.startswith("verl_weights_")} == set()
