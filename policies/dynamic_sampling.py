@@ -91,14 +91,15 @@ def round_options(block: Mapping[str, Any]) -> dict[str, Any]:
             **{k: block.get(k, p.default) for k, p in GRESO_PARAMS.items()}}
 
 
-def next_round_size(next_round: str, cap: int, batch: int, remaining: int, zero_share: float, safety: float,
-                    min_round: float) -> int:
+def next_round_size(next_round: str, cap: int, batch: int, remaining: int, informative_share: float,
+                    safety: float, min_round: float) -> int:
     """Prompts to draw in a round after the first (before the pool's limit): `cap` under the fixed rule; under
-    greso int(remaining / (1 - zero_share) x safety) clipped to [ceil(min_round x batch), cap], the cap after a
-    round with no informative group. GRESO: ray_trainer.py lines 1156 and 1161-1162 (at b277843)."""
-    if next_round == "fixed" or zero_share >= 1.0:
+    greso int(remaining / informative_share x safety) (GRESO's 1 - zero_variance_ratio, line 1156 at b277843)
+    clipped to [ceil(min_round x batch), cap] (lines 1161-1162), the cap after a round with no informative
+    group."""
+    if next_round == "fixed" or informative_share <= 0.0:
         return cap
-    est = int(remaining / (1.0 - zero_share) * safety)
+    est = int(remaining / informative_share * safety)
     return min(cap, max(est, int(math.ceil(min_round * batch)), 1))
 
 
@@ -175,7 +176,6 @@ def dynamic_sample(draw: Callable[[int, int, np.ndarray], np.ndarray], roll: Cal
         last_zero = [(r, int(i)) for i in np.flatnonzero(~ok)]
         if len(out.kept) >= batch:
             break
-        want = next_round_size(next_round, cap, batch, batch - len(out.kept), 1.0 - float(ok.mean()), safety,
-                               min_round)
+        want = next_round_size(next_round, cap, batch, batch - len(out.kept), float(ok.mean()), safety, min_round)
     out.filled = last_zero[: batch - len(out.kept)]
     return out
