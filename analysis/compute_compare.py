@@ -14,8 +14,8 @@ from analysis.schema import DEFAULT_REFERENCE
 
 POLICY_KEYS = ("campaign", "model", "regime", "policy")
 
-# the local trainer's split of a run's compute (training/local.py): the base model's build (paid once per cache,
-# by whichever run found it cold) apart from the training itself, wall and CPU seconds
+# the trainers' split of a run's compute (local: training/local.py; verl: training/launches.py): the base model's
+# build (paid once per cache, by whichever run found it cold) apart from the training itself, wall and CPU seconds
 COMPUTE_SPLIT = ("build_s", "build_cpu_s", "cpu_s", "train_wall_s", "train_cpu_s")
 BUILT_S = 1.0  # below this a run found the base model cached (a build and warm-up takes minutes)
 

@@ -12,6 +12,16 @@ rounds leave the batch short; here the batch is filled with the last round's zer
 advantage, no gradient) and the shortfall is logged (`ds/filled_zero_variance`), so a run on an easy pool trains
 on rather than dies.
 
+Next-round size (`next_round`): `fixed` (the default, DAPO's) draws oversample x batch prompts every round;
+`greso` is GRESO's adaptive size (arXiv 2506.02177; Infini-AI-Lab/GRESO at b277843,
+verl/trainer/ppo/ray_trainer.py lines 1154-1162): the first round draws the cap (oversample x batch, GRESO's
+`sampling_batch_size`), each later one int(remaining / (1 - z) x safety) prompts, z the zero-variance share of
+the round before and `remaining` the informative groups still missing, clipped to [min_round x batch, cap]
+(GRESO: safety 1.25, at least 64 prompts of its 256-prompt batch: min_round 0.25). Where it departs: GRESO marks
+a round whose estimate fits under the cap as the last and trains on a short batch after it (`last_sampling`);
+here rounds go on until the batch is full or `max_rounds`, as under `fixed`; a round with no informative group
+(z = 1, a division by zero in GRESO) is followed by a full cap.
+
 Pure and framework-free: `dynamic_sample` takes a `draw` and a `roll` function, so the local trainer, a
 simulation and the unit test drive the same rule.
 """
@@ -34,6 +44,18 @@ PARAMS: dict[str, Param] = {
                             "train_batch_size: 3)"),
     "max_rounds": Param(int, 10, low=1, high=1000, doc="rounds per step at most (DAPO's max_num_gen_batches: 10)"),
 }
+# `next_round: greso` and its parameters; written into the block only when given, so a block without them (the
+# fixed rule) keeps the config, and so the run key, it had before the option existed.
+NEXT_ROUND = Param(str, "fixed", choices=("fixed", "greso"),
+                   doc="each round's size: fixed (oversample x batch) or greso (adaptive, from the last round's "
+                       "zero-variance share)")
+GRESO_PARAMS: dict[str, Param] = {
+    "safety": Param(float, 1.25, low=1.0, high=10.0,
+                    doc="greso: over-draw on the estimate remaining / informative rate (GRESO: 1.25)"),
+    "min_round": Param(float, 0.25, low=0.0, high=64.0,
+                       doc="greso: a later round draws at least this x batch prompts, within the cap (GRESO: 64 "
+                           "prompts of a 256-prompt batch)"),
+}
 
 
 def check_dynamic_sampling(block: Any, where: str) -> dict[str, Any]:
@@ -44,11 +66,41 @@ def check_dynamic_sampling(block: Any, where: str) -> dict[str, Any]:
     if not isinstance(block, Mapping):
         raise PolicyConfigError(f"{where}: dynamic_sampling: expected a mapping of {sorted(PARAMS)} (or {{}} for "
                                 f"the defaults), got {block!r}")
-    unknown = sorted(set(block) - set(PARAMS))
+    allowed = {**PARAMS, "next_round": NEXT_ROUND, **GRESO_PARAMS}
+    unknown = sorted(set(block) - set(allowed))
     if unknown:
-        raise PolicyConfigError(f"{where}: dynamic_sampling: unknown parameter(s) {unknown}; allowed: {sorted(PARAMS)}")
-    return {k: p.check(block[k], f"{where}: dynamic_sampling.{k}") if k in block else p.default
-            for k, p in PARAMS.items()}
+        raise PolicyConfigError(f"{where}: dynamic_sampling: unknown parameter(s) {unknown}; "
+                                f"allowed: {sorted(allowed)}")
+    out = {k: p.check(block[k], f"{where}: dynamic_sampling.{k}") if k in block else p.default
+           for k, p in PARAMS.items()}
+    rule = NEXT_ROUND.check(block.get("next_round", "fixed"), f"{where}: dynamic_sampling.next_round")
+    extra = sorted(set(block) & set(GRESO_PARAMS))
+    if rule == "fixed":
+        if extra:
+            raise PolicyConfigError(f"{where}: dynamic_sampling: {extra} only with next_round: greso")
+        return out  # no next_round key: the fixed rule's block is the one written before the option existed
+    out["next_round"] = rule
+    out.update({k: p.check(block[k], f"{where}: dynamic_sampling.{k}") if k in block else p.default
+                for k, p in GRESO_PARAMS.items()})
+    return out
+
+
+def round_options(block: Mapping[str, Any]) -> dict[str, Any]:
+    """The next-round keywords of `dynamic_sample` from a checked block (the fixed rule's when it names none)."""
+    return {"next_round": block.get("next_round", "fixed"),
+            **{k: block.get(k, p.default) for k, p in GRESO_PARAMS.items()}}
+
+
+def next_round_size(next_round: str, cap: int, batch: int, remaining: int, informative_share: float,
+                    safety: float, min_round: float) -> int:
+    """Prompts to draw in a round after the first (before the pool's limit): `cap` under the fixed rule; under
+    greso int(remaining / informative_share x safety) (GRESO's 1 - zero_variance_ratio, line 1156 at b277843)
+    clipped to [ceil(min_round x batch), cap] (lines 1161-1162), the cap after a round with no informative
+    group."""
+    if next_round == "fixed" or informative_share <= 0.0:
+        return cap
+    est = int(remaining / informative_share * safety)
+    return min(cap, max(est, int(math.ceil(min_round * batch)), 1))
 
 
 def informative(correct: np.ndarray) -> np.ndarray:
@@ -82,25 +134,34 @@ class DynamicSample:
 
     def diagnostics(self) -> dict[str, float]:
         """What the step logs: rounds, prompts and rollouts generated, informative groups found and kept, the
-        rollouts generated per informative group kept, and the zero-variance fill of a short batch."""
+        rollouts generated per informative group kept, the zero-variance fill of a short batch, and the rounds'
+        sizes in prompts (mean, first, last: the adaptive rule shows in the later rounds)."""
         kept = len(self.kept)
+        sizes = [float(d.size) for d in self.drawn]
         return {"rounds": float(self.rounds), "generated_prompts": float(self.generated_prompts),
                 "generated_rollouts": float(self.generated_rollouts),
                 "informative_groups": float(self.informative_groups), "kept_groups": float(kept),
                 "rollouts_per_informative_group": self.generated_rollouts / kept if kept else math.nan,
-                "filled_zero_variance": float(len(self.filled))}
+                "filled_zero_variance": float(len(self.filled)),
+                "round_size_mean": float(np.mean(sizes)) if sizes else math.nan,
+                "round_size_first": sizes[0] if sizes else math.nan,
+                "round_size_last": sizes[-1] if sizes else math.nan}
 
 
 def dynamic_sample(draw: Callable[[int, int, np.ndarray], np.ndarray], roll: Callable[[int, np.ndarray], np.ndarray],
-                   batch: int, pool_size: int, oversample: float, max_rounds: int) -> DynamicSample:
+                   batch: int, pool_size: int, oversample: float, max_rounds: int, next_round: str = "fixed",
+                   safety: float = 1.25, min_round: float = 0.25) -> DynamicSample:
     """Rounds of `draw(round, n, used)` (n unique prompt ids none of which is `used`, a (pool,) bool mask) and
     `roll(round, ids)` ((len(ids), K) per-rollout correctness), until `batch` informative groups are kept, the
-    round cap or the pool is spent. A Python loop over rounds (at most `max_rounds`), vectorised within each."""
+    round cap or the pool is spent; each round's n from `next_round_size` (at most oversample x batch). A Python
+    loop over rounds (at most `max_rounds`), vectorised within each."""
     out = DynamicSample()
     used = np.zeros(pool_size, dtype=bool)
     last_zero: list[tuple[int, int]] = []
+    cap = int(math.ceil(oversample * batch))
+    want = cap
     for r in range(max_rounds):
-        n = min(int(math.ceil(oversample * batch)), int((~used).sum()))
+        n = min(want, int((~used).sum()))
         if n < 1:
             break
         ids = np.asarray(draw(r, n, used.copy()), dtype=np.int64)
@@ -115,5 +176,6 @@ def dynamic_sample(draw: Callable[[int, int, np.ndarray], np.ndarray], roll: Cal
         last_zero = [(r, int(i)) for i in np.flatnonzero(~ok)]
         if len(out.kept) >= batch:
             break
+        want = next_round_size(next_round, cap, batch, batch - len(out.kept), float(ok.mean()), safety, min_round)
     out.filled = last_zero[: batch - len(out.kept)]
     return out

@@ -14,6 +14,14 @@ next attempt (`verl_launcher.stop_orphan`) gets an `end` line with the time it w
 
 Lost work: the wall time of every launch that did not exit 0, and the tokens of every step a later launch
 logged again (a resumed run repeats the steps after its last checkpoint).
+
+Compute split (issue 50), as the local backend splits it (training/local.py): each attempt's base-model build
+(`training.warmup.base_model` in `resolve_inputs`: the tiny model's build and warm-up when the cache is cold, the
+synthetic corpus; a lock wait on another run's build included, as on the local backend) is a `build` line, the
+FSDP -> HF checkpoint merge a `merge` line, each with its wall and CPU seconds. CPU seconds are the launcher
+process's own plus those of the children it reaped (`RUSAGE_CHILDREN`): a launch's driver, its private Ray
+runtime and workers where they exit through their parents; a lower bound (a process reparented after a kill,
+another node of a multi-node run, the GPU are not counted), and a launch killed with its launcher has none.
 """
 
 from __future__ import annotations
@@ -21,7 +29,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import resource
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +52,7 @@ class Launch:
     end: float
     rc: int | None
     end_from: str
+    cpu_s: float | None = None  # CPU seconds of the launch's reaped process tree; None: not measured (killed)
 
     @property
     def wall_s(self) -> float:
@@ -71,9 +83,32 @@ def record_start(train_dir: Path, metrics_file: Path, t: float | None = None, *,
 
 
 def record_end(train_dir: Path, metrics_file: Path, rc: int | None, *, how: str = "exit",
-               t: float | None = None) -> None:
-    _append(train_dir, {"event": "end", "launch": Path(metrics_file).name, "rc": rc, "how": how,
-                        "t": time.time() if t is None else t})
+               t: float | None = None, cpu_s: float | None = None) -> None:
+    line: dict[str, Any] = {"event": "end", "launch": Path(metrics_file).name, "rc": rc, "how": how,
+                            "t": time.time() if t is None else t}
+    if cpu_s is not None:
+        line["cpu_s"] = cpu_s
+    _append(train_dir, line)
+
+
+def cpu_seconds() -> float:
+    """This process's CPU seconds plus those of the children it has reaped (user + system)."""
+    ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + ch.ru_utime + ch.ru_stime
+
+
+def record_phase(train_dir: Path, event: str, wall_s: float, cpu_s: float) -> None:
+    """A `build` or `merge` line: that phase's wall and CPU seconds in this attempt."""
+    _append(train_dir, {"event": event, "wall_s": wall_s, "cpu_s": cpu_s, "t": time.time()})
+
+
+@contextmanager
+def timed(train_dir: Path, event: str) -> Iterator[None]:
+    """Time the block (wall, `cpu_seconds`) and record it as an `event` line once it returns."""
+    Path(train_dir).mkdir(parents=True, exist_ok=True)
+    t0, c0 = time.time(), cpu_seconds()
+    yield
+    record_phase(train_dir, event, time.time() - t0, cpu_seconds() - c0)
 
 
 def _lines(train_dir: Path) -> list[dict[str, Any]]:
@@ -105,18 +140,19 @@ def read_launches(train_dir: Path) -> list[Launch]:
     docstring). Metrics files named by no start line (launches before this record existed) are left out."""
     train_dir = Path(train_dir)
     starts: dict[str, float] = {}
-    ends: dict[str, tuple[float, int | None, str]] = {}
+    ends: dict[str, tuple[float, int | None, str, float | None]] = {}
     for ln in _lines(train_dir):
         name = str(ln.get("launch"))
         if ln.get("event") == "start":
             starts[name] = float(ln["t"])
         elif ln.get("event") == "end":
-            ends[name] = (float(ln["t"]), ln.get("rc"), str(ln.get("how", "exit")))
+            cpu = ln.get("cpu_s")
+            ends[name] = (float(ln["t"]), ln.get("rc"), str(ln.get("how", "exit")), None if cpu is None else float(cpu))
     out = []
     for name, start in sorted(starts.items(), key=lambda kv: kv[1]):
         if name in ends:
-            end, rc, how = ends[name]
-            out.append(Launch(name, start, end, None if rc is None else int(rc), how))
+            end, rc, how, cpu_s = ends[name]
+            out.append(Launch(name, start, end, None if rc is None else int(rc), how, cpu_s))
             continue
         mf = train_dir / "verl_metrics" / name
         end = max(start, mf.stat().st_mtime) if mf.exists() else start
@@ -161,4 +197,25 @@ def compute_account(train_dir: Path, n_gpus: int, seqs_per_step: float) -> dict[
     wall = sum((la.wall_s for la in launches), 0.0)
     lost = sum((la.wall_s for la in launches if la.lost), 0.0)
     return {"wall_s": wall, "gpu_s": wall * n_gpus, "lost_wall_s": lost, "lost_gpu_s": lost * n_gpus,
-            **tokens, "launches": float(len(launches)), "killed_launches": float(sum(la.rc is None for la in launches))}
+            **tokens, "launches": float(len(launches)), "killed_launches": float(sum(la.rc is None for la in launches)),
+            **compute_split(launches, _lines(train_dir))}
+
+
+def compute_split(launches: list[Launch], lines: list[dict[str, Any]]) -> dict[str, float]:
+    """The local backend's split of a run's compute (training/local.py) for a verl run: `build_s` /
+    `build_cpu_s` (every attempt's base-model build; NaN when none was recorded), `train_wall_s` (the launches'
+    wall, what `wall_s` and `gpu_s` count) and `train_cpu_s` (the launches with a measured CPU time;
+    `unmeasured_cpu_launches` the others), `merge_s` / `merge_cpu_s` (checkpoint merges), and `cpu_s`, the three
+    CPU parts together. `wall_s` stays the launches' alone, so train_wall_s = wall_s here (the local backend's
+    wall_s holds its build: train_wall_s = wall_s - build_s there); the build is outside both on either backend."""
+    def total(event: str, key: str) -> float:
+        vals = [float(ln[key]) for ln in lines if ln.get("event") == event and key in ln]
+        return sum(vals, 0.0) if vals else (math.nan if event == "build" else 0.0)
+
+    train_cpu = sum((la.cpu_s for la in launches if la.cpu_s is not None), 0.0)
+    build_cpu, merge_cpu = total("build", "cpu_s"), total("merge", "cpu_s")
+    return {"build_s": total("build", "wall_s"), "build_cpu_s": build_cpu,
+            "train_wall_s": sum((la.wall_s for la in launches), 0.0), "train_cpu_s": train_cpu,
+            "unmeasured_cpu_launches": float(sum(la.cpu_s is None for la in launches)),
+            "merge_s": total("merge", "wall_s"), "merge_cpu_s": merge_cpu,
+            "cpu_s": (0.0 if math.isnan(build_cpu) else build_cpu) + train_cpu + merge_cpu}

@@ -268,8 +268,9 @@ def _rollout(run: LocalRun, step: int, idx: np.ndarray, round_: int = 0) -> _Rol
 def _dynamic_rollouts(run: LocalRun, step: int, ds: dict[str, Any], row: dict[str, Any]) -> _Rollouts:
     """Dynamic sampling: rounds drawn from the curriculum (or the shuffled order), each rolled out and graded, the
     groups whose accuracy varies kept until the batch holds `prompts_per_step` of them; every round's tokens count.
-    Logs `ds/*` (rounds, prompts and rollouts generated, rollouts per informative group, zero-variance fill)."""
-    from policies.dynamic_sampling import dynamic_sample
+    Logs `ds/*` (rounds, prompts and rollouts generated, rollouts per informative group, zero-variance fill, the
+    rounds' sizes)."""
+    from policies.dynamic_sampling import dynamic_sample, round_options
 
     rounds: list[_Rollouts] = []
 
@@ -286,7 +287,7 @@ def _dynamic_rollouts(run: LocalRun, step: int, ds: dict[str, Any], row: dict[st
         return rounds[-1].correct
 
     got = dynamic_sample(draw, roll, run.req.recipe.actor.prompts_per_step, len(run.pool), ds["oversample"],
-                         ds["max_rounds"])
+                         ds["max_rounds"], **round_options(ds))
     row.update({f"ds/{k}": v for k, v in got.diagnostics().items()})
     picks = got.kept + got.filled
     n = run.n

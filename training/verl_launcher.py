@@ -386,7 +386,8 @@ def _merge_checkpoints(req: TrainRequest, dirs: dict[str, Path]) -> list[Checkpo
     if pending:
         for _, tmp in pending:  # a merge killed half way left its tmp dir: start it clean
             shutil.rmtree(tmp, ignore_errors=True)
-        mrc = _run(merge_command([(d / "actor", tmp) for d, tmp in pending]), {}, dirs["log"])
+        with launches.timed(dirs["out"], "merge"):  # merge_s / merge_cpu_s of the compute account
+            mrc = _run(merge_command([(d / "actor", tmp) for d, tmp in pending]), {}, dirs["log"])
         if mrc != 0:
             raise TrainingError(f"model merge of {', '.join(d.name for d, _ in pending)} exited with {mrc}; "
                                 f"see {dirs['log']}")
@@ -406,8 +407,9 @@ class VerlBackend(TrainingBackend):
 
     def train(self, req: TrainRequest) -> TrainResult:
         self._refuse_unsupported(req)
-        req = resolve_inputs(req)
         dirs = run_dirs(req.out_dir)
+        with launches.timed(dirs["out"], "build"):  # the base model's build, once its cache is cold (launches.py)
+            req = resolve_inputs(req)
         # verl's file logger truncates its file on open (`verl/utils/tracking.py:541`): each launch (a resume
         # after a kill is a new launch) logs to its own file, merged into metrics.jsonl when the run is done
         attempts = dirs["out"] / "verl_metrics"
@@ -482,7 +484,7 @@ class VerlBackend(TrainingBackend):
         if ray_tmp is not None:  # the weight-transfer socket of verl's vLLM rollout, per launch (vllm_cpu.py)
             env[IPC_DIR_ENV] = str(ray_tmp)
         dirs["launch"].write_text(json.dumps({"argv": argv, "env": env}, indent=1))
-        t0 = time.time()
+        t0, c0 = time.time(), launches.cpu_seconds()  # CPU: this process and the children it reaps
         launches.record_start(dirs["out"], launch_file, t0, ray_temp_dir=ray_tmp)
         try:
             rc = _run(argv, env, dirs["log"], dirs["pid"], watch_dir=dirs["out"])
@@ -493,5 +495,5 @@ class VerlBackend(TrainingBackend):
             if ray_tmp is not None:
                 shutil.rmtree(ray_tmp, ignore_errors=True)
         t1 = time.time()
-        launches.record_end(dirs["out"], launch_file, rc, t=t1)
+        launches.record_end(dirs["out"], launch_file, rc, t=t1, cpu_s=launches.cpu_seconds() - c0)
         return rc, t1 - t0

@@ -2,8 +2,12 @@
 in proportion to p(1 - p), p the prompt's running success rate: the variance of its reward, largest at 0.5 and
 zero for prompts always or never solved, which give GRPO no gradient.
 
-Running rate: p = successes / rollouts, both decayed by `decay` per update of the prompt (1 = all history). A
-prompt never rolled out reads `unseen_p` (0.5: sampled first, as the paper scores every prompt before training).
+Running rate: p = successes / rollouts, both decayed by `decay` per update of the prompt (1 = all history; 0 = the
+empirical mean of the prompt's latest group). A prompt never rolled out reads `unseen_p` (0.5: sampled first).
+Departures from the paper (LILO, §4 Algorithm 2, §5; no public code found): it estimates p afresh each step from
+N_learnability = 8 rollouts of |D| = 4 x |B| uniformly drawn candidates and trains on the top |B| by p(1 - p),
+paying those rollouts; this rule reads the history instead, over the whole pool, and samples in proportion
+(campaigns/policy/learnability.yaml says the same).
 Sampling is without replacement, proportional to the weights (Efraimidis-Spirakis: the n smallest E_i / w_i,
 E_i ~ Exp(1), which is the same distribution as drawing one at a time with probability w / sum(w)). Prompts of
 weight 0 are only taken when too few have a positive weight (uniformly, counted in `fallback_uniform`)."""

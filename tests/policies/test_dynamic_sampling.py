@@ -4,6 +4,7 @@ success rates, by property; the policy block's checks."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -101,3 +102,89 @@ def test_preflight_refuses_dynamic_sampling_on_a_backend_that_would_ignore_it():
     verl = load_campaign(repo / "campaigns/demo_verl.yaml", over)
     problems = [p for p in check_backend_curricula(verl, expand(verl), repo / "campaigns") if "dynamic" in p]
     assert len(problems) == 2 and all("key 'dynamic_sampling': the verl backend" in p for p in problems)
+
+
+def _run_greso(p, k, batch, oversample, max_rounds, seed, safety=1.25, min_round=0.25):
+    rng = np.random.default_rng(seed)
+    seen: list[np.ndarray] = []
+
+    def draw(r: int, n: int, used: np.ndarray) -> np.ndarray:
+        return rng.choice(np.flatnonzero(~used), size=n, replace=False)
+
+    def roll(r: int, ids: np.ndarray) -> np.ndarray:
+        seen.append((rng.random((ids.size, k)) < p[ids, None]).astype(float))
+        return seen[-1]
+
+    got = dynamic_sample(draw, roll, batch, p.size, oversample, max_rounds, next_round="greso", safety=safety,
+                         min_round=min_round)
+    return got, seen
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(2, 8), st.integers(1, 24), st.floats(1.0, 4.0), st.integers(1, 8),
+       st.floats(1.0, 2.0), st.floats(0.0, 1.0), st.sampled_from(["mixed", "easy", "hard", "half"]))
+def test_greso_rounds_draw_what_the_last_rate_says_is_needed_within_the_cap(seed, k, batch, oversample, max_rounds,
+                                                                            safety, min_round, kind):
+    """GRESO's adaptive next round (ray_trainer.py lines 1154-1162 at b277843): the first round draws the cap,
+    each later one int(remaining / informative share of the round before x safety), clipped to [min_round x
+    batch, cap] and to the pool left; every rollout counted, every kept group varies."""
+    rng = np.random.default_rng(seed)
+    pool = 400
+    p = {"mixed": rng.uniform(0, 1, pool), "easy": np.where(rng.random(pool) < 0.9, 1.0, 0.5),
+         "hard": np.where(rng.random(pool) < 0.9, 0.0, 0.5), "half": np.full(pool, 0.5)}[kind]
+    got, seen = _run_greso(p, k, batch, oversample, max_rounds, seed, safety, min_round)
+    cap = math.ceil(oversample * batch)
+    assert got.rounds == len(seen) <= max_rounds
+    assert got.generated_rollouts == sum(c.size for c in seen)  # every rollout generated, kept or not
+    kept = np.array([seen[r][i] for r, i in got.kept]).reshape(-1, k)
+    assert len(got.kept) <= batch and (kept.max(axis=1) > kept.min(axis=1)).all()  # all non-zero variance
+    sizes = [d.size for d in got.drawn]
+    assert sizes[0] == min(cap, pool) and max(sizes) <= cap
+    found, left = 0, pool - sizes[0]
+    for r in range(1, len(sizes)):
+        share = informative(seen[r - 1]).mean()
+        found += int(informative(seen[r - 1]).sum())
+        remaining = batch - min(found, batch)
+        assert remaining > 0  # a round is drawn only while the batch is short
+        want = cap if share == 0 else min(cap, max(int(remaining / share * safety), math.ceil(min_round * batch), 1))
+        assert sizes[r] == min(want, left)  # no more than the estimate needs, never above the cap
+        left -= sizes[r]
+    diag = got.diagnostics()
+    assert diag["round_size_first"] == sizes[0] and diag["round_size_last"] == sizes[-1]
+    assert diag["round_size_mean"] == pytest.approx(np.mean(sizes))
+
+
+def test_greso_rounds_spend_fewer_prompts_than_fixed_ones_at_a_known_rate():
+    """p = 0.5 everywhere and K = 4: a group is informative with probability 1 - 2 x 0.5^4 = 0.875. With GRESO's
+    1.5 x batch first round (sampling_batch_size 384 for 256) the first round nearly always fills the batch; with
+    a 40% informative pool (p = 0.5 on 0.457 of it) the second round is sized to the shortfall, not the cap."""
+    rng = np.random.default_rng(1)
+    p = np.where(rng.random(40000) < 0.457, 0.5, rng.integers(0, 2, 40000).astype(float))
+    batch, fixed, greso = 64, [], []
+    for seed in range(30):
+        a, _ = _run(p, 4, batch, 1.5, 10, seed)
+        b, _ = _run_greso(p, 4, batch, 1.5, 10, seed)
+        assert len(a.kept) == len(b.kept) == batch
+        fixed.append(a.generated_prompts)
+        greso.append(b.generated_prompts)
+        assert all(d.size <= 96 for d in b.drawn)
+    # fixed: 96 + 96 prompts (a round finds ~38 of the 64); greso: 96 + about 26 / 0.4 x 1.25 = 81
+    assert np.mean(greso) < np.mean(fixed) - 8
+    assert np.mean(fixed) == pytest.approx(192, abs=10)
+
+
+def test_the_next_round_option_is_checked_and_absent_from_a_fixed_block():
+    base = {"name": "ds", "mechanism": "curriculum", "curriculum": {"name": "uniform"}}
+    fixed = load_policy({**base, "dynamic_sampling": {"next_round": "fixed"}}, seed=0)
+    assert fixed.dynamic_sampling == {"oversample": 3.0, "max_rounds": 10}  # the block written before the option
+    greso = load_policy({**base, "dynamic_sampling": {"next_round": "greso", "safety": 1.5}}, seed=0)
+    assert greso.dynamic_sampling == {"oversample": 3.0, "max_rounds": 10, "next_round": "greso", "safety": 1.5,
+                                      "min_round": 0.25}
+    with pytest.raises(PolicyConfigError, match="next_round: got 'adaptive'"):
+        load_policy({**base, "dynamic_sampling": {"next_round": "adaptive"}}, seed=0)
+    with pytest.raises(PolicyConfigError, match=r"\['safety'\] only with next_round: greso"):
+        load_policy({**base, "dynamic_sampling": {"safety": 1.5}}, seed=0)
+    with pytest.raises(PolicyConfigError, match=r"dynamic_sampling.safety: got 0.5"):
+        load_policy({**base, "dynamic_sampling": {"next_round": "greso", "safety": 0.5}}, seed=0)
+    shipped = load_policy(Path(__file__).resolve().parents[2] / "campaigns/policy/greso_ds.yaml", seed=0)
+    assert shipped.dynamic_sampling["next_round"] == "greso"

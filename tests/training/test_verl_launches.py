@@ -106,3 +106,46 @@ def test_the_start_line_survives_a_launcher_killed_right_after_it(tmp_path: Path
     assert la.rc is None and la.end_from == "metrics_mtime"
     assert la.end == pytest.approx((tmp_path / "verl_metrics" / "launch_000.jsonl").stat().st_mtime)
     assert launches.compute_account(tmp_path, 1, SEQS)["killed_launches"] == 1
+
+
+def test_a_verl_run_splits_its_compute_as_the_local_backend_does(tmp_path: Path) -> None:
+    """Issue 50: the base model's build (each attempt's `build` line), the training launches and the checkpoint
+    merge apart, wall and CPU; a launch killed with its launcher has no CPU time (counted as unmeasured)."""
+    t0 = 5_000_000.0
+    launches.record_phase(tmp_path, "build", 90.0, 85.0)  # the attempt that found the cache cold built it
+    m0 = _metrics(tmp_path, "launch_000.jsonl", [(1, 8.0, 100.0)], mtime=t0 + 40.0)
+    launches.record_start(tmp_path, m0, t0)  # killed with its launcher: no end line, no CPU
+    launches.record_phase(tmp_path, "build", 0.2, 0.1)  # the retry found it cached
+    m1 = _metrics(tmp_path, "launch_001.jsonl", [(1, 8.0, 100.0), (2, 8.0, 100.0)])
+    launches.record_start(tmp_path, m1, t0 + 100.0)
+    launches.record_end(tmp_path, m1, 0, t=t0 + 160.0, cpu_s=300.0)
+    launches.record_phase(tmp_path, "merge", 12.0, 10.0)
+    c = launches.compute_account(tmp_path, n_gpus=2, seqs_per_step=SEQS)
+    assert c["build_s"] == pytest.approx(90.2) and c["build_cpu_s"] == pytest.approx(85.1)
+    assert c["train_wall_s"] == c["wall_s"] == 100.0 and c["gpu_s"] == 200.0  # the launches alone, as before
+    assert c["train_cpu_s"] == 300.0 and c["unmeasured_cpu_launches"] == 1
+    assert (c["merge_s"], c["merge_cpu_s"]) == (12.0, 10.0)
+    assert c["cpu_s"] == pytest.approx(85.1 + 300.0 + 10.0)
+    assert [la.cpu_s for la in launches.read_launches(tmp_path)] == [None, 300.0]
+
+    from analysis.intervention import build_note_html, run_summary
+
+    run = {"run_key": "k", "run_id": "c/m/baseline/s1", "campaign": "c", "model": "m", "regime": "",
+           "policy": "baseline", "mechanism": "none", "seed": 1, "metrics_path": None, "compute": c}
+    note = build_note_html(run_summary([run]))  # the report names the verl run's build once, as a local one's
+    assert "90.2 s wall" in note and "85.1 CPU-s" in note and "c/m/baseline/s1" in note
+
+
+def test_a_run_without_build_lines_has_an_unknown_build_and_timed_counts_reaped_children(tmp_path: Path) -> None:
+    m0 = _metrics(tmp_path, "launch_000.jsonl", [(1, 8.0, 100.0)])
+    launches.record_start(tmp_path, m0, 1.0)
+    launches.record_end(tmp_path, m0, 0, t=11.0)  # recorded before the split existed: no cpu_s, no build line
+    c = launches.compute_account(tmp_path, 1, SEQS)
+    assert math.isnan(c["build_s"]) and math.isnan(c["build_cpu_s"]) and c["merge_s"] == 0.0
+    assert c["train_wall_s"] == 10.0 and c["unmeasured_cpu_launches"] == 1
+    with launches.timed(tmp_path, "merge"):  # a child that burns CPU, reaped inside the block
+        subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                        "while time.process_time() - t < 0.3: pass"], check=True)
+    lines = [json.loads(x) for x in (tmp_path / launches.LAUNCHES_FILE).read_text().splitlines()]
+    (line,) = [ln for ln in lines if ln.get("event") == "merge"]
+    assert line["cpu_s"] >= 0.25 and line["wall_s"] >= line["cpu_s"] - 0.05
