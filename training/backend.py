@@ -186,7 +186,7 @@ class TrainingBackend(abc.ABC):
     # True: the trainer rolls out the prompts a curriculum proposes / stops at a rollout-token budget; False:
     # preflight refuses it (a trainer that ignored them would train the baseline under the policy's name)
     runs_curricula: bool = False
-    runs_dynamic_sampling: bool = False  # a policy's `dynamic_sampling:` rounds (local; verl: not yet)
+    runs_dynamic_sampling: bool = False  # a policy's `dynamic_sampling:` rounds (local and verl)
     runs_rollout_budget: bool = False
     # True: the trainer reads the difficulty pre-pass a curriculum such as hardest_k needs (training.difficulty)
     runs_difficulty_prepass: bool = False

@@ -160,13 +160,23 @@ def read_launches(train_dir: Path) -> list[Launch]:
     return out
 
 
+def _rollout_tokens(row: dict, seqs_per_step: float) -> float:
+    """A step's generated tokens: the trainer's own count where it logs one (`windtunnel/rollout_tokens`: dynamic
+    sampling's every round, dropped groups included), else verl's kept batch (`response_length/mean` x
+    sequences per step)."""
+    if "windtunnel/rollout_tokens" in row:
+        return float(row["windtunnel/rollout_tokens"])
+    return float(row.get("response_length/mean", math.nan)) * seqs_per_step
+
+
 def compute_account(train_dir: Path, n_gpus: int, seqs_per_step: float) -> dict[str, float]:
     """`wall_s`, `gpu_s`, `rollout_tokens`, `update_tokens` summed over every launch of the run, with the
     `lost_*` part of each, `launches` and `killed_launches` (ended without an exit code: killed, stopped or
     interrupted).
 
-    Tokens come from each launch's own metrics file (`response_length/mean` × sequences per step, verl's
-    `windtunnel/update_tokens`); a row missing either key makes that total NaN, never 0."""
+    Tokens come from each launch's own metrics file (`windtunnel/rollout_tokens` where logged, else
+    `response_length/mean` × sequences per step; verl's `windtunnel/update_tokens`); a row missing either key
+    makes that total NaN, never 0."""
     train_dir = Path(train_dir)
     launches = read_launches(train_dir)
     per_launch = []
@@ -187,8 +197,7 @@ def compute_account(train_dir: Path, n_gpus: int, seqs_per_step: float) -> dict[
             n_rows += 1
             redone = last_launch_of_step[r["step"]] != i
             for key, metric in (("rollout_tokens", None), ("update_tokens", "windtunnel/update_tokens")):
-                v = (float(r.get("response_length/mean", math.nan)) * seqs_per_step if metric is None
-                     else float(r.get(metric, math.nan)))
+                v = (_rollout_tokens(r, seqs_per_step) if metric is None else float(r.get(metric, math.nan)))
                 tokens[key] += v
                 if redone:
                     tokens[f"lost_{key}"] += v

@@ -404,6 +404,7 @@ class VerlBackend(TrainingBackend):
 
     multi_node = True  # nnodes > 1: a placement group across nodes and a private runtime on them (reservation)
     runs_curricula = True  # the windtunnel_sync trainer rolls out a curriculum's prompts (policies/verl/trainer.py)
+    runs_dynamic_sampling = True  # its replay buffer runs the rounds (policies/verl/dynamic_sampling.py)
 
     def train(self, req: TrainRequest) -> TrainResult:
         self._refuse_unsupported(req)

@@ -37,6 +37,18 @@ VERL_INTERNALS: tuple[tuple[str, str, str], ...] = (
     ("transfer_queue", "kv_batch_get", "policies/verl/trainer.py"),
     ("transfer_queue", "kv_batch_put", "policies/verl/trainer.py"),
     ("transfer_queue.interface", "", "policies/verl/trainer.py (_TQ_CONTROLLER, read if present)"),
+    # policies/verl/dynamic_sampling.py: the sync replay buffer it subclasses and the trainer seams it uses
+    ("verl.trainer.ppo.v1.replay_buffer", "ReplayBuffer.sample", "policies/verl/dynamic_sampling.py"),
+    ("verl.trainer.ppo.v1.replay_buffer", "ReplayBuffer._sync_metadata_from_transfer_queue",
+     "policies/verl/dynamic_sampling.py"),
+    ("verl.trainer.ppo.v1.replay_buffer", "ReplayBuffer._clear_groups", "policies/verl/dynamic_sampling.py"),
+    ("verl.trainer.ppo.v1.replay_buffer", "ReplayBuffer._materialize_batch", "policies/verl/dynamic_sampling.py"),
+    ("verl.trainer.ppo.v1.replay_buffer", "ReplayBuffer._wait_for_next_poll", "policies/verl/dynamic_sampling.py"),
+    ("verl.trainer.ppo.v1", "PPOTrainerSync._build_replay_buffer", "policies/verl/dynamic_sampling.py"),
+    ("verl.trainer.ppo.v1", "PPOTrainerSync.prepare_step", "policies/verl/dynamic_sampling.py"),
+    ("verl.trainer.ppo.v1", "PPOTrainerSync._submit_batch_to_rollout", "policies/verl/dynamic_sampling.py"),
+    ("verl.utils.tensordict_utils", "assign_non_tensor_data", "policies/verl/dynamic_sampling.py"),
+    ("transfer_queue", "kv_list", "policies/verl/dynamic_sampling.py (through ReplayBuffer)"),
     # policies/verl/cpu.py: the CPU walls
     ("verl.plugin.platform.platform_base", "PlatformBase", "policies/verl/cpu.py"),
     ("verl.plugin.platform.platform_manager", "PlatformRegistry.get", "policies/verl/cpu.py"),

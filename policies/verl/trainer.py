@@ -46,6 +46,7 @@ from policies.errors import PolicyConfigError
 from policies.loader import load_policy
 from policies.policy import DataPolicy
 from policies.sampler import DomainSampler, is_inert
+from policies.verl.dynamic_sampling import DynamicSamplingRounds
 from policies.verl.bridge import (apply_in_canonical_order, build_step_batch, rollout_correctness, rolled_out_prompts,
                                   to_list)
 from wtcommon import rollout_watch
@@ -74,7 +75,7 @@ def policy_from_config(config: DictConfig) -> DataPolicy | None:
 
 
 @register_trainer(TRAINER_NAME)
-class WindtunnelTrainer(PPOTrainerSync):
+class WindtunnelTrainer(DynamicSamplingRounds, PPOTrainerSync):
     """PPOTrainerSync + the Windtunnel data-policy hook (see the module docstring)."""
 
     # verl branches on `self.trainer_mode == "sync"`, read from the registry name in the config
@@ -91,8 +92,8 @@ class WindtunnelTrainer(PPOTrainerSync):
         pass
 
     def __init__(self, config: DictConfig) -> None:
+        self.wt_policy = policy_from_config(config)  # before super(): `_build_replay_buffer` reads it
         super().__init__(config)
-        self.wt_policy = policy_from_config(config)
         block = config.get("windtunnel", None) or {}
         self.wt_domain_key: str = block.get("domain_key", "domain")
         self.wt_sampler: DomainSampler | None = None
@@ -188,7 +189,9 @@ class WindtunnelTrainer(PPOTrainerSync):
         step = int(getattr(self, "global_steps", 0) or 0)
         existing = list(batch.fields or [])
         metrics.update(self._wt_watch(batch, existing))
-        if self.wt_curriculum is not None:
+        if self.wt_dynamic:  # the rounds fed the curriculum already; the ids log holds every round's prompts
+            self._wt_log_ids(step, self.wt_ds_drawn())
+        elif self.wt_curriculum is not None:
             metrics.update(self._wt_update_curriculum(batch, existing, step))
         if policy.mechanism == "none":
             return batch
@@ -358,8 +361,13 @@ class WindtunnelTrainer(PPOTrainerSync):
     def _wt_build_curriculum(self) -> Any:
         """The policy's curriculum over verl's training pool (one id per dataset row), one batch per fetch."""
         policy = self.wt_policy
-        assert policy is not None and policy.curriculum is not None
+        assert policy is not None and (policy.curriculum is not None or policy.dynamic_sampling)
         gen_bs = int(self.config.data.get("gen_batch_size", None) or self.config.data.train_batch_size)
+        if policy.curriculum is None:  # dynamic sampling beside a selector/reweighter: the uniform epoch order
+            from policies.curricula.registry import build_curriculum
+
+            return build_curriculum("uniform", {}, len(self.train_dataset), int(self.config.data.train_batch_size),
+                                    int(policy.seed) + 4)
         domains = self._wt_pool_domains(policy.domains or None)
         if policy.mechanism == "mix":  # a mixer may give one domain the whole batch (training.prompt_choice)
             sizes = np.bincount(domains[domains >= 0], minlength=len(policy.domains))
@@ -431,7 +439,8 @@ class WindtunnelTrainer(PPOTrainerSync):
                     self.wt_sampler.load_state_dict(state["sampler"])
                 # visible in verl's metrics of the next step: the mixer resumed from this checkpoint step
                 self.wt_pending_metrics["mix_state_restored_step"] = float(self.global_steps)
-        if self.wt_policy is not None and self.wt_policy.curriculum is not None and self.global_steps > 0:
+        if self.wt_policy is not None and (self.wt_policy.curriculum is not None or self.wt_dynamic) \
+                and self.global_steps > 0:
             self.wt_resume_step = int(self.global_steps)
             path = self._wt_step_folder() / CURRICULUM_STATE_FILE
             # a checkpoint without the state would resume a fresh curriculum: other prompts than the run's own

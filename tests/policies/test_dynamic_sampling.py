@@ -88,17 +88,21 @@ def test_the_policy_block_is_checked():
         load_policy({"name": "ds", "mechanism": "none", "dynamic_sampling": {}}, seed=0)
 
 
-def test_preflight_refuses_dynamic_sampling_on_a_backend_that_would_ignore_it():
+def test_preflight_takes_dynamic_sampling_on_local_and_verl_and_refuses_a_backend_that_would_ignore_it(
+        monkeypatch):
     from pathlib import Path
 
     from orchestrator.engine.grid import expand
     from orchestrator.engine.spec import load_campaign
     from orchestrator.preflight import check_backend_curricula
+    from training.verl_launcher import VerlBackend
 
     repo = Path(__file__).resolve().parents[2]
     over = ["policies=[baseline,dynamic_sampling,greso_ds]"]
-    local = load_campaign(repo / "campaigns/demo.yaml", over)
-    assert not [p for p in check_backend_curricula(local, expand(local), repo / "campaigns") if "dynamic" in p]
+    for camp in ("demo.yaml", "demo_verl.yaml"):  # both trainers draw the rounds (verl: its replay buffer)
+        spec = load_campaign(repo / "campaigns" / camp, over)
+        assert not [p for p in check_backend_curricula(spec, expand(spec), repo / "campaigns") if "dynamic" in p]
+    monkeypatch.setattr(VerlBackend, "runs_dynamic_sampling", False)  # a backend without the rounds
     verl = load_campaign(repo / "campaigns/demo_verl.yaml", over)
     problems = [p for p in check_backend_curricula(verl, expand(verl), repo / "campaigns") if "dynamic" in p]
     assert len(problems) == 2 and all("key 'dynamic_sampling': the verl backend" in p for p in problems)

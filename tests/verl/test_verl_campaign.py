@@ -1,4 +1,4 @@
-"""verl for real (issue 11), in ONE campaign whose five runs also carry the determinism, resume, mixing,
+"""verl for real (issue 11), in ONE campaign whose six runs also carry the determinism, resume, mixing,
 reward-call and zero-weight checks (they were a second module of three direct launches; merged to spend the
 suite's CPU once: every verl launch costs about a minute of both cores).
 
@@ -13,6 +13,9 @@ suite's CPU once: every verl launch costs about a minute of both cores).
   (`trainer.resume_mode=auto`) with the mixer's and the curriculum's state restored, and it ends equal to
   `reward_gap_ref`, the same policy under another name, which runs uninterrupted: the same metrics and the same
   proposed prompts in its `rollout_ids.jsonl` (issue 34); the mixer's realised proportions follow its targets;
+- `greso_ds3` (GRESO inside dynamic sampling, GRESO's adaptive round size, at most 3 rounds) draws its rounds
+  through verl's own rollout servers: the kept batch, the rounds, the drawn prompts and every generated response's
+  tokens are checked against the reward audit's count of scored rollouts (issue 50);
 - every run has its own Ray runtime and TransferQueue, two train at once, `compute_score` runs exactly once
   per rollout (the reward audit, one per run), the exploit watch logs each step's `watch/*` metrics from the
   rollouts verl scored (issue 39), and every run is merged to HF, evaluated and recorded.
@@ -41,9 +44,9 @@ from tests.campaign_ledger import kill_after_first_checkpoint, reaped, runs_and_
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
-POLICIES = ["baseline", "gfpo_k1", "drop_all", "reward_gap", "reward_gap_ref"]
+POLICIES = ["baseline", "gfpo_k1", "drop_all", "reward_gap", "reward_gap_ref", "greso_ds3"]
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # five CPU verl runs on 2 cores
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # six CPU verl runs on 2 cores
 
 # a selector whose band is empty (solve rate strictly inside (1, 1)): from step 2 on every weight is zero;
 # step 1 (before warmup_step) is a plain GRPO update, so the zero step comes after real optimizer state
@@ -74,6 +77,12 @@ def _tree(tmp: Path) -> Path:
     mixer["curriculum"] = {"name": "greso"}  # the verl trainer's curriculum seam, under the mixer, at no extra run
     (root / "policy" / "reward_gap.yaml").write_text(yaml.safe_dump(mixer))
     (root / "policy" / "reward_gap_ref.yaml").write_text(yaml.safe_dump({**mixer, "name": "reward_gap_ref"}))
+    # GRESO + dynamic sampling with GRESO's adaptive round size, rounds of at most one batch (oversample 1: the
+    # tiny model's groups vary often, so 3 x batch would fill the batch in one round) and at most 3 of them: the
+    # rounds run through verl's own rollout servers (seed 1: 2 rounds at both steps, measured)
+    ds = yaml.safe_load((root / "policy" / "greso_ds.yaml").read_text())
+    ds.update(name="greso_ds3", dynamic_sampling={**ds["dynamic_sampling"], "oversample": 1.0, "max_rounds": 3})
+    (root / "policy" / "greso_ds3.yaml").write_text(yaml.safe_dump(ds))
     demo = yaml.safe_load((REPO / "campaigns" / "demo.yaml").read_text())
     demo.update(name="vcpu", backend="verl", recipe="verl_cpu_tiny", policies=POLICIES, seeds=[1], steps=2,
                 save_freq=1, baselines={"select": "baseline", "reweight": "baseline", "mix": "baseline"},
@@ -105,7 +114,7 @@ def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
     assert rc == 0, log.read_text()[-4000:]
 
     runs, attempts = runs_and_attempts(wd, "vcpu")
-    assert len(runs) == 5 and {r.state for r in runs} == {"recorded"}, [(r.run_id, r.state) for r in runs]
+    assert len(runs) == len(POLICIES) and {r.state for r in runs} == {"recorded"}, [(r.run_id, r.state) for r in runs]
     key = {r.run_id.split("/")[2]: r.run_key for r in runs}
     train_tries = {p: [a for a in attempts if a.run_key == k and a.stage == "train"] for p, k in key.items()}
     # the killed run was retried by the scheduler (its first attempt is the killed one)
@@ -115,8 +124,8 @@ def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
     assert killed == run_dirs["reward_gap"] / "train"
     rt = {p: json.loads((d / "train" / "verl_runtime.json").read_text()) for p, d in run_dirs.items()}
     # isolation: every run had its own Ray runtime and its own TransferQueue controller ...
-    assert len({r["gcs_address"] for r in rt.values()}) == 5
-    assert len({r["tq_controller_actor_id"] for r in rt.values()}) == 5
+    assert len({r["gcs_address"] for r in rt.values()}) == len(POLICIES)
+    assert len({r["tq_controller_actor_id"] for r in rt.values()}) == len(POLICIES)
     # ... and at least two of them trained at the same time
     spans = sorted((r["started_at"], r["ended_at"]) for r in rt.values())
     assert any(spans[i + 1][0] < spans[i][1] for i in range(len(spans) - 1)), spans
@@ -144,6 +153,7 @@ def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
     _check_curriculum(run_dirs["reward_gap"], run_dirs["reward_gap_ref"], m["reward_gap"], m["reward_gap_ref"])
     _check_mixing(m["reward_gap_ref"])
     _check_reward_calls(run_dirs, m)
+    _check_dynamic_sampling(run_dirs["greso_ds3"], m["greso_ds3"], manifests["greso_ds3"]["compute"])
     records = pd.read_parquet(wd / "results" / "vcpu" / "records.parquet")
     assert set(records["policy"]) == set(POLICIES) and records["accuracy"].notna().all()
 
@@ -276,11 +286,39 @@ def _check_reward_calls(run_dirs: dict[str, Path], m: dict[str, dict[int, dict]]
         if p == "reward_gap":
             assert len(calls) >= rollouts, (p, len(calls), rollouts)
             continue
+        if p == "greso_ds3":  # every round's rollout was scored once, the dropped groups' too
+            generated = sum(s["windtunnel/ds/generated_rollouts"] for s in m[p].values())
+            assert len(calls) == generated >= rollouts == 2 * 16, (p, len(calls), generated, rollouts)
+            continue
         score_sum = sum(s["critic/score/mean"] * s["windtunnel/rollouts"] for s in m[p].values())
         assert len(calls) == rollouts == 2 * 16, (p, len(calls), rollouts)
         assert sum(c["score"] for c in calls) == pytest.approx(score_sum, abs=1e-6), p
         assert {c["data_source"] for c in calls} <= {"synthetic_math", "synthetic_logic", "synthetic_science",
                                                       "math", "logic", "science"}
+
+
+def _check_dynamic_sampling(run: Path, m: dict[int, dict], compute: dict) -> None:
+    """Dynamic sampling through verl's rollout servers (policies/verl/dynamic_sampling.py): each step drew rounds
+    of GRESO's prompts (never one twice in a step), kept the batch's 4 groups (informative ones first, a short
+    batch filled with zero-variance ones), logged its rounds, and every generated response's tokens are in the
+    run's compute (the reward audit above counts the same rollouts)."""
+    from wtcommon.prompt_ids import IDS_FILE, read_prompt_ids
+
+    ids = read_prompt_ids(run / "train" / IDS_FILE)
+    assert sorted(ids) == [1, 2], ids
+    for step in (1, 2):
+        r = m[step]
+        assert 1 <= r["windtunnel/ds/rounds"] <= 3, r
+        assert r["windtunnel/ds/kept_groups"] + r["windtunnel/ds/filled_zero_variance"] == 4, r
+        assert r["windtunnel/ds/kept_groups"] == min(4, r["windtunnel/ds/informative_groups"]), r
+        assert r["windtunnel/ds/generated_rollouts"] == 4 * r["windtunnel/ds/generated_prompts"], r
+        assert r["windtunnel/ds/round_size_first"] == 4, r  # the cap: oversample 1 x batch 4
+        assert r["windtunnel/rollouts"] == 16, r  # what verl trained on: the kept batch
+        drawn = ids[step]
+        assert drawn.size == r["windtunnel/ds/generated_prompts"] == len(set(drawn.tolist())), (step, drawn)
+        assert r["windtunnel/rollout_tokens"] >= r["response_length/mean"] * 16 - 1e-6, r
+    assert max(m[s]["windtunnel/ds/rounds"] for s in (1, 2)) >= 2, m  # a refill ran through verl's servers
+    assert compute["rollout_tokens"] == pytest.approx(sum(m[s]["windtunnel/rollout_tokens"] for s in (1, 2)))
 
 
 # ---------------------------------------------------------------- a campaign as a user writes it (issue 24)

@@ -92,7 +92,18 @@ class Watching(Jobs, Retries):
             self.ledger.release(self.campaign, row.run_key, self.owner)
             self._notify(r, f"{stage} done")
             return
-        if stage == "evaluate" and evaluated_key(spec, self.workdir) not in (None, spec.eval_key):
+        got = evaluated_key(spec, self.workdir) if stage == "evaluate" else None
+        if got not in (None, spec.eval_key):
+            again = self.__dict__.setdefault("_reevaluated", {})  # run key -> re-evaluations this driver asked for
+            if again.get(row.run_key, 0) >= 1:
+                # this driver submitted it with these settings and it scored under others once more: the stage job
+                # computes the key with other code than the driver (Windtunnel upgraded under a running campaign)
+                self._fail(row, stage, f"the evaluate stage wrote evaluation key {got}, this driver's is "
+                           f"{spec.eval_key}: the stage jobs run other Windtunnel code than the driver (upgraded "
+                           "while the campaign ran?); stop it and run `campaign resume` with one version everywhere",
+                           "error")
+                return
+            again[row.run_key] = again.get(row.run_key, 0) + 1
             # scored under the settings it was submitted with, and the spec changed them meanwhile: again
             self.ledger.end_attempt(self.campaign, row.submission_id, AttemptStatus.succeeded)
             r = self.ledger.transition(self.campaign, row.run_key, S.trained, expect=S.evaluating,
