@@ -8,7 +8,6 @@ truncated file) is an error, never silently NaN-filled.
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,13 @@ from analysis.record_checks import (
     derive_mechanism,
     number_cells,
     row_numbers,
+)
+from analysis.record_meta import (  # noqa: F401  (re-exported: the records' public API)
+    BASELINES_KEY,
+    RUNS_EXPECTED_KEY,
+    RUNS_RECORDED_KEY,
+    records_baselines,
+    records_completeness,
 )
 from analysis.schema import (
     BASELINES_ATTR,
@@ -319,46 +325,6 @@ def read_records(path: str | Path, suite: Suite | str | None = None) -> pd.DataF
 def normalise_records(df: pd.DataFrame, suite: Suite | str | None = None) -> pd.DataFrame:
     """Validate an in-memory long DataFrame exactly as a file would be (source named '<dataframe>')."""
     return _from_long(df.reset_index(drop=True).astype(object), "<dataframe>", _suite(suite))
-
-
-# Parquet metadata `campaign` writes on the records it collects while a campaign runs: how many runs the campaign
-# has and how many of them these records hold (a file written before the last run finished is partial).
-RUNS_EXPECTED_KEY = b"windtunnel.runs_expected"
-RUNS_RECORDED_KEY = b"windtunnel.runs_recorded"
-# the campaign's `baselines:` (JSON), written only where they differ from the defaults (analysis.schema.references)
-BASELINES_KEY = b"windtunnel.baselines"
-
-
-def records_baselines(path: str | Path) -> dict[str, str] | None:
-    """The `baselines:` (mechanism -> reference policy) of the campaign that collected a Parquet records file,
-    or None (defaults, another file)."""
-    p = Path(path)
-    if p.suffix.lower() not in (".parquet", ".pq") or not p.is_file():
-        return None
-    import pyarrow.parquet as pq
-
-    try:
-        raw = (pq.read_schema(p).metadata or {}).get(BASELINES_KEY)
-        got = json.loads(raw) if raw else None
-    except (OSError, ValueError):
-        return None
-    return {str(k): str(v) for k, v in got.items()} if isinstance(got, dict) else None
-
-
-def records_completeness(path: str | Path) -> tuple[int, int] | None:
-    """(runs recorded, runs the campaign has) of a records file a campaign collected, or None (another file)."""
-    p = Path(path)
-    if p.suffix.lower() not in (".parquet", ".pq") or not p.is_file():
-        return None
-    import pyarrow.parquet as pq
-
-    try:
-        meta = pq.read_schema(p).metadata or {}
-    except (OSError, ValueError):
-        return None
-    if RUNS_EXPECTED_KEY not in meta or RUNS_RECORDED_KEY not in meta:
-        return None
-    return int(meta[RUNS_RECORDED_KEY]), int(meta[RUNS_EXPECTED_KEY])
 
 
 def write_records(df: pd.DataFrame, path: str | Path) -> Path:
