@@ -4,11 +4,11 @@ two nodes, the worker `srun` starts on the second), `campaign doctor`, `campaign
 SIGTERM of scancel or of the time limit's `--signal` mid-campaign and the chained second allocation are all the
 real thing; only the training backend is the noop one.
 
-Cost, measured on the shared 2-core machine while other suites ran (2026-12): the scancel test (two allocations of
-two nodes, 2 noop runs of 4 s) 305 s of wall time, ~80 CPU-s of its own process tree; the time-limit test (two
-one-node allocations, one noop run of 60 s trained twice) 258 s, ~56 CPU-s. Most of it is each allocation's Ray
-start and the doctor's Ray job. Skipped with its reason where Slurm is not installed or the test does not run as
-root.
+Cost, measured on the shared 2-core machine while other suites ran (2026-12; CPU: the tests' whole process tree,
+Slurm daemons and Ray included): the scancel test (two allocations of two nodes, 2 noop runs of 4 s) 195-305 s of
+wall time; the time-limit test (two one-node allocations, one noop run of 60 s trained twice) 200-260 s; both
+together 400 s and ~130 CPU-s. Most of it is each allocation's Ray start and the doctor's Ray job. Skipped
+with its reason where Slurm is not installed or the test does not run as root.
 """
 
 from __future__ import annotations
