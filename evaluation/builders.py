@@ -210,12 +210,22 @@ SOURCES: dict[str, dict[str, Any]] = {
     "mmlu_pro_physics": {"path": "TIGER-Lab/MMLU-Pro", "split": "test", "revision": None},
     # Post-cutoff competitions (issue 52), MathArena's uncontaminated copies (arXiv 2505.23281), one `train` split
     # each: `problem_idx`, `problem`, `answer` (an int64 for AIME 2026, a string for HMMT) and, for HMMT,
-    # `problem_type`. Commits seen on the hub (short ids; pin the full sha with --revision ID=SHA): aime_2026
-    # 2548a41, hmmt_feb_2025 caf7304, hmmt_feb_2026 afb530a.
-    "aime25": {"path": "MathArena/aime_2025", "split": "train", "revision": None},
-    "aime26": {"path": "MathArena/aime_2026", "split": "train", "revision": None},
-    "hmmt_feb25": {"path": "MathArena/hmmt_feb_2025", "split": "train", "revision": None},
-    "hmmt_feb26": {"path": "MathArena/hmmt_feb_2026", "split": "train", "revision": None},
+    # `problem_type`. Pinned to full commit shas found verbatim in public code that pins these datasets (the hub
+    # itself was not reachable here; `--revision ID=SHA` overrides, the manifest records the sha downloaded):
+    # aime_2025 c94da77...: several public pins, e.g. `.../MathArena/aime_2025/resolve/<sha>/data/train-00000-of-
+    #   00001.parquet` with that parquet's sha256 9f9066ff48ad2e31f9bf1b1ac6d5e80693195f987985f2859f89dd25ffa51c2d;
+    # aime_2026 d2de22f..., hmmt_feb_2025 6fdc427..., hmmt_feb_2026 02fba4f...: scitix/sieval's loaders
+    #   (sieval/datasets/<name>.py, `..._REVISION`), aime_2026's also with its parquet's sha256 d91db799651b4cc1f07
+    #   34f52792a695c9cc60dac342524b3d8e5b2ff31c3e957 elsewhere. Later commits exist (seen as short ids: aime_2026
+    #   2548a41, hmmt_feb_2025 caf7304, hmmt_feb_2026 afb530a); MathArena edits these sets after publication.
+    "aime25": {"path": "MathArena/aime_2025", "split": "train",
+               "revision": "c94da77eb22bbd6439e62a323bec18493a421302"},
+    "aime26": {"path": "MathArena/aime_2026", "split": "train",
+               "revision": "d2de22f3c656b4f56cf8981212186377d1e23bc3"},
+    "hmmt_feb25": {"path": "MathArena/hmmt_feb_2025", "split": "train",
+                   "revision": "6fdc4277120810ff75aa22d2d5489b91f7a262a1"},
+    "hmmt_feb26": {"path": "MathArena/hmmt_feb_2026", "split": "train",
+                   "revision": "02fba4f74d8e68e73e66a02d540fd979c05c274c"},
 }
 
 POST_CUTOFF = ("aime25", "aime26", "hmmt_feb25", "hmmt_feb26")

@@ -138,7 +138,7 @@ def worker(a: argparse.Namespace) -> int:
     """A worker node: `ray start --address=HEAD --block` with free ports and a temp dir of its own."""
     tmp = Path(a.temp_dir)
     tmp.mkdir(parents=True, exist_ok=True)
-    host = node_address(socket.gethostname())
+    host = node_address(os.environ.get("SLURMD_NODENAME") or socket.gethostname())  # the step's node, by its Slurm name
     lo = _port_range(WORKER_PORTS, set())
     ports = _free_ports(NODE_PORTS, set(range(lo, lo + WORKER_PORTS)))
     argv = [_ray_bin(), "start", f"--address={a.address}", f"--node-ip-address={host}", f"--temp-dir={tmp}",

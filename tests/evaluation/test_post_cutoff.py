@@ -7,6 +7,7 @@ writes nothing; db12_post_cutoff keeps db12's aggregates, adds PostCutoff-4 and 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -28,6 +29,7 @@ def test_each_builder_reads_its_sources_schema_and_keeps_the_suites_count(bid):
     assert list(df.item_id) == [f"{bid}-{r['problem_idx']}" for r in rows]
     assert all(str(r["problem"]) in p for r, p in zip(rows, df.prompt, strict=True))
     assert SOURCES[bid]["path"].startswith("MathArena/") and SOURCES[bid]["split"] == "train"
+    assert re.fullmatch(r"[0-9a-f]{40}", SOURCES[bid]["revision"])  # pinned to a full commit sha
     if bid.startswith("aime"):  # int64 (aime26) or string (aime25) answers: one canonical integer string
         assert list(df.answer) == [str(int(r["answer"])) for r in rows]
     else:
