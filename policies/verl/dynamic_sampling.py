@@ -33,6 +33,7 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import collate_fn
 
 from policies.dynamic_sampling import dynamic_sample, round_options
+from policies.errors import PolicyConfigError
 
 ROUND_TIMEOUT_S = 3600.0  # one round's generation; the launcher's rollout watch bounds start-up and weight syncs
 
@@ -58,8 +59,6 @@ class DynamicSamplingBuffer(ReplayBuffer):
         `draw(step, n, used)` -> prompt ids; `submit(ids)` -> their group uids in order;
         `learn(ids, correct)` feeds a round to the curriculum."""
         if type(buf) is not ReplayBuffer or buf.filter_groups_metric is not None:
-            from policies.errors import PolicyConfigError
-
             raise PolicyConfigError("windtunnel: dynamic_sampling replaces verl's sampler; remove "
                                     "algorithm.filter_groups and trainer.v1.sampler.custom_sampler from the recipe")
         out = cls.__new__(cls)
@@ -125,8 +124,6 @@ class DynamicSamplingBuffer(ReplayBuffer):
         for key, extra in zip(keys, list(data["extra_fields"]), strict=True):
             info = (getattr(extra, "data", extra) or {}).get("reward_extra_info", {})
             if "acc" not in info:
-                from policies.errors import PolicyConfigError
-
                 raise PolicyConfigError("windtunnel: dynamic_sampling reads per-rollout correctness: the reward "
                                         "function must return {'score': ..., 'acc': ...} (evaluation/reward.py "
                                         "compute_score does)")
