@@ -211,8 +211,10 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
     from orchestrator.cluster.local_head import stop_head
     from orchestrator.engine.ledger.states import RunState
     from orchestrator.session import Session
+    from orchestrator.leftovers import Snapshot, mark_session
 
     tm = DemoTimings()
+    before, marker = Snapshot(), mark_session("WT_DEMO_SESSION")
     workdir = Path(workdir).resolve()
     spec, runs = _plan_demo(campaign_file, overrides, workdir, out=out, tm=tm)
     sess = Session(workdir=workdir)
@@ -234,6 +236,17 @@ def run_demo(workdir: Path, campaign_file: Path, overrides: list[str], *, out: C
         sess.close()
         if not keep_ray:
             stop_head(workdir)
+            _say_leftovers(before.leftovers(marker), out=out, err=err)
+
+
+def _say_leftovers(found: list[str], *, out: Console, err: Console) -> None:
+    """What the demo left on the machine once its head stopped: nothing, or each /dev/shm entry and process."""
+    if not found:
+        out.print("left behind: nothing (no new /dev/shm entry, no process of the demo's)", highlight=False)
+        return
+    err.print(f"[yellow]warning:[/] the demo left {len(found)} thing(s) behind:", highlight=False)
+    for line in found:
+        err.print(f"  {line}", markup=False, highlight=False)
 
 
 def _plan_demo(campaign_file: Path, overrides: list[str], workdir: Path, *, out: Console,

@@ -40,20 +40,50 @@ def pytest_configure_node(node) -> None:
     node.workerinput[_SHARED_KEY] = str(node.config.stash[_shared])
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """Controller, after every worker has finished: stop the shared head (only ours, by its temp dir)."""
-    if _is_worker(config) or _shared not in config.stash:
-        return
-    from orchestrator.cluster.local_head import stop_head
+_stopped = pytest.StashKey[bool]()
+_start = pytest.StashKey[object]()
+_leftovers = pytest.StashKey[list]()
 
+
+def _stop_shared(config: pytest.Config) -> None:
+    """Controller: stop the shared head and cluster (only ours, by their temp dirs and PIDs), once."""
+    if config.stash.get(_stopped, False):
+        return
+    config.stash[_stopped] = True
     from orchestrator.cluster.local_cluster import LocalCluster
+    from orchestrator.cluster.local_head import stop_head
 
     shared = config.stash[_shared]
     stop_head(shared / "head")
     cluster = LocalCluster.attach(shared / "cluster3", alive=False)
     if cluster is not None:
         cluster.stop()
-    shutil.rmtree(shared, ignore_errors=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Controller, after every worker has finished: stop what the session shared, then fail the session if it left
+    anything behind (a /dev/shm entry or a live process of ours that was not there when it started), naming it."""
+    config = session.config
+    if _is_worker(config) or _shared not in config.stash:
+        return
+    _stop_shared(config)
+    start = config.stash.get(_start, None)
+    if start is None:
+        return
+    snapshot, marker = start  # type: ignore[misc]
+    found = snapshot.leftovers(marker)
+    config.stash[_leftovers] = found
+    if found and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Controller: the shared head and cluster stopped (if the session did not get to it), their folder removed."""
+    if _is_worker(config) or _shared not in config.stash:
+        return
+    _stop_shared(config)
+    shutil.rmtree(config.stash[_shared], ignore_errors=True)
 
 
 def _cost(item: pytest.Item) -> int:
@@ -99,7 +129,10 @@ def _machine_cpu_s() -> float | None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not _is_worker(session.config):
+        from orchestrator.leftovers import Snapshot, mark_session
+
         session.config.stash[_budget] = {"t0": time.time(), "cpu0": _machine_cpu_s(), "durations": {}}
+        session.config.stash[_start] = (Snapshot(), mark_session("WT_SUITE_SESSION"))
         _CONFIG["config"] = session.config
 
 
@@ -157,6 +190,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     terminalreporter.write_line(f"{SLOWEST_SHOWN} slowest (wall s, setup + call + teardown):")
     for row in rep["slowest"][:SLOWEST_SHOWN]:
         terminalreporter.write_line(f"  {row['wall_s']:7.1f}  {row['test']}")
+    left = config.stash.get(_leftovers, [])
+    if left:
+        terminalreporter.write_sep("!", f"the suite left {len(left)} thing(s) behind (it fails for that)", red=True)
+        for line in left:
+            terminalreporter.write_line(f"  {line}")
+    elif _leftovers in config.stash:
+        terminalreporter.write_line("left behind: nothing (no new /dev/shm entry, no process of ours)")
     out = os.environ.get("WT_SUITE_REPORT")
     if out:
         Path(out).write_text(json.dumps(rep, indent=1) + "\n")

@@ -1,9 +1,9 @@
-"""The grader time budget: every grader runs in a spawn process pool whose *parent* enforces a per-item budget.
+"""The grader time budget: every grader runs in spawned worker processes whose *parent* enforces a per-item budget.
 
 One mechanism for all three graders and all three callers (verl's `compute_score`, the local backend, which
 calls `compute_score`, and the evaluator's lm-eval hooks), so a degenerate output is a recorded `timeout`
 status, never a hung reward worker and never a 0 presented as a wrong answer. A worker that overruns is
-killed with its pool and the pool restarted; finished items keep their results and the rest are resubmitted.
+killed and replaced; finished items keep their results and the rest go to the other workers.
 Signals (`signal.alarm`, math-verify's own timeout) break in threads (verl's reward loop, Ray actors), hence
 processes. Processes are spawned, not forked, so a parent holding torch/Ray threads is safe.
 """
@@ -13,11 +13,16 @@ from __future__ import annotations
 import atexit
 import contextlib
 import multiprocessing as mp
-import multiprocessing.pool
+import multiprocessing.connection as mp_connection
 import sys
 import threading
+import time
 import types
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 
 from evaluation.graders.conclusion import DEFAULT_TAGS, ThinkTags
 from evaluation.graders.registry import get_grader
@@ -64,47 +69,86 @@ def _without_main_module():
         sys.modules["__main__"] = real
 
 
-def _kill(pool: multiprocessing.pool.Pool) -> None:
-    pool.terminate()
-    pool.join()
+_READY = "ready"
+WARM_UP_S = 300.0  # a worker that has not imported the graders by then is broken, not slow
+
+
+def _serve(conn: Connection) -> None:
+    """A worker: import the graders (outside any budget), then grade items from the pipe until the parent closes
+    it or dies (EOF), so a worker never outlives its owner."""
+    _warm(0)
+    conn.send(_READY)
+    while True:
+        try:
+            item = conn.recv()
+        except (EOFError, OSError, KeyboardInterrupt):
+            return
+        conn.send(_worker(item))
+
+
+@dataclass(eq=False)
+class _Worker:
+    proc: BaseProcess
+    conn: Connection
+    ready: bool = False
+    item: int | None = None  # the index being graded
+    deadline: float = 0.0
+
+
+def _kill(worker: _Worker) -> None:
+    worker.conn.close()
+    worker.proc.kill()
+    worker.proc.join()
 
 
 class GraderPool:
-    """A spawn-context process pool with a parent-enforced per-item budget and restart on overrun."""
+    """Spawned grader processes, each fed through its own pipe, with a parent-enforced per-item budget; a worker
+    past its budget is killed and replaced.
+
+    Pipes, not `multiprocessing.Pool`: a Pool's queues hold named POSIX semaphores, which outlive a process that
+    ends without running its atexit hooks (a Ray actor or stage job being ended), and every verl reward worker and
+    stage job left six in /dev/shm (issue 56). A pipe is two file descriptors that close with their process; a
+    worker whose parent died reads EOF and exits."""
 
     def __init__(self, processes: int = 2):
         if processes < 1:
             raise ValueError(f"processes must be >= 1, got {processes}")
         self.processes = processes
-        self._pool: mp.pool.Pool | None = None
+        self._workers: list[_Worker] = []
         self._lock = threading.Lock()
         self.restarts = 0
 
-    def _ensure(self) -> mp.pool.Pool:
-        if self._pool is None:
-            with _without_main_module():
-                self._pool = mp.get_context("spawn").Pool(self.processes)
-            self._pool.map(_warm, range(self.processes))
-        return self._pool
+    def _spawn(self) -> _Worker:
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        with _without_main_module():
+            proc = ctx.Process(target=_serve, args=(child,), daemon=True, name="windtunnel-grader")
+            proc.start()
+        child.close()  # the worker holds the only other end: its death is EOF here
+        return _Worker(proc, parent)
+
+    def _ensure(self) -> None:
+        while len(self._workers) < self.processes:
+            self._workers.append(self._spawn())
+
+    def _replace(self, worker: _Worker) -> None:
+        """Retire a stuck or dead worker (killed in the background, so the caller gets its `timeout` at the
+        budget, not after the kill) and start its replacement."""
+        self._workers.remove(worker)
+        threading.Thread(target=_kill, args=(worker,), daemon=True).start()
+        self._workers.append(self._spawn())
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-            self._pool = None
-
-    def _abandon(self) -> None:
-        """Drop the pool holding a stuck worker; it is killed in the background so the caller gets its
-        `timeout` at the budget, not after the kill (tens of ms)."""
-        old, self._pool = self._pool, None
-        if old is not None:
-            threading.Thread(target=_kill, args=(old,), daemon=True).start()
+        with self._lock:
+            for w in self._workers:
+                _kill(w)
+            self._workers = []
 
     def grade_items(self, grader: str, responses: Sequence[str], golds: Sequence[str],
                     n_options: Sequence[int | None] | None = None, timeout_s: float = 5.0,
                     tags: ThinkTags | None = DEFAULT_TAGS) -> list[GradeResult]:
-        """Grade pairs in order; an item still running `timeout_s` after its turn comes is a `timeout`; `tags`:
-        the reasoning block's tags (`evaluation.graders.conclusion`)."""
+        """Grade pairs in order; an item not back `timeout_s` after a worker took it is a `timeout`, a worker that
+        died on it an `error`; `tags`: the reasoning block's tags (`evaluation.graders.conclusion`)."""
         if len(responses) != len(golds):
             raise ValueError(f"{len(responses)} responses but {len(golds)} golds")
         opts = list(n_options) if n_options is not None else [None] * len(golds)
@@ -113,30 +157,56 @@ class GraderPool:
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s!r}")
         with self._lock:
+            self._ensure()
             results: list[GradeResult | None] = [None] * len(responses)
-            todo = list(range(len(responses)))
-            while todo:
-                pool = self._ensure()
-                pending = [(i, pool.apply_async(_worker, ((grader, responses[i], golds[i], opts[i], tags),)))
-                           for i in todo]
-                todo = []
-                for k, (i, fut) in enumerate(pending):
-                    try:
-                        s, p, st = fut.get(timeout=timeout_s)
-                        results[i] = GradeResult(s, p, st)  # type: ignore[arg-type]
-                    except mp.TimeoutError:
-                        results[i] = GradeResult(0.0, None, "timeout")
-                        # keep finished results, kill the stuck worker with its pool, resubmit the rest
-                        for j, f in pending[k + 1:]:
-                            if f.ready():
-                                s, p, st = f.get()
-                                results[j] = GradeResult(s, p, st)  # type: ignore[arg-type]
-                            else:
-                                todo.append(j)
-                        self._abandon()
-                        self.restarts += 1
-                        break
+            todo = deque(range(len(responses)))
+            while todo or any(w.item is not None for w in self._workers):
+                self._dispatch(todo, lambda i: (grader, responses[i], golds[i], opts[i], tags), timeout_s)
+                self._collect(results)
             return [r for r in results if r is not None]
+
+    def _dispatch(self, todo: deque[int], item: Callable[[int], Item], timeout_s: float) -> None:
+        for w in list(self._workers):
+            if w.ready and w.item is None and todo:
+                i = todo.popleft()
+                try:
+                    w.conn.send(item(i))
+                except OSError:  # died while idle: the item waits for the replacement
+                    todo.appendleft(i)
+                    self._replace(w)
+                    continue
+                w.item, w.deadline = i, time.monotonic() + timeout_s
+
+    def _collect(self, results: list[GradeResult | None]) -> None:
+        """Wait for the next result, ready signal or deadline, and record what arrived or expired."""
+        busy = [w for w in self._workers if w.item is not None]
+        waiting = busy + [w for w in self._workers if not w.ready]
+        now = time.monotonic()
+        wait_s = max(0.0, min(w.deadline for w in busy) - now) if busy else WARM_UP_S
+        arrived = set(mp_connection.wait([w.conn for w in waiting], timeout=wait_s))
+        if not arrived and not busy:
+            raise RuntimeError(f"grader workers did not start within {WARM_UP_S:.0f} s")
+        for w in [w for w in waiting if w.conn in arrived]:
+            try:
+                msg = w.conn.recv()
+            except (EOFError, OSError):  # the worker died (on its item: a grader crash)
+                if w.item is not None:
+                    results[w.item] = GradeResult(0.0, None, "error")
+                    w.item = None
+                self.restarts += 1
+                self._replace(w)
+                continue
+            if msg == _READY:
+                w.ready = True
+            elif w.item is not None:
+                s, p, st = msg
+                results[w.item] = GradeResult(s, p, st)
+                w.item = None
+        now = time.monotonic()
+        for w in [w for w in busy if w.item is not None and w.conn not in arrived and now >= w.deadline]:
+            results[w.item] = GradeResult(0.0, None, "timeout")  # type: ignore[index]
+            self.restarts += 1
+            self._replace(w)
 
 
 class MathPool(GraderPool):

@@ -35,6 +35,8 @@ import torch
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
+from policies.verl.rollout_seeds import RequestSeeds
+
 logger = logging.getLogger(__name__)
 
 ROLLOUT_NAME = "hf"
@@ -45,12 +47,6 @@ def server_name(replica_rank: int, node_rank: int, suffix: str = "") -> str:
     """Ray actor name of a replica's server on one node (the adapter looks it up by this name; Ray
     scopes it to the run's job namespace)."""
     return f"{SERVER_PREFIX}{replica_rank}_{node_rank}{suffix}"
-
-
-def request_seed(base_seed: int, replica_rank: int, step: int, prompt_ids: list[int], occurrence: int) -> int:
-    """A 63-bit seed from everything that identifies a sample but not from arrival order or uuids."""
-    h = hashlib.sha256(f"{base_seed}|{replica_rank}|{step}|{occurrence}|".encode() + bytes(str(prompt_ids), "ascii"))
-    return int.from_bytes(h.digest()[:8], "little") & ((1 << 63) - 1)
 
 
 def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
@@ -103,7 +99,7 @@ class HFRolloutServer:
         self.eos_ids = sorted(eos)
         self.global_steps: int | None = None
         self.version = 0  # number of weight updates received
-        self.occurrences: dict[str, int] = {}
+        self.seeds = RequestSeeds(int(self.config.seed), replica_rank)
         self.n_requests = 0
 
     # ---- generation --------------------------------------------------------------------------
@@ -149,14 +145,9 @@ class HFRolloutServer:
         if image_data or video_data:
             raise NotImplementedError("the hf rollout serves text-only models")
         prompt_ids = [int(t) for t in prompt_ids]
-        key = ",".join(map(str, prompt_ids))
-        occ = self.occurrences.get(key, 0)
-        self.occurrences[key] = occ + 1
         # keyed on the trainer's step of the weights (not on how many syncs this server saw): a run resumed
         # from a checkpoint draws the same samples as one that never stopped
-        step = self.global_steps if self.global_steps is not None else -1
-        gen = torch.Generator().manual_seed(request_seed(int(self.config.seed), self.replica_rank, step, prompt_ids,
-                                                         occ))
+        gen = torch.Generator().manual_seed(self.seeds.next(prompt_ids, self.global_steps))
         params = dict(sampling_params)
         want_lp = bool(params.pop("logprobs", False))
         ids, lps = self._sample(prompt_ids, params, gen)
@@ -175,7 +166,7 @@ class HFRolloutServer:
             for k, v in state.items():
                 own[k].copy_(v.to(own[k].dtype))
         self.version += 1
-        self.occurrences.clear()
+        self.seeds.reset()
         if global_steps is not None:
             self.global_steps = global_steps
         return {"version": self.version, "n": len(state)}

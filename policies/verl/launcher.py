@@ -13,12 +13,16 @@ PLUGIN_MODULE = "policies.verl.plugin"
 ENTRY_POINT = "windtunnel"
 # where a launch's processes put their weight-transfer sockets (its own Ray temp dir; policies/verl/vllm_cpu.py)
 IPC_DIR_ENV = "WINDTUNNEL_IPC_DIR"
+# set in every process of a launched run: the plugin then serves verl's `vllm` rollout name through the
+# per-request-seeded server (policies/verl/vllm_seeded.py); verl used outside Windtunnel keeps its own
+SEEDED_ROLLOUT_ENV = "WINDTUNNEL_ROLLOUT_SEEDS"
+SEEDED_ROLLOUT_VALUE = "per-request"  # a string to Hydra (a bare 1 would reach Ray as an int and be refused)
 
 
 def launcher_env() -> dict[str, str]:
     """Environment for the `main_ppo` process: import the plugin with plain importlib before entry points,
     so a broken plugin aborts `import verl` instead of being skipped silently (VERL.md §2)."""
-    return {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
+    return {"VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE, SEEDED_ROLLOUT_ENV: SEEDED_ROLLOUT_VALUE}
 
 
 def launcher_overrides(policy_path: str | Path, *, seed: int | None = None, domains: Sequence[str] | None = None,
@@ -38,6 +42,7 @@ def launcher_overrides(policy_path: str | Path, *, seed: int | None = None, doma
         f"+windtunnel.policy={path}",
         f"+windtunnel.domain_key={domain_key}",
         f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={PLUGIN_MODULE}",
+        f"+ray_kwargs.ray_init.runtime_env.env_vars.{SEEDED_ROLLOUT_ENV}={SEEDED_ROLLOUT_VALUE}",
     ]
     if seed is not None:
         out.append(f"+windtunnel.seed={int(seed)}")

@@ -82,7 +82,10 @@ def test_launcher_overrides_activate_the_plugin():
     assert "trainer.v1.trainer_mode=windtunnel_sync" in ov
     assert f"+windtunnel.policy={(POLICY_DIR / 'dump_ucb.yaml').resolve()}" in ov
     assert "+windtunnel.seed=4" in ov and "+windtunnel.domains=[math,logic,science]" in ov
-    assert launcher_env() == {"VERL_USE_EXTERNAL_MODULES": "policies.verl.plugin"}
+    assert launcher_env() == {"VERL_USE_EXTERNAL_MODULES": "policies.verl.plugin",
+                              "WINDTUNNEL_ROLLOUT_SEEDS": "per-request"}
+    # every process of the run's Ray runtime serves verl's `vllm` rollout through the per-request-seeded server
+    assert "+ray_kwargs.ray_init.runtime_env.env_vars.WINDTUNNEL_ROLLOUT_SEEDS=per-request" in ov
     with pytest.raises(PolicyConfigError, match="not found"):
         launcher_overrides(POLICY_DIR / "nope.yaml")
 

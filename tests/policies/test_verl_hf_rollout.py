@@ -11,7 +11,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.verl.hf_rollout import HFRolloutServer, filter_logits, request_seed
+from policies.verl.hf_rollout import HFRolloutServer, filter_logits
+from policies.verl.rollout_seeds import request_seed
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,7 @@ def test_generation_stops_at_eos(server):
 
 def test_same_prompt_occurrences_get_distinct_reproducible_seeds(server):
     a = [_gen(server, [4, 4, 4], temperature=1.0).token_ids for _ in range(3)]
-    server.occurrences.clear()  # what a weight update does: the step's sampling restarts
+    server.seeds.reset()  # what a weight update does: the step's sampling restarts
     b = [_gen(server, [4, 4, 4], temperature=1.0).token_ids for _ in range(3)]
     assert a == b and len({tuple(x) for x in a}) > 1
     assert request_seed(1, 0, 0, [1, 2], 0) != request_seed(1, 0, 0, [1, 2], 1) != request_seed(1, 0, 1, [1, 2], 1)
