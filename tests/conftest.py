@@ -131,7 +131,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if not _is_worker(session.config):
         from orchestrator.leftovers import Snapshot, mark_session
 
-        session.config.stash[_budget] = {"t0": time.time(), "cpu0": _machine_cpu_s(), "durations": {}}
+        session.config.stash[_budget] = {"t0": time.time(), "cpu0": _machine_cpu_s(), "durations": {}, "cpu": {},
+                                         "slow": set()}
         session.config.stash[_start] = (Snapshot(), mark_session("WT_SUITE_SESSION"))
         _CONFIG["config"] = session.config
 
@@ -141,26 +142,64 @@ def _budget_state() -> dict | None:
     return config.stash[_budget] if config is not None and _budget in config.stash else None
 
 
+def _share_cpu(b: dict) -> None:
+    """Hand the machine's CPU-seconds since the last test start or end out evenly to the tests running in that
+    interval: each test's (and so each module's) share of the machine, xdist workers and Ray included."""
+    now = _machine_cpu_s()
+    last, running = b.get("cpu_last"), b.setdefault("running", set())
+    if now is not None and last is not None and running:
+        share = (now - last) / len(running)
+        for nodeid in running:
+            b["cpu"][nodeid] = b["cpu"].get(nodeid, 0.0) + share
+    b["cpu_last"] = now
+
+
 def pytest_runtest_logstart(nodeid: str, location) -> None:
     """Controller: when each test started, so one still running when the suite is stopped is timed too."""
     b = _budget_state()
     if b is not None:
         b.setdefault("started", {})[nodeid] = time.time()
+        _share_cpu(b)
+        b["running"].add(nodeid)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Controller: each test's wall time, setup + call + teardown (xdist forwards the workers' reports)."""
+    """Controller: each test's wall time, setup + call + teardown (xdist forwards the workers' reports), its tier
+    and its share of the machine's CPU."""
     b = _budget_state()
     if b is None:
         return
     d = b["durations"]
     d[report.nodeid] = d.get(report.nodeid, 0.0) + float(report.duration)
+    if "slow" in report.keywords:
+        b["slow"].add(report.nodeid)
     if report.when == "teardown":
         b.get("started", {}).pop(report.nodeid, None)
+        _share_cpu(b)
+        b["running"].discard(report.nodeid)
+
+
+def _modules(b: dict, times: dict[str, float]) -> list[dict]:
+    """Per test module: wall (its tests' setup + call + teardown), share of machine CPU-s, tier, test count;
+    costliest first."""
+    mods: dict[str, dict] = {}
+    for nodeid, wall in times.items():
+        name = nodeid.split("::")[0]
+        m = mods.setdefault(name, {"module": name, "wall_s": 0.0, "cpu_s": 0.0, "tests": 0, "tier": "fast"})
+        m["wall_s"] += wall
+        m["cpu_s"] += b["cpu"].get(nodeid.removesuffix(" (still running)"), 0.0)
+        m["tests"] += 1
+        if nodeid.removesuffix(" (still running)") in b["slow"]:
+            m["tier"] = "slow"
+    rows = sorted(mods.values(), key=lambda m: -m["wall_s"])
+    for m in rows:
+        m["wall_s"], m["cpu_s"] = round(m["wall_s"], 1), round(m["cpu_s"], 1)
+    return rows
 
 
 def suite_budget(config: pytest.Config) -> dict | None:
-    """The suite's wall time, machine CPU-seconds over the run and its slowest tests (longest first)."""
+    """The suite's wall time, machine CPU-seconds over the run, its slowest tests (longest first), its costliest
+    modules and the totals per tier (fast: `make test-fast`; slow: the end-to-end tests)."""
     if _budget not in config.stash:
         return None
     b = config.stash[_budget]
@@ -170,10 +209,15 @@ def suite_budget(config: pytest.Config) -> dict | None:
         times.pop(nodeid, None)
         times[nodeid + " (still running)"] = time.time() - t
     slowest = sorted(times.items(), key=lambda kv: -kv[1])
+    modules = _modules(b, times)
+    tiers = {t: {"modules": sum(m["tier"] == t for m in modules), "wall_s": round(sum(m["wall_s"] for m in modules
+                                                                                   if m["tier"] == t), 1),
+                 "cpu_s": round(sum(m["cpu_s"] for m in modules if m["tier"] == t), 1)} for t in ("fast", "slow")}
     return {"wall_s": round(time.time() - b["t0"], 1),
             "machine_cpu_s": None if cpu1 is None or b["cpu0"] is None else round(cpu1 - b["cpu0"], 1),
             "cores": os.cpu_count(), "tests": len(slowest),
-            "slowest": [{"test": k, "wall_s": round(v, 1)} for k, v in slowest[:25]]}
+            "slowest": [{"test": k, "wall_s": round(v, 1)} for k, v in slowest[:25]],
+            "modules": modules, "tiers": tiers}
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -190,6 +234,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     terminalreporter.write_line(f"{SLOWEST_SHOWN} slowest (wall s, setup + call + teardown):")
     for row in rep["slowest"][:SLOWEST_SHOWN]:
         terminalreporter.write_line(f"  {row['wall_s']:7.1f}  {row['test']}")
+    terminalreporter.write_line(f"{SLOWEST_SHOWN} costliest modules (wall s summed over their tests; share of the "
+                                "machine's CPU-s while they ran):")
+    for m in rep["modules"][:SLOWEST_SHOWN]:
+        terminalreporter.write_line(f"  {m['wall_s']:7.1f}  {m['cpu_s']:7.1f}  {m['tier']:4}  {m['module']}")
+    for tier, t in rep["tiers"].items():
+        terminalreporter.write_line(f"tier {tier}: {t['modules']} modules, {t['wall_s']:.0f} s wall summed, "
+                                    f"{t['cpu_s']:.0f} CPU-s")
     left = config.stash.get(_leftovers, [])
     if left:
         terminalreporter.write_sep("!", f"the suite left {len(left)} thing(s) behind (it fails for that)", red=True)
