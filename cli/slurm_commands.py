@@ -38,10 +38,11 @@ def slurm_cmd(
     from cli.campaign_checks import plan_campaign
     from orchestrator.cluster.slurm import SlurmRequest, submit_allocations
 
-    spec, _ = plan_campaign(str(campaign), None, data_root=workdir / "data")  # a bad spec: exit 2 before sbatch
     req = SlurmRequest(campaign=campaign, workdir=workdir, nodes=nodes, gpus_per_node=gpus, cpus_per_node=cpus,
                        time_limit=time_limit, signal_s=signal_s, partition=partition, ledger_url=ledger_url,
                        sbatch_args=tuple(sbatch_arg))
+    req.check()  # every value bound for the batch script, before anything is read, written or submitted
+    spec, _ = plan_campaign(str(campaign), None, data_root=workdir / "data")  # a bad spec: exit 2 before sbatch
     jobs = submit_allocations(req, spec.name, chain=chain)
     typer.echo(f"batch script: {jobs[0].script}")
     for j in jobs:

@@ -17,6 +17,7 @@ Ray state, token and kept job logs (`job-<id>/`), and `jobs.json`, the jobs subm
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import subprocess
@@ -60,16 +61,95 @@ class SlurmRequest:
     doctor_timeout_s: float = 300.0
 
     def check(self) -> None:
-        """Bad input before anything is written (exit 2)."""
+        """Bad input before anything is written (exit 2): every value that reaches the batch script is checked
+        here, so none can add a line to it or an option Windtunnel sets itself (`check_script_values`)."""
         if self.nodes < 1 or self.gpus_per_node < 0 or self.cpus_per_node < 1:
             raise UserError(f"--nodes {self.nodes} --gpus {self.gpus_per_node} --cpus {self.cpus_per_node}: need "
                             "at least 1 node and 1 CPU per node, and no negative GPU count")
         if not self.campaign.is_file():
             raise UserError(f"{self.campaign}: campaign file not found")
         for what, p in (("--workdir", self.workdir), ("campaign", self.campaign)):
-            if any(c.isspace() for c in str(p.resolve())):
-                raise UserError(f"{what} {p}: a path with white space cannot be written into #SBATCH lines; "
-                                "use a path without spaces")
+            if any(c.isspace() or not c.isprintable() for c in str(p.resolve())):
+                raise UserError(f"{what} {p}: a path with white space or control characters cannot be written "
+                                "into #SBATCH lines; use a plain path")
+        if self.workdir.exists() and not self.workdir.is_dir():
+            raise UserError(f"--workdir {self.workdir}: exists and is not a folder; name a folder (created if "
+                            "missing) on the filesystem every node shares")
+        check_script_values(self)
+
+
+# sbatch options Windtunnel writes itself: a --sbatch-arg naming one would silently override the runner's needs
+OWN_OPTIONS = {"job-name": None, "nodes": "--nodes", "ntasks-per-node": None, "cpus-per-task": "--cpus",
+               "signal": "--signal", "output": None, "open-mode": None, "gres": "--gpus", "time": "--time",
+               "partition": "--partition", "ntasks": None, "wrap": None, "gpus": "--gpus",
+               "gpus-per-node": "--gpus"}
+_SBATCH_ARG = re.compile(r"--?([A-Za-z][A-Za-z0-9-]*)(=[!-~]*)?")
+_PARTITION = re.compile(r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*")
+SIGNAL_MAX_S = 65535  # sbatch --signal's largest offset
+
+
+def slurm_time_s(text: str) -> int | None:
+    """Seconds of a Slurm time limit (`MM`, `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`); None for
+    `UNLIMITED`/`INFINITE`. ValueError names the forms."""
+    t = text.strip()
+    if t.upper() in ("UNLIMITED", "INFINITE"):
+        return None
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", t)
+    if m is None or text != t:
+        raise ValueError(f"{text!r} is not a Slurm time: use MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")
+    days, a, b, c = m.groups()
+    parts = [int(x) for x in (a, b, c) if x is not None]
+    if days is not None:  # D-HH[:MM[:SS]]
+        h, mi, se = (parts + [0, 0])[:3]
+        secs = int(days) * 86400 + h * 3600 + mi * 60 + se
+    elif len(parts) == 1:
+        secs = parts[0] * 60
+    elif len(parts) == 2:
+        secs = parts[0] * 60 + parts[1]
+    else:
+        secs = parts[0] * 3600 + parts[1] * 60 + parts[2]
+    if secs <= 0:
+        raise ValueError(f"{text!r}: a time limit must be positive")
+    return secs
+
+
+def check_script_values(req: SlurmRequest) -> None:
+    """Every value that goes into the batch script: a time Slurm reads with the drain signal inside it, a plain
+    partition name, `--option[=value]` sbatch arguments without white space or control characters and not one of
+    the options Windtunnel writes, a ledger URL SQLAlchemy parses. UserError (exit 2) naming the option and fix."""
+    if not 10 <= req.signal_s <= SIGNAL_MAX_S:
+        raise UserError(f"--signal {req.signal_s}: must be 10 to {SIGNAL_MAX_S} seconds before the time limit")
+    if req.time_limit is not None:
+        try:
+            limit = slurm_time_s(req.time_limit)
+        except ValueError as exc:
+            raise UserError(f"--time: {exc}") from None
+        if limit is not None and req.signal_s >= limit:
+            raise UserError(f"--signal {req.signal_s}: the drain signal must come before the time limit "
+                            f"(--time {req.time_limit} = {limit} s); lower --signal or raise --time")
+    if req.partition is not None and not _PARTITION.fullmatch(req.partition):
+        raise UserError(f"--partition {req.partition!r}: a partition name is letters, digits, '_', '.' and '-' "
+                        "(several separated by commas)")
+    for arg in req.sbatch_args:
+        m = _SBATCH_ARG.fullmatch(arg)
+        if m is None:
+            raise UserError(f"--sbatch-arg {arg!r}: give one sbatch option as --name or --name=value, without "
+                            "white space or control characters (e.g. --sbatch-arg=--account=myproj)")
+        own = m.group(1) if arg.startswith("--") else m.group(1)[0]  # `-N2`: the short option N, value 2
+        if own in OWN_OPTIONS or (len(own) == 1 and own in "NntcJop"):
+            use = OWN_OPTIONS.get(own)
+            raise UserError(f"--sbatch-arg {arg!r}: `campaign slurm` writes that option itself"
+                            + (f"; use `campaign slurm {use}`" if use else ""))
+    if req.ledger_url is not None:
+        if any(not c.isprintable() or c.isspace() for c in req.ledger_url):
+            raise UserError("--ledger-url: white space or control characters in the URL; give the URL alone")
+        import sqlalchemy as sa
+
+        try:
+            sa.engine.make_url(req.ledger_url)
+        except sa.exc.ArgumentError as exc:
+            raise UserError(f"--ledger-url {req.ledger_url!r}: not an SQLAlchemy URL ({exc}); use "
+                            "postgresql://user@host/db (every node must reach it)") from None
 
 
 def sbatch_lines(req: SlurmRequest, name: str) -> list[str]:
