@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.components import COMPONENTS, FIXTURE_COMPONENTS, SHARED_ENV, VLLM_ONLY, missing, recorded, started
+
 _SHARED_KEY = "wt_shared_dir"
 _shared = pytest.StashKey[Path]()
 
@@ -33,6 +35,7 @@ def _is_worker(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     if not _is_worker(config):  # short: Ray's unix socket paths are limited to 107 bytes
         config.stash[_shared] = Path(tempfile.mkdtemp(prefix="wts", dir="/tmp"))
+        os.environ[SHARED_ENV] = str(config.stash[_shared])  # xdist workers inherit it: `components.started`
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -74,7 +77,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     snapshot, marker = start  # type: ignore[misc]
     found = snapshot.leftovers(marker)
     config.stash[_leftovers] = found
-    if found and session.exitstatus == 0:
+    b = config.stash[_budget]
+    lost = missing(b["declared"], recorded(config.stash[_shared]))
+    b["components_missing"] = lost
+    if (found or lost) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -105,6 +111,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         module = it.nodeid.split("::")[0]
         module_cost[module] = max(module_cost.get(module, 0), _cost(it))
     items.sort(key=lambda it: -module_cost[it.nodeid.split("::")[0]])  # stable: order within a cost kept
+    for it in items:  # what each test starts, carried in its reports to the controller (`_components_summary`)
+        names = {m.args[0] for m in it.iter_markers("component")}
+        names |= {c for f, c in FIXTURE_COMPONENTS.items() if f in getattr(it, "fixturenames", ())}
+        unknown = names - set(COMPONENTS)
+        if unknown:
+            raise pytest.UsageError(f"{it.nodeid}: unknown component(s) {sorted(unknown)}; see tests/components.py")
+        it.user_properties.extend(("component", n) for n in sorted(names))
 
 
 # -- the suite's budget: its CPU-seconds and its slowest tests, printed at the end ------------------------------
@@ -132,7 +145,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         from orchestrator.leftovers import Snapshot, mark_session
 
         session.config.stash[_budget] = {"t0": time.time(), "cpu0": _machine_cpu_s(), "durations": {}, "cpu": {},
-                                         "slow": set()}
+                                         "slow": set(), "declared": {}, "skipped": {}}
         session.config.stash[_start] = (Snapshot(), mark_session("WT_SUITE_SESSION"))
         _CONFIG["config"] = session.config
 
@@ -171,6 +184,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         return
     d = b["durations"]
     d[report.nodeid] = d.get(report.nodeid, 0.0) + float(report.duration)
+    if report.when == "call" and report.passed:
+        for key, name in report.user_properties:
+            if key == "component":
+                b["declared"].setdefault(name, set()).add(report.nodeid)
+    elif report.skipped:
+        for key, name in report.user_properties:
+            if key == "component":
+                b["skipped"].setdefault(name, set()).add(report.nodeid)
     if "slow" in report.keywords:
         b["slow"].add(report.nodeid)
     if report.when == "teardown":
@@ -241,6 +262,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     for tier, t in rep["tiers"].items():
         terminalreporter.write_line(f"tier {tier}: {t['modules']} modules, {t['wall_s']:.0f} s wall summed, "
                                     f"{t['cpu_s']:.0f} CPU-s")
+    _components_summary(terminalreporter, config)
     left = config.stash.get(_leftovers, [])
     if left:
         terminalreporter.write_sep("!", f"the suite left {len(left)} thing(s) behind (it fails for that)", red=True)
@@ -251,6 +273,32 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     out = os.environ.get("WT_SUITE_REPORT")
     if out:
         Path(out).write_text(json.dumps(rep, indent=1) + "\n")
+
+
+def _components_summary(terminalreporter, config: pytest.Config) -> None:
+    """Every real component with the test that started it and what showed it; a declared one never recorded is
+    named and fails the session (`pytest_sessionfinish`)."""
+    if _shared not in config.stash or _budget not in config.stash:
+        return
+    b = config.stash[_budget]
+    records = recorded(config.stash[_shared])
+    terminalreporter.write_sep("-", "real components started (tests/components.py)")
+    import importlib.util
+
+    here = set(COMPONENTS) - (set() if importlib.util.find_spec("vllm") else set(VLLM_ONLY))
+    for name in COMPONENTS:
+        recs = records.get(name)
+        if recs:
+            terminalreporter.write_line(f"  {name:15} {recs[0]['test']}  [{recs[0]['evidence']}]")
+        elif name in b.get("components_missing", {}):
+            tests = sorted(b["components_missing"][name])
+            terminalreporter.write_line(f"  {name:15} NOT STARTED, though {tests[0]} (and {len(tests) - 1} more) "
+                                        "passed declaring it: the session fails", red=True)
+        elif name in here:
+            why = "skipped" if b["skipped"].get(name) else "no test that starts it was selected"
+            terminalreporter.write_line(f"  {name:15} not started in this session ({why})")
+        else:
+            terminalreporter.write_line(f"  {name:15} not here: runs in .venv-vllm (`make test-vllm`)")
 
 
 _RAY_AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")
@@ -297,6 +345,7 @@ def head(request: pytest.FixtureRequest):
     wd = shared_dir(request.config) / "head"
     with _locked(shared_dir(request.config) / "head.lock"):
         addr = ensure_head(wd, num_cpus=8)  # a live head (another worker's) is reused, not started twice
+    started("ray-head", f"answering at {addr}")
     return addr, token_file(wd)
 
 
@@ -320,6 +369,7 @@ def ray_cluster3(request: pytest.FixtureRequest):
         if cluster is None:
             cluster = LocalCluster(root).start(CLUSTER3["n_nodes"], num_gpus=CLUSTER3["num_gpus"],
                                                num_cpus=CLUSTER3["num_cpus"])
+    started("ray-cluster", f"{len(cluster.nodes)} nodes, GCS {cluster.gcs_address}")
     return cluster
 
 

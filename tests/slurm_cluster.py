@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.components import started
+
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scancel", "squeue", "scontrol", "sinfo")
 NODE = "wtnode1"  # the first node; node K is wtnodeK
 
@@ -192,6 +194,7 @@ def start(root: Path, *, gpus: int = 2, cpus: int = 8, nodes: int = 1) -> Slurm:
                 raise RuntimeError(f"the test's slurmd never became idle: {s.node_state()!r}; "
                                    f"{(root / 'slurmctld.log').read_text()[-1500:]}")
             time.sleep(0.5)
+        started("slurm", f"munged, slurmctld and {len(names)} slurmd, nodes idle")
     except BaseException:
         s.stop()
         raise

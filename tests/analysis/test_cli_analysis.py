@@ -17,6 +17,7 @@ from analysis.report import build_report
 from analysis.tables import CONFIG_TABLES, EXTRA_TABLES, TABLE_NAMES
 from tests.analysis.cli_app import invoke
 from tests.released import DOMAINS, RELEASED, needs_released
+from tests.components import started
 
 pytestmark = needs_released
 
@@ -142,6 +143,7 @@ def test_sensitivity_json_shape() -> None:
     assert sum(c["p_top1"] for c in g["seed_stability"]["configs"]) == pytest.approx(1.0)
 
 
+@pytest.mark.component("chromium")
 def test_report_is_self_contained_and_renders_in_chromium(tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     build_report(RELEASED, out, extra_sections=[("Intervention evidence", "<p id='extra'>kept_frac moved</p>")],
@@ -162,6 +164,7 @@ def test_report_is_self_contained_and_renders_in_chromium(tmp_path: Path) -> Non
     body = re.search(r"<body[^>]*>", res.stdout)
     assert body, res.stderr[-2000:]
     assert 'data-figures-rendered="yes"' in body.group(0) and 'data-figures-count="9"' in body.group(0)
+    started("chromium", f"{Path(chromium).name} rendered the report's 9 figures")
 
 
 def test_report_command_writes_file_with_the_verdict_table_first(tmp_path: Path) -> None:

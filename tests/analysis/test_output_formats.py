@@ -22,6 +22,7 @@ from analysis.table_formats import LATEX_REQUIRES, MISSING, Table, _md, latex_es
 from cli import analysis_commands
 from tests.analysis.cli_app import analysis_app, invoke
 from tests.released import RELEASED, needs_released
+from tests.components import started
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -183,6 +184,7 @@ def test_one_resample_default_for_every_command() -> None:
 
 
 @needs_released
+@pytest.mark.component("pdflatex")
 def test_every_latex_table_of_the_released_records_compiles(tmp_path: Path) -> None:
     tex = [_out("tables", "--format", "latex"), _out("compare", "--format", "latex"),
            _out("verdicts", "--format", "latex"), _out("sensitivity", "--format", "latex", "--campaign", "crossfamily")]
@@ -199,6 +201,7 @@ def test_every_latex_table_of_the_released_records_compiles(tmp_path: Path) -> N
                          capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stdout[-3000:]
     assert (tmp_path / "doc.pdf").stat().st_size > 10_000
+    started("pdflatex", f"compiled {body.count(LATEX_REQUIRES)} tables, {(tmp_path / 'doc.pdf').stat().st_size} B")
 
 
 # --- status -------------------------------------------------------------------------------------------

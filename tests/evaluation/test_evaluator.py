@@ -16,6 +16,7 @@ from evaluation.benchmark_data import FIXTURE_DIR, write_benchmark, write_manife
 from evaluation.gates import GateOverrides
 from evaluation.evaluator import EvaluationError, evaluate_checkpoint
 from evaluation.suite import load_suite
+from tests.components import started
 
 
 
@@ -70,6 +71,7 @@ def test_random_model_fails_gates_then_relaxed_run_scores_all_twelve_from_cache(
 
 
 @pytest.mark.slow
+@pytest.mark.component("lm-eval")
 def test_overfit_model_scores_100_and_a_wrong_gold_scores_0(boxed_model, tmp_path, small_suite, run_meta):
     suite = small_suite(32)
     rec = evaluate_checkpoint(boxed_model, suite=suite, data_dir=FIXTURE_DIR, run_meta=run_meta,
@@ -77,6 +79,7 @@ def test_overfit_model_scores_100_and_a_wrong_gold_scores_0(boxed_model, tmp_pat
     row = rec.iloc[0]
     n = _fixture_sizes()["gsm8k"]
     assert (row["accuracy"], row["n_correct"], row["parse_rate"], row["truncation_rate"]) == (100.0, n, 1.0, 0.0)
+    started("lm-eval", f"gsm8k {n} of {n} through the harness on a locally built model")
 
     # same prompts, golds shifted by one: the same generations must now score 0 while still parsing
     df = pd.read_parquet(FIXTURE_DIR / "gsm8k.parquet")

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from orchestrator.engine.ledger import IllegalTransition, NotInLedger, RunState, open_ledger
 from orchestrator.engine.ledger.states import ALLOWED, check
+from tests.components import started
 from wtcommon.errors import WindtunnelError
 
 S = RunState
@@ -59,6 +60,7 @@ def pg_server():
     r = run(pg_ctl, "-D", str(d / "data"), "-l", str(d / "log"), "-w", "-o",
             f"-c listen_addresses='' -k {d} -p 5432 -F", "start")
     assert r.returncode == 0, r.stderr[-2000:] + (d / "log").read_text()[-2000:]
+    started("postgresql", f"{initdb} + pg_ctl start, unix socket in {d}")
     try:
         yield f"postgresql://wt@/{{db}}?host={d}&port=5432"
     finally:

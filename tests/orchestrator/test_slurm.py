@@ -160,6 +160,7 @@ def _finished_once(slurm, wd: Path, first, second) -> tuple[str, str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
+@pytest.mark.component("slurm")
 def test_campaign_survives_scancel_and_finishes_in_the_next_allocation(tmp_path: Path) -> None:
     """Two chained allocations of two Slurm nodes each (a Ray head on the first, a worker started by `srun
     --overlap` on the second; each run spans both nodes); the first is scancelled once one run is recorded and the
@@ -198,6 +199,7 @@ def _run_time_s(slurm, job_id: str) -> int:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
+@pytest.mark.component("slurm")
 def test_the_time_limit_drains_the_allocation_and_the_next_one_finishes(tmp_path: Path) -> None:
     """The allocation's time limit, not scancel, ends the first of two chained jobs: `--signal 90` is sbatch's
     `--signal=B:TERM@90`, and once the campaign's one run is training the test lowers the job's limit

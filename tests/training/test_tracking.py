@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from orchestrator import tracking
+from tests.components import started as component_started
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,6 +24,7 @@ def uri(tmp_path_factory):
     return tracking.default_uri(tmp_path_factory.mktemp("mlflow"))
 
 
+@pytest.mark.component("mlflow")
 def test_ensure_run_is_idempotent_by_run_key(uri):
     a = tracking.ensure_run(uri, "camp", "key1", "camp/m/topk/s1", params={"recipe": {"lr": 1e-3}, "seed": 1})
     b = tracking.ensure_run(uri, "camp", "key1", "camp/m/topk/s1")
@@ -30,6 +32,7 @@ def test_ensure_run_is_idempotent_by_run_key(uri):
     assert a == b != c
     run = tracking.client(uri).get_run(a)
     assert run.data.params["recipe.lr"] == "0.001" and run.data.tags[tracking.RUN_KEY_TAG] == "key1"
+    component_started("mlflow", f"run {a} read back from {uri}")
 
 
 def test_metrics_jsonl_ingested_per_step_and_nan_stays_missing(uri, tmp_path):

@@ -41,6 +41,7 @@ import yaml
 from orchestrator.engine.ledger.states import AttemptStatus
 from policies.verl.reward_audit import AUDIT_ENV, read_calls
 from tests.campaign_ledger import kill_after_first_checkpoint, reaped, runs_and_attempts, verl_metrics
+from tests.components import started
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
@@ -94,6 +95,7 @@ def _tree(tmp: Path) -> Path:
     return root / "vcpu.yaml"
 
 
+@pytest.mark.component("verl-hf")
 def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
     from evaluation.benchmark_data import write_manifest
     from training.synthetic import write_eval_fixtures
@@ -115,6 +117,7 @@ def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
 
     runs, attempts = runs_and_attempts(wd, "vcpu")
     assert len(runs) == len(POLICIES) and {r.state for r in runs} == {"recorded"}, [(r.run_id, r.state) for r in runs]
+    started("verl-hf", f"{len(runs)} runs trained by verl's main_ppo with the hf rollout and recorded")
     key = {r.run_id.split("/")[2]: r.run_key for r in runs}
     train_tries = {p: [a for a in attempts if a.run_key == k and a.stage == "train"] for p, k in key.items()}
     # the killed run was retried by the scheduler (its first attempt is the killed one)

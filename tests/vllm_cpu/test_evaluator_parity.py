@@ -26,6 +26,7 @@ from evaluation.evaluator import evaluate_checkpoint
 from evaluation.gates import GateOverrides
 from evaluation.run_meta import RunMeta
 from evaluation.suite import SUITE_DIR, parse_suite
+from tests.components import started
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -56,6 +57,7 @@ def _evaluate(model: Path, out: Path, backend: str) -> tuple[pd.DataFrame, list[
     return ev.records, items
 
 
+@pytest.mark.component("vllm-evaluator")
 def test_vllm_equals_hf_item_by_item_and_samples_with_one_engine(model, tmp_path, monkeypatch):
     from vllm.entrypoints.llm import LLM  # the class `vllm.LLM` lazily names, which lm-eval constructs
 
@@ -90,3 +92,4 @@ def test_vllm_equals_hf_item_by_item_and_samples_with_one_engine(model, tmp_path
     assert aime and all(len(r["samples"]) == 4 for r in aime)
     row = vl_rec.set_index("benchmark").loc["aime24"]
     assert row["metric"] == "aime24@avg4"
+    started("vllm-evaluator", f"{compared} greedy items equal to HF's, one engine")

@@ -29,6 +29,7 @@ import yaml
 from orchestrator.engine.ledger.states import AttemptStatus
 from tests.campaign_ledger import kill_after_first_checkpoint, reaped, runs_and_attempts, verl_metrics
 from training.rollout_guard import shm_segments
+from tests.components import started
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
@@ -65,6 +66,7 @@ def _alive_under(folder: Path) -> list[str]:
     return out
 
 
+@pytest.mark.component("verl-vllm")
 def test_a_verl_campaign_trains_through_vllm_resumes_and_leaves_nothing(tmp_path, head):
     spec = yaml.safe_load((REPO / "campaigns" / "demo_verl_vllm.yaml").read_text())
     wd = tmp_path / "wd"
@@ -97,6 +99,7 @@ def test_a_verl_campaign_trains_through_vllm_resumes_and_leaves_nothing(tmp_path
     for p, d in run_dirs.items():
         log = (d / "train" / "train.log").read_text()
         assert "vLLMHttpServer" in log and "update_weights done" in log, p  # verl's own vLLM server served it
+        started("verl-vllm", f"{p}: verl's vLLMHttpServer served the rollouts, weights synced")
         done = json.loads((d / "train_done.json").read_text())
         assert [c["step"] for c in done["checkpoints"]] == [1, 2]
         m = verl_metrics(Path(done["metrics_path"]))
