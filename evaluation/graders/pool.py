@@ -139,10 +139,10 @@ class GraderPool:
         self._workers.append(self._spawn())
 
     def close(self) -> None:
-        with self._lock:
-            for w in self._workers:
-                _kill(w)
-            self._workers = []
+        """Stop every worker (also from atexit, so without the lock a grading thread may hold)."""
+        workers, self._workers = self._workers, []
+        for w in workers:
+            _kill(w)
 
     def grade_items(self, grader: str, responses: Sequence[str], golds: Sequence[str],
                     n_options: Sequence[int | None] | None = None, timeout_s: float = 5.0,
@@ -190,6 +190,11 @@ class GraderPool:
             try:
                 msg = w.conn.recv()
             except (EOFError, OSError):  # the worker died (on its item: a grader crash)
+                if not w.ready:  # before it could import the graders: every replacement would die the same way
+                    self._workers.remove(w)
+                    _kill(w)
+                    raise RuntimeError(f"a grader worker exited with {w.proc.exitcode} while importing the "
+                                       "graders; run `python -c 'import evaluation.graders'` to see why") from None
                 if w.item is not None:
                     results[w.item] = GradeResult(0.0, None, "error")
                     w.item = None
