@@ -83,9 +83,12 @@ class Snapshot:
         found: list[str] = []
 
         def gone() -> bool:
-            mine = _ancestors(os.getpid())
+            me = os.getpid()
+            mine = _ancestors(me)
             procs = []
             for pid in sorted(_pids() - self.pids - mine):
+                if me in _ancestors(pid):  # a child of this live process (an in-process engine's helper): it
+                    continue              # goes with it; a leftover is what outlives its parent
                 cmd = _cmdline(pid)
                 if cmd and tag in _environ(pid).split(b"\0"):
                     procs.append(f"process {pid}: {cmd[:160]}")
