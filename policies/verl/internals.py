@@ -81,6 +81,13 @@ VLLM_INTERNALS: tuple[tuple[str, str, str], ...] = (
     ("verl.workers.rollout.vllm_rollout.vllm_rollout", "ServerAdapter", "policies/verl/vllm_cpu.py"),
     ("verl.workers.rollout.vllm_rollout.bucketed_weight_transfer", "BucketedWeightReceiver",
      "policies/verl/vllm_cpu.py"),
+    # the per-request-seeded server subclasses verl's own, overriding generate and set_global_steps
+    ("verl.workers.rollout.vllm_rollout.vllm_async_server", "vLLMHttpServer", "policies/verl/vllm_seeded.py"),
+    ("verl.workers.rollout.vllm_rollout.vllm_async_server", "vLLMHttpServer.generate",
+     "policies/verl/vllm_seeded.py"),
+    ("verl.workers.rollout.vllm_rollout.vllm_async_server", "vLLMHttpServer.set_global_steps",
+     "policies/verl/vllm_seeded.py"),
+    ("verl.workers.rollout.vllm_rollout.vllm_async_server", "vLLMReplica", "policies/verl/vllm_seeded.py"),
 )
 
 
