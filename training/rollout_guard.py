@@ -4,7 +4,10 @@ A verl launch whose trainer has waited on a rollout start-up or a weight sync pa
 session, as `cancel` does) and fails as an infrastructure error naming the wait, so the scheduler retries it
 instead of the run hanging. Shared memory: verl's CPU weight transfer packs each bucket into a
 `/dev/shm/verl_weights_<uuid>` segment (`bucketed_weight_transfer.py:190`) and vLLM's engine its message queues
-into `/dev/shm/psm_*` (Python's `SharedMemory`); a killed launch unlinks neither. After every launch the segments
+into `/dev/shm/psm_*` (Python's `SharedMemory`); a killed launch unlinks neither. vLLM's multiprocessing executor
+makes a named semaphore (`context.Lock()`, `multiproc_executor.py`), `/dev/shm/sem.mp-*` or, once joblib's loky is
+imported (it renames them), `sem.loky-*`: its resource tracker unlinks it only if it outlives the engine, and
+ending the launch's session kills both (issue 56: two left by one vLLM campaign test). After every launch the segments
 of those names that appeared during it and that no live process maps or holds open are removed; another run's
 live segments are mapped by its processes and stay."""
 
@@ -17,7 +20,7 @@ from training.errors import TrainingError
 from wtcommon import rollout_watch
 
 SHM = Path("/dev/shm")
-SHM_PREFIXES = ("verl_weights_", "psm_")
+SHM_PREFIXES = ("verl_weights_", "psm_", "sem.mp-", "sem.loky-")
 
 
 class RolloutStallError(TrainingError):

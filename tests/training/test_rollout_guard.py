@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from multiprocessing import shared_memory
 
 import pytest
@@ -77,3 +78,19 @@ def test_the_sweep_removes_new_unused_segments_and_keeps_used_and_older_ones():
     finally:
         older.close()
         older.unlink()
+
+
+def test_a_killed_launch_leaves_no_named_semaphore_and_a_live_one_stays(tmp_path):
+    """vLLM's executor makes a multiprocessing Lock (a named semaphore); a launch killed whole (its resource
+    tracker with it) cannot unlink it: the launcher's sweep does. One this live process holds is kept."""
+    import multiprocessing as mp
+
+    held = mp.get_context("spawn").Lock()  # new during the launch, but mapped by a live process
+    child = ("import multiprocessing as mp, os, signal, sys; lock = mp.get_context('spawn').Lock(); "
+             "print(lock._semlock.name, flush=True); os.killpg(0, signal.SIGKILL)")
+    rc = _run([sys.executable, "-c", child], {}, tmp_path / "train.log", tmp_path / "train.pid")
+    assert rc != 0
+    name = (tmp_path / "train.log").read_text().split()[0].lstrip("/")
+    assert name.startswith(("mp-", "loky-"))
+    assert f"sem.{name}" not in shm_segments() and not (Path("/dev/shm") / f"sem.{name}").exists()
+    assert f"sem.{held._semlock.name.lstrip('/')}" in shm_segments()
