@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
+from tests.holm_reference import multipletests
 
 from analysis.sequential.boundaries import t_bounds_mc
 from analysis.sequential.design import SequentialDesign

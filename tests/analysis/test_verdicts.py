@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
+from tests.holm_reference import multipletests
 from statsmodels.stats.power import TTestPower
 from typer.testing import CliRunner
 
