@@ -24,6 +24,13 @@ STATES = frozenset(s.value for s in RunState)
 STATES_MODULE = Path("orchestrator/engine/ledger/states.py")
 
 
+@functools.lru_cache(maxsize=None)
+def _parse(source: str) -> ast.Module:
+    """One parse per source text for every rule (no rule changes a tree): the rules walked the same 300 files
+    once each, 23 s of `make test-fast` (issue 56)."""
+    return ast.parse(source)
+
+
 def product_files() -> list[Path]:
     """Every .py file of the shipped packages, relative to the repo root."""
     return sorted(p.relative_to(ROOT) for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
@@ -37,7 +44,7 @@ def bare_state_literals(source: str) -> list[tuple[int, str]]:
 
     Allowed (not a state in code): docstrings; text inside f-strings (messages); a key of a dict literal
     that has other, non-state keys too (a JSON/record shape like {"expected": 4, "planned": 3})."""
-    tree = ast.parse(source)
+    tree = _parse(source)
     allowed: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
@@ -120,7 +127,7 @@ def imports_of(source: str, module: str, is_package: bool, known: set[str]) -> s
 
     Imports under `if TYPE_CHECKING:` are left out: they never run, so they make neither an arrow nor a
     cycle. `from pkg import name` counts as `pkg.name` when that is a module, else as `pkg`."""
-    tree = ast.parse(source)
+    tree = _parse(source)
     typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
                    and "TYPE_CHECKING" in ast.unparse(node.test)
                    for stmt in node.body for n in ast.walk(stmt)}
@@ -320,7 +327,7 @@ def test_no_package_holds_over_a_third_of_the_code() -> None:
 def name_comparisons(source: str) -> list[int]:
     """Lines comparing `type(x).__name__` (or `x.__class__.__name__`) with something: matching a class by
     its name instead of `except`/`isinstance` on the class itself."""
-    return sorted(n.lineno for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Compare)
+    return sorted(n.lineno for n in ast.walk(_parse(source)) if isinstance(n, ast.Compare)
                   and any(isinstance(x, ast.Attribute) and x.attr == "__name__"
                           and isinstance(x.value, ast.Call | ast.Attribute)
                           and (isinstance(x.value, ast.Attribute) and x.value.attr == "__class__"
@@ -344,7 +351,7 @@ def test_no_error_is_matched_by_its_class_name() -> None:
 def test_callers_use_the_ledger_interface_not_its_sql_implementation() -> None:
     """`orchestrator.engine.ledger.base.Ledger` lists what callers use; only `open_ledger` knows SQLLedger."""
     found = [f"{p}:{n.lineno}" for p in product_files() if not str(p).startswith("orchestrator/engine/ledger/")
-             for n in ast.walk(ast.parse((ROOT / p).read_text()))
+             for n in ast.walk(_parse((ROOT / p).read_text()))
              if isinstance(n, ast.ImportFrom) and any(a.name == "SQLLedger" for a in n.names)
              or isinstance(n, ast.Name) and n.id == "SQLLedger"]
     assert found == []
@@ -414,7 +421,7 @@ def exceptions_outside_the_tree(source: str) -> list[tuple[int, str]]:
     """(line, class) of each exception class that derives from a builtin exception and from none of ours (the
     root `wtcommon.errors.WindtunnelError` itself excepted). Warnings are not errors: `*Warning` bases pass."""
     out = []
-    for n in ast.walk(ast.parse(source)):
+    for n in ast.walk(_parse(source)):
         if not isinstance(n, ast.ClassDef) or n.name == "WindtunnelError":
             continue
         bases = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in n.bases]
@@ -459,7 +466,7 @@ def exit_mapping_catches(source: str) -> list[tuple[int, str]]:
         return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
 
     out = []
-    for h in ast.walk(ast.parse(source)):
+    for h in ast.walk(_parse(source)):
         if not isinstance(h, ast.ExceptHandler):
             continue
         body = [n for stmt in h.body for n in ast.walk(stmt)]
@@ -498,7 +505,7 @@ def test_no_cli_catch_maps_an_error_to_an_exit_itself() -> None:
 
 def fail_calls(source: str) -> list[int]:
     """Lines that call `fail(...)`/`_fail(...)` (cli.console's print-and-exit) directly."""
-    return [n.lineno for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)
+    return [n.lineno for n in ast.walk(_parse(source)) if isinstance(n, ast.Call)
             and ((isinstance(n.func, ast.Name) and n.func.id in ("fail", "_fail"))
                  or (isinstance(n.func, ast.Attribute) and n.func.attr == "fail"))]
 
@@ -558,7 +565,7 @@ def nested_commands(source: str) -> list[tuple[int, str]]:
                 found.append((child.lineno, child.name))
             visit(child, in_function or is_fn)
 
-    visit(ast.parse(source), False)
+    visit(_parse(source), False)
     return found
 
 
@@ -589,7 +596,7 @@ def test_the_ledger_file_name_is_decided_in_one_place() -> None:
     """Issue 23: where a work dir's ledger lives is `orchestrator.engine.workdir.Workdir`'s to say."""
     benchmarks = sorted(p.relative_to(ROOT) for p in (ROOT / "benchmarks").rglob("*.py"))
     found = [str(p) for p in product_files() + benchmarks if p != Path("orchestrator/engine/workdir.py")
-             and any(isinstance(n, ast.Constant) and n.value == "ledger.db" for n in ast.walk(ast.parse((ROOT / p)
+             and any(isinstance(n, ast.Constant) and n.value == "ledger.db" for n in ast.walk(_parse((ROOT / p)
                                                                                                        .read_text())))]
     assert found == []
 
@@ -600,7 +607,7 @@ def plain_dict_registries(source: str) -> list[tuple[int, str]]:
     """(line, table) of each module-level plain dict (`{}`, `dict()`, a dict comprehension) that a `register*`
     function of the same module writes by key: a registry outside the one idiom (wtcommon/registry.py), which
     would overwrite a taken name silently or refuse it in its own words."""
-    tree = ast.parse(source)
+    tree = _parse(source)
     plain: dict[str, int] = {}
     for node in tree.body:
         target, value = None, None
@@ -648,7 +655,7 @@ def hand_rolled_json_hashes(source: str) -> list[int]:
     """Lines where JSON is serialised straight into a hash: `hashlib.<algo>(json.dumps(...)...)`, `h.update(
     json.dumps(...)...)`, or a blob `json.dumps(...)` handed to `text_hash`. Such a key belongs to
     wtcommon/hashing.py's `digest(obj, spaced=...)`, where both stored serialisations live."""
-    tree = ast.parse(source)
+    tree = _parse(source)
 
     def has_dumps(node: ast.AST) -> bool:
         return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "dumps"
@@ -687,7 +694,7 @@ def hand_rolled_json_writes(source: str) -> list[int]:
     """Lines that write sorted JSON through `atomic_write_text(path, json.dumps(..., sort_keys=True))`: the
     format `wtcommon.atomic.atomic_write_json` writes, spelled again (JSONL and unsorted files are not it)."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(_parse(source)):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "atomic_write_text"
                 and len(node.args) == 2 and isinstance(a := node.args[1], ast.Call)
                 and isinstance(a.func, ast.Attribute) and a.func.attr == "dumps"
@@ -719,7 +726,7 @@ def hand_built_layout_paths(source: str) -> list[int]:
     """Lines that spell the work dir's "runs" or "results" folder into a path: an operand of `/`, or an argument
     of `inside(...)` / `.joinpath(...)`. orchestrator/engine/paths.py says where they are."""
     found = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(_parse(source)):
         parts: list[ast.AST] = []
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             parts = [node.left, node.right]
@@ -759,7 +766,7 @@ def hand_rolled_deadlines(source: str) -> list[int]:
                 and isinstance(n.func.value, ast.Name) and n.func.value.id == "time")
 
     found = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(_parse(source)):
         v = node.value if isinstance(node, ast.Assign) else None
         if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Add) and (clock(v.left) or clock(v.right)):
             found.add(node.lineno)
@@ -790,7 +797,7 @@ MAX_FUNCTION_LINES, MAX_FILE_LINES = 80, 500
 def long_functions(source: str, limit: int = MAX_FUNCTION_LINES) -> list[tuple[int, str, int]]:
     """(line, name, length) of every function or method of `source` longer than `limit` lines (decorators
     excluded, the signature and docstring included: what a reader scrolls through)."""
-    return sorted((n.lineno, n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(ast.parse(source))
+    return sorted((n.lineno, n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(_parse(source))
                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno is not None
                   and n.end_lineno - n.lineno + 1 > limit)
 
@@ -829,7 +836,7 @@ def raw_response_graders(source: str) -> list[tuple[int, str]]:
     `Conclusion`: a family that would parse the raw response instead of what `evaluation.graders.conclusion`
     reads (the reasoning block cut, the conclusion from the last final-answer statement)."""
     found = []
-    for fn in ast.walk(ast.parse(source)):
+    for fn in ast.walk(_parse(source)):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         registered = any(isinstance(d, ast.Call) and getattr(d.func, "id", getattr(d.func, "attr", "")) ==
