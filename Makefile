@@ -16,6 +16,10 @@ PYTEST_ARGS ?=
 # campaign module last).
 TEST_WORKERS ?= 2
 XDIST := -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+# pytest caches its assertion-rewritten test modules (and Python the project's own modules) in __pycache__ only when
+# bytecode may be written: with PYTHONDONTWRITEBYTECODE set (as on this machine and CI) every pytest process rewrote
+# all 327 test modules again (collection 17 s against 10 s, in each xdist worker). The suite writes them (gitignored).
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
 .PHONY: venv venv-vllm demo demo-records lint test test-fast test-vllm check-gpu-resolve bench clean
 
@@ -52,7 +56,7 @@ $(VSTAMP): pyproject.toml $(VLLM_ENV)/pyproject.toml $(VLLM_ENV)/constraints.txt
 # The GPU path on CPU (tests/vllm_cpu/): the evaluator's vLLM backend item by item against HF, and a verl campaign
 # through verl's own vLLM rollout (one run SIGKILLed and resumed; a failing weight sync ends as infra, bounded).
 test-vllm: $(VSTAMP)
-	$(VBIN)/python -m pytest -q -p no:cacheprovider tests/vllm_cpu $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(VBIN)/python -m pytest -q -p no:cacheprovider tests/vllm_cpu $(PYTEST_ARGS)
 
 # Resolve (never install) the GPU install for linux x86_64 with CUDA wheels: `.[gpu]` with the project's pins;
 # prints the resolved vLLM, torch and transformers, fails on a conflict (orchestrator/cluster/gpu_install.py).
@@ -74,10 +78,10 @@ lint: $(STAMP)
 	$(BIN)/python -m mypy
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS)
+	$(PYTEST) -q $(XDIST) $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) -q $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	for f in benchmarks/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
