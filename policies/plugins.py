@@ -8,7 +8,9 @@ shipping of those modules to Ray jobs (orchestrator/engine/plugins.py) and campa
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from policies.errors import PolicyConfigError
@@ -24,11 +26,24 @@ def plugin_modules(cfg: Mapping[str, Any], where: str) -> list[str]:
     return mods
 
 
+@contextmanager
+def _no_bytecode() -> Iterator[None]:
+    """Import without writing `__pycache__`: the plugin's folder is the user's (a checkout, a shared filesystem
+    that every node imports from), and a check such as `campaign policies validate` writes nothing anywhere."""
+    saved = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = saved
+
+
 def import_plugins(cfg: Mapping[str, Any], where: str) -> None:
     """Import each module `cfg["plugins"]` names; `where` names the policy in errors."""
     for mod in plugin_modules(cfg, where):
         try:
-            importlib.import_module(mod)
+            with _no_bytecode():
+                importlib.import_module(mod)
         except Exception as e:  # an import failure must be loud, never a silent fallback
             raise PolicyConfigError(_import_failure(mod, e, where)) from e
 

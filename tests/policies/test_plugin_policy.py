@@ -40,3 +40,21 @@ def test_unimportable_plugin_is_a_loud_config_error(tmp_path):
                  "scorer: {name: response_length}\nactuator: {name: topk_fraction}\n")
     with pytest.raises(PolicyConfigError, match=r"bad.yaml.*plugins.*no_such_module_xyz"):
         load_policy(f)
+
+
+def test_importing_a_plugin_writes_nothing_into_the_users_folder(tmp_path, monkeypatch):
+    """Even where Python may write bytecode, a plugin's folder gains no `__pycache__`: it is the user's (a shared
+    filesystem every node imports from), and `policies validate` promises to write nothing."""
+    from policies.plugins import import_plugins
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    (tmp_path / "plug").mkdir()
+    (tmp_path / "plug" / "quiet_plugin_xyz.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "plug"))
+    try:
+        import_plugins({"plugins": ["quiet_plugin_xyz"]}, "p.yaml")
+        assert sys.modules["quiet_plugin_xyz"].VALUE == 1
+        assert sorted(p.name for p in (tmp_path / "plug").iterdir()) == ["quiet_plugin_xyz.py"]
+        assert sys.dont_write_bytecode is False  # restored
+    finally:
+        sys.modules.pop("quiet_plugin_xyz", None)
