@@ -235,7 +235,7 @@ def calibrate_cmd(
     model: Path = typer.Argument(..., help="HF-format model directory to smoke-test"),
     suite: str = typer.Option("db12", "--suite"),
     data_dir: Path = typer.Option(DEFAULT_DATA_DIR, "--data-dir"),
-    n: int = typer.Option(3, "--n", min=1, help="items per benchmark"),
+    n: int = typer.Option(3, "--n", min=1, max=10_000, help="items per benchmark (at most 10,000)"),
     backend: str = typer.Option("hf", "--backend"),
     benchmark: list[str] = typer.Option([], "--benchmark", help="only these benchmark ids (repeatable)"),
     max_gen_toks: int | None = typer.Option(None, "--max-gen-toks", help="override every generation limit"),
@@ -353,7 +353,7 @@ def contamination_cmd(
 def graders_audit_cmd(
     family: list[str] = typer.Option([], "--family", help="only these grader families (repeatable): math, "
                                      "multiple_choice, knights_knaves, zebra_logic"),
-    n: int = typer.Option(25, "--n", min=1, help="generated examples per class"),
+    n: int = typer.Option(25, "--n", min=1, max=10_000, help="generated examples per class (at most 10,000)"),
     campaign: str | None = typer.Option(None, "--campaign", help="also re-grade this campaign's stored generations"),
     workdir: Path = typer.Option(Path("."), "--workdir", help="the campaign's work directory"),
     benchmark: list[str] = typer.Option([], "--benchmark", help="only these benchmark ids (repeatable)"),

@@ -83,36 +83,77 @@ def train(
                                          for k, v in result.compute.items()}))
 
 
+# the most each count asks for (a bound stated in --help, so a typo cannot start hours of generation)
+MAX_PER_DOMAIN, MAX_TEST_PER_DOMAIN, MAX_EVAL_ITEMS = 1_000_000, 100_000, 100_000
+SYNTHETIC_OUTPUTS = ("train.parquet", "test.parquet", "eval")
+
+
 def synthetic_cmd(
     out_dir: OutDirOpt[Path],
-    seed: int = typer.Option(42, "--seed", help="generator seed"),
-    per_domain: int = typer.Option(2000, "--per-domain", help="training prompts per domain"),
-    test_per_domain: int = typer.Option(32, "--test-per-domain", help="held-out prompts per domain"),
-    eval_items: int = typer.Option(16, "--eval-items", help="items per benchmark fixture"),
+    seed: int = typer.Option(42, "--seed", min=0, help="generator seed"),
+    per_domain: int = typer.Option(2000, "--per-domain", help=f"training prompts per domain (1 to {MAX_PER_DOMAIN:,})"),
+    test_per_domain: int = typer.Option(32, "--test-per-domain",
+                                        help=f"held-out prompts per domain (1 to {MAX_TEST_PER_DOMAIN:,})"),
+    eval_items: int = typer.Option(16, "--eval-items", help=f"items per benchmark fixture (1 to {MAX_EVAL_ITEMS:,})"),
     suite: str = typer.Option("db12", "--suite", help="suite whose benchmarks get fixtures"),
     heldout: str = typer.Option("iid", "--heldout", help="iid: held-out prompts drawn like training ones (as the "
                                 "cpu_tiny recipe); disjoint: never trained on (needs enough distinct prompts)"),
+    force: bool = typer.Option(False, "--force", help="replace train.parquet, test.parquet and eval/ already in --out"),
 ) -> None:
     """Write into --out FOLDER the synthetic corpus (train/test.parquet) and eval fixtures (eval/<benchmark>.parquet
-    plus the manifest.json that declares them fixtures, so `campaign submit --data-dir FOLDER/eval` accepts them)."""
-    from evaluation.benchmark_data import write_manifest
-    from training import synthetic
+    plus the manifest.json that declares them fixtures, so `campaign submit --data-dir FOLDER/eval` accepts them).
 
-    for name, val in (("--per-domain", per_domain), ("--test-per-domain", test_per_domain),
-                      ("--eval-items", eval_items)):
-        if val < 1:
-            raise UserError(f"{name}: got {val}; must be >= 1")
+    Every option is checked before anything is written; the files are built beside --out and moved in at the end,
+    so a failure leaves --out as it was; what is already there is replaced only with --force."""
+    from evaluation.suite import SuiteError, load_suite
+
+    for name, val, most in (("--per-domain", per_domain, MAX_PER_DOMAIN),
+                            ("--test-per-domain", test_per_domain, MAX_TEST_PER_DOMAIN),
+                            ("--eval-items", eval_items, MAX_EVAL_ITEMS)):
+        if not 1 <= val <= most:
+            raise UserError(f"{name}: got {val}; must be between 1 and {most:,}")
     if heldout not in ("iid", "disjoint"):
         raise UserError(f"--heldout: got {heldout!r}; choose iid or disjoint")
     try:
-        paths = synthetic.write_corpus(out_dir, seed=seed, train_per_domain=per_domain,
-                                       test_per_domain=test_per_domain, heldout=heldout)
-        fixtures = synthetic.write_eval_fixtures(out_dir / "eval", seed=seed, n_items=eval_items, suite=suite)
-        write_manifest(out_dir / "eval", sorted(fixtures), kind="fixture")
+        load_suite(suite)
+    except (SuiteError, ValueError, KeyError, FileNotFoundError) as e:
+        raise UserError(f"--suite {suite}: {e}") from e
+    there = [n for n in SYNTHETIC_OUTPUTS if (out_dir / n).exists()]
+    if there and not force:
+        raise UserError(f"--out {out_dir}: already holds {', '.join(there)}; pass --force to replace them, or choose "
+                        "another folder")
+    paths, n_fixtures = _write_synthetic(out_dir, seed=seed, per_domain=per_domain, test_per_domain=test_per_domain,
+                                         eval_items=eval_items, suite=suite, heldout=heldout)
+    typer.echo(f"train: {paths['train']}\ntest: {paths['test']}\neval fixtures: {out_dir / 'eval'} "
+               f"({n_fixtures} benchmarks, manifest.json)")
+
+
+def _write_synthetic(out_dir: Path, *, seed: int, per_domain: int, test_per_domain: int, eval_items: int,
+                     suite: str, heldout: str) -> tuple[dict[str, Path], int]:
+    """Build the corpus and fixtures in a hidden folder beside `out_dir`, then move each into `out_dir`."""
+    import shutil
+    import tempfile
+
+    from evaluation.benchmark_data import write_manifest
+    from training import synthetic
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        synthetic.write_corpus(stage, seed=seed, train_per_domain=per_domain, test_per_domain=test_per_domain,
+                               heldout=heldout)
+        fixtures = synthetic.write_eval_fixtures(stage / "eval", seed=seed, n_items=eval_items, suite=suite)
+        write_manifest(stage / "eval", sorted(fixtures), kind="fixture")
+        out_dir.mkdir(exist_ok=True)
+        for name in SYNTHETIC_OUTPUTS:
+            if (out_dir / name).is_dir():
+                shutil.rmtree(out_dir / name)
+            (stage / name).replace(out_dir / name)
     except (ValueError, KeyError, FileNotFoundError) as e:
         raise UserError(f"synthetic data: {e}") from e
-    typer.echo(f"train: {paths['train']}\ntest: {paths['test']}\neval fixtures: {out_dir / 'eval'} "
-               f"({len(fixtures)} benchmarks, manifest.json)")
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return {"train": out_dir / "train.parquet", "test": out_dir / "test.parquet"}, len(fixtures)
 
 
 def register(app: typer.Typer) -> None:

@@ -294,6 +294,13 @@ def _cli_cases(tmp_path: Path, tree: Path) -> list[tuple[list[str], str]]:
         (["policies", "validate", str(tmp_path / "no_such_policy.yaml")], "no_such_policy.yaml"),
         (["data", "synthetic", "--out", str(tmp_path / "d"), "--test-per-domain", "0"], "--test-per-domain"),
         (["data", "synthetic", "--out", str(tmp_path / "d"), "--heldout", "sometimes"], "--heldout"),
+        # issue 59: bounded counts, the suite checked before anything is written
+        (["data", "synthetic", "--out", str(tmp_path / "d"), "--per-domain", "100000000000"], "--per-domain"),
+        (["data", "synthetic", "--out", str(tmp_path / "d"), "--eval-items", "1000001"], "--eval-items"),
+        (["data", "synthetic", "--out", str(tmp_path / "d"), "--suite", "nosuch"], "nosuch"),
+        (["data", "synthetic", "--out", str(tmp_path / "d"), "--seed", "-1"], "--seed"),
+        (["audit", "graders", "--n", "100000000000000000000000"], "--n"),
+        (["calibrate", str(tmp_path / "ckpt"), "--n", "100001"], "--n"),
         (["export-tasks", str(tmp_path / "t"), "--data-dir", str(tmp_path / "none")], str(tmp_path / "none")),
     ]
     # issue 25: every numeric option of the analysis commands and `plan` has a stated range
@@ -731,3 +738,19 @@ def test_the_corpus_holds_at_least_260_inputs(tmp_path):
         "issue 51: plugins raising on import": len(PLUGIN_CASES), "issue 51: block shapes": len(SCHEMA_SHAPES),
     }
     assert sum(counts.values()) >= 260, counts
+
+
+def test_data_synthetic_replaces_a_folders_files_only_with_force(tmp_path):
+    """`data synthetic` into a folder that already holds its files exits 2 and changes no byte; with --force it
+    replaces them; no staging folder is left beside --out either way (issue 59: it overwrote them silently)."""
+    small = ["--per-domain", "20", "--test-per-domain", "4", "--eval-items", "2"]
+    out = tmp_path / "d"
+    assert runner.invoke(app, ["data", "synthetic", "--out", str(out), *small]).exit_code == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert out / "eval" / "manifest.json" in before
+    _refused(["data", "synthetic", "--out", str(out), "--seed", "7", *small], names="--force")
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    res = runner.invoke(app, ["data", "synthetic", "--out", str(out), "--seed", "7", "--force", *small])
+    assert res.exit_code == 0, res.output
+    assert (out / "train.parquet").read_bytes() != before[out / "train.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
