@@ -12,7 +12,7 @@ import typer
 from cli.console import err
 from cli.groups import command
 from cli.options import FormatOpt, JsonOpt, OutFileOpt
-from orchestrator.engine.ranges import check_points, check_seed
+from orchestrator.engine.ranges import check_points, check_score, check_seed
 from cli.jsonsafe import dumps as _json_dumps
 from wtcommon.errors import UserError
 from cli.analysis_inputs import (
@@ -239,7 +239,7 @@ def _at(at: str | None, target: float | None, df, records: Path) -> str | None:
         raise UserError(f"--at {at!r}: choose one of {', '.join(AT_CHOICES)}")
     if target is not None and at != "tokens-to-target":
         raise UserError("--target: only with --at tokens-to-target (the score each run's curve must reach)")
-    check_inputs(check_points("--target", target))
+    check_inputs(check_score("--target", target))
     if at is not None and not budgeted(df).any():
         raise UserError(f"--at {at}: {records} holds no run trained to a rollout-token budget (no "
                         "rollout_token_budget column); set `budget: {rollout_tokens: N}` in the campaign, and "

@@ -7,6 +7,7 @@ anything is read or written, the spec loader into a SpecError naming the file an
 
 Ranges (README "Valid ranges"):
 - points (`--margin`, `--effect`, `--sd`): finite and > 0;
+- a score to reach (`--target`): on the 0-100 scale, > 0 and <= 100;
 - probabilities of an open interval (`--alpha`, `--futility-cp`, `--threshold`): finite, 0 < p < 1;
 - counts (`--trials`, ...): integers >= 1;
 - a generator seed (`--seed`): an integer in [0, 2**32);
@@ -40,6 +41,16 @@ def check_points(name: str, value: float | None) -> str | None:
     """A margin, effect or SD in score points: finite and > 0 (None: not given)."""
     problem = check_positive(name, value)
     return None if problem is None else f"{problem} (points, e.g. 1.0)"
+
+
+def check_score(name: str, value: float | None) -> str | None:
+    """A benchmark score to reach (`--target`): on the records' 0-100 scale, > 0 and <= 100 (None: not given).
+    Above 100 no run can reach it; at 0 every run has reached it before its first checkpoint."""
+    if value is None:
+        return None
+    if not (math.isfinite(value) and 0 < value <= 100):
+        return f"{name}: got {value}; a score is on the 0-100 scale: give one > 0 and <= 100 (e.g. 25)"
+    return None
 
 
 def check_open_probability(name: str, value: float | None) -> str | None:
