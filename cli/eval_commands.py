@@ -103,6 +103,7 @@ def eval_cmd(
     from evaluation.backends.vllm import VLLMOptions, VLLMUnavailableError
     from evaluation.evaluator import evaluate_checkpoint
 
+    _check_eval_out(out_path)
     _check_eval_options(checkpoint, backend, seed, step, max_gen_toks)
     s = _suite_or_fail(suite, max_gen_toks)
     _data_dir_or_fail(data_dir)
@@ -119,6 +120,16 @@ def eval_cmd(
     except VLLMUnavailableError as e:  # --backend vllm without the gpu extra: the user's to install (exit 2)
         raise UserError(str(e)) from e
     _print_scores(ev, f"{checkpoint} on {s.name}", out_path)
+
+
+def _check_eval_out(out_path: Path | None) -> None:
+    """--out names a records file (.parquet, .pq or .csv) or a folder (records.parquet inside): a name with another
+    suffix that is not an existing folder is a typo for a file, not a folder to create (`ev.txt/`)."""
+    if out_path is None or out_path.is_dir() or not out_path.suffix:
+        return
+    if out_path.suffix.lower() not in (".parquet", ".pq", ".csv"):
+        raise UserError(f"--out {out_path}: records are written as .parquet or .csv; name a file with one of those "
+                        "suffixes, or a folder (records.parquet goes inside)")
 
 
 def _regrade_target(checkpoint: Path | None, out_path: Path | None) -> Path:

@@ -328,6 +328,7 @@ def _cli_cases(tmp_path: Path, tree: Path) -> list[tuple[list[str], str]]:
         (["eval", str(tmp_path / "ckpt"), "--seed", "-1"], "--seed"),
         (["eval", str(tmp_path / "ckpt"), "--step", "-3"], "--step"),
         (["eval", str(tmp_path / "ckpt"), "--max-gen-toks", "0"], "--max-gen-toks"),
+        (["eval", str(tmp_path / "ckpt"), "--out", str(tmp_path / "no" / "ev.txt")], "ev.txt"),
         (["tune", DEMO, "--workdir", str(wd), "--trials", "0"], "--trials"),
         (["tune", DEMO, "--workdir", str(wd), "--sampler-seed", "-1"], "--sampler-seed"),
         (["tune", DEMO, "--workdir", str(wd), "--max-parallel", "0"], "--max-parallel"),
