@@ -29,8 +29,10 @@ def _check_think_tags(path: Any, where: str, spec: Any) -> None:
     conclusion reader ("OPEN,CLOSE", "CLOSE" or "none"); SuiteError naming the field otherwise."""
     if spec is None:
         return
+    if not isinstance(spec, str):  # 5, true or a list read as text would name tags no model writes
+        raise _err(path, f"{where}.options.think_tags", f"got {spec!r}; a string: 'OPEN,CLOSE', 'CLOSE' or 'none'")
     try:
-        ThinkTags.parse(str(spec))
+        ThinkTags.parse(spec)
     except ValueError as e:
         raise _err(path, f"{where}.options.think_tags", str(e)) from None
 

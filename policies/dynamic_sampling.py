@@ -82,6 +82,10 @@ def check_dynamic_sampling(block: Any, where: str) -> dict[str, Any]:
     out["next_round"] = rule
     out.update({k: p.check(block[k], f"{where}: dynamic_sampling.{k}") if k in block else p.default
                 for k, p in GRESO_PARAMS.items()})
+    if out["min_round"] > out["oversample"]:  # a round is clipped to at most the cap (oversample x batch)
+        raise PolicyConfigError(f"{where}: dynamic_sampling.min_round: got {out['min_round']}, above oversample "
+                                f"{out['oversample']}: a round never draws more than oversample x batch prompts; "
+                                "give min_round <= oversample")
     return out
 
 

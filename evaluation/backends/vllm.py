@@ -52,11 +52,12 @@ class VLLMOptions:
             raise ConfigFieldError(f"{where}.dtype: got {raw.get('dtype')!r}; one of {', '.join(DTYPES)}")
         if "enforce_eager" in raw and not isinstance(raw["enforce_eager"], bool):
             raise ConfigFieldError(f"{where}.enforce_eager: got {raw['enforce_eager']!r}; true or false")
-        for key in ("tensor_parallel_size", "seed", "margin_tokens"):
-            if key in raw and (isinstance(raw[key], bool) or not isinstance(raw[key], int) or raw[key] < 0):
-                raise ConfigFieldError(f"{where}.{key}: got {raw[key]!r}; a non-negative integer")
-        if "gpu_memory_utilization" in raw and not (isinstance(raw["gpu_memory_utilization"], int | float)
-                                                    and 0 < raw["gpu_memory_utilization"] <= 1):
+        for key, least in (("tensor_parallel_size", 1), ("seed", 0), ("margin_tokens", 0)):
+            if key in raw and (isinstance(raw[key], bool) or not isinstance(raw[key], int) or raw[key] < least):
+                raise ConfigFieldError(f"{where}.{key}: got {raw[key]!r}; an integer >= {least}")
+        gmu = raw.get("gpu_memory_utilization")
+        if "gpu_memory_utilization" in raw and (isinstance(gmu, bool) or not isinstance(gmu, int | float)
+                                                or not 0 < gmu <= 1):
             raise ConfigFieldError(f"{where}.gpu_memory_utilization: got {raw['gpu_memory_utilization']!r}; in (0, 1]")
         return cls(**raw)
 

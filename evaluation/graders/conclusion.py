@@ -60,6 +60,12 @@ class ThinkTags:
             c, o = s, s.replace("/", "", 1)
         if not o or not c:
             raise ValueError(f"think tags {spec!r}: expected 'OPEN,CLOSE', 'CLOSE' or 'none'")
+        if o == c:
+            raise ValueError(f"think tags {spec!r}: the opening and closing tags are the same; give 'OPEN,CLOSE' "
+                             "(e.g. '<think>,</think>')")
+        if o.startswith("</") and not c.startswith("</"):
+            raise ValueError(f"think tags {spec!r}: the opening tag is a closing one; give them in the order "
+                             f"'{c},{o}'")
         return cls(o, c)
 
     def spec(self) -> str:

@@ -243,3 +243,17 @@ def test_a_suite_sets_a_benchmarks_think_tags_for_the_evaluator_and_regrade(tmp_
     bad.write_text(src.replace(line, line[:-1] + ", options: {think_tags: ',</r>'}}"))
     with pytest.raises(SuiteError, match="options.think_tags"):
         load_suite(bad)
+
+
+@pytest.mark.parametrize("spec", ["5", "true", "['<r>', '</r>']", "'<r>,<r>'", "'</think>,<think>'"])
+def test_a_suite_refuses_think_tags_that_are_not_two_distinct_tags_in_order(tmp_path, spec) -> None:
+    """issue 59: a number, a bool or a list was read as its text (tags no model writes); identical or swapped tags
+    passed. Each (as YAML in the suite file) is a SuiteError naming the field."""
+    from evaluation.suite import SuiteError
+
+    src = (Path(__file__).resolve().parents[2] / "campaigns" / "suite" / "db12.yaml").read_text()
+    line = "  - {id: gsm8k,                 domain: math,    n_items: 1319, grader: math}"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(src.replace(line, line[:-1] + f", options: {{think_tags: {spec}}}}}"))
+    with pytest.raises(SuiteError, match="options.think_tags"):
+        load_suite(bad)

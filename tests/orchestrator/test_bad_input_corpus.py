@@ -72,6 +72,9 @@ BAD_OVERRIDES = [
     "compute.hours_per_run=inf", "compute.hours_per_run=1e6", "+compute.eval_gpu_hours_per_checkpoint=inf",
     "compute.nodes=1e9", "compute.cpus_per_run=1.0", "data.seed=-1", "data.seed=4294967296",
     "retries.max_attempts=1e9", "retries.max_attempts=1000",
+    # issue 59: the vLLM evaluator's options typed, with ranges
+    "+evaluation.vllm.tensor_parallel_size=0", "+evaluation.vllm.gpu_memory_utilization=true",
+    "+evaluation.vllm.gpu_memory_utilization=1.5",
 ]
 
 

@@ -190,5 +190,7 @@ def test_the_next_round_option_is_checked_and_absent_from_a_fixed_block():
         load_policy({**base, "dynamic_sampling": {"safety": 1.5}}, seed=0)
     with pytest.raises(PolicyConfigError, match=r"dynamic_sampling.safety: got 0.5"):
         load_policy({**base, "dynamic_sampling": {"next_round": "greso", "safety": 0.5}}, seed=0)
+    with pytest.raises(PolicyConfigError, match=r"dynamic_sampling.min_round: got 4.0, above oversample 2.0"):
+        load_policy({**base, "dynamic_sampling": {"next_round": "greso", "oversample": 2.0, "min_round": 4.0}}, seed=0)
     shipped = load_policy(Path(__file__).resolve().parents[2] / "campaigns/policy/greso_ds.yaml", seed=0)
     assert shipped.dynamic_sampling["next_round"] == "greso"
