@@ -303,6 +303,10 @@ def _cli_cases(tmp_path: Path, tree: Path) -> list[tuple[list[str], str]]:
         (["data", "synthetic", "--out", str(tmp_path / "d"), "--suite", "nosuch"], "nosuch"),
         (["data", "synthetic", "--out", str(tmp_path / "d"), "--seed", "-1"], "--seed"),
         (["audit", "graders", "--n", "100000000000000000000000"], "--n"),
+        # checked before the hub is contacted (it retried for 24 s before naming the value)
+        (["data", "train", "--out", str(tmp_path / "d"), "--per-domain", "-1"], "--per-domain"),
+        (["data", "train", "--out", str(tmp_path / "d"), "--test-per-domain", "0"], "--test-per-domain"),
+        (["data", "train", "--out", str(tmp_path / "d"), "--seed", "-1"], "--seed"),
         *[(["compare", rel, "--at", "tokens-to-target", "--target", t], "--target") for t in ("101", "0", "-5", "nan")],
         (["calibrate", str(tmp_path / "ckpt"), "--n", "100001"], "--n"),
         (["export-tasks", str(tmp_path / "t"), "--data-dir", str(tmp_path / "none")], str(tmp_path / "none")),
