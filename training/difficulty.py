@@ -70,6 +70,8 @@ class Decoding:
             out.append(f"--top-k: got {self.top_k}; must be >= 0 (0 = off)")
         if self.max_new_tokens < 1:
             out.append(f"--max-new-tokens: got {self.max_new_tokens}; must be >= 1")
+        if not 0 <= self.seed < 2**32:
+            out.append(f"--seed: got {self.seed}; seeds are integers >= 0 and < 2**32")
         return out
 
 
@@ -239,6 +241,13 @@ def pass_rates_for(spec: PrepassSpec, cache_root: Path | None = None) -> np.ndar
     return hit.pass_rates
 
 
+def _is_chat(prompt: Any) -> bool:
+    """A verl prompt: a non-empty sequence (Parquet gives an array) of messages with a role and a content."""
+    if isinstance(prompt, str | bytes) or not hasattr(prompt, "__len__") or len(prompt) == 0:
+        return False
+    return all(isinstance(m, dict) and "role" in m and "content" in m for m in prompt)
+
+
 def _load_pool(files: list[str], domains: list[str], limit: int | None) -> pd.DataFrame:
     frames = []
     for f in files:
@@ -255,6 +264,13 @@ def _load_pool(files: list[str], domains: list[str], limit: int | None) -> pd.Da
         unknown = sorted(set(df["domain"]) - set(domains))
         if unknown:
             raise UserError(f"--train-file: {f}: domain value(s) {unknown} not in the recipe's data.domains {domains}")
+        if not len(df):
+            raise UserError(f"--train-file: {f}: no rows; give a pool of at least one prompt")
+        chat = [i for i, p in enumerate(df["prompt"]) if not _is_chat(p)]
+        if chat:
+            raise UserError(f"--train-file: {f}: row {chat[0]}: column 'prompt' must be a non-empty list of chat "
+                            f"messages ({{'role': ..., 'content': ...}}, the verl schema); got "
+                            f"{repr(df['prompt'].iloc[chat[0]])[:80]}")
         bad = [i for i, rm in enumerate(df["reward_model"]) if not (isinstance(rm, dict) and "ground_truth" in rm)]
         if bad:
             raise UserError(f"--train-file: {f}: row {bad[0]}: column 'reward_model' must be a mapping with "

@@ -606,6 +606,11 @@ def _difficulty_cases(root: Path) -> list[tuple[list[str], str | list[str]]]:
     good = _verl_pool(root / "pool.parquet")
     (root / "corrupt.parquet").write_text("not a parquet file\n" * 20)
     bad_rm = _verl_pool(root / "no_ground_truth.parquet", reward_model={"style": "rule"})
+    empty = _verl_pool(root / "empty.parquet", rows=0)
+    plain = root / "plain_prompt.parquet"  # issue 59: a plain-string prompt and an empty one were tracebacks
+    pd.read_parquet(good).assign(prompt=["What is 1 + 1?"] * 3).to_parquet(plain)
+    no_msgs = root / "no_messages.parquet"
+    pd.read_parquet(good).assign(prompt=[[]] * 3).to_parquet(no_msgs)
     spec = spec_for("tiny_qwen2", "cpu_tiny", train_files=[good])
     npz, side = entry_paths(cache_key(spec, cache), cache)
     npz.parent.mkdir(parents=True)
@@ -622,6 +627,10 @@ def _difficulty_cases(root: Path) -> list[tuple[list[str], str | list[str]]]:
         ([*base, "--train-file", str(good), "--cache-dir", str(cache), "--samples", "0"], "--samples"),
         ([*base, "--train-file", str(good), "--cache-dir", str(cache), "--limit", "0"], "--limit"),
         ([*base, "--train-file", str(root / "missing.parquet"), "--cache-dir", str(cache)], "missing.parquet"),
+        ([*base, "--train-file", str(empty), "--cache-dir", str(cache)], ["empty.parquet", "no rows"]),
+        ([*base, "--train-file", str(plain), "--cache-dir", str(cache)], ["plain_prompt.parquet", "'prompt'"]),
+        ([*base, "--train-file", str(no_msgs), "--cache-dir", str(cache)], ["no_messages.parquet", "'prompt'"]),
+        ([*base, "--train-file", str(good), "--cache-dir", str(cache), "--seed", "-1"], "--seed"),
     ]
 
 
