@@ -192,7 +192,9 @@ def compare(
     if aggregate is not None and aggregate not in s.aggregate_names:
         raise UserError(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
     if _at(at, target, df, records) == "tokens-to-target":
-        return emit(tokens_to_target_text(df, s, aggregate or s.aggregate_names[0], target, refs, fmt), out)
+        _check_tokens_to_target_options(fmt, refs, df, items=items, runs_dir=runs_dir, margin=margin)
+        return emit(tokens_to_target_text(df, s, aggregate or s.aggregate_names[0], target, refs, fmt, records),
+                    out)
     import warnings
 
     from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
@@ -247,7 +249,26 @@ def _at(at: str | None, target: float | None, df, records: Path) -> str | None:
     return at
 
 
-def tokens_to_target_text(df, s, metric: str, target: float | None, refs: dict[str, str], fmt: str) -> str:
+def _check_tokens_to_target_options(fmt: str, refs: dict[str, str], df, *, items: Path | None,
+                                    runs_dir: Path | None, margin: float | None) -> None:
+    """--at tokens-to-target answers in md, csv or json, pairs by the references the records hold, and takes no
+    option it would ignore (issue 59: --format latex printed JSON, an unknown --reference-map entry was dropped,
+    --items, --runs-dir and --margin were ignored without a word)."""
+    if fmt not in ("md", "csv", "json"):
+        raise UserError(f"--format {fmt}: --at tokens-to-target prints md, csv or json")
+    for name, given in (("--items", items), ("--runs-dir", runs_dir), ("--margin", margin)):
+        if given is not None:
+            raise UserError(f"{name}: not with --at tokens-to-target (its intervals come from the seeds' crossing "
+                            f"points); drop {name}, or compare without --at")
+    policies = set(df["policy"].astype(str))
+    unknown = sorted({p for pair in refs.items() for p in pair} - policies)
+    if unknown:
+        raise UserError(f"--reference-map: {', '.join(unknown)} not in the records (policies: "
+                        f"{', '.join(sorted(policies))})")
+
+
+def tokens_to_target_text(df, s, metric: str, target: float | None, refs: dict[str, str], fmt: str,
+                          records: Path | None = None) -> str:
     """The tokens-to-target table: one row per policy vs its reference in one screen (md), every column in csv /
     json, the method stated once."""
     import warnings
@@ -259,6 +280,11 @@ def tokens_to_target_text(df, s, metric: str, target: float | None, refs: dict[s
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t, dropped = tokens_to_target_table(df, s, metric, target=target, reference_map=refs)  # NoTokenCurves: 2
+    if not len(t):  # nothing paired: an answer of nothing is a user error, as in every other compare path
+        why = "; ".join(dropped[:8])
+        raise UserError(f"{records or 'the records'}: no policy could be paired with its reference at a seed both "
+                        f"ran" + (f": {why}" if why else ": the records hold no policy whose reference is present")
+                        + "; add the reference's runs or pass --reference-map POLICY=REFERENCE")
     if fmt == "csv":
         return t.to_csv(index=False)
     if fmt != "md":

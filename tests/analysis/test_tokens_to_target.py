@@ -113,3 +113,20 @@ def test_equal_compute_questions_of_equal_step_records_exit_2(tmp_path: Path) ->
     assert r.exit_code == 2 and "--at tokens-to-target" in r.output
     r = invoke("compare", str(path), "--at", "tokens")
     assert r.exit_code == 2 and "budget, tokens-to-target" in r.output
+
+
+def test_tokens_to_target_refuses_what_it_would_ignore_or_could_not_answer(tmp_path: Path) -> None:
+    """issue 59: --format latex printed JSON, an unknown --reference-map entry was dropped, --items, --runs-dir and
+    --margin were ignored, and records where nothing pairs gave an empty table and exit 0. Each is exit 2 naming
+    what to change."""
+    recs = budget_records()
+    path = write_records(recs, tmp_path / "records.parquet")
+    base = ["compare", str(path), "--at", "tokens-to-target"]
+    for extra, names in ((["--format", "latex"], "--format latex"), (["--items", str(tmp_path)], "--items"),
+                         (["--runs-dir", str(tmp_path)], "--runs-dir"), (["--margin", "1"], "--margin"),
+                         (["--reference-map", "mopps=nosuch"], "nosuch")):
+        r = invoke(*base, *extra)
+        assert r.exit_code == 2 and names in " ".join(r.output.split()), (extra, r.output)
+    alone = write_records(recs[recs["policy"] != "baseline"], tmp_path / "alone.parquet")
+    r = invoke("compare", str(alone), "--at", "tokens-to-target")
+    assert r.exit_code == 2 and "no policy could be paired" in " ".join(r.output.split()), r.output
