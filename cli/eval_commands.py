@@ -17,7 +17,7 @@ from cli.errors import as_user_error
 from wtcommon.errors import UserError
 from cli.groups import command, subgroup
 from cli.options import OutDirOpt, OutFileOpt
-from cli.writable import out_dir_callback
+from cli.writable import out_dir_callback, refuse_replacing
 
 if TYPE_CHECKING:
     from evaluation.evaluator import CheckpointEvaluation
@@ -370,6 +370,7 @@ def graders_audit_cmd(
     benchmark: list[str] = typer.Option([], "--benchmark", help="only these benchmark ids (repeatable)"),
     out_path: OutFileOpt[Path | None] = None,
     as_json: bool = typer.Option(False, "--json", help="print one JSON object instead of tables"),
+    force: bool = typer.Option(False, "--force", help="replace an existing --out file"),
 ) -> None:
     """Audit the graders: a generated adversarial suite per family (exploit, false-negative and reflection-refusal
     rates), and with
@@ -383,6 +384,8 @@ def graders_audit_cmd(
     unknown = sorted(set(family) - set(FAMILIES))
     if unknown:
         raise UserError(f"--family {unknown}: unknown grader family; use one of {list(FAMILIES)}")
+    if out_path is not None:  # the default file is the campaign's own, rewritten by each audit
+        refuse_replacing("--out", out_path, [out_path] if out_path.is_file() else [], force)
     stored = _stored_generations(campaign, workdir, benchmark, out_path)
     results = run_suite(family or None, n=n)
     rates = family_rates(results)

@@ -106,6 +106,7 @@ def memorization_cmd(
                                           help="default $WINDTUNNEL_CACHE or "
                                           "~/.cache/windtunnel"),
     batch_size: int = typer.Option(16, "--batch-size", help="HF backend generation batch"),
+    force: bool = typer.Option(False, "--force", help="replace the memorization files already in --out"),
 ) -> None:
     """Show the model the first part of every benchmark problem and score its greedy continuation against the
     true rest (arXiv 2507.10532). windtunnel (default): per benchmark, the share recalled near-verbatim (ROUGE-L
@@ -116,8 +117,9 @@ def memorization_cmd(
     memorization.csv and memorization_items.csv (per item: the problem, the prefix shown, the completion and, for
     paper, the clipped prediction). A rerun with the same model, suite, data and settings reads the cache and
     loads no model."""
-    from cli.writable import check_writable
+    from cli.writable import check_writable, refuse_replacing
     from evaluation.memorization import ProbeSettings, check_model_dir, default_cache_root, run_probe
+    from evaluation.memorization_report import CSV_NAME, ITEMS_NAME, JSON_NAME
     from evaluation.suite import load_suite
 
     if protocol == "paper":
@@ -140,6 +142,8 @@ def memorization_cmd(
     tag = f"p{settings.prefix:g}" if protocol != "paper" else "paper"
     target = out_dir or Path("results") / "memorization" / f"{model.resolve().name}-{s.name}-{tag}"
     check_writable(target, "--out")  # before the model is loaded: exit 2, nothing written
+    if out_dir is not None:  # the default folder is this probe's own (its name carries the settings)
+        refuse_replacing("--out", out_dir, [out_dir / n for n in (JSON_NAME, CSV_NAME, ITEMS_NAME)], force)
     check_writable(Path(cache_dir or default_cache_root()) / "memorization",
                    "--cache-dir" if cache_dir else "the cache ($WINDTUNNEL_CACHE or ~/.cache/windtunnel)")
     res = run_probe(model, s, data_dir, settings, benchmarks=benchmark or None, cache_root=cache_dir)

@@ -41,3 +41,12 @@ def out_file_callback(value: Path | None) -> Path | None:
 
 
 __all__ = ["check_writable", "out_dir_callback", "out_file_callback", "problem"]
+
+
+def refuse_replacing(option: str, out: Path, existing: list[Path], force: bool) -> None:
+    """The one output rule (issue 59): an --out whose files would replace ones already there is exit 2 naming them,
+    unless --force; checked before any work, so nothing is written either way."""
+    there = [p for p in existing if p.exists()]
+    if there and not force:
+        names = ", ".join(p.name for p in there)
+        raise UserError(f"{option} {out}: already holds {names}; pass --force to replace them, or choose another path")

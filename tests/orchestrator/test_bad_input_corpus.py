@@ -565,6 +565,9 @@ def _memorization_cases(root: Path) -> list[tuple[list[str], str | list[str]]]:
     (root / "bad_cache" / "memorization").mkdir(parents=True)
     (root / "bad_cache" / "memorization" / "generations.sqlite").write_bytes(b"not sqlite " * 100)
     fixtures = str(REPO / "evaluation" / "fixtures" / "db12")
+    used = root / "used"
+    used.mkdir()
+    (used / "memorization.json").write_text("{}")
     base = ["audit", "memorization", "--model", str(model), "--data-dir", fixtures]
     cache = ["--cache-dir", str(root / "cache")]
     return [
@@ -579,6 +582,8 @@ def _memorization_cases(root: Path) -> list[tuple[list[str], str | list[str]]]:
          "--max-new-tokens"),
         ([*base, "--out", str(root / "out"), "--cache-dir", str(root / "bad_cache"), "--benchmark", "gsm8k"],
          ["generations.sqlite", "not a readable SQLite database", "delete it"]),
+        # issue 59: a folder holding an earlier probe's files is replaced only with --force
+        ([*base, "--out", str(used), *cache], ["memorization.json", "--force"]),
     ]
 
 
@@ -655,6 +660,7 @@ def _graders_cases(root: Path) -> list[tuple[list[str], str | list[str]]]:
         ([*base, "--family", "nope"], "--family"),
         (["audit", "graders", "--n", "0"], "--n"),
         ([*base, "--benchmark", "math500"], "--benchmark"),
+        ([*base, "--campaign", "c", "--out", str(root / "a_file.txt")], ["a_file.txt", "--force"]),  # issue 59
     ]
 
 
