@@ -324,14 +324,17 @@ def contamination_cmd(
     out_path: OutFileOpt[Path | None] = None,
     threshold: float = typer.Option(0.5, "--threshold", help="13-gram Jaccard above which two texts match"),
     fail_on_match: bool = typer.Option(False, "--fail-on-match", help="exit 1 when any item matches"),
+    force: bool = typer.Option(False, "--force", help="replace an existing --out file"),
 ) -> None:
     """Exact, normalised and 13-gram-Jaccard matches between training prompts and benchmark items.
 
-    --out FILE gets every match as CSV."""
+    --out FILE gets every match as CSV (an existing file is replaced only with --force)."""
     import time
 
     from evaluation.contamination import audit, bench_items_frame, read_train_prompts, summarise
 
+    if out_path is not None:
+        refuse_replacing("--out", out_path, [out_path] if out_path.is_file() else [], force)
     s = _suite_or_fail(suite, None)
     _data_dir_or_fail(data_dir)
     if not 0.0 < threshold < 1.0:

@@ -59,6 +59,13 @@ def test_audit_contamination_reports_and_fails_on_match(tmp_path):
     assert m[["train_index", "benchmark", "item_id", "kind"]].values.tolist() == [[0, "gsm8k", "gsm8k-0", "exact"]]
     r = runner.invoke(app, ["audit", "contamination", "--train", str(path), "--data-dir", str(FIXTURE_DIR)])
     assert r.exit_code == 0
+    before = (tmp_path / "m.csv").read_bytes()  # issue 59: an existing --out is replaced only with --force
+    r = runner.invoke(app, ["audit", "contamination", "--train", str(path), "--data-dir", str(FIXTURE_DIR),
+                            "--out", str(tmp_path / "m.csv")])
+    assert r.exit_code == 2 and "--force" in r.stderr and (tmp_path / "m.csv").read_bytes() == before
+    r = runner.invoke(app, ["audit", "contamination", "--train", str(path), "--data-dir", str(FIXTURE_DIR),
+                            "--out", str(tmp_path / "m.csv"), "--force"])
+    assert r.exit_code == 0
     pd.DataFrame({"text": ["x"]}).to_parquet(tmp_path / "bad.parquet")
     r = runner.invoke(app,
                       ["audit", "contamination", "--train", str(tmp_path / "bad.parquet"), "--data-dir",
