@@ -101,12 +101,15 @@ def eval_cmd(
                         "RECORDS to re-score a stored evaluation)")
     from analysis.records import write_records
     from evaluation.backends.vllm import VLLMOptions, VLLMUnavailableError
+    from wtcommon.model_dir import model_dir_problem
     from evaluation.evaluator import evaluate_checkpoint
 
     _check_eval_out(out_path)
     _check_eval_options(checkpoint, backend, seed, step, max_gen_toks)
     s = _suite_or_fail(suite, max_gen_toks)
     _data_dir_or_fail(data_dir)
+    if (problem := model_dir_problem(checkpoint, "CHECKPOINT")) is not None:  # before the model loads
+        raise UserError(problem)
     meta = _run_meta(checkpoint, run_id=run_id, run_key=run_key, campaign=campaign, model=model, policy=policy,
                      mechanism=mechanism, seed=seed, step=step, regime=regime, config_hash=config_hash)
     try:

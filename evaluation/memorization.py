@@ -134,17 +134,12 @@ class ProbeResult:
 
 
 def check_model_dir(model: Path) -> Path:
-    """An HF-format directory (config.json and weights), else a MemorizationError naming --model and the fix."""
-    if not model.exists():
-        raise MemorizationError(f"--model {model}: no such directory; pass an HF-format model directory "
-                                "(config.json, weights, tokenizer), e.g. a checkpoint `campaign train` wrote or a "
-                                "local snapshot from `huggingface-cli download MODEL --local-dir DIR`")
-    if not (model / "config.json").is_file():
-        raise MemorizationError(f"--model {model}: not an HF model directory (no config.json); pass the folder "
-                                "that holds config.json, the weights and the tokenizer")
-    if not any(model.glob("*.safetensors")) and not any(model.glob("*.bin")):
-        raise MemorizationError(f"--model {model}: no weights (*.safetensors or *.bin); pass a complete model "
-                                "directory")
+    """An HF-format directory (config.json, readable weights, a tokenizer), else a MemorizationError naming --model
+    and the fix (wtcommon/model_dir.py)."""
+    from wtcommon.model_dir import model_dir_problem
+
+    if (problem := model_dir_problem(model, "--model")) is not None:
+        raise MemorizationError(problem)
     return model
 
 

@@ -134,6 +134,10 @@ def spec_for(model: str | None = None, recipe: str | Path | RecipeConfig | Mappi
     if not model:
         raise UserError(f"--model: recipe {recipe_label!r} names no model; give --model NAME or an HF directory")
     if _is_hf_dir(model):
+        from wtcommon.model_dir import model_dir_problem
+
+        if (problem := model_dir_problem(Path(model), "--model")) is not None:
+            raise UserError(problem)
         model_cfg = None
     elif model_cfg is not None:
         model_cfg = ModelConfig.of(model_cfg, model)

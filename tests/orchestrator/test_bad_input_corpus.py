@@ -552,10 +552,14 @@ def _refused_untouched(args: list[str], root: Path, names: str | list[str]) -> s
 def _fake_model(root: Path) -> Path:
     """An HF-looking directory (config.json, a weights file): enough for the probe's checks, never loaded here
     because every case below is refused before the model is."""
+    import torch
+    from safetensors.torch import save_file
+
     m = root / "model"
-    m.mkdir()
+    m.mkdir(parents=True)
     (m / "config.json").write_text("{}")
-    (m / "model.safetensors").write_bytes(b"")
+    save_file({"w": torch.zeros(1)}, str(m / "model.safetensors"))  # a readable header (wtcommon/model_dir.py)
+    (m / "tokenizer_config.json").write_text("{}")
     return m
 
 
@@ -778,3 +782,24 @@ def test_data_synthetic_replaces_a_folders_files_only_with_force(tmp_path):
     assert res.exit_code == 0, res.output
     assert (out / "train.parquet").read_bytes() != before[out / "train.parquet"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+
+
+def test_a_model_folder_is_checked_before_any_command_loads_it(tmp_path):
+    """issue 59: random bytes in model.safetensors were a SafetensorError traceback in eval, memorization and
+    difficulty; a folder without tokenizer files probed nothing and exited 0. Each is exit 2 naming the file."""
+    import os
+
+    garbage = _fake_model(tmp_path / "g")
+    (garbage / "model.safetensors").write_bytes(os.urandom(4096))
+    no_tok = _fake_model(tmp_path / "t")
+    (no_tok / "tokenizer_config.json").unlink()
+    fixtures = str(REPO / "evaluation" / "fixtures" / "db12")
+    pool = _verl_pool(tmp_path / "pool.parquet")
+    for model, names in ((garbage, ["model.safetensors", "not a readable safetensors file"]),
+                         (no_tok, ["no tokenizer"])):
+        for args in (["eval", str(model), "--data-dir", fixtures, "--out", str(tmp_path / "ev" / "r.parquet")],
+                     ["audit", "memorization", "--model", str(model), "--data-dir", fixtures, "--out",
+                      str(tmp_path / "mem"), "--cache-dir", str(tmp_path / "cache")],
+                     ["data", "difficulty", "--model", str(model), "--recipe", "cpu_tiny", "--train-file", str(pool),
+                      "--cache-dir", str(tmp_path / "cache")]):
+            _refused_untouched(args, tmp_path, names)

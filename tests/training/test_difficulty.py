@@ -130,12 +130,16 @@ def test_the_key_moves_with_model_pool_and_decoding(cache, tmp_path) -> None:
               dy.spec_for("tiny_qwen2", "cpu_tiny", samples=K, limit=LIMIT, top_p=0.9),
               dy.spec_for("tiny_qwen2", "cpu_tiny", samples=K, limit=LIMIT + 1)]
     assert len({key, *(dy.cache_key(s, cache) for s in others)}) == 1 + len(others)
+    import torch
+    from safetensors.torch import save_file
+
     hf = tmp_path / "ckpt"
     hf.mkdir()
     (hf / "config.json").write_text("{}")
-    (hf / "model.safetensors").write_bytes(b"weights-1")
+    (hf / "tokenizer_config.json").write_text("{}")
+    save_file({"w": torch.zeros(1)}, str(hf / "model.safetensors"))  # readable weights (wtcommon/model_dir.py)
     k1 = dy.cache_key(dy.spec_for(str(hf), "cpu_tiny", samples=K, limit=LIMIT), cache)
-    (hf / "model.safetensors").write_bytes(b"weights-2")
+    save_file({"w": torch.ones(1)}, str(hf / "model.safetensors"))
     k2 = dy.cache_key(dy.spec_for(str(hf), "cpu_tiny", samples=K, limit=LIMIT), cache)
     assert len({key, k1, k2}) == 3
 
