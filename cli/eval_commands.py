@@ -93,6 +93,10 @@ def eval_cmd(
     --out FILE gets the records (.parquet or .csv), and the item log goes beside it. With --regrade, --out
     names an existing evaluation whose stored generations are re-scored in place."""
     if regrade:
+        for name, given in (("--benchmark", benchmark), ("--limit", limit)):  # it re-scores what is stored, whole
+            if given:
+                raise UserError(f"{name}: not with --regrade (it re-scores every stored generation of the evaluation "
+                                f"at --out, and rewrites its records whole); drop {name}")
         _regrade(_regrade_target(checkpoint, out_path), _suite_or_fail(suite, max_gen_toks),
                  data_dir if data_dir.is_dir() else None)
         return

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +80,7 @@ def read_lines(path: Path) -> list[LogLine]:
     try:
         with gzip.open(path, "rt", encoding="utf-8") as fh:
             lines = fh.read().splitlines()
-    except (OSError, EOFError, UnicodeDecodeError) as e:
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:  # zlib.error: a corrupt deflate stream
         raise UnreadableItemLog(path, str(e)) from None
     out = []
     for i, line in enumerate(lines, start=1):

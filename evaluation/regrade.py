@@ -243,6 +243,11 @@ def regrade_records(records: pd.DataFrame, health: dict[str, BenchmarkHealth],
     if missing:
         raise RegradeError(f"benchmark(s) {missing} are in the item log but not in the records; the two files are "
                            "from different evaluations: re-evaluate the checkpoint")
+    uncovered = sorted(set(out["benchmark"].astype(str)) - set(health))
+    if uncovered:  # rewriting the records and the health file from a partial log would drop or blank the rest
+        raise RegradeError(f"benchmark(s) {uncovered} are in the records but not in the item log: it cannot re-score "
+                           "them, and the records and health file are rewritten whole; re-evaluate the checkpoint "
+                           "(its generation cache makes that cheap); nothing written")
     version_changed = any(c.grader_before != c.grader_after for c in changes)
     labels = {bid: h.grader_version for bid, h in health.items()}
     for bid, h in health.items():
@@ -268,7 +273,20 @@ def regrade_output(records: pd.DataFrame, where: Path, suite: Suite, *, data_dir
     ip = item_log.items_path_of(rp)
     rows = read_item_log(ip)
     new_rows, health, changes = regrade_rows(rows, suite, data_dir=data_dir, processes=processes)
+    _keep_tasks(health, item_log.health_path_of(ip))
     return Regraded(ip, rp, new_rows, health, regrade_records(records, health, changes), changes)
+
+
+def _keep_tasks(health: dict[str, BenchmarkHealth], path: Path) -> None:
+    """The lm-eval task each benchmark was evaluated as, from the health file being replaced: a regrade re-scores
+    responses, it does not know the task (it blanked the field)."""
+    try:
+        old = {str(e.get("benchmark")): e for e in json.loads(path.read_text()) if isinstance(e, dict)}
+    except (OSError, ValueError, TypeError):
+        return  # no readable health file: nothing to keep
+    for bid, h in health.items():
+        if old.get(bid, {}).get("task"):
+            h.task = str(old[bid]["task"])
 
 
 def write_regraded(r: Regraded) -> None:

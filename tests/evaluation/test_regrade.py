@@ -87,6 +87,37 @@ def test_bad_item_logs_name_the_file_and_the_fix(tmp_path: Path) -> None:
     bad.write_bytes(b"not gzip at all")
     with pytest.raises(RegradeError, match="not a readable gzip"):
         read_item_log(bad)
+    good = gzip.compress(json.dumps(_row("gsm8k", "gsm8k-0", "x", "8", 0.0)).encode() * 50)
+    bad.write_bytes(good[:10] + b"\xff" * 40 + good[50:])  # gzip's header, then an invalid deflate block type
+    with pytest.raises(RegradeError, match="not a readable gzip"):  # issue 59: was a zlib.error traceback
+        read_item_log(bad)
+
+
+def test_a_partial_item_log_is_refused_and_the_health_files_tasks_are_kept(tmp_path: Path) -> None:
+    """issue 59: an item log holding some of the records' benchmarks rewrote records.health.json with those
+    alone, and every regrade blanked each benchmark's `task` there."""
+    from evaluation import item_log
+    from evaluation.regrade import regrade_output
+
+    rows = [_row("gsm8k", "gsm8k-0", "\\boxed{8}", "8", 0.0)]
+    rp = tmp_path / "records.parquet"
+    ip = item_log.items_path_of(rp)
+    _, health, _ = regrade_rows(rows, SUITE, processes=0)
+    health["gsm8k"].task = "windtunnel_gsm8k"
+    item_log.write_item_log(ip, rows, health.values())
+    recs = pd.DataFrame([{"benchmark": b, "n_correct": 0.0, "accuracy": 0.0, "parse_rate": 1.0, "eval_hash": "abc",
+                          "harness_version": "grader math-v0", "metrics": ""} for b in ("gsm8k", "math500")])
+    with pytest.raises(RegradeError, match=r"\['math500'\] are in the records but not in the item log"):
+        regrade_output(recs, rp, SUITE)
+    r = regrade_output(recs[recs["benchmark"] == "gsm8k"], rp, SUITE)
+    assert r.health["gsm8k"].task == "windtunnel_gsm8k"
+
+
+def test_cli_regrade_refuses_the_options_it_would_ignore(tmp_path: Path) -> None:
+    for extra in (["--benchmark", "gsm8k"], ["--limit", "3"]):
+        r = runner.invoke(app, ["eval", "--regrade", "--out", str(tmp_path / "r.parquet"), *extra])
+        assert r.exit_code == 2 and f"{extra[0]}: not with --regrade" in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_records_get_the_new_figures_grader_label_and_a_new_hash_only_when_a_version_changed() -> None:
