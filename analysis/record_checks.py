@@ -192,3 +192,54 @@ def check_one_evaluation(df: pd.DataFrame, source: str = "<records>", *, by_grad
                                     "--allow-mixed-evaluations to compare them anyway"))
     if problems:
         raise RecordsError(problems)
+
+
+# the most rollout tokens a record may state: 10^15 is a thousand times a 7B model's whole study at 64 GPUs; a larger
+# value is a unit slip or a typo (1e300), and an infinite one would pair every run "at the budget"
+MAX_TOKENS = 1e15
+
+
+def check_budget_cells(raw: pd.DataFrame, col: str, f: str, problems: list[Problem]) -> np.ndarray:
+    """A budget column's cells: finite token counts, `rollout_token_budget` > 0 and `rollout_tokens` >= 0, at most
+    MAX_TOKENS, or blank (NaN: no budget)."""
+    vals, bad = number_cells(raw[col])
+    low = vals <= 0 if col == "rollout_token_budget" else vals < 0
+    off = bad | low | np.isinf(vals) | (vals > MAX_TOKENS)
+    what = "> 0" if col == "rollout_token_budget" else ">= 0"
+    for r in row_numbers(off):
+        problems.append(Problem(f, r, col, f"{raw[col].iloc[r - 1]!r} is not a finite token count {what} and <= "
+                                           f"{MAX_TOKENS:.0e} (blank: none)"))
+    return vals
+
+
+def check_budget_consistency(raw: pd.DataFrame, floats: dict[str, np.ndarray], ints: dict[str, np.ndarray],
+                             key_col: str, f: str, problems: list[Problem]) -> None:
+    """Across rows: a run's cumulative rollout tokens never decrease from one checkpoint to the next, and every
+    run of one configuration (campaign, model, regime: all policies and seeds, so a policy and its reference) was
+    trained to the same budget; otherwise "at the budget" would pair runs of different compute."""
+    if key_col not in raw.columns or "step" not in ints:
+        return
+    runs = raw[key_col].astype(str).str.strip().to_numpy()
+    if "rollout_tokens" in floats:
+        d = pd.DataFrame({"run": runs, "step": ints["step"], "tok": floats["rollout_tokens"],
+                          "row": np.arange(1, len(raw) + 1)}).dropna(subset=["tok", "step"])
+        d = d.sort_values(["run", "step", "row"], kind="stable").drop_duplicates(["run", "step"])
+        down = d.groupby("run", sort=False)["tok"].diff() < 0
+        for row, run, step in d.loc[down, ["row", "run", "step"]].itertuples(index=False):
+            problems.append(Problem(f, int(row), "rollout_tokens", f"run {run}: cumulative rollout tokens decrease at "
+                                    f"step {int(step)}; they count every rollout since step 0 and never go down"))
+    if "rollout_token_budget" in floats:
+        cfg = [c for c in ("campaign", "model", "regime") if c in raw.columns]
+        if not cfg:
+            return
+        d = raw[cfg].astype(str).apply(lambda s: s.str.strip()).assign(budget=floats["rollout_token_budget"],
+                                                                       row=np.arange(1, len(raw) + 1))
+        d = d.dropna(subset=["budget"])
+        first = d.groupby(cfg, sort=False)["budget"].transform("first")
+        for row, got, want in zip(d["row"], d["budget"], np.asarray(first), strict=True):
+            if got != want:
+                problems.append(Problem(f, int(row), "rollout_token_budget", f"{got:,.0f}, but {want:,.0f} for "
+                                        "another run of the same campaign/model/regime: a policy and its reference "
+                                        "are compared at one budget; re-run the odd one to the campaign's budget"))
+                break  # one line names the mismatch; every row of it would repeat it
+

@@ -15,6 +15,8 @@ import pandas as pd
 
 from analysis.record_checks import (
     blank_cells,
+    check_budget_cells,
+    check_budget_consistency,
     check_duplicates,
     check_int,
     check_mechanism,
@@ -252,6 +254,7 @@ def _from_long(raw: pd.DataFrame, f: str, suite: Suite) -> pd.DataFrame:
             problems.append(Problem(f, r, "accuracy", f"{raw['accuracy'].iloc[r - 1]!r} is a boolean; write the "
                                                       "accuracy in points (0-100)"))
     check_one_run_per_cell(raw, cols, key_col, f, problems)
+    check_budget_consistency(raw, floats, ints, key_col, f, problems)
     if problems:
         raise RecordsError(problems)
 
@@ -281,14 +284,7 @@ _KNOWN = f"{', '.join(RECORD_COLUMNS)} (and, for runs trained to a budget, {', '
 
 def _budget_cells(raw: pd.DataFrame, f: str, problems: list[Problem]) -> dict[str, np.ndarray]:
     """The budget columns a file has (a budgeted run's), each a token count >= 0 or blank (NaN: none)."""
-    out = {}
-    for c in BUDGET_COLUMNS:
-        if c in raw.columns:
-            vals, bad = number_cells(raw[c])
-            for r in row_numbers(bad | (vals < 0)):
-                problems.append(Problem(f, r, c, f"{raw[c].iloc[r - 1]!r} is not a token count >= 0 (blank: none)"))
-            out[c] = vals
-    return out
+    return {c: check_budget_cells(raw, c, f, problems) for c in BUDGET_COLUMNS if c in raw.columns}
 
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:

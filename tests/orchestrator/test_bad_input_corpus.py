@@ -15,6 +15,7 @@ import re
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -803,3 +804,37 @@ def test_a_model_folder_is_checked_before_any_command_loads_it(tmp_path):
                      ["data", "difficulty", "--model", str(model), "--recipe", "cpu_tiny", "--train-file", str(pool),
                       "--cache-dir", str(tmp_path / "cache")]):
             _refused_untouched(args, tmp_path, names)
+
+
+def _budget_cases(root: Path) -> list[tuple[list[str], str | list[str]]]:
+    """Budgeted records broken one way each (issue 59: only negative values were refused)."""
+    from analysis.records import write_records
+    from tests.analysis.budget_records import budget_records
+
+    good = budget_records()
+    first = good.index[good["run_id"] == good["run_id"].iloc[0]]
+    late = first[good.loc[first, "step"] == good.loc[first, "step"].max()]
+    broken = {
+        "zero_budget": good.assign(rollout_token_budget=0.0),
+        "inf_budget": good.assign(rollout_token_budget=np.inf),
+        "huge_budget": good.assign(rollout_token_budget=1e300),
+        "huge_tokens": good.assign(rollout_tokens=good["rollout_tokens"] * 1e300),
+        "tokens_go_down": good.assign(rollout_tokens=good["rollout_tokens"].where(~good.index.isin(late), 1.0)),
+        "budgets_differ": good.assign(rollout_token_budget=good["rollout_token_budget"].where(
+            good["policy"] != "mopps", good["rollout_token_budget"] * 1.5)),
+    }
+    cases = []
+    for name, df in broken.items():
+        path = root / f"{name}.csv"
+        df.to_csv(path, index=False)  # CSV: what a user hands in; every cell read and checked
+        col = "rollout_tokens" if "tokens" in name else "rollout_token_budget"
+        cases.append((["compare", str(path), "--at", "budget"], [f"{name}.csv", col]))
+    write_records(good, root / "fine.parquet")  # the unbroken records pass: the cases fail for their break
+    return cases
+
+
+def test_budget_columns_are_checked_on_read(tmp_path):
+    for args, names in _budget_cases(tmp_path):
+        _refused_untouched(args, tmp_path, names)
+    res = runner.invoke(app, ["compare", str(tmp_path / "fine.parquet"), "--at", "budget", "--resamples", "200"])
+    assert res.exit_code == 0, res.output
