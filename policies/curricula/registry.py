@@ -53,6 +53,8 @@ def register_curriculum(name: str) -> Callable[[C], C]:
             raise PolicyConfigError(f"{where}: PARAMS {bad} are not policies.Param schemas")
         if not all(isinstance(k, str) and k for k in cls.STATE):
             raise PolicyConfigError(f"{where}: STATE must list attribute names (strings), got {cls.STATE!r}")
+        for problem in _interface_problems(cls):
+            raise PolicyConfigError(f"{where}: {problem} (see docs/guide/policies.md, 'A curriculum of your own')")
         own = cls.__dict__.get("name")
         if own is not None and own != name:
             raise PolicyConfigError(f"{where}: its `name` is {own!r}; register it under that name or drop the "
@@ -62,6 +64,50 @@ def register_curriculum(name: str) -> Callable[[C], C]:
         return cls
 
     return deco
+
+
+# how the trainer calls each overridable method: (positional arguments after self, keyword arguments)
+_CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
+    "__init__": ((8, 2, 0, {}), {"domains": None, "pass_rates": None}),
+    "_propose": ((1, np.ones(8, dtype=bool), 2), {}),
+    "update": ((1, np.arange(2), np.ones(2)), {}),
+}
+
+
+def _interface_problems(cls: type[Curriculum]) -> list[str]:
+    """Each overridden method that the trainer's call would not bind to (issue 59: a wrong `_propose`, `update`
+    or `__init__` signature passed plan and validate, and failed at training time)."""
+    import inspect
+
+    out = []
+    for meth, (args, kwargs) in _CALLS.items():
+        if meth not in cls.__dict__:
+            continue
+        try:
+            inspect.signature(cls.__dict__[meth]).bind(None, *args, **kwargs)
+        except TypeError as e:
+            base = inspect.signature(getattr(Curriculum, meth))
+            out.append(f"{meth}{inspect.signature(cls.__dict__[meth])} cannot take the trainer's call ({e}); "
+                       f"give it the base class's signature {meth}{base}")
+    return out
+
+
+def _check_state(cls: type[Curriculum], params: dict[str, Any]) -> None:
+    """Build the rule on a small pool and check every `STATE` name is an attribute it sets: a missing one failed
+    only when the trainer saved its first checkpoint."""
+    pool, batch = 8, 2
+    rates = np.linspace(0.0, 1.0, pool) if cls.needs_pass_rates else None
+    try:
+        rule = cls(pool, batch, 0, params, domains=np.zeros(pool, dtype=int), pass_rates=rates)
+    except PolicyConfigError:
+        return  # needs a larger pool or real pass rates: its own checks speak at build time
+    except Exception as e:  # the user's constructor raised: say so now, not at training time
+        raise PolicyConfigError(f"curriculum {cls.name!r}: constructing it on an {pool}-prompt pool raised "
+                                f"{type(e).__name__}: {e}; fix its __init__") from None
+    missing = [k for k in cls.STATE if not hasattr(rule, k)]
+    if missing:
+        raise PolicyConfigError(f"curriculum {cls.name!r}: STATE names {missing}, which the rule never sets; set "
+                                "them in __init__ (or _derive) or drop them from STATE")
 
 
 def curriculum_class(name: Any) -> type[Curriculum]:
@@ -80,7 +126,17 @@ def check_curriculum(name: Any, params: Mapping[str, Any] | None) -> dict[str, A
     """A config's curriculum block checked without a pool (the policy loader's check): the name, every parameter
     and the rule's cross-field constraints; returns the parameters with defaults filled. What needs the pool
     (batch <= pool, hardest_k's pass rates and kept count) is checked by `build_curriculum` in the trainer."""
-    return curriculum_class(name).validate(params)
+    cls = curriculum_class(name)
+    try:
+        params = cls.validate(params)
+    except PolicyConfigError:
+        raise
+    except Exception as e:  # a plugin's check_params that raised something else: a config error, not a traceback
+        raise PolicyConfigError(f"curriculum {cls.name!r}: its check_params raised {type(e).__name__}: {e}; make it "
+                                "raise PolicyConfigError naming the field, or fix it") from None
+    if cls.STATE:
+        _check_state(cls, params)
+    return params
 
 
 def build_curriculum(name: str, params: Mapping[str, Any] | None, pool_size: int, batch_size: int, seed: int,

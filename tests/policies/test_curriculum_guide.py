@@ -63,6 +63,31 @@ def test_register_curriculum_refuses_what_would_fail_later() -> None:
         register_curriculum("t_badparams")(type("BadParams", (_Half,), {"PARAMS": {"k": 3}}))
     with pytest.raises(PolicyConfigError, match="already registered"):
         register_curriculum("mopps")(type("Mine", (_Half,), {}))
+    # issue 59: signatures the trainer's calls would not bind to were found only at training time
+    with pytest.raises(PolicyConfigError, match=r"_propose\(self, step\) cannot take the trainer's call"):
+        register_curriculum("t_bad_propose")(type("BadPropose", (_Half,), {"_propose": lambda self, step: None}))
+    with pytest.raises(PolicyConfigError, match=r"update\(self\) cannot take"):
+        register_curriculum("t_bad_update")(type("BadUpdate", (_Half,), {"update": lambda self: None}))
+    with pytest.raises(PolicyConfigError, match=r"__init__\(self, pool_size\) cannot take"):
+        register_curriculum("t_bad_init")(type("BadInit", (_Half,), {"__init__": lambda self, pool_size: None}))
+
+
+def test_a_rules_state_and_checks_are_tried_when_its_config_is_checked() -> None:
+    """issue 59: a STATE naming an attribute the rule never sets failed at the first checkpoint, and a check_params
+    raising a plain exception was a traceback in `campaign policies`; both are config errors at check time."""
+    from policies.curricula.registry import check_curriculum
+
+    register_curriculum("t_lost_state")(type("LostState", (_Half,), {"STATE": ("counts",), "__module__": __name__}))
+    with pytest.raises(PolicyConfigError, match=r"STATE names \['counts'\], which the rule never sets"):
+        check_curriculum("t_lost_state", None)
+
+    def boom(cls, params):
+        raise ValueError("low above high")
+
+    register_curriculum("t_raising_check")(type("RaisingCheck", (_Half,), {"check_params": classmethod(boom),
+                                                                           "__module__": __name__}))
+    with pytest.raises(PolicyConfigError, match="its check_params raised ValueError: low above high"):
+        check_curriculum("t_raising_check", None)
 
 
 def test_a_registered_rule_is_built_checked_and_restored_by_name() -> None:
