@@ -209,9 +209,7 @@ def _from_long(raw: pd.DataFrame, f: str, suite: Suite) -> pd.DataFrame:
     for c in ("run_id", "campaign", "model", "policy", "benchmark"):
         if c in cols:
             check_text(raw, c, f, problems)
-    ints = {c: check_int(raw, c, f, problems) for c in ("seed", "step") if c in cols}
-    if "n_items" in cols:
-        ints["n_items"] = check_int(raw, "n_items", f, problems)
+    ints = {c: check_int(raw, c, f, problems) for c in ("seed", "step", "n_items") if c in cols}
     floats = _budget_cells(raw, f, problems)
     if "accuracy" in cols:
         floats["accuracy"] = check_score(raw, "accuracy", f, problems)

@@ -7,6 +7,7 @@ import typer
 
 from cli import (
                  analysis_commands,
+                 audit_commands,
                  campaign_commands,
                  difficulty_commands,
                  doctor_commands,
@@ -46,7 +47,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
                                        help="print the version and exit")) -> None:
     """Windtunnel: matched-seed comparisons of RLVR data policies."""
 
-for _module in (analysis_commands, policy_commands, eval_commands, train_commands, difficulty_commands,
+for _module in (analysis_commands, policy_commands, eval_commands, audit_commands, train_commands, difficulty_commands,
                 campaign_commands, tune_commands, sequential_commands, doctor_commands, head_commands,
                 slurm_commands):
     _module.register(app)

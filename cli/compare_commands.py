@@ -189,12 +189,10 @@ def compare(
     check_out_file(out, [records, items], force)
     s, df = load_records(records, suite, campaign, model, mixed_evaluations=allow_mixed,
                          mixed_graders=allow_mixed_graders)
-    if aggregate is not None and aggregate not in s.aggregate_names:
-        raise UserError(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
+    _check_aggregate(aggregate, s)
     if _at(at, target, df, records) == "tokens-to-target":
         _check_tokens_to_target_options(fmt, refs, df, items=items, runs_dir=runs_dir, margin=margin)
-        return emit(tokens_to_target_text(df, s, aggregate or s.aggregate_names[0], target, refs, fmt, records),
-                    out)
+        return emit(tokens_to_target_text(df, s, aggregate or s.aggregate_names[0], target, refs, fmt, records), out)
     import warnings
 
     from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
@@ -227,6 +225,11 @@ def compare(
         text = _compare_screen(t, aggs[0], width, text.count("\n") + 1, more=aggs[1:])
     emit(text, out)
     warn_dropped(res.dropped)
+
+
+def _check_aggregate(aggregate: str | None, s) -> None:
+    if aggregate is not None and aggregate not in s.aggregate_names:
+        raise UserError(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
 
 
 AT_CHOICES = ("budget", "tokens-to-target")

@@ -19,6 +19,12 @@ from wtcommon.errors import WindtunnelError, as_user_error  # as_user_error: re-
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# every exit code a command may end with, as docs/guide/cli.md's table states them (tests/test_exit_codes.py
+# checks the two agree, every error class's code is here, and every command's --help ends with this line)
+EXIT_CODES: dict[int, str] = {0: "done", 1: "runs or a check failed", 2: "bad input (nothing written)",
+                              3: "cluster unreachable", 4: "driver lease lost", 5: "drained on SIGTERM"}
+EXIT_EPILOG = "Exit codes: " + "; ".join(f"{c} {m}" for c, m in EXIT_CODES.items()) + " (docs/guide/cli.md)."
+
 
 def exits_cleanly(fn: F) -> F:
     """`fn` with every WindtunnelError mapped to its exit code (no traceback). Wrapping twice wraps once."""
@@ -36,4 +42,4 @@ def exits_cleanly(fn: F) -> F:
     return command  # type: ignore[return-value]
 
 
-__all__ = ["as_user_error", "exits_cleanly"]
+__all__ = ["EXIT_CODES", "EXIT_EPILOG", "as_user_error", "exits_cleanly"]

@@ -13,17 +13,18 @@ from typing import Any
 
 import typer
 
-from cli.errors import exits_cleanly
+from cli.errors import EXIT_EPILOG, exits_cleanly
 
 
 def command(app: typer.Typer, name: str, fn: Callable[..., Any]) -> None:
-    """Attach `fn` to `app` as the command `name`, behind the one error-to-exit-code mapping."""
-    app.command(name)(exits_cleanly(fn))
+    """Attach `fn` to `app` as the command `name`, behind the one error-to-exit-code mapping; its --help ends with
+    the exit codes."""
+    app.command(name, epilog=EXIT_EPILOG)(exits_cleanly(fn))
 
 
 def callback(group: typer.Typer, fn: Callable[..., Any]) -> None:
     """Make `fn` the callback of `group` (what `campaign <group>` alone runs), behind the same mapping."""
-    group.callback()(exits_cleanly(fn))
+    group.callback(epilog=EXIT_EPILOG)(exits_cleanly(fn))
 
 
 def subgroup(app: typer.Typer, name: str, help: str) -> typer.Typer:

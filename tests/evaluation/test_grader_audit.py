@@ -29,7 +29,7 @@ def test_every_family_has_zero_exploit_false_positives_on_the_generated_suite():
 def test_the_suite_is_seeded_the_same_examples_every_run_and_the_cli_default_is_the_suites():
     import inspect
 
-    from cli.eval_commands import graders_audit_cmd
+    from cli.audit_commands import graders_audit_cmd
     from evaluation.grader_audit.suite import DEFAULT_N, run_class
 
     a, b = run_class("knights_knaves", "reordered", "credit", 3), run_class("knights_knaves", "reordered", "credit", 3)
