@@ -10,7 +10,7 @@ import typer
 from cli.console import err
 from cli.groups import command, subgroup
 from cli.options import OutDirOpt
-from cli.writable import out_dir_callback
+from cli.writable import out_dir_callback, refuse_replacing
 from wtcommon.errors import UserError
 
 
@@ -118,10 +118,7 @@ def synthetic_cmd(
         load_suite(suite)
     except (SuiteError, ValueError, KeyError, FileNotFoundError) as e:
         raise UserError(f"--suite {suite}: {e}") from e
-    there = [n for n in SYNTHETIC_OUTPUTS if (out_dir / n).exists()]
-    if there and not force:
-        raise UserError(f"--out {out_dir}: already holds {', '.join(there)}; pass --force to replace them, or choose "
-                        "another folder")
+    refuse_replacing("--out", out_dir, [out_dir / n for n in SYNTHETIC_OUTPUTS], force)
     paths, n_fixtures = _write_synthetic(out_dir, seed=seed, per_domain=per_domain, test_per_domain=test_per_domain,
                                          eval_items=eval_items, suite=suite, heldout=heldout)
     typer.echo(f"train: {paths['train']}\ntest: {paths['test']}\neval fixtures: {out_dir / 'eval'} "

@@ -53,8 +53,10 @@ def register_curriculum(name: str) -> Callable[[C], C]:
             raise PolicyConfigError(f"{where}: PARAMS {bad} are not policies.Param schemas")
         if not all(isinstance(k, str) and k for k in cls.STATE):
             raise PolicyConfigError(f"{where}: STATE must list attribute names (strings), got {cls.STATE!r}")
-        for problem in _interface_problems(cls):
-            raise PolicyConfigError(f"{where}: {problem} (see docs/guide/policies.md, 'A curriculum of your own')")
+        problems = _interface_problems(cls)
+        if problems:
+            raise PolicyConfigError(f"{where}: {'; '.join(problems)} (see docs/guide/policies.md, 'A curriculum of "
+                                    "your own')")
         own = cls.__dict__.get("name")
         if own is not None and own != name:
             raise PolicyConfigError(f"{where}: its `name` is {own!r}; register it under that name or drop the "
