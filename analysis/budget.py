@@ -105,15 +105,29 @@ def _seed_list(seeds: object) -> str:
     return str(seeds or "").replace(" ", "")
 
 
-def step_label(step: object, budget: object = None) -> str:
-    """How a group's step reads: the step, or 'at the budget (N rollout tokens)' for `AT_BUDGET`."""
+def step_label(step: object, budget: object = None, below: object = "") -> str:
+    """How a group's step reads: the step, or 'at the budget (N rollout tokens)' for `AT_BUDGET`; when the step cap
+    stopped some runs before they generated N (`below`: the `below_budget` cell(s), policy names), the label names
+    them, so a budget no run reached is never reported as the budget."""
     try:
         at = int(step) == AT_BUDGET  # type: ignore[call-overload]
     except (TypeError, ValueError):
         return str(step)
     if not at:
         return str(step)
+    names = _below_names(below)
+    short = f"; not reached by {', '.join(names)}, stopped by the step cap" if names else ""
     try:
-        return f"at the budget ({float(budget):,.0f} rollout tokens)"  # type: ignore[arg-type]
+        return f"at the budget ({float(budget):,.0f} rollout tokens{short})"  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        return "at the budget"
+        return f"at the budget{' (' + short[2:] + ')' if short else ''}"
+
+
+def _below_names(below: object) -> list[str]:
+    """The distinct policy names in one or several `below_budget` cells ("mopps, baseline"), in first-seen order."""
+    cells = below if isinstance(below, (list, tuple, pd.Series, np.ndarray)) else [below]
+    names: list[str] = []
+    for cell in cells:
+        if isinstance(cell, str):
+            names += [n.strip() for n in cell.split(",") if n.strip() and n.strip() not in names]
+    return names

@@ -270,7 +270,8 @@ def _group_columns(data: pd.DataFrame) -> pd.DataFrame:
                                                                                                   index=data.index)
     cols = {k: data[k].astype(str) for k in GROUP_KEYS if data[k].nunique() > 1}
     if "step" in cols:
-        cols["step"] = pd.Series([step_label(s, b) for s, b in zip(data["step"], budget, strict=True)],
+        below = data["below_budget"] if "below_budget" in data.columns else pd.Series("", index=data.index)
+        cols["step"] = pd.Series([step_label(s, b, w) for s, b, w in zip(data["step"], budget, below, strict=True)],
                                  index=data.index)
     return pd.DataFrame(cols, index=data.index)
 

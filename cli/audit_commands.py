@@ -131,7 +131,16 @@ def _stored_generations(campaign: str | None, workdir: Path, benchmark: list[str
     if campaign is None:
         if benchmark:
             raise UserError("--benchmark selects stored generations: pass --campaign NAME --workdir W too")
+        if workdir != Path("."):
+            raise UserError(f"--workdir {workdir}: read only with --campaign NAME (whose stored generations to "
+                            "re-grade); without it the audit grades generated responses and reads no work dir")
         return None
+    from orchestrator.engine.spec_fields import check_name
+
+    try:
+        check_name(campaign, "--campaign")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     from evaluation.grader_audit.agreement import item_logs, read_generations
     from evaluation.suite import load_suite
     from orchestrator.engine.paths import campaign_runs, results_file

@@ -21,6 +21,19 @@ from cli.analysis_inputs import (
     read_items, require_pairs, warn_dropped)
 
 
+def group_label(data, idx) -> str:
+    """The heading of one campaign/model/regime/step group of a paired table ("demo / tiny / rl / at the budget
+    (6,000 rollout tokens)"): every view of the table names the group the same way, --wide included."""
+    from analysis.budget import step_label
+    from analysis.schema import GROUP_KEYS
+
+    first = data.loc[idx[0]]
+    shown = {k: str(first[k]) for k in GROUP_KEYS}
+    below = data.loc[idx, "below_budget"] if "below_budget" in data.columns else ""
+    shown["step"] = step_label(first["step"], first.get("rollout_token_budget"), below)
+    return " / ".join(v for v in shown.values() if v not in ("", "nan", "None"))
+
+
 def _narrow_paired(pt, width: int, *, lead: bool = True, note: bool = True, items: bool = False) -> str:
     """A paired table for a terminal: one sub-table per campaign/model/regime/step group with the key
     columns that fit `width` characters; the left-out columns are named (--wide prints them). `lead`/`note`:
@@ -43,12 +56,7 @@ def _narrow_paired(pt, width: int, *, lead: bool = True, note: bool = True, item
     groups = list(data.groupby(list(GROUP_KEYS), sort=False, dropna=False).groups.items())
 
     def label_of(idx) -> str:
-        from analysis.budget import step_label
-
-        first = data.loc[idx[0]]
-        shown = {k: str(first[k]) for k in GROUP_KEYS}
-        shown["step"] = step_label(first["step"], first.get("rollout_token_budget"))
-        return " / ".join(v for v in shown.values() if v not in ("", "nan", "None"))
+        return group_label(data, idx)
 
     one = len(groups) == 1  # one group: named in the title, no sub-heading
     parts = [f"## {pt.title}" + (f": {label_of(groups[0][1])}" if one else "") + "\n"]
@@ -103,6 +111,7 @@ def _tables_text(t, s, aggs: list[str], *, detail: bool, fmt: str, wide: bool, w
                  res) -> str:
     """Every table of the comparison (one per aggregate, then per domain with --detail) in `fmt`, narrowed to
     `width` unless `wide`, then the outcome breakdown when item logs were given."""
+    from analysis.schema import GROUP_KEYS
     from analysis.table_formats import render_table
     from analysis.tables import paired_table
 
@@ -117,11 +126,11 @@ def _tables_text(t, s, aggs: list[str], *, detail: bool, fmt: str, wide: bool, w
                                         items=item_df is not None))
         else:
             if fmt == "latex" and not wide:
-                from analysis.schema import GROUP_KEYS
-
                 key = [*GROUP_KEYS, "policy", "vs", "n", "Δ mean", "t 95% CI", "p Holm",
                        "range / bootstrap CI (coverage)", "P(d>0) seeds"]
                 pt.display = pt.display[[c for c in pt.display.columns if c in key]]
+            if len(pt.data) and pt.data.groupby(list(GROUP_KEYS), dropna=False).ngroups == 1:
+                pt.title += f": {group_label(pt.data, pt.data.index)}"  # the narrow view's heading, kept
             parts.append(render_table(pt, fmt))
     if item_df is not None and fmt == "md":
         bd = _breakdown_md(item_df, df, s, res, width)

@@ -10,6 +10,7 @@ bad input (a `ValueError` from a parser, say), the command turns it into a `User
 
 from __future__ import annotations
 
+import errno
 import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -37,6 +38,12 @@ def exits_cleanly(fn: F) -> F:
             return fn(*args, **kwargs)
         except WindtunnelError as exc:
             fail(str(exc), exc.exit_code)
+        except OSError as exc:  # a path argument no filesystem takes, wherever it is first opened: bad input
+            if exc.errno != errno.ENAMETOOLONG:
+                raise
+            name = str(exc.filename or "")
+            fail(f"{name[:60]}{'…' if len(name) > 60 else ''}: a file name longer than the filesystem allows "
+                 f"({len(name)} characters); pass a shorter path", 2)
 
     command.exits_cleanly = True  # type: ignore[attr-defined]
     return command  # type: ignore[return-value]

@@ -130,6 +130,9 @@ def spec_for(model: str | None = None, recipe: str | Path | RecipeConfig | Mappi
     else:
         recipe_cfg = RecipeConfig.of(recipe)
         recipe_label = recipe_cfg.label
+    if model is not None and not model.strip():  # given but empty: not the recipe's model in disguise
+        raise UserError("--model '': empty; give a model config name (e.g. tiny_qwen2) or an HF model directory, "
+                        "or leave the option out for the recipe's model")
     model = model or recipe_cfg.model
     if not model:
         raise UserError(f"--model: recipe {recipe_label!r} names no model; give --model NAME or an HF directory")

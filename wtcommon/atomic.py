@@ -68,6 +68,8 @@ def unwritable(path: str | Path, kind: str = "folder") -> str | None:
     existing folder is probed by creating and removing a temporary file (permission bits alone do not tell, e.g.
     for root on /proc or a read-only mount)."""
     path = Path(path)
+    if any(len(part.encode()) > 255 for part in path.parts):  # NAME_MAX: stat() would raise ENAMETOOLONG
+        return "a file or folder name longer than 255 bytes, which no common filesystem takes; give a shorter path"
     if kind == "folder" and path.exists() and not path.is_dir():
         return "it is a file, and this option takes a folder; give a folder path (or remove the file)"
     if kind == "file" and path.is_dir():

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wtcommon.atomic import atomic_write_json, atomic_write_text
+from wtcommon.atomic import atomic_write_json, atomic_write_text, unwritable
 from wtcommon.errors import ClusterError, UserError
 
 JOBS_FILE = "jobs.json"
@@ -75,6 +75,8 @@ class SlurmRequest:
         if self.workdir.exists() and not self.workdir.is_dir():
             raise UserError(f"--workdir {self.workdir}: exists and is not a folder; name a folder (created if "
                             "missing) on the filesystem every node shares")
+        if (why := unwritable(self.workdir, "folder")) is not None:  # under /sys or a read-only mount
+            raise UserError(f"--workdir {self.workdir}: cannot write there: {why}")
         check_script_values(self)
 
 
@@ -146,8 +148,8 @@ def check_script_values(req: SlurmRequest) -> None:
         import sqlalchemy as sa
 
         try:
-            sa.engine.make_url(req.ledger_url)
-        except sa.exc.ArgumentError as exc:
+            sa.engine.make_url(req.ledger_url).get_dialect()  # a dialect SQLAlchemy cannot load fails here, not in
+        except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:  # the allocation after sbatch took it
             raise UserError(f"--ledger-url {req.ledger_url!r}: not an SQLAlchemy URL ({exc}); use "
                             "postgresql://user@host/db (every node must reach it)") from None
 

@@ -63,6 +63,19 @@ def test_a_run_stopped_by_the_step_cap_below_its_budget_is_marked() -> None:
     assert row["below_budget"] == "mopps, baseline"
 
 
+def test_a_budget_no_run_reached_is_not_reported_as_the_budget(tmp_path: Path) -> None:
+    """Issue 59: with a budget above what the step cap let any run generate, the heading names the policies that
+    did not reach it instead of reading "at the budget (5,000 rollout tokens)" alone."""
+    path = write_records(budget_records(budget=5000.0, step_cap=6), tmp_path / "records.parquet")
+    for wide in ([], ["--wide"]):  # the narrow view's heading and --wide's title say the same
+        r = invoke("compare", str(path), "--resamples", "200", *wide)
+        assert r.exit_code == 0, r.output
+        assert "at the budget (5,000 rollout tokens; not reached by greso, baseline, mopps" in r.output, r.output
+    reached = write_records(budget_records(), tmp_path / "reached.parquet")
+    r = invoke("compare", str(reached), "--resamples", "200", "--wide")
+    assert r.exit_code == 0 and "at the budget (1,000 rollout tokens)" in r.output, r.output
+
+
 def test_equal_step_tables_keep_their_columns() -> None:
     t = _paired(budget_records(budget=None))
     assert list(t.columns) == TABLE_COLUMNS and set(t["step"]) == {8}

@@ -310,6 +310,13 @@ def _cli_cases(tmp_path: Path, tree: Path) -> list[tuple[list[str], str]]:
         (["data", "train", "--out", str(tmp_path / "d"), "--seed", "-1"], "--seed"),
         *[(["compare", rel, "--at", "tokens-to-target", "--target", t], "--target") for t in ("101", "0", "-5", "nan")],
         (["calibrate", str(tmp_path / "ckpt"), "--n", "100001"], "--n"),
+        # issue 59, a walk of hostile values through the newest commands: a name no filesystem takes (was an
+        # OSError traceback, exit 1), a --workdir the graders audit ignored, a campaign name outside the work dir
+        (["compare", rel, "--out", str(tmp_path / ("x" * 300))], "longer than"),
+        (["audit", "memorization", "--model", "m" * 300, "--out", str(tmp_path / "d")], "longer than"),
+        (["audit", "graders", "--n", "1", "--workdir", str(wd)], "--workdir"),
+        (["audit", "graders", "--n", "1", "--campaign", "../../x", "--workdir", str(wd)], "--campaign"),
+        (["data", "difficulty", "--model", "", "--cache-dir", str(tmp_path / "d")], "--model"),
         (["export-tasks", str(tmp_path / "t"), "--data-dir", str(tmp_path / "none")], str(tmp_path / "none")),
     ]
     # issue 25: every numeric option of the analysis commands and `plan` has a stated range
@@ -742,6 +749,177 @@ def test_a_block_of_the_wrong_type_shows_the_expected_shape_not_a_class_name(lin
     assert "instance of" not in text and "Spec" not in text, text
 
 
+# --- 7d. issue 59: every class of bad input on the newest commands, each with the work dir unchanged ---------
+#
+# The classes the issue names; each case is exit 2, no traceback, the message naming the value, file or option,
+# and every path and byte under tmp_path as it was (`_refused_untouched`). Other modules test the same checks at
+# the function level (tests/analysis/test_tokens_to_target.py, tests/evaluation/test_regrade.py,
+# tests/orchestrator/test_slurm_script.py, tests/policies/test_curriculum_guide.py); here they go through the CLI.
+
+
+def _tokens_to_target_cases(root: Path) -> list[tuple[list[str], str | list[str]]]:
+    """--at tokens-to-target: options it would have ignored, an unknown reference, nothing that pairs."""
+    from analysis.records import write_records
+    from tests.analysis.budget_records import budget_records
+
+    recs = budget_records()
+    path = str(write_records(recs, root / "records.parquet"))
+    alone = str(write_records(recs[recs["policy"] != "baseline"], root / "alone.parquet"))
+    base = ["compare", path, "--at", "tokens-to-target"]
+    return [([*base, "--format", "latex"], "--format latex"), ([*base, "--items", str(root)], "--items"),
+            ([*base, "--runs-dir", str(root)], "--runs-dir"), ([*base, "--margin", "1"], "--margin"),
+            ([*base, "--reference-map", "mopps=nosuch"], "nosuch"),
+            (["compare", alone, "--at", "tokens-to-target"], "no policy could be paired")]
+
+
+def _regrade_cases(root: Path) -> list[tuple[list[str], str | list[str]]]:
+    """eval --regrade: an item log covering 1 of the records' 12 benchmarks, a corrupt gzip, ignored options."""
+    import gzip
+    import json
+
+    from analysis.records import write_records
+    from evaluation import item_log
+    from evaluation.regrade import regrade_rows
+    from tests.analysis.budget_records import SUITE, budget_records
+
+    recs = budget_records(budget=None)
+    one = recs[recs["run_key"] == recs["run_key"].iloc[0]]
+    (root / "partial").mkdir()
+    (root / "torn").mkdir()
+    partial = write_records(one, root / "partial" / "records.parquet")
+    rows = [{"benchmark": "gsm8k", "item_id": "gsm8k-0", "prompt": "p", "response": "\\boxed{8}", "gold": "8",
+             "parsed": None, "score": 0.0, "status": "ok", "finish_reason": "stop", "response_tokens": 5,
+             "prompt_tokens": 3, "max_gen_toks": 32, "grader_version": "math-v0"}]
+    _, health, _ = regrade_rows(rows, SUITE, processes=0)
+    item_log.write_item_log(item_log.items_path_of(partial), rows, health.values())
+    torn = write_records(one, root / "torn" / "records.parquet")
+    good = gzip.compress(json.dumps(rows[0]).encode() * 50)
+    item_log.items_path_of(torn).write_bytes(good[:10] + b"\xff" * 40 + good[50:])  # an invalid deflate block
+    return [(["eval", "--regrade", "--out", str(partial)], ["math500", "not in the item log"]),
+            (["eval", "--regrade", "--out", str(torn)], "not a readable gzip"),
+            (["eval", "--regrade", "--out", str(partial), "--benchmark", "gsm8k"], "--benchmark"),
+            (["eval", "--regrade", "--out", str(partial), "--limit", "3"], "--limit")]
+
+
+def _slurm_cases(root: Path) -> list[tuple[list[str], str | list[str]]]:
+    """campaign slurm: every value bound for the batch script checked before a script or work dir exists."""
+    camp = root / "c.yaml"
+    camp.write_text("name: c\nbackend: noop\n")
+    (root / "afile").write_text("x")
+    base = ["slurm", str(camp), "--workdir", str(root / "w")]
+    return [([*base, "--partition", "gpu\ntouch /tmp/pwned"], "--partition"),
+            ([*base, "--time", "1:00:00\nrm -rf ~"], "--time"), ([*base, "--time", "soon"], "--time"),
+            ([*base, "--time", "0:05:00", "--signal", "600"], "--signal"),
+            ([*base, "--sbatch-arg", "--account=x\necho hi"], "--sbatch-arg"),
+            (["slurm", DEMO, "--workdir", str(root / "w"), "--ledger-url", "mongodb://x/y"], "mongodb://x/y"),
+            (base, ["c.yaml", "'models'/'policies'"]),  # the campaign checked before a script is written
+            (["slurm", str(camp), "--workdir", str(root / "afile")], "not a folder"),
+            (["slurm", DEMO, "--workdir", "/sys/windtunnel-w"], "/sys")]
+
+
+BAD_RULES = '''"""A user's curriculum module, each rule broken one way (issue 59: found only at training time)."""
+import numpy as np
+from policies import Curriculum, register_curriculum
+
+
+class _Half(Curriculum):
+    signal = "none"
+
+    def _propose(self, step, mask, n):
+        return np.flatnonzero(mask)[:n]
+
+    def update(self, step, prompt_ids, correct):
+        self.check_update(prompt_ids, correct)
+
+
+@register_curriculum("corpus_lost_state")
+class LostState(_Half):
+    STATE = ("counts",)
+
+
+@register_curriculum("corpus_raising_check")
+class RaisingCheck(_Half):
+    @classmethod
+    def check_params(cls, params):
+        raise ValueError("low above high")
+'''
+BAD_SIGNATURE = '''from policies import Curriculum, register_curriculum
+
+
+@register_curriculum("corpus_bad_propose")
+class BadPropose(Curriculum):
+    signal = "none"
+
+    def _propose(self, step):
+        return None
+
+    def update(self, step, prompt_ids, correct):
+        pass
+'''
+
+
+def _plugin_cases(root: Path) -> list[tuple[list[str], str | list[str]]]:
+    """A registered curriculum whose signature, STATE or check_params is wrong: refused by validate, show, plan
+    and submit --dry-run (the module lives outside the repository, as a user's does)."""
+    camp = root / "proj"
+    (camp / "policy").mkdir(parents=True)
+    (root / "plug").mkdir()
+    (root / "plug" / "corpus_rules.py").write_text(BAD_RULES)
+    (root / "plug" / "corpus_bad_sig.py").write_text(BAD_SIGNATURE)
+    cases: list[tuple[list[str], str | list[str]]] = []
+    for rule, module, names in (("corpus_lost_state", "corpus_rules", "STATE names ['counts']"),
+                                ("corpus_raising_check", "corpus_rules", "check_params raised ValueError"),
+                                ("corpus_bad_propose", "corpus_bad_sig", "_propose(self, step) cannot take")):
+        pol = camp / "policy" / f"{rule}.yaml"
+        pol.write_text(yaml.safe_dump({"name": rule, "mechanism": "curriculum", "curriculum": {"name": rule},
+                                       "plugins": [module]}))
+        spec = camp / f"c_{rule}.yaml"
+        spec.write_text(f"name: c\nmodels: [tiny_qwen2]\npolicies: [baseline, {rule}]\nrecipe: cpu_tiny\n"
+                        "backend: local\ndata: {corpus: synthetic}\n")
+        cases += [(["policies", "validate", str(pol)], names), (["policies", "show", str(pol)], names),
+                  (["plan", str(spec)], names),
+                  (["submit", str(spec), "--dry-run", "--workdir", str(root / "w")], names)]
+    return cases
+
+
+def _options_cases(root: Path) -> list[tuple[list[str], str | list[str]]]:
+    """Options blocks typed with ranges: a suite's options.think_tags (a suite file is handed to `eval --suite`),
+    dynamic sampling's min_round."""
+    camp = root / "opts"
+    (camp / "suite").mkdir(parents=True)
+    (camp / "policy").mkdir()
+    suite = yaml.safe_load((REPO / "campaigns" / "suite" / "db12.yaml").read_text())
+    cases: list[tuple[list[str], str | list[str]]] = []
+    model = _fake_model(root)
+    for i, tags in enumerate((5, True, ["<think>", "</think>"], "<t>,<t>", "</think>,<think>")):
+        bad = dict(suite, name=f"tags{i}")
+        bad["benchmarks"] = [dict(b, options={**(b.get("options") or {}), "think_tags": tags}) if j == 0 else b
+                             for j, b in enumerate(suite["benchmarks"])]
+        (camp / "suite" / f"tags{i}.yaml").write_text(yaml.safe_dump(bad))
+        cases.append((["eval", str(model), "--suite", str(camp / "suite" / f"tags{i}.yaml"), "--out",
+                       str(root / "ev" / "r.parquet")], [f"tags{i}.yaml", "think_tags"]))
+    (camp / "policy" / "ds_bad.yaml").write_text(yaml.safe_dump(
+        {"name": "ds_bad", "mechanism": "curriculum", "curriculum": {"name": "uniform"},
+         "dynamic_sampling": {"oversample": 1.5, "min_round": 2.0}}))
+    cases.append((["policies", "validate", str(camp / "policy" / "ds_bad.yaml")], ["ds_bad.yaml", "min_round"]))
+    return cases
+
+
+NEWEST = {"tokens_to_target": _tokens_to_target_cases, "regrade": _regrade_cases, "slurm": _slurm_cases,
+          "plugins": _plugin_cases, "options": _options_cases}
+
+
+@pytest.mark.parametrize("group", sorted(NEWEST))
+def test_bad_input_on_the_newest_commands_is_refused_and_changes_nothing(group, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.syspath_prepend(str(tmp_path / "plug"))
+    for mod in ("corpus_rules", "corpus_bad_sig"):
+        monkeypatch.delitem(sys.modules, mod, raising=False)
+    for args, names in NEWEST[group](tmp_path):
+        _refused_untouched(args, tmp_path, names)
+
+
 # --- 8. the corpus size ----------------------------------------------------------------------------------
 
 
@@ -765,7 +943,11 @@ def test_the_corpus_holds_at_least_260_inputs(tmp_path):
         "issue 51: graders item logs": len(_graders_cases(_fresh(tmp_path, "g"))),
         "issue 51: work dirs, caches, --out": len(_workdir_cases(_fresh(tmp_path, "w"), tmp_path)),
         "issue 51: plugins raising on import": len(PLUGIN_CASES), "issue 51: block shapes": len(SCHEMA_SHAPES),
+        **{f"issue 59: {g}": len(f(_fresh(tmp_path, f"n_{g}"))) for g, f in NEWEST.items()},
+        "issue 59: budget columns": len(_budget_cases(_fresh(tmp_path, "b"))), "issue 59: model folders": 6,
+        "issue 59: data synthetic without --force": 1,
     }
+    print(f"bad-input corpus: {sum(counts.values())} inputs", counts)
     assert sum(counts.values()) >= 260, counts
 
 
