@@ -98,6 +98,36 @@ def add_budget_columns(table: pd.DataFrame, stops: pd.DataFrame) -> pd.DataFrame
     return out
 
 
+PER_SEED_COLUMNS = ("method_steps", "reference_steps", "method_rollout_tokens", "reference_rollout_tokens")
+
+
+def machine_columns(table: pd.DataFrame, *, sep: str | None = None) -> pd.DataFrame:
+    """The paired table as CSV/JSON carry it (docs/guide/cli.md): `seeds` and the per-seed budget columns
+    (`"s1:1,240 s2:1,280"` on a terminal) as lists of numbers in seed order (None where a count is missing), and
+    `below_budget` as a list of policy names; `sep`: join each list with it (CSV cells) instead."""
+    out = table.copy()
+
+    def nums(cell: object) -> list[float | int | None] | object:
+        if not isinstance(cell, str) or not cell:
+            return [] if cell == "" else cell
+        vals = [v.split(":", 1)[1].replace(",", "") for v in cell.split()]
+        return [None if v == "—" else (int(float(v)) if float(v).is_integer() else float(v)) for v in vals]
+
+    if "seeds" in out.columns:
+        out["seeds"] = [[int(x) for x in _seed_list(c).split(",") if x] for c in out["seeds"]]
+    for c in PER_SEED_COLUMNS:
+        if c in out.columns:
+            out[c] = [nums(v) for v in out[c]]
+    if "below_budget" in out.columns:
+        out["below_budget"] = [_below_names(v) for v in out["below_budget"]]
+    if sep is not None:
+        for c in ("seeds", *PER_SEED_COLUMNS, "below_budget"):
+            if c in out.columns:
+                out[c] = [sep.join("" if x is None else str(x) for x in v) if isinstance(v, list) else v
+                          for v in out[c]]
+    return out
+
+
 def _seed_list(seeds: object) -> str:
     """The comparison's `seeds` cell ("1,2,3" or a list) as "1,2,3"."""
     if isinstance(seeds, (list, tuple, np.ndarray)):

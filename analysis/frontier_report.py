@@ -22,6 +22,13 @@ def _num(v: float, spec: str = ",.0f") -> str:
     return "—" if v != v else format(v, spec)
 
 
+def _per_seed(rows: list) -> str:
+    """`s1 1,395 / 3,486 · s2 ≥ 6,189 / 3,400`: each seed's tokens to target, ≥ its last count where censored."""
+    def side(v: float | None, last: float | None = None) -> str:
+        return f"≥ {last:,.0f}" if v is None and last is not None else ("—" if v is None else f"{v:,.0f}")
+    return " · ".join(f"s{s} {side(m, last)} / {side(r)}" for s, m, r, last in rows)
+
+
 def frontier_display(t: pd.DataFrame) -> pd.DataFrame:
     """One text row per policy: group, policy, reference, target, n, tokens, ratio [CI], Holm p, verdict,
     censored seeds and the area Δ [CI]."""
@@ -31,8 +38,9 @@ def frontier_display(t: pd.DataFrame) -> pd.DataFrame:
         "group": [" / ".join(str(r[k]) for k in ("campaign", "model", "regime") if str(r[k]))
                   for _, r in t.iterrows()],
         "policy": t["policy"], "vs": t["reference"], "target": t["target"], "n": t["n"].astype(str),
-        "tokens to target (method / ref)": [f"{_num(m)} / {_num(r)}" for m, r in
-                                            zip(t["method_tokens"], t["reference_tokens"], strict=True)],
+        "tokens to target, seeds both reached (method / ref)": [
+            f"{_num(m)} / {_num(r)}" for m, r in zip(t["method_tokens"], t["reference_tokens"], strict=True)],
+        "per seed (method / ref)": [_per_seed(v) for v in t["tokens_per_seed"]],
         "ratio [95% CI]": ratio, "p Holm": t["p_holm"].map(lambda v: _num(v, ".3g")), "verdict": t["verdict"],
         "censored seeds (method; ref)": [f"{c or '-'}; {rc or '-'}" for c, rc in
                                          zip(t["censored_seeds"], t["reference_censored_seeds"], strict=True)],

@@ -141,7 +141,10 @@ def _latex(t: Table) -> str:
 
 def table_json(t: Table) -> dict:
     """One table as a JSON-safe dict: its numbers (`Table.data`) with missing values as null."""
-    rows = json.loads(t.data.to_json(orient="records", double_precision=15)) if not t.data.empty else []
+    from analysis.budget import machine_columns  # per-seed cells as lists
+
+    data = machine_columns(t.data)
+    rows = json.loads(data.to_json(orient="records", double_precision=15)) if not data.empty else []
     return {"name": t.name, "title": t.title, "lead": t.lead, "note": t.note, "rows": rows}
 
 
@@ -204,7 +207,9 @@ def render_table(t: Table, fmt: str) -> str:
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
     if fmt == "csv":
-        return clean_csv(t.data) if not t.data.empty else ""
+        from analysis.budget import machine_columns  # per-seed cells as numbers joined with ';'
+
+        return clean_csv(machine_columns(t.data, sep=";")) if not t.data.empty else ""
     if fmt == "json":
         return json.dumps(table_json(t), indent=1) + "\n"
     if fmt == "md":

@@ -33,9 +33,11 @@ from wtcommon.errors import UserError
 COLUMNS = ["campaign", "model", "regime", "policy", "reference", "metric", "target", "n", "n_reached",
            "censored_seeds", "reference_censored_seeds", "method_tokens", "reference_tokens", "ratio", "ratio_bound",
            "ratio_lo", "ratio_hi", "p", "p_holm", "verdict", "area_method", "area_reference", "area_delta", "area_lo",
-           "area_hi"]
+           "area_hi", "tokens_per_seed"]
 METHOD_NOTE = ("tokens to target = rollout tokens at a run's first evaluated checkpoint scoring at or above the "
-               "target (the reference run's final score at the same seed, or --target); ratio = geometric mean over "
+               "target (the reference run's final score at the same seed, or --target), averaged over the seeds where "
+               "both runs reached it (per seed: s<seed> method / reference, ≥ last count where censored); ratio = "
+               "geometric mean over "
                "seeds of method / reference tokens, 95% CI = paired t on the log ratios (df = n - 1: at n = 3 "
                "t = 4.30, so it can exclude 1 only when the seeds agree closely), p the same t test, Holm over the "
                "policies of one campaign/model/regime; censored = never reached the target within its budget: the "
@@ -91,6 +93,11 @@ def _pair_seed(m: pd.DataFrame, r: pd.DataFrame, target: float | None) -> dict[s
             "area_r": mean_score_over(rt, rs, lo, hi)}
 
 
+def _or_none(v: float) -> float | None:
+    """A per-seed token count, None where the run never reached the target (censored: missing, not zero)."""
+    return None if v != v else float(v)
+
+
 def _t(d: np.ndarray) -> tuple[float, float, float]:
     """(lo, hi, p) of the paired-t 95% interval and two-sided p of mean d; NaN below two values."""
     d = d[~np.isnan(d)]
@@ -120,8 +127,11 @@ def _summarise(key: tuple, pol: str, ref: str, metric: str, per: pd.DataFrame, t
         "n_reached": int(reached.sum()),
         "censored_seeds": ",".join(str(s) for s in per.index[censored]),
         "reference_censored_seeds": ",".join(str(s) for s in per.index[~both]),
-        "method_tokens": float(per.loc[~censored, "m_tok"].mean()) if (~censored).any() else math.nan,
-        "reference_tokens": float(per["r_tok"].mean()) if both.any() else math.nan,
+        # means over the same seeds on both sides: those where both runs reached the target (issue 58)
+        "method_tokens": float(per.loc[reached, "m_tok"].mean()) if reached.any() else math.nan,
+        "reference_tokens": float(per.loc[reached, "r_tok"].mean()) if reached.any() else math.nan,
+        "tokens_per_seed": [[int(s), _or_none(per.at[s, "m_tok"]), _or_none(per.at[s, "r_tok"]),
+                             float(per.at[s, "m_last"])] for s in per.index],
         "ratio": float(np.exp(logr.mean())) if logr.size else math.nan,
         "ratio_bound": ">=" if censored[both].any() else "=", "ratio_lo": math.exp(lo) if lo == lo else math.nan,
         "ratio_hi": math.exp(hi) if hi == hi else math.nan, "p": p,

@@ -267,6 +267,7 @@ def verdicts(
 
     from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
     from analysis.table_formats import render_table
+    from analysis.budget import machine_columns
     from analysis.tables import verdicts_table
     from analysis.verdicts import verdict_counts
 
@@ -279,7 +280,7 @@ def verdicts(
     if fmt == "json":
         emit(_json_dumps({"suite": s.name, "aggregate": aggregate or s.aggregate_names[0], "margin": margin,
                           "alpha": alpha, "method": t.note, "small_n": SMALL_N_NOTE,
-                          "counts": verdict_counts(t.data), "verdicts": json_rows(t.data),
+                          "counts": verdict_counts(t.data), "verdicts": json_rows(machine_columns(t.data)),
                           "dropped": res.dropped,
                           "memorization": None if restriction is None else restriction.as_dict()},
                          indent=1) + "\n", out)

@@ -223,10 +223,14 @@ def compare(
     aggs = [aggregate] if aggregate else s.aggregate_names
     t = t[t["metric"].isin(aggs) | (detail & t["metric_type"].isin(["domain", "benchmark"]))]
     if fmt in ("json", "csv"):
-        emit(t.to_csv(index=False) if fmt == "csv" else _json_dumps({
+        from analysis.budget import machine_columns
+        from analysis.table_formats import clean_csv
+
+        emit(clean_csv(machine_columns(t, sep=";")) if fmt == "csv" else _json_dumps({
             "suite": s.name, "aggregates": aggs, "margin": margin, "effect": effect, "n_resamples": resamples,
             "seed": seed, "sd": "sample (n-1)", "family": "campaign/model/regime/step x metric",
-            "small_n": SMALL_N_NOTE, "comparisons": json_rows(t), "dropped": res.dropped}, indent=1) + "\n", out)
+            "small_n": SMALL_N_NOTE, "comparisons": json_rows(machine_columns(t)), "dropped": res.dropped},
+            indent=1) + "\n", out)
         return
     text = _tables_text(t, s, aggs, detail=detail, fmt=fmt, wide=wide, width=width, item_df=item_df, df=df,
                         res=res)
@@ -298,7 +302,10 @@ def tokens_to_target_text(df, s, metric: str, target: float | None, refs: dict[s
                         f"ran" + (f": {why}" if why else ": the records hold no policy whose reference is present")
                         + "; add the reference's runs or pass --reference-map POLICY=REFERENCE")
     if fmt == "csv":
-        return t.to_csv(index=False)
+        from analysis.table_formats import clean_csv
+
+        return clean_csv(t.assign(tokens_per_seed=[";".join(":".join("" if x is None else f"{x:g}" for x in row)
+                                                             for row in v) for v in t["tokens_per_seed"]]))
     if fmt != "md":
         return _json_dumps({"suite": s.name, "metric": metric, "target": target, "method": METHOD_NOTE,
                             "tokens_to_target": json_rows(t), "dropped": dropped}, indent=1) + "\n"

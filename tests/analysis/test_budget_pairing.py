@@ -110,5 +110,29 @@ def test_the_report_shows_the_verdicts_compare_prints_at_the_budget(tmp_path: Pa
     html = build_report(path, tmp_path / "report.html", n_resamples=200).read_text()
     for c in comp:
         cell = f"{c['mean_diff']:+.2f} [{c['t_lo']:+.2f}, {c['t_hi']:+.2f}]"
-        assert cell in html and f"{c['method_steps']} / {c['reference_steps']}" in html, cell
+        steps = [" ".join(f"s{s}:{v}" for s, v in zip(c["seeds"], c[k], strict=True))
+                 for k in ("method_steps", "reference_steps")]  # JSON's lists, as the report shows them
+        assert cell in html and f"{steps[0]} / {steps[1]}" in html, cell
     assert ">-1<" not in html and "/ -1" not in html and "s1:-1" not in html
+
+
+def test_csv_and_json_carry_numbers_as_numbers_and_lists_as_lists(tmp_path: Path) -> None:
+    """issue 58 (Why 8): `n` was written 3.0, floats unrounded, and the per-seed budget columns were the terminal's
+    display strings ("s1:1,240 s2:1,280") in CSV and JSON; docs/guide/cli.md promises integers for counts,
+    12 significant digits, and lists in JSON (CSV cells: the numbers joined with ';')."""
+    import io
+
+    path = write_records(budget_records(budget=5000.0, step_cap=6), tmp_path / "records.parquet")
+    r = invoke("compare", str(path), "--format", "json", "--resamples", "200")
+    assert r.exit_code == 0, r.output
+    row = next(c for c in json.loads(r.output)["comparisons"] if c["metric"] == "DB-12" and c["policy"] == "mopps")
+    assert row["n"] == 3 and isinstance(row["n"], int) and row["seeds"] == [1, 2, 3]
+    assert row["method_steps"] == [6, 6, 6] and row["below_budget"] == ["mopps", "baseline"]
+    assert row["method_rollout_tokens"] == [6 * 190, 6 * 200, 6 * 210]  # 180 + 10 x seed tokens a step
+    r = invoke("compare", str(path), "--format", "csv", "--resamples", "200")
+    assert r.exit_code == 0, r.output
+    text = r.output
+    csv = pd.read_csv(io.StringIO(text), dtype=str).set_index(["metric", "policy"]).loc[("DB-12", "mopps")]
+    assert csv["n"] == "3" and csv["seeds"] == "1;2;3" and csv["method_rollout_tokens"] == "1140;1200;1260"
+    for v in csv[["mean_diff", "sd", "t_lo", "t_hi", "p_t"]]:  # 12 significant digits at most, no binary noise
+        assert len(v.lstrip("-").replace(".", "").split("e")[0].lstrip("0")) <= 12, csv

@@ -83,6 +83,13 @@ def test_a_run_that_never_reaches_the_target_is_censored_not_zero_or_the_budget(
     # the method's mean tokens are over the seeds that reached it: the censored run counts as neither 0 nor 1000
     reached = t.set_index("policy").loc["greso", "method_tokens"]
     assert reached == (4 * 320 + 4 * 330) / 2  # seeds 2 and 3 cross at step 4 (320 and 330 tokens a step)
+    # issue 58: the reference's mean is over the same seeds (2 and 3), not over all three; each seed is shown
+    per = {s: (m, r, last) for s, m, r, last in g["tokens_per_seed"]}
+    assert g["reference_tokens"] == (per[2][1] + per[3][1]) / 2 and per[1][0] is None and per[1][1] is not None
+    from analysis.frontier_report import frontier_display
+
+    shown = frontier_display(t).set_index(t["policy"]).loc["greso", "per seed (method / ref)"]
+    assert shown.startswith(f"s1 ≥ {per[1][2]:,.0f} / {per[1][1]:,.0f} · s2 {per[2][0]:,.0f} / "), shown
     u, _ = tokens_to_target_table(budget_records(), SUITE, "DB-12", target=46.0)
     assert (u["verdict"] == "reference censored").all() and u.set_index("policy").loc["mopps", "censored_seeds"] == "2"
 
