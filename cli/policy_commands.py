@@ -21,7 +21,6 @@ from campaigns import config_root
 from wtcommon.errors import UserError
 
 DEFAULT_DIR = config_root() / "policy"
-DirOpt = Annotated[Path, typer.Option("--dir", metavar="DIR", help="folder of policy YAMLs")]
 
 
 def _params(params: dict) -> str:
@@ -32,7 +31,9 @@ def _schema(entry) -> str:
     return "; ".join(f"{k}: {p.allowed()} (default {p.default!r})" for k, p in entry.params.items()) or "-"
 
 
-def _configs(folder: Path):
+def _configs(folder: Path) -> list:
+    """(path, policy) of every YAML in `folder`; a project's folder puts its project on the import path first, so
+    its policies' `plugins:` import as they do in `show` and `submit`."""
     from orchestrator.engine.plugins import add_project_path, project_root_of_policy
     from policies import load_policy
 
@@ -42,6 +43,19 @@ def _configs(folder: Path):
     if paths and folder.resolve() != DEFAULT_DIR.resolve():  # a project's: its plugins import from it, as in `show`
         add_project_path(project_root_of_policy(paths[0]))
     return [(path, load_policy(path)) for path in paths]  # PolicyConfigError: exit 2
+
+
+def _listed_folders(folder: Path | None) -> list[Path]:
+    """The policy folders `campaign policies` lists, in the order a name resolves: `--dir` (or the current folder's
+    project `policy/`), then the shipped ones (issue 58: a project's own were missing, and --dir hid the shipped)."""
+    from orchestrator.engine.policy_resolve import policy_dirs, project_root
+
+    if folder is not None:
+        if not folder.is_dir():
+            raise UserError(f"--dir {folder}: policy folder not found; give a folder of policy YAMLs")
+        return [folder] + ([DEFAULT_DIR] if folder.resolve() != DEFAULT_DIR.resolve() else [])
+    root = project_root(Path.cwd())
+    return [d for d in policy_dirs(root) if d.is_dir()]
 
 
 def _curriculum_schema(cls) -> str:
@@ -76,14 +90,17 @@ def _options(p) -> str:
     return ", ".join(opts) or "-"
 
 
-def list_all(ctx: typer.Context, folder: DirOpt = DEFAULT_DIR) -> None:
-    """List scorers, actuators, curricula (with parameter schemas) and the named configurations (their plugins
-    imported, so a project's own scorer, actuator or curriculum is listed too)."""
+def list_all(ctx: typer.Context, folder: Annotated[Path | None, typer.Option(
+        "--dir", metavar="DIR", help="a folder of policy YAMLs, listed before the shipped ones (default: the current "
+        "folder's project `policy/`)")] = None) -> None:
+    """List scorers, actuators, curricula (with parameter schemas) and the named configurations: the project's
+    own (its plugins imported, so its scorer, actuator or curriculum is listed too), then the shipped ones."""
     if ctx.invoked_subcommand is not None:
         return
     from policies import ACTUATORS, SCORERS
 
-    rows = _configs(folder)
+    folders = _listed_folders(folder)
+    rows = [(d, path, p) for d in folders for path, p in _configs(d)]  # plugins imported before the tables
     t = Table(title="Scorers")
     for c in ("name", "granularity", "reads", "parameters"):
         t.add_column(c, no_wrap=c in ("name", "mechanism"), overflow="fold")
@@ -97,12 +114,17 @@ def list_all(ctx: typer.Context, folder: DirOpt = DEFAULT_DIR) -> None:
         t.add_row(name, e.cls.mechanism, e.cls.granularity, _schema(e))
     out.print(t)
     out.print(_curricula_table())
-    t = Table(title=f"Configurations ({folder})")
-    for c in ("name", "mechanism", "scorer", "actuator", "params", "options"):
+    t = Table(title="Configurations (" + "; then ".join(str(d) for d in folders) + ")")
+    for c in ("name", "from", "mechanism", "scorer", "actuator", "params", "options"):
         t.add_column(c, no_wrap=c in ("name", "mechanism"), overflow="fold")
-    for _path, p in rows:
+    seen: set[str] = set()
+    for d, _path, p in rows:
         c = p.config
-        t.add_row(p.name, p.mechanism, (c.get("scorer") or {}).get("name", "-"),
+        where = "shipped" if d.resolve() == DEFAULT_DIR.resolve() else "project"
+        if p.name in seen:
+            where += " (shadowed: the name resolves to the one above)"
+        seen.add(p.name)
+        t.add_row(p.name, where, p.mechanism, (c.get("scorer") or {}).get("name", "-"),
                   (c.get("actuator") or {}).get("name", "-"),
                   _params((c.get("actuator") or {}).get("params", {})), _options(p))
     out.print(t)

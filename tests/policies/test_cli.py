@@ -130,3 +130,44 @@ def test_list_shows_curricula_with_their_schemas_and_show_their_parameters():
     assert r.exit_code == 0, r.output
     assert "curriculum: mopps(target=0.5, decay=1.0, candidate_ratio=16.0" in r.output
     assert "decay: float in [0.0, 1.0] (default 1.0) - lambda" in r.output and "signal: accuracy" in r.output
+
+
+MIDBAND = '''import numpy as np
+from policies import Curriculum, register_curriculum
+
+
+@register_curriculum("t_midband_cli")
+class Midband(Curriculum):
+    signal = "none"
+
+    def _propose(self, step, mask, n):
+        return np.flatnonzero(mask)[:n]
+
+    def update(self, step, prompt_ids, correct):
+        self.check_update(prompt_ids, correct)
+'''
+
+
+def test_the_list_holds_the_projects_policies_and_curricula_beside_the_shipped_ones(tmp_path, monkeypatch):
+    """issue 58: inside a project, `campaign policies` listed the shipped configurations only (its curriculum
+    missing though `show` found it), and `--dir` hid the shipped ones."""
+    import sys
+
+    proj = _project(tmp_path)
+    (proj / "t_midband_mod.py").write_text(MIDBAND)
+    (proj / "policy" / "midband.yaml").write_text(
+        "name: midband\nmechanism: curriculum\ncurriculum: {name: t_midband_cli}\nplugins: [t_midband_mod]\n")
+    monkeypatch.delitem(sys.modules, "t_midband_mod", raising=False)
+    monkeypatch.chdir(proj)
+    r = CliRunner().invoke(_app(), ["policies"], env={"COLUMNS": "300"})
+    assert r.exit_code == 0, r.output
+    conf = r.output.split("Configurations")[1].splitlines()
+    rows = {ln.split("│")[1].strip(): ln for ln in conf if ln.count("│") > 3}
+    assert "project" in rows["midband"] and "curriculum=t_midband_cli" in rows["midband"]
+    assert "project" in rows["brevity"] and "shipped" in rows["maxvar"]  # the shipped ones beside
+    assert "t_midband_cli" in r.output.split("Curricula")[1].split("Configurations")[0]  # its rule is listed
+    gfpo = [ln for ln in conf if ln.split("│")[1:2] and ln.split("│")[1].strip() == "gfpo"]
+    assert len(gfpo) == 2 and "project" in gfpo[0] and "shadowed" in gfpo[1]  # resolves to the project's
+    monkeypatch.chdir(tmp_path)  # outside the project: --dir adds the folder, the shipped ones stay
+    r = CliRunner().invoke(_app(), ["policies", "--dir", str(proj / "policy")], env={"COLUMNS": "300"})
+    assert r.exit_code == 0 and "brevity" in r.output and "maxvar" in r.output, r.output
