@@ -99,8 +99,21 @@ def drive(sess: Session, campaign: str, *, timeout_s: float | None = None, max_p
                             drain_on_sigterm=drain_on_sigterm)
     if matrix:
         out.print(status_matrix(sess, campaign))
+        _next_steps(sess.wd.records(campaign), sess.workdir)
     if counts.get(RunState.failed):
         raise typer.Exit(1)
+
+
+def _next_steps(records: Path, workdir: Path) -> None:
+    """Where the records are and the commands that read them (issue 58: `submit` ended on its matrix alone)."""
+    import shlex
+
+    if not records.is_file():
+        return
+    r, runs = shlex.quote(str(records)), shlex.quote(str(workdir / "runs"))
+    out.print(f"records: {records}", markup=False, soft_wrap=True)
+    out.print(f"next: campaign compare {r} · campaign verdicts {r} · campaign report {r} --out report.html "
+              f"--runs-dir {runs}", markup=False, soft_wrap=True)
 
 
 def stop_own_head(workdir: Path, started_here: bool, keep_head: bool) -> None:

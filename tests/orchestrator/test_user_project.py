@@ -68,6 +68,10 @@ def test_readme_worked_example_runs_verbatim_outside_the_repo(tmp_path, head):
     assert sorted(recs["run_id"].unique()) == [f"brevity_vs_baseline/tiny_qwen2/{p}/s{s}"
                                                for p in ("baseline", "brevity") for s in (1, 2)]
     assert "brevity" in outputs[-1] and "baseline" in outputs[-1]  # the paired comparison was printed
+    submitted = outputs[[c.startswith("campaign submit") for c in commands[1:]].index(True)]
+    shown = submitted.split("records: ")[-1].split()[0]  # issue 58: submit ends with the records and what next
+    assert (proj / shown).resolve() == (proj / "work/results/brevity_vs_baseline/records.parquet").resolve(), shown
+    assert "next: campaign compare" in submitted, submitted[-2000:]
     # the job imported the researcher's class: brevity kept 40% of each group's rollouts at every step
     metrics = list((proj / "work" / "runs" / "brevity_vs_baseline").glob("*/train/metrics.jsonl"))
     kept = [json.loads(ln).get("policy/kept_frac") for m in metrics for ln in m.read_text().splitlines() if ln.strip()]
