@@ -44,6 +44,9 @@ def frontier_display(t: pd.DataFrame) -> pd.DataFrame:
         "ratio [95% CI]": ratio, "p Holm": t["p_holm"].map(lambda v: _num(v, ".3g")), "verdict": t["verdict"],
         "censored seeds (method; ref)": [f"{c or '-'}; {rc or '-'}" for c, rc in
                                          zip(t["censored_seeds"], t["reference_censored_seeds"], strict=True)],
+        "left-censored: reached at the first checkpoint (method; ref)": [
+            f"{c or '-'}; {rc or '-'}" for c, rc in zip(t["left_censored_seeds"], t["reference_left_censored_seeds"],
+                                                         strict=True)],
         "area Δ [95% CI]": [_num(d, "+.2f") + ("" if lo != lo else f" [{lo:+.2f}, {hi:+.2f}]")
                             for d, lo, hi in zip(t["area_delta"], t["area_lo"], t["area_hi"], strict=True)],
     }, index=t.index).astype(str)

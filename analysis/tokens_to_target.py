@@ -31,8 +31,8 @@ from evaluation.suite import Suite
 from wtcommon.errors import UserError
 
 COLUMNS = ["campaign", "model", "regime", "policy", "reference", "metric", "target", "n", "n_reached",
-           "censored_seeds", "reference_censored_seeds", "method_tokens", "reference_tokens", "ratio", "ratio_bound",
-           "ratio_lo", "ratio_hi", "p", "p_holm", "verdict", "area_method", "area_reference", "area_delta", "area_lo",
+           "censored_seeds", "reference_censored_seeds", "left_censored_seeds", "reference_left_censored_seeds", "method_tokens", "reference_tokens", "ratio", "ratio_bound",
+           "ratio_lo", "ratio_hi", "p", "p_point", "p_holm", "verdict", "area_method", "area_reference", "area_delta", "area_lo",
            "area_hi", "tokens_per_seed"]
 METHOD_NOTE = ("tokens to target = rollout tokens at a run's first evaluated checkpoint scoring at or above the "
                "target (the reference run's final score at the same seed, or --target), averaged over the seeds where "
@@ -41,7 +41,10 @@ METHOD_NOTE = ("tokens to target = rollout tokens at a run's first evaluated che
                "seeds of method / reference tokens, 95% CI = paired t on the log ratios (df = n - 1: at n = 3 "
                "t = 4.30, so it can exclude 1 only when the seeds agree closely), p the same t test, Holm over the "
                "policies of one campaign/model/regime; censored = never reached the target within its budget: the "
-               "ratio is then a lower bound (>=) with no interval, never zero or the budget; area = mean score over "
+               "ratio is then a lower bound (>=) with no interval, never zero or the budget; each crossing lies between "
+               "the checkpoint before it and its own, and a verdict needs the t test at the brackets' least "
+               "favourable ends (p) as well: a target reached at a run's first evaluated checkpoint leaves its bracket "
+               "open at 0 (left-censored), so no verdict is decided from it; area = mean score over "
                "the rollout tokens both runs of a seed cover, paired Δ with its paired-t 95% CI")
 _CONFIG = ("campaign", "model", "regime")
 
@@ -71,6 +74,19 @@ def first_crossing(tokens: np.ndarray, scores: np.ndarray, target: float) -> flo
     return float(tokens[hit[0]]) if hit.size else math.nan
 
 
+def crossing_floor(tokens: np.ndarray, scores: np.ndarray, target: float) -> float:
+    """The lower end of the bracket the crossing lies in: the tokens of the evaluated checkpoint before the first
+    one at or above the target (the crossing is in (floor, first_crossing]); NaN when the first evaluated
+    checkpoint already reaches it (left-censored: anywhere from 0 tokens, unless that checkpoint is the base
+    model at 0 tokens), or when the target is never reached."""
+    hit = np.flatnonzero(scores >= target - 1e-9)
+    if not hit.size:
+        return math.nan
+    if hit[0] == 0:
+        return 0.0 if tokens[0] == 0 else math.nan
+    return float(tokens[hit[0] - 1])
+
+
 def mean_score_over(tokens: np.ndarray, scores: np.ndarray, lo: float, hi: float) -> float:
     """Mean of the piecewise-linear score-vs-tokens curve over [lo, hi] (trapezoid / range); NaN for an empty
     range; the point value when lo == hi."""
@@ -89,6 +105,7 @@ def _pair_seed(m: pd.DataFrame, r: pd.DataFrame, target: float | None) -> dict[s
     goal = float(r.sort_values("step")["score"].iloc[-1]) if target is None else float(target)
     lo, hi = max(mt[0], rt[0]), min(mt[-1], rt[-1])
     return {"target": goal, "m_tok": first_crossing(mt, ms, goal), "r_tok": first_crossing(rt, rs, goal),
+            "m_floor": crossing_floor(mt, ms, goal), "r_floor": crossing_floor(rt, rs, goal),
             "m_last": float(mt[-1]), "area_m": mean_score_over(mt, ms, lo, hi),
             "area_r": mean_score_over(rt, rs, lo, hi)}
 
@@ -96,6 +113,23 @@ def _pair_seed(m: pd.DataFrame, r: pd.DataFrame, target: float | None) -> dict[s
 def _or_none(v: float) -> float | None:
     """A per-seed token count, None where the run never reached the target (censored: missing, not zero)."""
     return None if v != v else float(v)
+
+
+def _bracket_p(per: pd.DataFrame, logr: np.ndarray) -> float:
+    """The p a verdict may use: the paired t test on the log ratios at the end of each seed's crossing brackets
+    least favourable to the direction the point estimate shows (fewer tokens: the method's crossing as late and
+    the reference's as early as their brackets allow, m / r_floor; more: m_floor / r). A bracket open at 0 (a
+    target reached at the first evaluated checkpoint) makes that end 0 or infinite: p 1, never a decided verdict
+    from where checkpoints fall (issue 58). With a checkpoint at every step the brackets are one step wide."""
+    if not logr.size or not np.isfinite(logr).all():
+        return math.nan
+    fewer = logr.mean() < 0
+    with np.errstate(divide="ignore"):
+        worst = np.log(per["m_tok"].to_numpy(float) / per["r_floor"].to_numpy(float)) if fewer else \
+            np.log(per["m_floor"].to_numpy(float) / per["r_tok"].to_numpy(float))
+    if np.isnan(worst).any() or not np.isfinite(worst).all() or (worst.mean() < 0) != fewer:
+        return 1.0
+    return _t(worst)[2]
 
 
 def _t(d: np.ndarray) -> tuple[float, float, float]:
@@ -118,7 +152,10 @@ def _summarise(key: tuple, pol: str, ref: str, metric: str, per: pd.DataFrame, t
     both = per["r_tok"].notna()  # a reference that never reached a user target leaves its pair out
     m_tok = per["m_tok"].where(~censored, per["m_last"])
     logr = np.log(m_tok[both].to_numpy(float) / per.loc[both, "r_tok"].to_numpy(float))
-    lo, hi, p = _t(logr) if not censored[both].any() else (math.nan, math.nan, math.nan)
+    lo, hi, p_point = _t(logr) if not censored[both].any() else (math.nan, math.nan, math.nan)
+    p = _bracket_p(per[both], logr) if not censored[both].any() else math.nan
+    left = per["m_tok"].notna() & per["m_floor"].isna()
+    r_left = per["r_tok"].notna() & per["r_floor"].isna()
     area = (per["area_m"] - per["area_r"]).to_numpy(float)
     a_lo, a_hi, _ = _t(area)
     return {
@@ -134,7 +171,9 @@ def _summarise(key: tuple, pol: str, ref: str, metric: str, per: pd.DataFrame, t
                              float(per.at[s, "m_last"])] for s in per.index],
         "ratio": float(np.exp(logr.mean())) if logr.size else math.nan,
         "ratio_bound": ">=" if censored[both].any() else "=", "ratio_lo": math.exp(lo) if lo == lo else math.nan,
-        "ratio_hi": math.exp(hi) if hi == hi else math.nan, "p": p,
+        "ratio_hi": math.exp(hi) if hi == hi else math.nan, "p": p, "p_point": p_point,
+        "left_censored_seeds": ",".join(str(s) for s in per.index[left]),
+        "reference_left_censored_seeds": ",".join(str(s) for s in per.index[r_left]),
         "area_method": float(np.nanmean(per["area_m"])), "area_reference": float(np.nanmean(per["area_r"])),
         "area_delta": float(np.nanmean(area)) if np.isfinite(area).any() else math.nan,
         "area_lo": a_lo, "area_hi": a_hi,
@@ -178,8 +217,11 @@ def _verdicts(table: pd.DataFrame, alpha: float) -> pd.DataFrame:
     fam = table[list(_CONFIG)].astype(str).agg("\x1f".join, axis=1).to_numpy()
     table["p_holm"] = adjust(table["p"].to_numpy(float), "holm", fam)
     sig = table["p_holm"].to_numpy(float) < alpha
-    table["verdict"] = np.where(table["reference_tokens"].isna(), "reference censored", np.where(
-        table["ratio_bound"] == ">=", "censored", np.where(
+    left = (table["left_censored_seeds"] != "") | (table["reference_left_censored_seeds"] != "")
+    ref_never = np.array([len([x for x in str(c).split(",") if x]) == n for c, n in
+                          zip(table["reference_censored_seeds"], table["n"], strict=True)])
+    table["verdict"] = np.where(ref_never, "reference censored",
+        np.where(table["ratio_bound"] == ">=", "censored", np.where(
         sig & (table["ratio"] < 1), "fewer tokens", np.where(sig & (table["ratio"] > 1), "more tokens",
-                                                             "undecided"))))
+                                                             np.where(left, "left-censored", "undecided")))))
     return table

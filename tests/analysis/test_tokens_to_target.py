@@ -72,7 +72,31 @@ def test_tokens_to_target_by_hand() -> None:
     assert math.isclose(row["ratio"], math.exp(logr.mean()))
     assert math.isclose(row["ratio_lo"], math.exp(logr.mean() - half))
     assert math.isclose(row["method_tokens"], np.mean(m_tok)) and row["n"] == 3 and row["n_reached"] == 3
-    assert row["verdict"] == "fewer tokens" and row["ratio"] < 1
+    p_point = 2 * stats.t.sf(abs(logr.mean()) / (logr.std(ddof=1) / math.sqrt(3)), 2)
+    assert math.isclose(row["p_point"], p_point) and p_point < 0.01 and row["ratio"] < 1
+    # issue 58: each crossing lies in (previous checkpoint, crossing]; the verdict's p is the t test at the
+    # least favourable ends for "fewer": the method as late, the reference as early as the brackets allow
+    r_floor = [agg.loc[("baseline", s)]["tok"][agg.loc[("baseline", s)]["tok"] < r].max()
+               for s, r in zip((1, 2, 3), r_tok, strict=True)]
+    worst = np.log(np.array(m_tok) / np.array(r_floor))
+    p_worst = 2 * stats.t.sf(abs(worst.mean()) / (worst.std(ddof=1) / math.sqrt(3)), 2)
+    assert math.isclose(row["p"], p_worst) and row["p"] > 0.05  # the brackets touch at seed 3 (840 and 840)
+    assert row["verdict"] == "undecided"
+
+
+def test_a_target_reached_at_every_runs_first_checkpoint_never_gives_a_decided_verdict(tmp_path: Path) -> None:
+    """issue 58 (Done when): every run reaches the target at its first evaluated checkpoint, at different token
+    counts (greso's first checkpoint falls later than baseline's): the point ratio is far from 1 with a tiny p, but
+    where each run crossed is only known to be below its first count, so the verdict is `left-censored`."""
+    df = budget_records()
+    t, _ = tokens_to_target_table(df, SUITE, "DB-12", target=30.0)
+    g = t.set_index("policy").loc["greso"]
+    assert g["ratio"] > 1.1 and g["p_point"] < 0.01  # what the table decided before: "more tokens"
+    assert g["left_censored_seeds"] == "1,2,3" and g["reference_left_censored_seeds"] == "1,2,3"
+    assert g["p"] == 1.0 and (t["verdict"] == "left-censored").all(), t[["policy", "verdict"]]
+    path = write_records(df, tmp_path / "records.parquet")
+    r = invoke("compare", str(path), "--at", "tokens-to-target", "--target", "30")
+    assert r.exit_code == 0 and "left-censored" in r.output and "more tokens" not in r.output, r.output
 
 
 def test_a_run_that_never_reaches_the_target_is_censored_not_zero_or_the_budget() -> None:
