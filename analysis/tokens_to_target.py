@@ -10,7 +10,10 @@ score against cumulative rollout tokens (the records' `rollout_tokens`, analysis
   (resolution: the checkpoint spacing). A run that never reaches it within its budget is **censored**: its
   tokens are only known to exceed its last count, so it is reported as censored, never as zero or the budget;
 * ratio: the geometric mean over seeds of method / reference tokens, with the paired-t 95% interval on the log
-  ratios (df = n - 1) and its p (H0: ratio 1), Holm over the policies of one campaign/model/regime; with a
+  ratios (df = n - 1) and its p (`p_point`, H0: ratio 1); the verdict's p is the same test at the least
+  favourable ends of each crossing's bracket (previous checkpoint, crossing], so checkpoint spacing alone cannot
+  decide it and a target reached at the first checkpoint (left-censored) never does; Holm over the policies of
+  one campaign/model/regime; with a
   censored method run the ratio is a lower bound (`>=`, its last count standing in) and has no interval;
 * area: the mean score over the rollout tokens both runs of a seed cover (trapezoid under score vs tokens,
   divided by the range), paired Δ with its paired-t 95% interval.
@@ -31,19 +34,20 @@ from evaluation.suite import Suite
 from wtcommon.errors import UserError
 
 COLUMNS = ["campaign", "model", "regime", "policy", "reference", "metric", "target", "n", "n_reached",
-           "censored_seeds", "reference_censored_seeds", "left_censored_seeds", "reference_left_censored_seeds", "method_tokens", "reference_tokens", "ratio", "ratio_bound",
-           "ratio_lo", "ratio_hi", "p", "p_point", "p_holm", "verdict", "area_method", "area_reference", "area_delta", "area_lo",
-           "area_hi", "tokens_per_seed"]
+           "censored_seeds", "reference_censored_seeds", "left_censored_seeds", "reference_left_censored_seeds",
+           "method_tokens", "reference_tokens", "ratio", "ratio_bound", "ratio_lo", "ratio_hi", "p", "p_point",
+           "p_holm", "verdict", "area_method", "area_reference", "area_delta", "area_lo", "area_hi",
+           "tokens_per_seed"]
 METHOD_NOTE = ("tokens to target = rollout tokens at a run's first evaluated checkpoint scoring at or above the "
                "target (the reference run's final score at the same seed, or --target), averaged over the seeds where "
                "both runs reached it (per seed: s<seed> method / reference, ≥ last count where censored); ratio = "
                "geometric mean over "
                "seeds of method / reference tokens, 95% CI = paired t on the log ratios (df = n - 1: at n = 3 "
-               "t = 4.30, so it can exclude 1 only when the seeds agree closely), p the same t test, Holm over the "
-               "policies of one campaign/model/regime; censored = never reached the target within its budget: the "
-               "ratio is then a lower bound (>=) with no interval, never zero or the budget; each crossing lies between "
-               "the checkpoint before it and its own, and a verdict needs the t test at the brackets' least "
-               "favourable ends (p) as well: a target reached at a run's first evaluated checkpoint leaves its bracket "
+               "t = 4.30, so it can exclude 1 only when the seeds agree closely), p_point the same t test; Holm "
+               "over the policies of one campaign/model/regime on the verdict's p (below); censored = never reached the target within its budget: "
+               "the ratio is then a lower bound (>=) with no interval, never zero or the budget; each crossing lies "
+               "between the checkpoint before it and its own, and the verdict's p is the t test at the brackets' least "
+               "favourable ends: a target reached at a run's first evaluated checkpoint leaves its bracket "
                "open at 0 (left-censored), so no verdict is decided from it; area = mean score over "
                "the rollout tokens both runs of a seed cover, paired Δ with its paired-t 95% CI")
 _CONFIG = ("campaign", "model", "regime")
