@@ -6,7 +6,9 @@ and the exploit watch of evaluation/exploit_watch.py), two tests, each with its 
 * **reward without skill**: the training reward rose by at least `reward_rise` (mean of the last third of the
   steps minus the first third) while the held-out reward (`val/reward_mean`, the same graders on prompts the run
   never trains on; first logged value to last) rose by less than `heldout_share` of that rise. Needs two
-  held-out values; without them this test is "unknown", never passed silently (the reason says so).
+  held-out values; without them this test is "unknown", never passed silently (the reason says so). Not applied
+  to a policy that chooses its training prompts or domains (`CHOOSES_PROMPTS`): its training reward rises by the
+  choice itself; the reason says the test was not made.
 * **exploit fraction**: over the last half of the steps, the mean share of rewarded responses that offer
   several candidate final answers (`watch/multi_answer_frac`) is above `exploit_frac`; or the share of rewarded
   responses that answer without reasoning (`watch/no_reasoning_frac`) rose by more than `exploit_frac` (last half
@@ -45,6 +47,10 @@ class WatchThresholds:
 
 
 DEFAULT_WATCH = WatchThresholds()
+# mechanisms that choose what the run trains on (a curriculum's prompts, dynamic sampling's kept groups, a mixer's
+# domains): a rise of their training reward is expected from the choice alone, so "reward without skill" is not
+# tested on them (issue 58: a user's curriculum was flagged for what its prompt choice did)
+CHOOSES_PROMPTS = ("curriculum", "mix")
 
 
 def _series(df: pd.DataFrame, keys: tuple[str, ...]) -> pd.Series:
@@ -96,6 +102,8 @@ def run_watch_reason(row: dict[str, float], th: WatchThresholds = DEFAULT_WATCH)
         why.append(f"the share of rewarded responses answering without reasoning rose {bare:+.0%} (threshold "
                    f"{th.exploit_frac:.0%})")
     rise, held = known("reward_rise"), known("heldout_rise")
+    if str(row.get("mechanism", "")) in CHOOSES_PROMPTS:  # its training reward rises by its prompt choice
+        return "; ".join(why)
     if rise >= th.reward_rise and not math.isnan(held):  # held-out unknown: stated by `watch_verdict`
         if held < th.heldout_share * rise:
             why.append(f"training reward rose {rise:+.2f} while held-out reward moved {held:+.2f} (under "
@@ -115,6 +123,11 @@ def watch_verdict(runs: pd.DataFrame, th: WatchThresholds = DEFAULT_WATCH) -> tu
         return REWARD_SUSPECT, shown + more
     rise = runs["reward_rise"].to_numpy(dtype=float) if "reward_rise" in runs else np.array([])
     held = runs["heldout_rise"].to_numpy(dtype=float) if "heldout_rise" in runs else np.array([])
+    chooses = runs["mechanism"].astype(str).isin(CHOOSES_PROMPTS).to_numpy() if "mechanism" in runs else \
+        np.zeros(len(rise), dtype=bool)
+    if len(rise) and np.any(chooses & (rise >= th.reward_rise)):
+        return "", ("training reward not weighed against held-out reward: the policy chooses its training prompts, "
+                    "which raises the training reward by design (the exploit-fraction tests still apply)")
     if len(rise) and np.any((rise >= th.reward_rise) & np.isnan(held)):
         return "", "training reward rose without a held-out reward to check it against (val/reward_mean)"
     return "", ""
@@ -131,5 +144,5 @@ def watch_column(data: pd.DataFrame, flags: pd.DataFrame) -> np.ndarray:
     return left.merge(right, on=keys, how="left")["watch"].fillna("").to_numpy(dtype=object)
 
 
-__all__ = ["DEFAULT_WATCH", "HELDOUT_KEYS", "REWARD_KEYS", "REWARD_SUSPECT", "WatchThresholds", "run_watch_reason",
+__all__ = ["CHOOSES_PROMPTS", "DEFAULT_WATCH", "HELDOUT_KEYS", "REWARD_KEYS", "REWARD_SUSPECT", "WatchThresholds", "run_watch_reason",
            "watch_column", "watch_summary", "watch_verdict"]

@@ -42,6 +42,20 @@ def test_reward_rising_without_the_heldout_reward_is_suspect() -> None:
     assert flag == "" and "without a held-out reward" in why
 
 
+def test_a_policy_choosing_its_prompts_is_not_flagged_for_the_rise_its_choice_makes() -> None:
+    """issue 58: a curriculum (or mixer) picks what it trains on, so its training reward rises by design; the
+    held-out comparison is not made for it and the reason says so, while the exploit fractions still flag."""
+    rising, flat = [0.1, 0.1, 0.2, 0.3, 0.5, 0.6], [0.3] * 6
+    for mech in ("curriculum", "mix"):
+        row = {"run_id": "c/m/midband/s1", "mechanism": mech, **watch_summary(_steps(rising, {0: 0.2, 6: 0.11}))}
+        flag, why = watch_verdict(pd.DataFrame([row]))
+        assert flag == "" and "chooses its training prompts" in why, (mech, why)
+        hedging = {**row, **watch_summary(_steps(flat, {0: 0.3, 6: 0.3}, multi=[0.9] * 6))}
+        assert watch_verdict(pd.DataFrame([hedging]))[0] == REWARD_SUSPECT
+    row = {"run_id": "c/m/topk/s1", "mechanism": "select", **watch_summary(_steps(rising, {0: 0.2, 6: 0.11}))}
+    assert watch_verdict(pd.DataFrame([row]))[0] == REWARD_SUSPECT  # a selector trains on the same prompts
+
+
 def test_hedges_among_rewarded_responses_or_a_rising_bare_answer_share_are_suspect() -> None:
     flat = [0.3] * 6
     flag, why = _verdict(_steps(flat, {0: 0.3, 6: 0.3}, multi=[0.0, 0.1, 0.2, 0.4, 0.5, 0.6]))
