@@ -144,5 +144,6 @@ def watch_column(data: pd.DataFrame, flags: pd.DataFrame) -> np.ndarray:
     return left.merge(right, on=keys, how="left")["watch"].fillna("").to_numpy(dtype=object)
 
 
-__all__ = ["CHOOSES_PROMPTS", "DEFAULT_WATCH", "HELDOUT_KEYS", "REWARD_KEYS", "REWARD_SUSPECT", "WatchThresholds", "run_watch_reason",
+__all__ = ["CHOOSES_PROMPTS", "DEFAULT_WATCH", "HELDOUT_KEYS", "REWARD_KEYS", "REWARD_SUSPECT", "WatchThresholds",
+           "run_watch_reason",
            "watch_column", "watch_summary", "watch_verdict"]
