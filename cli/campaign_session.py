@@ -110,7 +110,9 @@ def _next_steps(records: Path, workdir: Path) -> None:
 
     if not records.is_file():
         return
-    r, runs = shlex.quote(str(records)), shlex.quote(str(workdir / "runs"))
+    from orchestrator.engine.paths import runs_root
+
+    r, runs = shlex.quote(str(records)), shlex.quote(str(runs_root(workdir)))
     out.print(f"records: {records}", markup=False, soft_wrap=True)
     out.print(f"next: campaign compare {r} · campaign verdicts {r} · campaign report {r} --out report.html "
               f"--runs-dir {runs}", markup=False, soft_wrap=True)

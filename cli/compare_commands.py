@@ -204,7 +204,7 @@ def compare(
         return emit(tokens_to_target_text(df, s, aggregate or s.aggregate_names[0], target, refs, fmt, records), out)
     import warnings
 
-    from analysis.comparisons import SMALL_N_NOTE, paired_comparisons
+    from analysis.comparisons import paired_comparisons
     from analysis.items import no_items_note
     from wtcommon.terminal import terminal_width
 
@@ -223,21 +223,27 @@ def compare(
     aggs = [aggregate] if aggregate else s.aggregate_names
     t = t[t["metric"].isin(aggs) | (detail & t["metric_type"].isin(["domain", "benchmark"]))]
     if fmt in ("json", "csv"):
-        from analysis.budget import machine_columns
-        from analysis.table_formats import clean_csv
-
-        emit(clean_csv(machine_columns(t, sep=";")) if fmt == "csv" else _json_dumps({
-            "suite": s.name, "aggregates": aggs, "margin": margin, "effect": effect, "n_resamples": resamples,
-            "seed": seed, "sd": "sample (n-1)", "family": "campaign/model/regime/step x metric",
-            "small_n": SMALL_N_NOTE, "comparisons": json_rows(machine_columns(t)), "dropped": res.dropped},
-            indent=1) + "\n", out)
-        return
+        return emit(_machine_text(t, fmt, {"suite": s.name, "aggregates": aggs, "margin": margin, "effect": effect,
+                                           "n_resamples": resamples, "seed": seed}, res.dropped), out)
     text = _tables_text(t, s, aggs, detail=detail, fmt=fmt, wide=wide, width=width, item_df=item_df, df=df,
                         res=res)
     if fmt == "md" and out is None and not show_all and sys.stdout.isatty() and text.count("\n") >= SCREEN_LINES:
         text = _compare_screen(t, aggs[0], width, text.count("\n") + 1, more=aggs[1:])
     emit(text, out)
     warn_dropped(res.dropped)
+
+
+def _machine_text(t, fmt: str, head: dict, dropped: list[str]) -> str:
+    """The comparisons as CSV (every column, per-seed cells joined with ';') or JSON (lists as lists)."""
+    from analysis.budget import machine_columns
+    from analysis.comparisons import SMALL_N_NOTE
+    from analysis.table_formats import clean_csv
+
+    if fmt == "csv":
+        return clean_csv(machine_columns(t, sep=";"))
+    return _json_dumps({**head, "sd": "sample (n-1)", "family": "campaign/model/regime/step x metric",
+                        "small_n": SMALL_N_NOTE, "comparisons": json_rows(machine_columns(t)), "dropped": dropped},
+                       indent=1) + "\n"
 
 
 def _check_aggregate(aggregate: str | None, s) -> None:

@@ -24,6 +24,29 @@ import pytest
 
 from tests.components import COMPONENTS, FIXTURE_COMPONENTS, SHARED_ENV, VLLM_ONLY, missing, recorded, started
 
+def _cache_cli_builds() -> None:
+    """Typer's CliRunner builds the whole click command tree of the app on every `invoke` (56 ms for `campaign`'s
+    30 commands, about a thousand invocations in `make test-fast`); the tree is a pure function of the app, so it
+    is built once per app object here (a weak map: a test's own throwaway app is built afresh). The console
+    script builds it once per process anyway."""
+    import weakref
+
+    import typer.testing as tt
+
+    build = tt._get_command
+    built: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def cached(app):
+        cmd = built.get(app)
+        if cmd is None:
+            built[app] = cmd = build(app)
+        return cmd
+
+    tt._get_command = cached
+
+
+_cache_cli_builds()
+
 _SHARED_KEY = "wt_shared_dir"
 _shared = pytest.StashKey[Path]()
 
