@@ -17,6 +17,7 @@ POLICY_KEYS = ("campaign", "model", "regime", "policy")
 # the trainers' split of a run's compute (local: training/local.py; verl: training/launches.py): the base model's
 # build (paid once per cache, by whichever run found it cold) apart from the training itself, wall and CPU seconds
 COMPUTE_SPLIT = ("build_s", "build_cpu_s", "cpu_s", "train_wall_s", "train_cpu_s")
+DS_COLUMNS = ("ds_generated_groups_mean", "ds_kept_groups_mean", "ds_generated_zero_variance_frac")
 BUILT_S = 1.0  # below this a run found the base model cached (a build and warm-up takes minutes)
 
 
@@ -49,12 +50,20 @@ def compare_to_reference(summary: pd.DataFrame, scores: pd.DataFrame | None = No
     upd = s["compute_update_tokens"].where(s["compute_update_tokens"].notna(), s["update_tokens_sum"])
     s["score_per_Mtoken"] = np.where(upd > 0, s["score"] / (upd.where(upd > 0) / 1e6), np.nan)
     s["update_tokens"] = upd
+    roll = s["compute_rollout_tokens"] if "compute_rollout_tokens" in s.columns else pd.Series(np.nan, index=s.index)
+    s["rollout_tokens"] = roll
+    s["score_per_Mrollout_token"] = np.where(roll > 0, s["score"] / (roll.where(roll > 0) / 1e6), np.nan)
+    budget = s["compute_rollout_token_budget"] if "compute_rollout_token_budget" in s.columns else \
+        pd.Series(np.nan, index=s.index)
+    s["rollout_token_budget"] = budget
     # training alone where the trainer split it off (else the whole wall): a cold base-model build inside one seed's
     # run would make every other policy look cheaper than the one that paid for it
     train = s["compute_train_wall_s"] if "compute_train_wall_s" in s.columns else pd.Series(np.nan, index=s.index)
     s["compute_train_wall_s"] = train.where(train.notna(), s["compute_wall_s"])
     cols = ["kept_frac_mean", "weight_std_mean", "update_tokens", "compute_wall_s", "compute_train_wall_s",
-            "compute_gpu_s", "realised_prop_move", "score", "score_per_gpu_hour", "score_per_Mtoken"]
+            "compute_gpu_s", "realised_prop_move", "score", "score_per_gpu_hour", "score_per_Mtoken",
+            "rollout_tokens", "score_per_Mrollout_token", "rollout_token_budget",
+            *[c for c in DS_COLUMNS if c in s.columns]]
     per = s.groupby(list(POLICY_KEYS) + ["mechanism"], sort=True)[cols].mean().reset_index()
     out = []
     for _, r in per.iterrows():
@@ -64,7 +73,7 @@ def compare_to_reference(summary: pd.DataFrame, scores: pd.DataFrame | None = No
         row = r.to_dict()
         row["reference"] = ref if len(m) else ""
         for c in ("update_tokens", "compute_wall_s", "compute_train_wall_s", "compute_gpu_s", "score_per_gpu_hour",
-                  "score_per_Mtoken"):
+                  "score_per_Mtoken", "rollout_tokens", "score_per_Mrollout_token"):
             base = float(m[c].iloc[0]) if len(m) else math.nan
             row[f"{c}_ratio"] = float(r[c]) / base if base and not math.isnan(base) else math.nan
         row["score_delta"] = float(r["score"]) - float(m["score"].iloc[0]) if len(m) else math.nan

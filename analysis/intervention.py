@@ -122,6 +122,12 @@ def summarise_metrics(df: pd.DataFrame) -> dict[str, float]:
         "weight_max_max": float(_col(on, "weight_max").max()),
         "update_tokens_sum": float(_col(df, "update_tokens").sum(min_count=1)),
         "zero_variance_frac_mean": float(_col(df, "zero_variance_frac").mean()),
+        # dynamic sampling: what a step generated against what it kept (the kept batch alone has no zero-variance
+        # group by construction, so its zero_variance_frac says nothing about what was drawn and dropped)
+        "ds_generated_groups_mean": float(_col(df, "ds/generated_prompts").mean()),
+        "ds_kept_groups_mean": float(_col(df, "ds/kept_groups").mean()),
+        "ds_generated_zero_variance_frac": float((1 - _col(df, "ds/informative_groups")
+                                                   / _col(df, "ds/generated_prompts")).mean()),
         "valid_tokens_sum": float(_col(df, "valid_tokens").sum(min_count=1)),
     }
     out["update_token_frac"] = (out["update_tokens_sum"] / out["valid_tokens_sum"] if out["valid_tokens_sum"] > 0
@@ -277,12 +283,40 @@ def intervention_section_html(summary: pd.DataFrame, scores: pd.DataFrame | None
         + f"<h3>Compute and compute-normalised {html.escape(score_col)}</h3>"
         + "<p>Ratios are to the campaign-local reference (baseline for select/reweight, static for mix). "
           "Score per GPU-hour is undefined (—) for CPU runs (gpu_s = 0). compute_train_wall_s: training alone "
-          "(the base model's build taken out where the trainer timed it).</p>" + build_note_html(summary)
-        + _table(comp, ["campaign", "model", "policy", "reference", "update_tokens", "update_tokens_ratio",
-                        "compute_wall_s", "compute_train_wall_s", "compute_train_wall_s_ratio", "compute_gpu_s",
-                        "score", "score_delta", "score_per_gpu_hour", "score_per_Mtoken", "score_per_Mtoken_ratio"])
+          "(the base model's build taken out where the trainer timed it). "
+          + _basis_note(comp) + "</p>" + build_note_html(summary)
+        + _table(comp, _compute_columns(comp))
     )
     return "Intervention evidence and compute", body
+
+
+def _budgeted(comp: pd.DataFrame) -> bool:
+    return "rollout_token_budget" in comp.columns and bool(comp["rollout_token_budget"].notna().any())
+
+
+def _basis_note(comp: pd.DataFrame) -> str:
+    """Which compute the scores are normalised by: the one the campaign compares at (issue 58)."""
+    if _budgeted(comp):
+        return ("This campaign compares policies at equal rollout tokens (its budget), so scores are normalised by "
+                "the rollout tokens each run generated (score_per_Mrollout_token), not by update tokens.")
+    return "Scores are normalised by the tokens each policy updated on (score_per_Mtoken)."
+
+
+def _compute_columns(comp: pd.DataFrame) -> list[str]:
+    """The compute table's columns: normalised by rollout tokens in a budgeted campaign, else by update tokens;
+    generated vs kept groups where a policy sampled dynamically."""
+    head = ["campaign", "model", "policy", "reference"]
+    if _budgeted(comp):
+        cols = [*head, "rollout_tokens", "rollout_tokens_ratio", "update_tokens", "compute_train_wall_s",
+                "compute_train_wall_s_ratio", "score", "score_delta", "score_per_Mrollout_token",
+                "score_per_Mrollout_token_ratio"]
+    else:
+        cols = [*head, "update_tokens", "update_tokens_ratio", "compute_wall_s", "compute_train_wall_s",
+                "compute_train_wall_s_ratio", "compute_gpu_s", "score", "score_delta", "score_per_gpu_hour",
+                "score_per_Mtoken", "score_per_Mtoken_ratio"]
+    if "ds_generated_groups_mean" in comp.columns and comp["ds_generated_groups_mean"].notna().any():
+        cols += ["ds_generated_groups_mean", "ds_kept_groups_mean", "ds_generated_zero_variance_frac"]
+    return cols
 
 
 def attach_to_records(records: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:

@@ -163,3 +163,32 @@ def test_reads_the_local_backend_key_layout(tmp_path):
     summ = run_summary([_run("gfpo", "select", 1, tmp_path / "m.jsonl")]).iloc[0]
     assert summ["kept_frac_mean"] == pytest.approx(0.6) and summ["update_token_frac"] == pytest.approx(0.6)
     assert summ["target_prop_move"] == pytest.approx(0.02) and summ["realised_prop_move"] == 0.0
+
+
+def test_a_budgeted_campaign_is_normalised_by_rollout_tokens_and_dynamic_sampling_shows_what_it_dropped(tmp_path):
+    """issue 58: the report normalised a campaign compared at equal rollout tokens by update tokens (dynamic
+    sampling "3.119x") and showed dynamic sampling's zero-variance share as 0 (its kept batch has none by
+    construction) while it generated 36 groups a step and kept 12."""
+    def metrics(name: str, ds: bool) -> Path:
+        rows = [{"step": t, "update_tokens": 400.0, "valid_tokens": 400.0, "zero_variance_frac": 0.0 if ds else 0.5,
+                 **({"ds/generated_prompts": 36.0, "ds/informative_groups": 12.0, "ds/kept_groups": 12.0}
+                    if ds else {})} for t in (1, 2)]
+        return _write(tmp_path / f"{name}.jsonl", rows)
+
+    runs = []
+    for s in (1, 2):
+        for pol, ds, roll in (("baseline", False, 6000.0), ("dynamic_sampling", True, 6100.0)):
+            r = _run(pol, "none" if pol == "baseline" else "curriculum", s, metrics(f"{pol}{s}", ds), upd=800.0)
+            r["compute"].update(rollout_tokens=roll, rollout_token_budget=6000.0,
+                                update_tokens=800.0 if pol == "baseline" else 800.0 / 3)
+            runs.append(r)
+    summary = run_summary(runs)
+    scores = pd.DataFrame({"run_id": [r["run_id"] for r in runs], "DB-12": 30.0})
+    comp = compare_to_reference(summary, scores).set_index("policy")
+    ds = comp.loc["dynamic_sampling"]
+    assert ds["score_per_Mrollout_token_ratio"] == pytest.approx(6000.0 / 6100.0)  # not 3x: the compute compared
+    assert ds["ds_generated_groups_mean"] == 36.0 and ds["ds_kept_groups_mean"] == 12.0
+    assert ds["ds_generated_zero_variance_frac"] == pytest.approx(2 / 3)
+    _, body = intervention_section_html(summary, scores)
+    assert "equal rollout tokens" in body and "score_per_Mrollout_token" in body and "score_per_Mtoken" not in body
+    assert "ds_generated_zero_variance_frac" in body
