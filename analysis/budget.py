@@ -52,6 +52,7 @@ def at_budget(records: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | None
              .reset_index())
     stops["below_budget"] = stops["rollout_tokens"] < stops["rollout_token_budget"]
     view = pd.concat([records[~mask], final.assign(step=np.int64(AT_BUDGET))], ignore_index=True)
+    view.attrs = dict(records.attrs)  # the campaign's baselines and --vs pairs ride on them (analysis.schema)
     return view, stops
 
 

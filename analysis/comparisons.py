@@ -31,7 +31,7 @@ from analysis.paired_stats import (
     stats_block,
 )
 from analysis.record_checks import check_one_grader
-from analysis.schema import DEFAULT_AA_PAIR, GROUP_KEYS, references
+from analysis.schema import DEFAULT_AA_PAIR, GROUP_KEYS, extra_pairs, references
 from evaluation.suite import Suite
 
 SMALL_N_NOTE = ("small n: at n <= 5 the second CI is the seed range [min d, max d] with its exact coverage "
@@ -108,9 +108,10 @@ def _pair(mrows: np.ndarray, rrows: np.ndarray, seeds: np.ndarray, run_ids: np.n
 
 
 def _jobs(runs: pd.DataFrame, overrides: dict[str, str], dropped: list[str], aa_pair: tuple[str, str],
-          by_mechanism: dict[str, str]) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+          by_mechanism: dict[str, str], pairs: list[tuple[str, str]] = ()) -> list[tuple[dict, np.ndarray, np.ndarray]]:
     """(identity, method run rows, reference run rows) for every comparison, plus the A/A rows. The reference
-    of a policy: `overrides` (--reference-map), else its mechanism's in `by_mechanism`."""
+    of a policy: `overrides` (--reference-map), else its mechanism's in `by_mechanism`; `pairs` (--vs A:B) add
+    A vs B in every group holding both, as effects in the same Holm family."""
     cfg = runs.groupby(list(GROUP_KEYS) + ["policy"], sort=True).indices
     groups: dict[tuple, dict[str, np.ndarray]] = {}
     for key, rows in cfg.items():
@@ -136,6 +137,11 @@ def _jobs(runs: pd.DataFrame, overrides: dict[str, str], dropped: list[str], aa_
                 continue
             jobs.append(({**ident, "policy": pol, "reference": ref, "reference_campaign": ident["campaign"],
                           "mechanism": mech, "kind": "effect"}, rows, pols[ref]))
+        done = {(pol, overrides.get(pol, by_mechanism.get(mech_col[rows[0]]))) for pol, rows in pols.items()}
+        for a, b in pairs:
+            if a in pols and b in pols and (a, b) not in done:
+                jobs.append(({**ident, "policy": a, "reference": b, "reference_campaign": ident["campaign"],
+                              "mechanism": mech_col[pols[a][0]], "kind": "effect"}, pols[a], pols[b]))
     # A/A noise floor: `aa_pair` (by default static, the mixer trainer, vs baseline) at the same
     # model/regime/step, any campaign.
     a, b = aa_pair
@@ -348,6 +354,7 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
     if not allow_mixed_graders:
         check_one_grader(records)
     by_mechanism = references(records)  # before any view: the campaign's `baselines:` ride on the records' attrs
+    pairs = extra_pairs(records)
     budget = at_budget(records)  # runs trained to a rollout-token budget pair at it, not by step
     if budget is not None:
         records, runs = budget[0], None
@@ -355,7 +362,7 @@ def paired_comparisons(records: pd.DataFrame, suite: Suite, *, reference_map: di
     metrics = metric_columns(suite, aggregates)
     cols = [name for _, name in metrics]
     dropped: list[str] = []
-    jobs = _jobs(runs, reference_map or {}, dropped, aa_pair, by_mechanism)
+    jobs = _jobs(runs, reference_map or {}, dropped, aa_pair, by_mechanism, pairs)
     resolution = metric_resolution(suite, metrics)
     got = _collect(jobs, runs, suite, metrics, items, level, dropped)
     _add_stats(got, resolution, seed=seed, n_resamples=n_resamples, level=level, margin=margin, effect=effect)

@@ -81,6 +81,15 @@ DEFAULT_REFERENCE: dict[str, str] = {"select": "baseline", "reweight": "baseline
 BASELINES_ATTR = "baselines"
 
 
+# Pairs of policies compared with each other beside their references (`--vs A:B`): `records.attrs[PAIRS_ATTR]`
+PAIRS_ATTR = "pairs"
+
+
+def extra_pairs(records: Any) -> list[tuple[str, str]]:
+    """The (method, reference) pairs asked for beside each policy's own reference (`--vs`), in order."""
+    return [(str(a), str(b)) for a, b in (getattr(records, "attrs", {}) or {}).get(PAIRS_ATTR, [])]
+
+
 def references(records: Any) -> dict[str, str]:
     """mechanism -> reference policy for these records: the defaults, overridden by the `baselines:` of the
     campaign that collected them (`records.attrs`)."""

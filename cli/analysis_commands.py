@@ -18,8 +18,8 @@ from cli.compare_commands import compare  # noqa: F401  (the analysis commands, 
 from cli.report_commands import report  # noqa: F401
 from cli.analysis_inputs import (
     RecordsArg, SuiteOpt, CampaignOpt, ModelOpt, RESAMPLES, ResamplesOpt, WideOpt, MixedOpt, MixedGradersOpt,
-    ForceOpt, EXT, check_inputs, check_out_dir, check_out_file, clean_value, emit, json_rows, load_records,
-    output_format, parse_reference_map, read_items, require_pairs, write_tables)
+    ForceOpt, EXT, VsOpt, apply_vs, check_inputs, check_out_dir, check_out_file, clean_value, emit, json_rows,
+    load_records, output_format, parse_reference_map, read_items, require_pairs, write_tables)
 from cli.memorization_options import MaxMemorizationOpt, MemorizationOpt, load_probes, restrict
 from cli.options import FormatOpt, JsonOpt, OutDirOpt, OutFileOpt
 from analysis.sensitivity_tables import SENSITIVITY_TABLES
@@ -54,6 +54,7 @@ def tables(
     wide: WideOpt = False,
     allow_mixed: MixedOpt = False,
     allow_mixed_graders: MixedGradersOpt = False,
+    vs: VsOpt = None,
 ) -> None:
     """Print the study's tables regenerated from RECORDS (Markdown, CSV, LaTeX or JSON).
 
@@ -78,6 +79,7 @@ def tables(
     check_out_dir(out, [records, items], names, EXT[fmt], force)
     s, df = load_records(records, suite, mixed_evaluations=allow_mixed,
                   mixed_graders=allow_mixed_graders)
+    df = apply_vs(df, vs)
     item_df = read_items(items)
     if metric is not None and metric not in s.aggregate_names + list(s.domains) + s.benchmark_ids:
         raise UserError(f"--aggregate {metric!r}: not an aggregate, domain or benchmark of suite {s.name!r} "
@@ -244,6 +246,7 @@ def verdicts(
     allow_mixed_graders: MixedGradersOpt = False,
     max_memorization: MaxMemorizationOpt = None,
     memorization: MemorizationOpt = None,
+    vs: VsOpt = None,
 ) -> None:
     """One verdict per method-vs-reference comparison: better / worse / equivalent within ±M / undecided.
 
@@ -255,6 +258,7 @@ def verdicts(
     check_out_file(out, [records], force)
     s, df = load_records(records, suite, campaign, model, mixed_evaluations=allow_mixed,
                   mixed_graders=allow_mixed_graders)
+    df = apply_vs(df, vs)
     if aggregate is not None and aggregate not in s.aggregate_names:
         raise UserError(f"--aggregate {aggregate!r}: suite {s.name!r} declares {', '.join(s.aggregate_names)}")
     restriction = None

@@ -197,6 +197,35 @@ def check_out(out: Path, inputs: list[Path | None], force: bool, what: str = "--
         raise UserError(f"{what} {out}: {out.parent} is not a folder; choose another path")
 
 
+VsOpt = Annotated[list[str] | None, typer.Option(
+    "--vs", metavar="A:B", help="also compare policy A with policy B (e.g. two methods), beside each policy's own "
+    "reference and in the same Holm family (repeatable)")]
+
+
+def apply_vs(df, vs: list[str] | None):
+    """`df` with the `--vs A:B` pairs on its attrs (analysis.schema.PAIRS_ATTR), which every comparison builder
+    reads; exit 2 for a malformed pair, an unknown policy or a pair no campaign/model/regime/step group holds."""
+    from analysis.schema import GROUP_KEYS, PAIRS_ATTR
+
+    pairs: list[tuple[str, str]] = []
+    known = set(df["policy"].astype(str))
+    for it in vs or []:
+        a, sep, b = (x.strip() for x in it.partition(":"))
+        if not sep or not a or not b or a == b:
+            raise UserError(f"--vs {it!r}: expected METHOD:REFERENCE, two different policies, e.g. --vs "
+                            "midband:dynamic_sampling")
+        unknown = [x for x in (a, b) if x not in known]
+        if unknown:
+            raise UserError(f"--vs {it!r}: no runs of {unknown} in these records; policies: {sorted(known)}")
+        together = df[df["policy"].isin([a, b])].groupby(list(GROUP_KEYS))["policy"].nunique()
+        if not (together == 2).any():
+            raise UserError(f"--vs {it!r}: no campaign/model/regime/step holds runs of both; nothing to pair")
+        pairs.append((a, b))
+    if pairs:
+        df.attrs[PAIRS_ATTR] = pairs
+    return df
+
+
 def parse_reference_map(items: list[str] | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for it in items or []:

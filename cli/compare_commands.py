@@ -17,8 +17,8 @@ from cli.jsonsafe import dumps as _json_dumps
 from wtcommon.errors import UserError
 from cli.analysis_inputs import (
     RecordsArg, SuiteOpt, CampaignOpt, ModelOpt, RESAMPLES, ResamplesOpt, WideOpt, MixedOpt, MixedGradersOpt,
-    ForceOpt, check_inputs, check_out_file, emit, json_rows, load_records, output_format, parse_reference_map,
-    read_items, require_pairs, warn_dropped)
+    ForceOpt, VsOpt, apply_vs, check_inputs, check_out_file, emit, json_rows, load_records, output_format,
+    parse_reference_map, read_items, require_pairs, warn_dropped)
 
 
 def group_label(data, idx) -> str:
@@ -184,6 +184,7 @@ def compare(
     runs_dir: RunsDirOpt = None,
     at: AtOpt = None,
     target: TargetOpt = None,
+    vs: VsOpt = None,
 ) -> None:
     """Seed-paired comparison of every policy with its campaign-local reference.
 
@@ -198,6 +199,7 @@ def compare(
     check_out_file(out, [records, items], force)
     s, df = load_records(records, suite, campaign, model, mixed_evaluations=allow_mixed,
                          mixed_graders=allow_mixed_graders)
+    df = apply_vs(df, vs)
     _check_aggregate(aggregate, s)
     if _at(at, target, df, records) == "tokens-to-target":
         _check_tokens_to_target_options(fmt, refs, df, items=items, runs_dir=runs_dir, margin=margin)

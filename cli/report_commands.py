@@ -16,7 +16,7 @@ from wtcommon.errors import UserError
 from cli.memorization_options import MemorizationOpt, load_probes
 from cli.analysis_inputs import (
     RecordsArg, SuiteOpt, RESAMPLES, ResamplesOpt, MixedOpt, MixedGradersOpt, check_inputs, check_out,
-    load_records, partial_note, read_items, require_pairs)
+    VsOpt, apply_vs, load_records, partial_note, read_items, require_pairs)
 
 
 def report(
@@ -51,6 +51,7 @@ def report(
     ledger_url: Annotated[str | None, typer.Option(
         "--ledger-url", metavar="URL",
         help="with --workdir: the ledger's SQLAlchemy URL, if not the work dir's")] = None,
+    vs: VsOpt = None,
 ) -> None:
     """Write one self-contained HTML report (verdicts, within-group sensitivity, figures, tables) to --out FILE
     (--force replaces it; a folder exits 2)."""
@@ -60,6 +61,7 @@ def report(
     check_out(out, [records, looks], force)
     _check_figures(figures, force)
     s, df = load_records(records, suite, mixed_evaluations=allow_mixed, mixed_graders=allow_mixed_graders)
+    df = apply_vs(df, vs)
     import warnings
 
     from analysis.comparisons import paired_comparisons as _pc

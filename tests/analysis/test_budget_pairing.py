@@ -136,3 +136,40 @@ def test_csv_and_json_carry_numbers_as_numbers_and_lists_as_lists(tmp_path: Path
     assert csv["n"] == "3" and csv["seeds"] == "1;2;3" and csv["method_rollout_tokens"] == "1140;1200;1260"
     for v in csv[["mean_diff", "sd", "t_lo", "t_hi", "p_t"]]:  # 12 significant digits at most, no binary noise
         assert len(v.lstrip("-").replace(".", "").split("e")[0].lstrip("0")) <= 12, csv
+
+
+def test_two_methods_compared_with_each_other_beside_their_references_in_one_family(tmp_path: Path) -> None:
+    """issue 58: `--vs A:B` adds A vs B (two methods, neither the other's reference) beside each policy's own
+    comparison, in compare, verdicts, tables and the report with the same numbers, and inside the Holm family."""
+    from analysis.report import build_report
+    from analysis.schema import PAIRS_ATTR
+
+    path = write_records(budget_records(), tmp_path / "records.parquet")
+    r = invoke("compare", str(path), "--format", "json", "--resamples", "200", "--vs", "mopps:greso")
+    assert r.exit_code == 0, r.output
+    rows = [c for c in json.loads(r.output)["comparisons"] if c["metric"] == "DB-12"]
+    assert sorted((c["policy"], c["reference"]) for c in rows) == [("greso", "baseline"), ("mopps", "baseline"),
+                                                                   ("mopps", "greso")]
+    pair = next(c for c in rows if c["reference"] == "greso")
+    # by hand: the seed-paired difference of the two methods, and Holm over the three comparisons of the family
+    df = read_records(path, SUITE)
+    last = df[df["step"] == df.groupby("run_key")["step"].transform("max")]
+    score = last.groupby(["policy", "seed"])["accuracy"].mean()
+    assert np.isclose(pair["mean_diff"], (score["mopps"] - score["greso"]).mean())
+    p = sorted(c["p_t"] for c in rows)
+    assert np.isclose(min(c["p_holm"] for c in rows), min(1.0, 3 * p[0]))
+    r = invoke("verdicts", str(path), "--json", "--resamples", "200", "--vs", "mopps:greso")
+    verd = {(v["policy"], v["reference"]): v for v in json.loads(r.output)["verdicts"]}
+    assert verd[("mopps", "greso")]["mean_diff"] == pair["mean_diff"]
+    assert len(verd) == 3 and verd[("mopps", "greso")]["t_lo"] == pair["t_lo"]  # in the verdicts' family too
+    r = invoke("tables", str(path), "--table", "paired", "--format", "csv", "--resamples", "200",
+               "--vs", "mopps:greso")
+    assert r.exit_code == 0 and ",mopps,greso," in r.output, r.output[-2000:]
+    recs = read_records(path, SUITE)
+    recs.attrs[PAIRS_ATTR] = [("mopps", "greso")]
+    html = build_report(recs, tmp_path / "r.html", n_resamples=200).read_text()
+    assert f"{pair['mean_diff']:+.2f} [{pair['t_lo']:+.2f}, {pair['t_hi']:+.2f}]" in html
+    for bad, says in ((["--vs", "mopps"], "METHOD:REFERENCE"), (["--vs", "mopps:nosuch"], "nosuch"),
+                      (["--vs", "mopps:mopps"], "two different policies")):
+        r = invoke("compare", str(path), *bad)
+        assert r.exit_code == 2 and says in " ".join(r.output.split()), r.output
