@@ -13,6 +13,7 @@ statistic is in analysis.paired_stats.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -108,7 +109,8 @@ def _pair(mrows: np.ndarray, rrows: np.ndarray, seeds: np.ndarray, run_ids: np.n
 
 
 def _jobs(runs: pd.DataFrame, overrides: dict[str, str], dropped: list[str], aa_pair: tuple[str, str],
-          by_mechanism: dict[str, str], pairs: list[tuple[str, str]] = ()) -> list[tuple[dict, np.ndarray, np.ndarray]]:
+          by_mechanism: dict[str, str], pairs: Sequence[tuple[str, str]] = ()
+          ) -> list[tuple[dict, np.ndarray, np.ndarray]]:
     """(identity, method run rows, reference run rows) for every comparison, plus the A/A rows. The reference
     of a policy: `overrides` (--reference-map), else its mechanism's in `by_mechanism`; `pairs` (--vs A:B) add
     A vs B in every group holding both, as effects in the same Holm family."""
