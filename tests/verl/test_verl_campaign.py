@@ -3,8 +3,8 @@ reward-call and zero-weight checks (they were a second module of three direct la
 suite's CPU once: every verl launch costs about a minute of both cores).
 
 `campaign submit` sends the `verl_cpu_tiny` recipe (verl's own `main_ppo` + `windtunnel_sync` + the plugin's
-`hf` rollout) to the suite's shared head, a `ray start --head` with token auth reached only through
-`--ray-address` and the token, as a user submits to a cluster they started by hand. All five runs share seed 1:
+`hf` rollout) to a cluster of `ray start` processes with token auth reached only through `--ray-address` and the
+token, as a user submits to a cluster they started by hand. All six one-node runs share seed 1:
 - `baseline`, `gfpo_k1` (keeps one rollout of each group of 4) and `drop_all` (plain GRPO at step 1, every
   weight zero from step 2): same seed -> the same step-1 rollouts; drop_all's step 1 is baseline's, update
   included; gfpo_k1's weights change verl's actor update; drop_all's zero-weight step changes no parameter;
@@ -19,6 +19,13 @@ suite's CPU once: every verl launch costs about a minute of both cores).
 - every run has its own Ray runtime and TransferQueue, two train at once, `compute_score` runs exactly once
   per rollout (the reward audit, one per run), the exploit watch logs each step's `watch/*` metrics from the
   rollouts verl scored (issue 39), and every run is merged to HF, evaluated and recorded.
+
+The campaign runs on the suite's 3-node local cluster (`ray_cluster3`: `ray start` processes with token auth and
+logical GPUs), and a seventh cell, `baseline` on `tiny_2n` (the same tiny model with `nnodes: 2`, issue 22), trains
+across two of its nodes beside the one-node runs: its placement group holds two distinct nodes, its private Ray
+runtime spans exactly those, verl's FSDP ranks run on two Ray nodes, and it is merged, evaluated and recorded. That
+was a module of its own with a one-node companion run (578 s of the suite's wall on CI, 12-07); here it costs one
+verl launch (issue 56).
 
 The same campaign is the user's copy of `campaigns/demo_verl.yaml` (outside the repo, at the suite's DEFAULT health
 gates) and carries issue 24's checks: MLflow holds verl's per-step metrics for every cell, the report's intervention
@@ -47,9 +54,10 @@ from tests.components import started
 
 REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
-POLICIES = ["baseline", "gfpo_k1", "drop_all", "reward_gap", "reward_gap_ref", "greso_ds3"]
+POLICIES = ["baseline", "gfpo_k1", "drop_all", "reward_gap", "reward_gap_ref", "greso_ds3"]  # on tiny_qwen2
+TWO_NODE = ("tiny_2n", "baseline")  # the seventh cell: (model, policy)
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]  # six CPU verl runs on 2 cores
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]  # seven CPU verl runs on 2 cores
 
 # a selector whose band is empty (solve rate strictly inside (1, 1)): from step 2 on every weight is zero;
 # step 1 (before warmup_step) is a plain GRPO update, so the zero step comes after real optimizer state
@@ -86,26 +94,46 @@ def _tree(tmp: Path) -> Path:
     ds = yaml.safe_load((root / "policy" / "greso_ds.yaml").read_text())
     ds.update(name="greso_ds3", dynamic_sampling={**ds["dynamic_sampling"], "oversample": 1.0, "max_rounds": 3})
     (root / "policy" / "greso_ds3.yaml").write_text(yaml.safe_dump(ds))
+    # the same tiny model on two nodes of one logical GPU each (verl's CPU platform names its device GPU); two ranks
+    # of one GPU each share the recipe's 16 sequences per step: 8 per rank, so micro-batches of 8 (same data and
+    # warm-up, so the same cached base model)
+    tiny = yaml.safe_load((root / "model" / "tiny_qwen2.yaml").read_text())
+    (root / "model" / "tiny_2n.yaml").write_text(yaml.safe_dump({**tiny, "name": "tiny_2n", "gpus_per_node": 1,
+                                                                 "nnodes": 2}))
+    two = {**recipe, "name": "verl_cpu_tiny_2n", "overrides": dict(recipe["overrides"])}
+    for key in ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+                "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"):
+        two["overrides"][key] = 8
+    (root / "recipe" / "verl_cpu_tiny_2n.yaml").write_text(yaml.safe_dump(two, sort_keys=False))
     # the user's copy of campaigns/demo_verl.yaml (verl's own trainer, the suite's DEFAULT health gates: the verl
-    # recipe starts from the warmed-up base model, issue 24), with this module's policies and one seed
+    # recipe starts from the warmed-up base model, issue 24), with this module's policies and one seed, in two
+    # groups: the two-node cell first (it starts beside a one-node run), then the six one-node cells
     demo = yaml.safe_load((REPO / "campaigns" / "demo_verl.yaml").read_text())
     assert "gates" not in demo["evaluation"]  # the suite's defaults, as shipped
-    demo.update(name="vcpu", backend="verl", recipe="verl_cpu_tiny", policies=POLICIES, seeds=[1], steps=2,
-                save_freq=1, baselines={"select": "baseline", "reweight": "baseline", "mix": "baseline"},
-                # 3 attempts: the kill below is one; a private Ray runtime that misses Ray's 30 s start-up wait on
-                # a loaded 2-core machine may be another
-                retries={"max_attempts": 3, "backoff_s": 1, "backoff_max_s": 2})
+    for flat in ("models", "policies"):
+        demo.pop(flat)
+    demo.update(name="vcpu", backend="verl", recipe="verl_cpu_tiny", seeds=[1], steps=2, save_freq=1,
+                baselines={"select": "baseline", "reweight": "baseline", "mix": "baseline"},
+                # 4 attempts: the kill below is one; a private Ray node that misses Ray's fixed 30 s start-up wait
+                # (ray/_private/node.py) on a loaded 2-core machine may be another, more often on two nodes
+                retries={"max_attempts": 4, "backoff_s": 1, "backoff_max_s": 2},
+                # the 3-node cluster: 4 logical GPUs and 4 CPUs a node
+                compute={"nodes": 3, "gpus_per_node": 4, "hours_per_run": 0.01, "cpus_per_run": 1},
+                sub_campaigns={"vcpu": {"groups": [
+                    {"campaign": "vcpu", "models": [TWO_NODE[0]], "policies": [TWO_NODE[1]],
+                     "recipe": "verl_cpu_tiny_2n", "save_freq": 2},
+                    {"campaign": "vcpu", "models": ["tiny_qwen2"], "policies": POLICIES}]}})
     (root / "vcpu.yaml").write_text(yaml.safe_dump(demo, sort_keys=False))
     return root / "vcpu.yaml"
 
 
 @pytest.mark.component("verl-hf")
-def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
+def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, ray_cluster3):
     from evaluation.benchmark_data import write_manifest
     from training.synthetic import write_eval_fixtures
 
-    addr, tok = head
-    env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(tok), "RAY_AUTH_MODE": "token"}
+    addr = ray_cluster3.address
+    env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(ray_cluster3.token_file), "RAY_AUTH_MODE": "token"}
     wd = tmp_path / "wd"
     paths = write_eval_fixtures(wd / "data" / "eval", seed=42, n_items=8, suite="db12")
     write_manifest(wd / "data" / "eval", sorted(paths), kind="fixture")  # as `campaign demo` does
@@ -115,24 +143,28 @@ def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
         proc = subprocess.Popen([CAMPAIGN, "submit", str(camp), "--ray-address", addr, "--workdir", str(wd),
                                  "--max-parallel", "2"], env=env, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
     with reaped(proc):
-        killed = kill_after_first_checkpoint(proc, wd / "runs" / "vcpu", "reward_gap")
-        rc = proc.wait(timeout=1800)
+        killed = kill_after_first_checkpoint(proc, wd / "runs" / "vcpu", "reward_gap", timeout=1800)
+        rc = proc.wait(timeout=2100)
     assert rc == 0, log.read_text()[-4000:]
 
     runs, attempts = runs_and_attempts(wd, "vcpu")
-    assert len(runs) == len(POLICIES) and {r.state for r in runs} == {"recorded"}, [(r.run_id, r.state) for r in runs]
+    assert len(runs) == len(POLICIES) + 1 and {r.state for r in runs} == {"recorded"}, [(r.run_id, r.state)
+                                                                                       for r in runs]
     started("verl-hf", f"{len(runs)} runs trained by verl's main_ppo with the hf rollout and recorded")
-    key = {r.run_id.split("/")[2]: r.run_key for r in runs}
+    cell = {tuple(r.run_id.split("/")[1:3]): r.run_key for r in runs}  # (model, policy) -> run key
+    key = {p: k for (m, p), k in cell.items() if m == "tiny_qwen2"}
     train_tries = {p: [a for a in attempts if a.run_key == k and a.stage == "train"] for p, k in key.items()}
     # the killed run was retried by the scheduler (its first attempt is the killed one)
     assert len(train_tries["reward_gap"]) >= 2 and train_tries["reward_gap"][0].status == AttemptStatus.failed
 
     run_dirs = {p: wd / "runs" / "vcpu" / k for p, k in key.items()}
     assert killed == run_dirs["reward_gap"] / "train"
-    rt = {p: json.loads((d / "train" / "verl_runtime.json").read_text()) for p, d in run_dirs.items()}
-    # isolation: every run had its own Ray runtime and its own TransferQueue controller ...
-    assert len({r["gcs_address"] for r in rt.values()}) == len(POLICIES)
-    assert len({r["tq_controller_actor_id"] for r in rt.values()}) == len(POLICIES)
+    two = wd / "runs" / "vcpu" / cell[TWO_NODE]
+    rt = {p: json.loads((d / "train" / "verl_runtime.json").read_text())
+          for p, d in {**run_dirs, "two_node": two}.items()}
+    # isolation: every run had its own Ray runtime and its own TransferQueue controller, the two-node one too ...
+    assert len({r["gcs_address"] for r in rt.values()}) == len(POLICIES) + 1
+    assert len({r["tq_controller_actor_id"] for r in rt.values()}) == len(POLICIES) + 1
     # ... and at least two of them were training at the same time, read from the ledger's recorded attempts, not
     # from wall-clock gaps between launches (which move with the machine's load)
     spans = sorted((a.started_at, a.ended_at) for a in attempts if a.stage == "train")
@@ -150,10 +182,11 @@ def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
             assert m[p][step]["watch/response_length_mean"] == pytest.approx(m[p][step]["response_length/mean"],
                                                                              rel=1e-4), (p, step)
             assert {"watch/multi_answer_frac", "watch/no_reasoning_frac", "watch/at_limit_frac"} <= set(m[p][step])
-        assert (d / "records.parquet").exists()
+        assert (d / "records.parquet").exists() and "placement" not in manifests[p]
         # submitted to a `ray start --head` cluster with token auth: verl's ray.init never tried to join it
         assert "must not be provided" not in (d / "train" / "train.log").read_text()
 
+    _check_two_node(two, rt["two_node"], [a for a in attempts if a.stage == "train" and a.status == "succeeded"])
     _check_compute_across_launches(manifests["reward_gap"]["compute"], manifests["reward_gap_ref"]["compute"])
     _check_same_seed_and_policy_weights(m)
     _check_zero_weight_step(m["drop_all"], manifests["drop_all"])
@@ -164,9 +197,32 @@ def test_verl_campaign_trains_resumes_and_records_every_run(tmp_path, head):
     _check_dynamic_sampling(run_dirs["greso_ds3"], m["greso_ds3"], manifests["greso_ds3"]["compute"])
     records = pd.read_parquet(wd / "results" / "vcpu" / "records.parquet")
     assert set(records["policy"]) == set(POLICIES) and records["accuracy"].notna().all()
-    _check_mlflow(wd, key)
+    assert set(records["model"]) == {"tiny_qwen2", TWO_NODE[0]}
+    _check_mlflow(wd, cell)
     _check_intervention(wd)
     _check_reevaluation(camp, wd, addr, env, key, run_dirs)
+
+
+def _check_two_node(run: Path, rt: dict, trained: list) -> None:
+    """The two-node run (issue 22): its placement group held two distinct nodes of the shared cluster, its private
+    Ray runtime spanned exactly those (one private node per bundle), verl's FSDP ranks ran on two different Ray
+    nodes, and it trained while a one-node run of the same campaign trained (the ledger's recorded attempts); its
+    checkpoint was merged to HF and evaluated."""
+    done = json.loads((run / "train_done.json").read_text())
+    placement = done["placement"]
+    shared = placement["node_ids"]
+    assert placement["nnodes"] == 2 and len(set(shared)) == 2, placement  # two distinct shared-cluster nodes
+    private = placement["private_nodes"]
+    assert [n["node_id"] for n in private] == shared  # one private node started in each reserved bundle
+    assert rt["gcs_address"] == private[0]["gcs"]  # verl ran in the run's own runtime on those nodes
+    ranks = rt["rank_nodes"]
+    assert ranks is not None and len(ranks) == 2 and len(set(ranks)) == 2, ranks  # FSDP ranks on two nodes
+    spans = {a.run_key: (a.started_at, a.ended_at) for a in trained}
+    s2, e2 = spans.pop(run.name)
+    assert any(s < e2 and s2 < e for s, e in spans.values()), (s2, e2, spans)  # beside a one-node run
+    assert [c["step"] for c in done["checkpoints"]] == [2]  # its group's save_freq
+    assert (Path(done["checkpoints"][0]["path"]) / "config.json").exists()
+    assert json.loads((run / "eval_done.json").read_text())["rows"] > 0
 
 
 def _check_compute_across_launches(killed: dict, ref: dict) -> None:
@@ -345,17 +401,17 @@ def _submit(camp: Path, wd: Path, addr: str, env: dict[str, str]) -> subprocess.
                           timeout=2000)
 
 
-def _check_mlflow(wd: Path, key: dict[str, str]) -> None:
-    """MLflow holds verl's own training metrics per step for every cell, nested under the campaign's parent run:
-    gradient norms where verl's actor updated (drop_all's zero-weight step 2 ran no update), scores, and the
-    selector's kept fraction (gfpo_k1 keeps 1 of each group's 4)."""
+def _check_mlflow(wd: Path, cell: dict[tuple[str, str], str]) -> None:
+    """MLflow holds verl's own training metrics per step for every cell (the two-node one too), nested under the
+    campaign's parent run: gradient norms where verl's actor updated (drop_all's zero-weight step 2 ran no
+    update), scores, and the selector's kept fraction (gfpo_k1 keeps 1 of each group's 4)."""
     from orchestrator import tracking
 
     ml = tracking.client(tracking.default_uri(wd))
     every = ml.search_runs([ml.get_experiment_by_name("vcpu").experiment_id])
     cells = [r for r in every if r.data.tags.get(tracking.CAMPAIGN_RUN_TAG) != "true"]  # the parent run aside
-    assert len(cells) == len(POLICIES) and len(every) == len(POLICIES) + 1
-    policy_of = {k: p for p, k in key.items()}
+    assert len(cells) == len(cell) and len(every) == len(cell) + 1
+    policy_of = {k: p for (_, p), k in cell.items()}
     for c in cells:
         policy = policy_of[c.data.tags[tracking.RUN_KEY_TAG]]
         grad = {m.step for m in ml.get_metric_history(c.info.run_id, "train/actor/grad_norm")}
@@ -374,7 +430,9 @@ def _check_intervention(wd: Path) -> None:
     from analysis.records import read_records
 
     df = read_records(wd / "results" / "vcpu" / "records.parquet")
-    flags = flag_policies(run_summary(runs_from_dir(df, wd / "runs" / "vcpu"))).set_index("policy")
+    flags = flag_policies(run_summary(runs_from_dir(df, wd / "runs" / "vcpu")))
+    assert set(flags["model"]) == {"tiny_qwen2", TWO_NODE[0]}  # one configuration per (model, policy)
+    flags = flags[flags["model"] == "tiny_qwen2"].set_index("policy")
     print(flags[["mechanism", "kept_frac", "flag", "reason"]].to_string())
     assert flags.loc["gfpo_k1", "kept_frac"] == pytest.approx(0.25)
     assert flags.loc["drop_all", "kept_frac"] < 1
@@ -402,7 +460,7 @@ def _check_reevaluation(camp: Path, wd: Path, addr: str, env: dict[str, str], ke
         ckpts[p] = {f: f.stat().st_mtime_ns for c in m["checkpoints"] for f in Path(c["path"]).iterdir()
                     if f.is_file()}
     spec = yaml.safe_load(camp.read_text())
-    spec["policies"] = again
+    spec["sub_campaigns"]["vcpu"]["groups"] = [{"campaign": "vcpu", "models": ["tiny_qwen2"], "policies": again}]
     spec["evaluation"]["gates"] = {"min_parse_rate": 0.4}
     spec["evaluation"]["max_gen_toks"] = 28
     camp.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -420,4 +478,6 @@ def _check_reevaluation(camp: Path, wd: Path, addr: str, env: dict[str, str], ke
     _, planned = plan(camp)
     want = evaluation_hash(planned[0].eval_key, wd / "data" / "eval")
     assert want not in first_hash
-    assert set(df.loc[df["policy"].isin(again), "eval_hash"]) == {want}, df[["policy", "eval_hash"]]
+    one_node = df[df["model"] == "tiny_qwen2"]
+    assert set(one_node.loc[one_node["policy"].isin(again), "eval_hash"]) == {want}, df[["policy", "eval_hash"]]
+    assert set(df.loc[df["model"] == TWO_NODE[0], "eval_hash"]) == first_hash  # a cell the spec no longer names
