@@ -313,7 +313,8 @@ def _outside(fig) -> list[str]:
                                                             or e.x1 > box.x1 + 1 or e.y1 > box.y1 + 1)]
 
 
-@pytest.mark.parametrize("which", ["mine", "released"])
+# the released records' 9 figures at 200 dpi: ~30 s of rendering, in the slow tier beside the released report
+@pytest.mark.parametrize("which", ["mine", pytest.param("released", marks=pytest.mark.slow)])
 def test_no_figure_clips_a_label(which: str, tmp_path: Path) -> None:
     """Tick labels, titles and legends lie inside the figure bounds (rank_correlation clipped one before)."""
     import matplotlib.pyplot as plt

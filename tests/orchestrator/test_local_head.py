@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from orchestrator.cluster.local_head import ensure_head, stop_head, token_file
 from wtcommon.polling import wait_until
@@ -25,6 +26,7 @@ def _processes_of(gcs_port: str, temp_dir: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow  # starts and stops a real Ray head: 15-20 s of both cores
 def test_head_serves_jobs_on_loopback_and_stop_leaves_nothing_behind(tmp_path: Path) -> None:
     work = tmp_path / "w"
     address = ensure_head(work)
@@ -47,8 +49,6 @@ def test_head_serves_jobs_on_loopback_and_stop_leaves_nothing_behind(tmp_path: P
 def test_a_failed_start_leaves_no_daemon_and_is_tried_again(tmp_path: Path, monkeypatch) -> None:
     """A `ray start` that dies half way (as Ray does when the node times out on a loaded machine) has
     already spawned daemons: they are killed, and the start is tried once more before giving up."""
-    import pytest
-
     import orchestrator.cluster.local_head as lh
     from orchestrator.engine.executor import ClusterUnreachable
 

@@ -8,7 +8,6 @@ variant and the field before anything runs.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -46,9 +45,9 @@ def test_two_variants_of_one_base_plan_with_their_own_names_and_configs(tree: Pa
     assert next(r for r in plain if r.policy.name == "topk").policy.cfg["actuator"]["params"]["fraction"] == 0.5
 
 
-def test_plan_lists_each_variant_and_the_preflight_loads_it(tree: Path, helpers) -> None:
+def test_plan_lists_each_variant_and_the_preflight_loads_it(tree: Path, helpers, campaign_cli) -> None:
     path = _campaign(tree, helpers, VARIANTS)
-    res = subprocess.run([*helpers.campaign, "plan", str(path), "--json", "--runs"], capture_output=True, text=True)
+    res = campaign_cli(["plan", str(path), "--json", "--runs"])
     assert res.returncode == 0, res.stderr
     acc = json.loads(res.stdout)
     assert acc["by_policy"] == {"baseline": 2, "topk_f03": 2, "topk_f07": 2}
@@ -61,13 +60,13 @@ def test_plan_lists_each_variant_and_the_preflight_loads_it(tree: Path, helpers)
     ({"name": "topk_bad", "base": "topk", "params": {"actuator.scope": "everywhere"}}, "params.actuator.scope: got"),
     ({"name": "topk_bad", "base": "topkk", "params": {}}, "did you mean topk"),
 ])
-def test_a_bad_override_exits_2_naming_the_file_the_variant_and_the_field(tree: Path, helpers, variant,
+def test_a_bad_override_exits_2_naming_the_file_the_variant_and_the_field(tree: Path, helpers, campaign_cli, variant,
                                                                           needle: str) -> None:
     path = _campaign(tree, helpers, ["baseline", variant])
     with pytest.raises(SpecError) as exc:
         expand(load_campaign(path))
     assert str(path) in str(exc.value) and needle in str(exc.value)
-    res = subprocess.run([*helpers.campaign, "plan", str(path)], capture_output=True, text=True)
+    res = campaign_cli(["plan", str(path)])
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert str(path) in res.stderr and "topk_bad" in res.stderr and needle in " ".join(res.stderr.split())
 

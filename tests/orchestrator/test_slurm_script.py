@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ import pytest
 from orchestrator.cluster.slurm import SlurmRequest, batch_script, slurm_time_s, submit_allocations
 from wtcommon.errors import UserError
 
-CAMPAIGN = str(Path(sys.executable).with_name("campaign"))
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -83,16 +81,15 @@ def test_slurm_times_are_read_as_slurm_reads_them() -> None:
             slurm_time_s(bad)
 
 
-def test_the_command_refuses_a_newline_in_partition_with_exit_2_and_writes_nothing(tmp_path: Path) -> None:
+def test_the_command_refuses_a_newline_in_partition_with_exit_2_and_writes_nothing(tmp_path: Path,
+                                                                                    campaign_cli) -> None:
     camp = tmp_path / "c.yaml"
     camp.write_text("name: c\nbackend: noop\n")
-    p = subprocess.run([CAMPAIGN, "slurm", str(camp), "--workdir", str(tmp_path / "w"),
-                        "--partition", "gpu\ntouch /tmp/pwned"], capture_output=True, text=True, cwd=REPO,
-                       timeout=120)
+    p = campaign_cli(["slurm", str(camp), "--workdir", str(tmp_path / "w"), "--partition", "gpu\ntouch /tmp/pwned"],
+                     cwd=REPO)
     assert p.returncode == 2 and "--partition" in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert not (tmp_path / "w").exists()
     f = tmp_path / "afile"
     f.write_text("x")
-    p = subprocess.run([CAMPAIGN, "slurm", str(camp), "--workdir", str(f)], capture_output=True, text=True,
-                       cwd=REPO, timeout=120)
+    p = campaign_cli(["slurm", str(camp), "--workdir", str(f)], cwd=REPO)
     assert p.returncode == 2 and "not a folder" in p.stderr and "Traceback" not in p.stderr, p.stderr
