@@ -143,10 +143,13 @@ def _print_power(report: PlanReport) -> None:
 
 
 def _print_warnings(acc: Accounting) -> None:
-    """On stderr: runs without their campaign-local reference, and run counts the overridden grid changed."""
+    """On stderr: runs without their campaign-local reference, run counts the overridden grid changed, and in a
+    budgeted campaign what its checkpoint grid cannot resolve for tokens-to-target."""
     if acc.missing_references:
         err.print(f"warning: {len(acc.missing_references)} runs lack their campaign-local reference, "
                   f"e.g. {acc.missing_references[:3]}")
     for where, m in acc.expected_runs_mismatch.items():
         err.print(f"warning: {where}: declares {m['expected']} runs, the overridden grid has {m['planned']}",
                   highlight=False)
+    for line in (acc.budget or {}).get("grid_warnings", []):  # what the checkpoint grid cannot resolve (issue 58)
+        err.print(f"warning: tokens-to-target: {line}", highlight=False)

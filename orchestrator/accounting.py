@@ -121,17 +121,73 @@ def budget_steps(runs: list[RunSpec]) -> dict[str, Any] | None:
     at_least: list[int] = []
     for r in budgeted:
         assert r.rollout_token_budget is not None
-        ro, ds = r.recipe_cfg.rollout, r.policy.cfg.get("dynamic_sampling") or {}
-        per_step = float(r.recipe_cfg.actor.prompts_per_step * ro.n * ro.max_new_tokens)
-        per_step *= float(ds.get("oversample", 1.0)) * int(ds.get("max_rounds", 1)) if ds else 1.0
-        at_least.append(min(r.steps, -(-int(r.rollout_token_budget) // max(1, int(per_step)))))
+        at_least.append(min(r.steps, -(-int(r.rollout_token_budget) // max(1, int(_per_step(r))))))
     budgets = sorted({int(r.rollout_token_budget or 0) for r in budgeted})
     cap = max(r.steps for r in budgeted)
     low = sum(a / r.steps * r.est_hours for a, r in zip(at_least, budgeted, strict=True))
     high = sum(r.est_hours for r in budgeted)
+    grid = token_grid(budgeted, at_least)
     return {"rollout_tokens": budgets[0] if len(budgets) == 1 else budgets, "runs": len(budgeted),
             "steps_at_least": min(at_least), "steps_cap": cap,
-            "lower_share": round(low / high, 4) if high > 0 else None}
+            "lower_share": round(low / high, 4) if high > 0 else None,
+            "grid": grid, "grid_warnings": grid_warnings(grid)}
+
+
+MIN_GRID = 4  # evaluated checkpoints under the budget below which a tokens-to-target claim cannot be resolved
+
+
+def _per_step(r: RunSpec) -> float:
+    """At most this many rollout tokens a step: prompts_per_step x rollout.n x max_new_tokens, x oversample x
+    max_rounds under dynamic sampling."""
+    ro, ds = r.recipe_cfg.rollout, r.policy.cfg.get("dynamic_sampling") or {}
+    per_step = float(r.recipe_cfg.actor.prompts_per_step * ro.n * ro.max_new_tokens)
+    return per_step * float(ds.get("oversample", 1.0)) * int(ds.get("max_rounds", 1)) if ds else per_step
+
+
+def token_grid(budgeted: list[RunSpec], at_least: list[int]) -> dict[str, dict[str, Any]]:
+    """Per budgeted policy, where its evaluated checkpoints fall (issue 58): the first one after at least
+    `first_rollouts_at_least` rollouts (save_freq steps of prompts_per_step x rollout.n, x oversample under dynamic
+    sampling, whose first round always runs), and at least `evaluated` of them before the budget stops it (1
+    unless `evaluation.all_checkpoints`: only the final one is scored). A tokens-to-target crossing is known only
+    to lie between two evaluated checkpoints."""
+    out: dict[str, dict[str, Any]] = {}
+    for r, steps in zip(budgeted, at_least, strict=True):
+        if r.policy.name in out:
+            continue
+        ds = r.policy.cfg.get("dynamic_sampling") or {}
+        per_step = r.recipe_cfg.actor.prompts_per_step * r.recipe_cfg.rollout.n * float(ds.get("oversample", 1.0))
+        every = r.evaluation.all_checkpoints
+        out[r.policy.name] = {"first_rollouts_at_least": int(r.save_freq * per_step),
+                              "evaluated": max(1, steps // max(1, r.save_freq)) if every else 1,
+                              "all_checkpoints": every}
+    return out
+
+
+def grid_warnings(grid: dict[str, dict[str, Any]]) -> list[str]:
+    """What the checkpoint grid cannot resolve: a target reached at a policy's first evaluated checkpoint is
+    left-censored (no decided verdict), so only the final checkpoint scored, too few checkpoints under the
+    budget, or first checkpoints that come after very different amounts of rollout (dynamic sampling's
+    oversampled steps) limit every tokens-to-target claim; said before anything runs."""
+    warn = []
+    final_only = sorted(p for p, g in grid.items() if not g["all_checkpoints"])
+    if final_only:
+        warn.append(f"only the final checkpoint is evaluated for {', '.join(final_only)}: tokens-to-target cannot "
+                    "be estimated (a target is reached at the budget or not at all); set evaluation.all_checkpoints: "
+                    "true and a save_freq of a few steps")
+    coarse = sorted(p for p, g in grid.items() if g["all_checkpoints"] and g["evaluated"] < MIN_GRID)
+    if coarse:
+        warn.append(f"maybe fewer than {MIN_GRID} evaluated checkpoints under the budget for {', '.join(coarse)} "
+                    "(every response at max_new_tokens): a crossing is then bracketed by a quarter of the budget or "
+                    "more; a lower save_freq gives tokens-to-target a finer grid")
+    firsts = {p: g["first_rollouts_at_least"] for p, g in grid.items() if g["all_checkpoints"]}
+    if len(firsts) > 1 and max(firsts.values()) >= 1.5 * max(1, min(firsts.values())):
+        hi, lo = max(firsts, key=lambda p: firsts[p]), min(firsts, key=lambda p: firsts[p])
+        k = firsts[hi] / max(1, firsts[lo])
+        warn.append(f"{hi}'s first evaluated checkpoint comes after at least {k:.1f}x the rollouts of {lo}'s "
+                    f"({firsts[hi]:,} against {firsts[lo]:,}): a target reached at a first checkpoint is left-censored "
+                    f"(no verdict), and a tokens ratio below {k:.1f}x near the start is checkpoint spacing, not "
+                    "learning")
+    return warn
 
 
 def eval_sample_factor(suite: str) -> float | None:

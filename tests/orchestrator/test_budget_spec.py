@@ -68,3 +68,32 @@ def test_the_plan_bounds_where_the_budget_stops_the_runs():
     assert accounting(ds, expand(ds)).budget["steps_at_least"] == max(1, -(-6000 // (per_step * 30)))
     plain = load_campaign(REPO / "campaigns/demo.yaml")
     assert "budget" not in accounting(plain, expand(plain)).to_dict()
+
+
+def test_the_plan_warns_when_the_checkpoint_grid_cannot_resolve_tokens_to_target(campaign_cli):
+    """Issue 58: a target reached at a first checkpoint is left-censored. The plan says, before anything runs, when
+    only the final checkpoint is scored, when the budget may hold fewer than 4 scored checkpoints, and when dynamic
+    sampling's first checkpoint comes after 3x the rollouts of baseline's (its oversample); a fine common grid
+    draws no warning, and an equal-step plan has no budget key at all (test above)."""
+    from orchestrator.accounting import accounting
+
+    coarse = ["policies=[baseline,dynamic_sampling]", "save_freq=2", "+evaluation.all_checkpoints=true"]
+    cases = {
+        "final only": (["policies=[baseline,mopps]"], ["only the final checkpoint is evaluated for baseline, mopps"]),
+        "coarse, unequal": (coarse, ["fewer than 4 evaluated checkpoints under the budget for baseline, "
+                                     "dynamic_sampling", "dynamic_sampling's first evaluated checkpoint comes after "
+                                     "at least 3.0x the rollouts of baseline's", "left-censored"]),
+        "fine": (["policies=[baseline,mopps]", "save_freq=1", "+evaluation.all_checkpoints=true"], []),
+    }
+    for name, (overrides, wanted) in cases.items():
+        spec = load_campaign(REPO / "campaigns/frontier_cpu.yaml", overrides)
+        b = accounting(spec, expand(spec)).to_dict()["budget"]
+        said = " ".join(b["grid_warnings"])
+        assert all(w in said for w in wanted) and bool(b["grid_warnings"]) == bool(wanted), (name, said)
+        assert set(b["grid"]) == {r.policy.name for r in expand(spec)}, name
+    assert b["grid"]["baseline"] == {"first_rollouts_at_least": 96, "evaluated": 4, "all_checkpoints": True}
+    # the plan prints them on stderr, each named as a tokens-to-target warning
+    res = campaign_cli(["plan", str(REPO / "campaigns/frontier_cpu.yaml"), *coarse])
+    assert res.returncode == 0, res.stderr
+    said = " ".join(res.stderr.split())
+    assert said.count("warning: tokens-to-target:") == 2 and "left-censored" in said, said
