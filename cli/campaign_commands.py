@@ -58,7 +58,8 @@ def plan_cmd(
     gpus: int | None = typer.Option(None, "--gpus", min=1, help="GPUs available for the duration estimate "
                                        "(default: the campaign's compute.nodes × gpus_per_node)"),
     workdir: Path | None = typer.Option(None, "--workdir", help="also check the evaluation data this work "
-                                           "directory's campaign would read"),
+                                           "directory's campaign would read, and time the plan from the "
+                                           "campaign's runs finished there"),
     data_dir: Path | None = typer.Option(None, "--data-dir", help="also check this evaluation data directory"),
     ray_address: str | None = typer.Option(None, "--ray-address", help="also check every run fits the live "
                                            "cluster's nodes (GPUs per node × nnodes)"),
@@ -90,7 +91,7 @@ def plan_cmd(
         err.print("note: evaluation data not checked (pass --workdir or --data-dir to check it too)")
     acc = plan_report(spec, rs, gpus=gpus, with_runs=runs, prior=prior, sd=sd, margin=margin,
                       target_power=target_power, effect=effect, gpu_budget=gpu_budget, familywise=familywise,
-                      sims=sims)
+                      sims=sims, workdir=workdir)
     run_rows = acc.runs or plan_run_rows(rs)
     if fmt == "json":
         typer.echo(json_dumps(acc.to_dict(), indent=2))

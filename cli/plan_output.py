@@ -79,6 +79,16 @@ def _print_headline(spec: CampaignSpec, rs: list[RunSpec], report: PlanReport) -
         out.print(f"budget {b['rollout_tokens']:,} rollout tokens: each of the {b['runs']} budgeted runs stops after "
                   f"between {b['steps_at_least']} (every response at max_new_tokens) and {b['steps_cap']} steps "
                   f"(the cap); the estimate above is for the cap{share}", highlight=False)
+    m = report.measured
+    if m is not None:  # what the campaign's finished runs took: evaluation and every stage's start included
+        from orchestrator.progress import format_duration
+
+        where = f"{m.slots} CPU job slots" if not any(r.gpus for r in rs) else f"{m.slots} GPUs"
+        took = ("cannot be scheduled" if m.hours is None
+                else f"≈{format_duration(m.hours * 3600)} for every planned run on {where}")
+        out.print(f"measured on {m.runs} finished run(s) in {m.workdir}: {m.train_s_per_step:,.1f} s a training step "
+                  f"and {m.eval_s_per_checkpoint:,.1f} s an evaluated checkpoint (stage start-up included); "
+                  f"{took}", highlight=False)
 
 
 def _print_breakdowns(acc: Accounting) -> None:

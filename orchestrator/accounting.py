@@ -213,10 +213,10 @@ def checkpoints_evaluated(r: RunSpec) -> int:
 CPU_SLOTS = 2  # concurrent jobs of a GPU-less campaign (the scheduler's default, orchestrator.session)
 
 
-def makespan_hours(runs: list[RunSpec], gpus: int, cpu_slots: int = CPU_SLOTS) -> float | None:
+def makespan_hours(runs: list[RunSpec], gpus: int, cpu_slots: int = CPU_SLOTS, ndigits: int = 1) -> float | None:
     """Wall hours to run every training job on `gpus` GPUs: longest-first list scheduling, each run holding its
-    GPUs for its estimated hours (what the scheduler does, without failures). None when a run needs more GPUs
-    than exist. A campaign whose runs need no GPU (CPU) runs `cpu_slots` jobs at a time."""
+    GPUs for its estimated hours (what the scheduler does, without failures), rounded to `ndigits`. None when a
+    run needs more GPUs than exist. A campaign whose runs need no GPU (CPU) runs `cpu_slots` jobs at a time."""
     import heapq
 
     if any(r.gpus > gpus for r in runs):
@@ -232,4 +232,4 @@ def makespan_hours(runs: list[RunSpec], gpus: int, cpu_slots: int = CPU_SLOTS) -
         start = max(picked)
         for _ in range(need):
             heapq.heappush(free, start + r.est_hours)
-    return round(max(free), 1)
+    return round(max(free), ndigits)

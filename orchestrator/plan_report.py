@@ -12,6 +12,7 @@ from wtcommon.errors import as_user_error
 
 if TYPE_CHECKING:
     from orchestrator.accounting import Accounting
+    from orchestrator.measured_cost import MeasuredCost
 
 DURATION_METHOD = ("longest-first list scheduling of the runs' estimated hours on the GPUs; no failures, retries "
                    "or evaluation time")
@@ -44,26 +45,31 @@ class PlanReport:
     runs: list[dict[str, Any]] | None = None
     power: dict[str, Any] | None = None
     sequential_plan: dict[str, Any] | None = None
+    measured: MeasuredCost | None = None  # with --workdir, once runs of the campaign finished there
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form: the accounting's keys, then `duration`, and `runs`, `power`, `sequential_plan` when
-        present."""
+        """The JSON form: the accounting's keys, then `duration`, and `runs`, `power`, `sequential_plan` and
+        `measured` when present."""
         out: dict[str, Any] = {**self.accounting.to_dict(), "duration": asdict(self.duration)}
         for key in ("runs", "power", "sequential_plan"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
+        if self.measured is not None:
+            out["measured"] = self.measured.to_dict()
         return out
 
 
 def plan_report(spec, runs: list, *, gpus: int | None = None, with_runs: bool = False, prior: Path | None = None,
                 sd: float | None = None, margin: float = 1.0, target_power: float | None = None,
                 effect: float | None = None, gpu_budget: float | None = None, familywise: str = "holm",
-                sims: int = 400) -> PlanReport:
+                sims: int = 400, workdir: Path | None = None) -> PlanReport:
     """The accounting of `runs` plus `duration` on `gpus` (default: the campaign's nodes × GPUs per node),
-    `runs` (with `with_runs`), `power` (with `prior` records or a stated `sd`) and `sequential_plan` (with a
-    `target_power` for a real `effect`, checked against `gpu_budget` GPU-hours). Bad records or settings for the
-    power table raise `UserError` (exit 2) with the library's message."""
+    `runs` (with `with_runs`), `power` (with `prior` records or a stated `sd`), `sequential_plan` (with a
+    `target_power` for a real `effect`, checked against `gpu_budget` GPU-hours) and `measured` (the stage costs of
+    the campaign's finished runs in `workdir`, when there are some). Bad records or settings for the power table
+    raise `UserError` (exit 2) with the library's message."""
     from orchestrator.accounting import accounting, makespan_hours
+    from orchestrator.measured_cost import measured_cost
 
     acc = accounting(spec, runs)
     n_gpus = gpus or spec.compute.nodes * spec.compute.gpus_per_node
@@ -86,5 +92,6 @@ def plan_report(spec, runs: list, *, gpus: int | None = None, with_runs: bool = 
         seq["plan_gpu_h"], seq["plan_runs"] = acc.gpu_hours, acc.total_runs
         seq["ratio_to_plan_gpu_h"] = (seq["recommended"]["gpu_h"] / acc.gpu_hours
                                       if seq["recommended"] and acc.gpu_hours else None)
-    return PlanReport(acc, duration, run_rows(runs) if with_runs else None, power, seq)
+    measured = measured_cost(workdir, spec.name, runs, n_gpus) if workdir is not None else None
+    return PlanReport(acc, duration, run_rows(runs) if with_runs else None, power, seq, measured)
 

@@ -51,16 +51,16 @@ def test_status_without_ledger_exits_2(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_demo_end_to_end_on_a_reduced_grid(tmp_path: Path) -> None:
+def test_demo_end_to_end_on_a_reduced_grid(tmp_path: Path, campaign_cli) -> None:
     """Costs ~4 CPU-minutes (4 runs of 2 steps, then `campaign logs`). Proves the whole CPU pipeline writes the
     records, stops its head, says where its time went (--timings), prints its answer in one screen (≤ 40 lines
-    of ≤ 120 characters, stdout and stderr together, no library INFO chatter) and that `logs` reads the stopped
-    head's files."""
+    of ≤ 120 characters, stdout and stderr together, no library INFO chatter), that `logs` reads the stopped
+    head's files, and that `plan --workdir` times the campaign from its finished runs within 2x of what it took."""
     wd = tmp_path / "wd"
     # 4 evaluation items per benchmark, as the intervention demo test: the demo's 16 quadruple each run's
     # evaluation, and nothing asserted here depends on the item count
-    p = subprocess.run([CAMPAIGN, "demo", "--workdir", str(wd), "--timings", "policies=[baseline,gfpo]", "seeds=[1,2]",
-                        "steps=2", "save_freq=2", "evaluation.fixture_items=4"], capture_output=True, text=True,
+    grid = ["policies=[baseline,gfpo]", "seeds=[1,2]", "steps=2", "save_freq=2", "evaluation.fixture_items=4"]
+    p = subprocess.run([CAMPAIGN, "demo", "--workdir", str(wd), "--timings", *grid], capture_output=True, text=True,
                        cwd=REPO, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     # --timings: where the time went, each part once, the stages read from the ledger (4 runs: 4 jobs each)
@@ -90,6 +90,27 @@ def test_demo_end_to_end_on_a_reduced_grid(tmp_path: Path) -> None:
     assert "evaluate" in p.stdout and '"ok": true' in p.stdout  # the ledger's attempts, then the job's driver log
     assert "training metrics at step 2: " in p.stdout and "policy/kept_frac" in p.stdout  # read from the run dir
     assert not (wd / "ray_head.json").exists()
+    _check_measured_plan(campaign_cli, wd, grid)
+
+
+def _check_measured_plan(campaign_cli, wd: Path, grid: list[str]) -> None:
+    """Issue 58: the declared estimate (compute.hours_per_run) knows nothing of evaluation or a stage's start;
+    once the campaign's runs have finished, `plan --workdir` times it from them (the ledger's stage attempts), and
+    that estimate is within 2x of the wall time its stages took."""
+    import json
+
+    from tests.campaign_ledger import runs_and_attempts
+
+    res = campaign_cli(["plan", str(REPO / "campaigns" / "demo.yaml"), *grid, "--workdir", str(wd), "--json"])
+    assert res.returncode == 0, res.stderr
+    m = json.loads(res.stdout)["measured"]
+    assert m["runs"] == 4 and m["train_s_per_step"] > 0 and m["eval_s_per_checkpoint"] > 0 and m["slots"] == 2
+    _, attempts = runs_and_attempts(wd, "demo")
+    took_h = (max(a.ended_at for a in attempts) - min(a.started_at for a in attempts)) / 3600
+    assert took_h / 2 <= m["hours"] <= 2 * took_h, (m, took_h)
+    said = " ".join(campaign_cli(["plan", str(REPO / "campaigns" / "demo.yaml"), *grid, "--workdir",
+                                  str(wd)]).stdout.split())
+    assert "measured on 4 finished run(s)" in said and "evaluated checkpoint" in said, said
 
 
 def test_demo_records_of_references_only_prints_the_tables_without_a_pair(tmp_path: Path, campaign_cli) -> None:

@@ -80,3 +80,17 @@ def test_plan_counts_evaluation_hours_with_k_samples(tmp_path, monkeypatch):
     assert acc["eval_gpu_hours"] == pytest.approx(591 * 0.5 * factor, abs=0.1)
     t = runner.invoke(app, ["plan", str(REPO / "campaigns" / "paper")], terminal_width=250)
     assert f"×{factor:.2f} the tokens of one greedy pass" in t.output
+
+
+def test_plan_workdir_without_finished_runs_times_nothing_and_creates_nothing(tmp_path):
+    """`plan --workdir W` reads the campaign's finished stages from W's ledger (tests/orchestrator/test_cli_demo.py
+    checks the timing against a real demo); with no ledger there it says nothing of them and creates no ledger."""
+    from evaluation.benchmark_data import write_manifest
+    from training.synthetic import write_eval_fixtures
+
+    wd = tmp_path / "never_submitted"
+    paths = write_eval_fixtures(wd / "data" / "eval", seed=42, n_items=4, suite="db12")  # what the plan checks
+    write_manifest(wd / "data" / "eval", sorted(paths), kind="fixture")
+    res = CliRunner().invoke(app, ["plan", str(REPO / "campaigns" / "demo.yaml"), "--workdir", str(wd), "--json"])
+    assert res.exit_code == 0, res.output
+    assert "measured" not in json.loads(res.stdout) and not (wd / "ledger.db").exists()
