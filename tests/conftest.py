@@ -254,10 +254,13 @@ def suite_budget(config: pytest.Config) -> dict | None:
         times[nodeid + " (still running)"] = time.time() - t
     slowest = sorted(times.items(), key=lambda kv: -kv[1])
     modules = _modules(b, times)
-    starts: dict[str, set[str]] = {}  # module -> the real components its tests started (tests/components.py)
+    starts: dict[str, set[str]] = {}  # module -> the real components its tests start or use (tests/components.py)
     for name, recs in (recorded(config.stash[_shared]) if _shared in config.stash else {}).items():
         for rec in recs:
             starts.setdefault(rec["test"].split("::")[0], set()).add(name)
+    for name, tests in b["declared"].items():  # a shared fixture (the Ray head, the cluster) records once a session
+        for nodeid in tests:
+            starts.setdefault(nodeid.split("::")[0], set()).add(name)
     for m in modules:
         m["starts"] = sorted(starts.get(m["module"], ()))
     tiers = {t: {"modules": sum(m["tier"] == t for m in modules), "wall_s": round(sum(m["wall_s"] for m in modules
